@@ -1,0 +1,40 @@
+//! The store's error type.
+
+/// Everything the store layer can refuse to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The object has no `metadata.name` (or an empty one), so it has no key.
+    #[error("object has no metadata.name, so it cannot be keyed (namespace {namespace:?})")]
+    MissingName {
+        /// The object's namespace, to help find it.
+        namespace: Option<String>,
+    },
+    /// A key that is not `name` or `namespace/name`.
+    #[error("malformed object key {key:?}: expected \"name\" or \"namespace/name\"")]
+    MalformedKey {
+        /// The key as given.
+        key: String,
+    },
+    /// A query named an index that was never registered.
+    #[error("index {name:?} does not exist")]
+    IndexNotFound {
+        /// The index asked for.
+        name: String,
+    },
+    /// `add_indexers` was given a name that is already registered.
+    #[error("indexer conflict: an index named {name:?} already exists")]
+    IndexerConflict {
+        /// The conflicting index name.
+        name: String,
+    },
+    /// A custom key function refused an object.
+    #[error("key function failed: {reason}")]
+    KeyFunc {
+        /// What the key function reported.
+        reason: String,
+    },
+}
+
+/// The store's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
