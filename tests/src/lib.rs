@@ -1,0 +1,1 @@
+//! Shared helpers for the workspace-level tests (test files live beside this crate as `tests/*.rs`).
