@@ -1,1 +1,122 @@
-fn main() {}
+//! kinformer's developer tasks, run as `cargo xtask <task>`.
+//!
+//! - `ci`: what CI checks: formatting, clippy with warnings denied, every test (doc tests
+//!   included) and the docs with warnings denied.
+//! - `bench fifo`: kinformer-fifo's criterion benchmarks and client-go's, back to back, with
+//!   ratios written to `docs/bench-sections/fifo.md`.
+//! - `fake-apiserver [FLAGS]`: the fake API server from kinformer-testing, standalone.
+//!
+//! The tidy checks (crate docs, no ignored tests, layering) live in `tidy.rs` and run as
+//! ordinary tests, so `cargo test --workspace` enforces them.
+
+use std::{
+    env,
+    path::{Path, PathBuf},
+    process::{Command, ExitCode},
+};
+
+mod bench;
+#[cfg(test)]
+mod tidy;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("bench") => bench::run(&args[1..]),
+        Some("fake-apiserver") => fake_apiserver(&args[1..]),
+        Some("help" | "--help" | "-h") | None => {
+            print_usage();
+            Ok(())
+        }
+        Some(other) => Err(format!("unknown task {other:?}; try `cargo xtask help`")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[allow(clippy::print_stdout, reason = "usage text is this command's output")]
+fn print_usage() {
+    println!(
+        "cargo xtask <task>\n\n\
+         tasks:\n  \
+         ci                     fmt check, clippy -D warnings, cargo test --workspace, docs\n  \
+         bench fifo             kinformer-fifo vs client-go DeltaFIFO/RealFIFO benchmarks\n  \
+         fake-apiserver [FLAGS] run kinformer-testing's fake API server standalone"
+    );
+}
+
+/// The workspace root (the parent of this crate's manifest directory).
+pub(crate) fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn cargo() -> Command {
+    let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(project_root());
+    command
+}
+
+/// Runs `command`, echoing it first, and fails with its exit status.
+pub(crate) fn run(mut command: Command) -> Result<(), String> {
+    eprintln!("xtask: running {command:?}");
+    let status = command
+        .status()
+        .map_err(|err| format!("could not start {command:?}: {err}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{command:?} failed with {status}"))
+    }
+}
+
+fn ci() -> Result<(), String> {
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--check"]);
+    run(fmt)?;
+
+    let mut clippy = cargo();
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run(clippy)?;
+
+    // The README's test command; it runs unit, integration, tidy and doc tests.
+    let mut test = cargo();
+    test.args(["test", "--workspace"]);
+    run(test)?;
+
+    let mut doc = cargo();
+    doc.args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run(doc)
+}
+
+fn fake_apiserver(args: &[String]) -> Result<(), String> {
+    let mut command = cargo();
+    command.args([
+        "run",
+        "--quiet",
+        "--release",
+        "--package",
+        "kinformer-testing",
+        "--bin",
+        "kinformer-fake-apiserver",
+        "--",
+    ]);
+    command.args(args);
+    run(command)
+}

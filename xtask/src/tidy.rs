@@ -1,0 +1,237 @@
+//! Repository-wide rules, checked as ordinary tests so `cargo test --workspace` enforces them.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use crate::project_root;
+
+/// Which of our crates each crate may depend on (normal and build dependencies), per
+/// DESIGN.md's dependency direction. A crate missing here fails the check until it is placed.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("kinformer-wait", &[]),
+    ("kinformer-store", &["kinformer-wait"]),
+    ("kinformer-fifo", &["kinformer-wait", "kinformer-store"]),
+    ("kinformer-reflector", &["kinformer-wait", "kinformer-store"]),
+    ("kinformer-processor", &["kinformer-wait", "kinformer-store"]),
+    (
+        "kinformer-informer",
+        &[
+            "kinformer-wait",
+            "kinformer-store",
+            "kinformer-fifo",
+            "kinformer-reflector",
+            "kinformer-processor",
+        ],
+    ),
+    (
+        "kinformer-factory",
+        &[
+            "kinformer-wait",
+            "kinformer-store",
+            "kinformer-fifo",
+            "kinformer-reflector",
+            "kinformer-processor",
+            "kinformer-informer",
+        ],
+    ),
+    ("kinformer-workqueue", &["kinformer-wait"]),
+    ("kinformer-testing", &["kinformer-wait", "kinformer-store"]),
+];
+
+/// Crates that may depend on any layer: the umbrella and the workspace-level tests and tools.
+const UNRESTRICTED: &[&str] = &["kinformer", "kinformer-tests", "xtask"];
+
+struct Manifest {
+    path: PathBuf,
+    name: String,
+    /// Section name (e.g. `dependencies`) to the dependency names it lists.
+    sections: BTreeMap<String, Vec<String>>,
+    text: String,
+}
+
+fn manifests() -> Vec<Manifest> {
+    let root = project_root();
+    let mut dirs: Vec<PathBuf> = fs::read_dir(root.join("crates"))
+        .expect("crates/ exists")
+        .map(|entry| entry.expect("readable crates/ entry").path())
+        .filter(|path| path.join("Cargo.toml").is_file())
+        .collect();
+    dirs.push(root.join("tests"));
+    dirs.push(root.join("xtask"));
+    dirs.sort();
+    dirs.iter().map(|dir| parse_manifest(&dir.join("Cargo.toml"))).collect()
+}
+
+/// A deliberately small reader for the manifest shapes this repository uses: `[section]`
+/// headers and `name = ...` / `name.workspace = true` entries.
+fn parse_manifest(path: &Path) -> Manifest {
+    let text = fs::read_to_string(path).expect("readable manifest");
+    let mut sections: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut section = String::new();
+    let mut name = String::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = header.to_owned();
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if section == "package" && key == "name" {
+            name = value.trim().trim_matches('"').to_owned();
+        }
+        let dep = key.split('.').next().unwrap_or(key).trim().to_owned();
+        sections.entry(section.clone()).or_default().push(dep);
+    }
+    Manifest {
+        path: path.to_owned(),
+        name,
+        sections,
+        text,
+    }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let file_name = entry.file_name();
+        if path.is_dir() {
+            if file_name != "target" && file_name != ".git" {
+                rust_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn all_rust_files() -> Vec<PathBuf> {
+    let root = project_root();
+    let mut files = Vec::new();
+    for dir in ["crates", "tests", "xtask"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    files
+}
+
+#[test]
+fn every_lib_rs_opens_with_crate_docs() {
+    let root = project_root();
+    let mut missing = Vec::new();
+    for manifest in manifests() {
+        let lib = manifest.path.with_file_name("src").join("lib.rs");
+        let Ok(text) = fs::read_to_string(&lib) else {
+            continue;
+        };
+        let first = text.lines().find(|line| !line.trim().is_empty());
+        let documented = first.is_some_and(|line| line.starts_with("//!"));
+        let example = text.contains("//! ```") || manifest.name == "kinformer-tests";
+        if !documented || !example {
+            missing.push(lib.strip_prefix(&root).unwrap_or(&lib).display().to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "these lib.rs files must open with `//!` crate docs that include an example: {missing:?}"
+    );
+}
+
+#[test]
+fn no_test_is_ignored_and_nothing_is_left_unimplemented() {
+    // Spelled in pieces so this file does not trip its own check.
+    let banned = [
+        ["#[", "ignore"].concat(),
+        ["todo", "!("].concat(),
+        ["unimplemented", "!("].concat(),
+    ];
+    let root = project_root();
+    let mut offenders = Vec::new();
+    for file in all_rust_files() {
+        let text = fs::read_to_string(&file).expect("readable source");
+        for (number, line) in text.lines().enumerate() {
+            if banned.iter().any(|pattern| line.contains(pattern.as_str())) {
+                let shown = file.strip_prefix(&root).unwrap_or(&file).display();
+                offenders.push(format!("{shown}:{}: {}", number + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "ignored tests or unfinished code:\n{}",
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn no_crate_depends_on_a_layer_above_it() {
+    let layers: BTreeMap<&str, &[&str]> = LAYERS.iter().copied().collect();
+    let mut violations = Vec::new();
+    for manifest in manifests() {
+        if UNRESTRICTED.contains(&manifest.name.as_str()) {
+            continue;
+        }
+        let Some(allowed) = layers.get(manifest.name.as_str()) else {
+            violations.push(format!(
+                "{} is not placed in tidy.rs's LAYERS; add it per DESIGN.md",
+                manifest.name
+            ));
+            continue;
+        };
+        for (section, deps) in &manifest.sections {
+            let is_dev = section.ends_with("dev-dependencies");
+            if !section.ends_with("dependencies") {
+                continue;
+            }
+            for dep in deps.iter().filter(|dep| dep.starts_with("kinformer")) {
+                // Tests may use the fake API server; it sits at the bottom of the graph.
+                let ok = allowed.contains(&dep.as_str())
+                    || (is_dev && dep == "kinformer-testing" && manifest.name != *dep);
+                if !ok {
+                    violations.push(format!("{} [{section}] -> {dep}", manifest.name));
+                }
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "dependencies against DESIGN.md's layering:\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn every_crate_inherits_workspace_lints_and_dependency_versions() {
+    let mut problems = Vec::new();
+    for manifest in manifests() {
+        if !manifest.text.contains("[lints]\nworkspace = true") {
+            problems.push(format!("{}: missing `[lints] workspace = true`", manifest.name));
+        }
+        let mut section = "";
+        for line in manifest.text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                section = line;
+                continue;
+            }
+            let is_dep_section = section.ends_with("dependencies]");
+            if is_dep_section && !line.is_empty() && !line.starts_with('#') {
+                let pinned_here = !line.contains("workspace = true")
+                    && !line.contains(".workspace")
+                    && line.contains('=');
+                if pinned_here {
+                    problems.push(format!(
+                        "{}: `{line}` must take its version from [workspace.dependencies]",
+                        manifest.name
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
