@@ -1,3 +1,116 @@
-//! Waiting, retrying and backing off, on tokio: the runtime helpers every kinformer loop uses.
+//! Waiting, retrying and backing off on tokio: the runtime helpers every kinformer loop uses.
 //!
-//! (Being built; see issue 2.)
+//! This is the bottom layer of kinformer, the Rust counterpart of apimachinery's
+//! `k8s.io/apimachinery/pkg/util/wait` and `util/runtime`. It owns:
+//!
+//! - periodic loops that stop on a [`CancellationToken`]: [`until`], [`until_with_token`],
+//!   [`non_sliding_until`], [`jitter_until`], [`backoff_until`], and the [`jitter`] function;
+//! - exponential backoff: [`Backoff`] (its [`step`](Backoff::step) is Go's `Backoff.Step`),
+//!   [`exponential_backoff`], and the [`BackoffManager`] trait with the reflector's resetting
+//!   [`ExponentialBackoffManager`];
+//! - polling a condition with a timeout or a token: [`poll`], [`poll_immediate`],
+//!   [`poll_until`], [`poll_until_cancelled`], [`poll_until_timeout`];
+//! - panic capture that logs and returns instead of unwinding into the runtime:
+//!   [`catch_panic`], [`catch_panic_sync`], and a [`Group`] of guarded tasks;
+//! - rate-limited reporting of errors nobody can return: [`handle_error`] and
+//!   [`ErrorReporter`].
+//!
+//! It depends on no other kinformer crate. Everything sleeps on tokio's clock, so tests run
+//! with a paused clock (`#[tokio::test(start_paused = true)]`) are exact and instant.
+//!
+//! Start here: [`Backoff`] for retry schedules, [`until`] for a periodic loop, and
+//! [`poll_until_timeout`] to wait for a condition.
+//!
+//! ```
+//! use std::time::Duration;
+//! use kinformer_wait::Backoff;
+//!
+//! // Doubling from 10ms, at most 5 growth steps, capped at 100ms.
+//! let mut backoff = Backoff {
+//!     duration: Duration::from_millis(10),
+//!     factor: 2.0,
+//!     steps: 5,
+//!     cap: Some(Duration::from_millis(100)),
+//!     ..Backoff::default()
+//! };
+//! let delays: Vec<u128> = (0..6).map(|_| backoff.step().as_millis()).collect();
+//! // 80 * 2 would pass the cap, so the duration settles at the cap and the steps end.
+//! assert_eq!(delays, [10, 20, 40, 80, 100, 100]);
+//! assert_eq!(backoff.steps, 0);
+//! ```
+//!
+//! Errors are one enum, [`Error`], generic over the error type of the caller's condition, which
+//! comes back untouched in [`Error::Condition`].
+
+mod backoff;
+mod error;
+mod group;
+mod manager;
+mod panic;
+mod poll;
+mod report;
+mod sleep;
+#[cfg(test)]
+mod test_support;
+mod until;
+
+pub use backoff::{Backoff, exponential_backoff, exponential_backoff_with_token, jitter};
+pub use error::{Error, Result};
+pub use group::Group;
+pub use manager::{BackoffManager, ExponentialBackoffManager, JitteredBackoffManager};
+pub use panic::{catch_panic, catch_panic_sync, panic_message};
+pub use poll::{
+    poll, poll_immediate, poll_immediate_until, poll_until, poll_until_cancelled,
+    poll_until_timeout,
+};
+pub use report::{
+    ErrorHandler, ErrorReporter, ReportOutcome, add_error_handler, global_error_reporter,
+    handle_error,
+};
+pub use until::{backoff_until, jitter_until, non_sliding_until, until, until_with_token};
+
+/// Re-exported because every loop here stops on one.
+pub use tokio_util::sync::CancellationToken;
+
+#[cfg(test)]
+mod send_sync {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn shared_types_are_send_and_sync() {
+        assert_send_sync::<Error<std::io::Error>>();
+        assert_send_sync::<Backoff>();
+        assert_send_sync::<ExponentialBackoffManager>();
+        assert_send_sync::<JitteredBackoffManager>();
+        assert_send_sync::<ErrorReporter>();
+        assert_send_sync::<Group>();
+    }
+
+    /// The loops must be spawnable on a multi-threaded runtime when their closures are `Send`.
+    #[test]
+    fn loop_futures_are_send() {
+        let token = CancellationToken::new();
+        let period = Duration::from_secs(1);
+        let condition = || async { Ok::<_, std::io::Error>(true) };
+        assert_send(&until(&token, period, || async {}));
+        assert_send(&until_with_token(&token, period, |_| async {}));
+        assert_send(&backoff_until(
+            &token,
+            Box::new(ExponentialBackoffManager::default()) as Box<dyn BackoffManager>,
+            true,
+            || async {},
+        ));
+        assert_send(&poll_until_timeout(&token, period, period, true, condition));
+        assert_send(&exponential_backoff_with_token(
+            &token,
+            Backoff::default(),
+            condition,
+        ));
+        assert_send(&catch_panic("send", async {}));
+    }
+}

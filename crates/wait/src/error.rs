@@ -1,0 +1,65 @@
+use std::convert::Infallible;
+use std::time::Duration;
+
+/// Why a wait, poll, backoff or guarded task ended without success.
+///
+/// The type parameter is the error type of the caller's condition: the loops that run a
+/// fallible condition (`poll*`, `exponential_backoff*`) hand that error back untouched in
+/// [`Error::Condition`], the way apimachinery returns the condition's own `error`. Helpers that
+/// never run a fallible condition ([`catch_panic`](crate::catch_panic)) use the default,
+/// [`Infallible`], so the variant cannot occur there.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error<E = Infallible> {
+    /// The timeout elapsed before the condition reported done (Go's `ErrWaitTimeout`, or
+    /// `context.DeadlineExceeded` for the `PollUntilContextTimeout` family).
+    #[error("timed out after {timeout:?} waiting for the condition")]
+    Timeout {
+        /// The timeout the caller gave.
+        timeout: Duration,
+    },
+
+    /// An exponential backoff used up its steps (or reached its cap) before the condition
+    /// reported done: apimachinery's `ErrWaitTimeout` from `ExponentialBackoff`.
+    #[error("backoff gave up after {attempts} attempts without the condition being met")]
+    BackoffExhausted {
+        /// How many times the condition was checked.
+        attempts: u32,
+    },
+
+    /// The cancellation token fired before the condition reported done (Go's
+    /// `context.Canceled`).
+    #[error("cancelled before the condition was met")]
+    Cancelled,
+
+    /// The guarded closure or future panicked; the panic was caught and logged instead of
+    /// unwinding into the runtime.
+    #[error("{name} panicked: {message}")]
+    Panicked {
+        /// The name the caller gave the guarded work, so logs say what panicked.
+        name: String,
+        /// The panic message when the payload was a string, or a placeholder otherwise.
+        message: String,
+    },
+
+    /// The condition itself failed; this is its error, unchanged.
+    #[error(transparent)]
+    Condition(E),
+}
+
+impl Error<Infallible> {
+    /// Widens an error that cannot carry a condition error into one that can, so a panic
+    /// caught while running a condition can be returned from a loop that is generic over `E`.
+    pub fn widen<E>(self) -> Error<E> {
+        match self {
+            Self::Timeout { timeout } => Error::Timeout { timeout },
+            Self::BackoffExhausted { attempts } => Error::BackoffExhausted { attempts },
+            Self::Cancelled => Error::Cancelled,
+            Self::Panicked { name, message } => Error::Panicked { name, message },
+            Self::Condition(never) => match never {},
+        }
+    }
+}
+
+/// The result type of this crate, generic over the condition's error like [`Error`].
+pub type Result<T, E = Infallible> = std::result::Result<T, Error<E>>;
