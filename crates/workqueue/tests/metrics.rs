@@ -1,0 +1,195 @@
+//! Metrics hooks: client-go's metrics_test.go, ported to tokio's paused clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kinformer_workqueue::{
+    DelayingQueue, ItemExponentialFailureRateLimiter, Queue, QueueConfig, QueueMetrics,
+    RateLimitingQueue,
+};
+use parking_lot::Mutex;
+use tokio::time::advance;
+
+#[derive(Debug, Default)]
+struct Recorded {
+    adds: usize,
+    depth: usize,
+    latencies: Vec<Duration>,
+    work_durations: Vec<Duration>,
+    unfinished: Vec<(Duration, Duration)>,
+    retries: usize,
+    waiting_depth: usize,
+    queue_names: Vec<String>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Recorder(Arc<Mutex<Recorded>>);
+
+impl QueueMetrics for Recorder {
+    fn on_add(&self, queue: &str, depth: usize) {
+        let mut recorded = self.0.lock();
+        recorded.adds += 1;
+        recorded.depth = depth;
+        recorded.queue_names.push(queue.to_string());
+    }
+
+    fn on_get(&self, _queue: &str, depth: usize, queued_for: Duration) {
+        let mut recorded = self.0.lock();
+        recorded.depth = depth;
+        recorded.latencies.push(queued_for);
+    }
+
+    fn on_done(&self, _queue: &str, worked_for: Duration) {
+        self.0.lock().work_durations.push(worked_for);
+    }
+
+    fn on_unfinished_work(&self, _queue: &str, unfinished: Duration, longest_running: Duration) {
+        self.0.lock().unfinished.push((unfinished, longest_running));
+    }
+
+    fn on_retry(&self, _queue: &str) {
+        self.0.lock().retries += 1;
+    }
+
+    fn on_waiting_depth(&self, _queue: &str, depth: usize) {
+        self.0.lock().waiting_depth = depth;
+    }
+}
+
+async fn settle() {
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Ported from client-go's TestMetrics.
+#[tokio::test(start_paused = true)]
+async fn queue_reports_adds_depth_latency_work_duration_and_unfinished_work() {
+    let recorder = Recorder::default();
+    let queue = Queue::with_config(
+        QueueConfig::named("test")
+            .metrics(recorder.clone())
+            .unfinished_work_update_period(Duration::from_millis(1)),
+    );
+
+    queue.add("foo");
+    assert_eq!(recorder.0.lock().adds, 1);
+    assert_eq!(recorder.0.lock().depth, 1);
+
+    advance(Duration::from_micros(50)).await;
+    let item = queue.get().await.expect("foo is queued");
+    assert_eq!(recorder.0.lock().latencies, vec![Duration::from_micros(50)]);
+
+    // Added back while processing; the repeated adds are deduplicated.
+    for _ in 0..5 {
+        queue.add(item);
+    }
+    assert_eq!(recorder.0.lock().adds, 2);
+    assert_eq!(recorder.0.lock().depth, 1, "one item waits");
+
+    advance(Duration::from_micros(25)).await;
+    queue.done(&item);
+    assert_eq!(
+        recorder.0.lock().work_durations,
+        vec![Duration::from_micros(25)]
+    );
+    assert_eq!(recorder.0.lock().depth, 1, "one item still waits");
+
+    let item = queue.get().await.expect("foo is back");
+    assert_eq!(
+        recorder.0.lock().latencies,
+        vec![Duration::from_micros(50), Duration::from_micros(25)]
+    );
+
+    advance(Duration::from_millis(1)).await;
+    settle().await;
+    assert_eq!(
+        recorder.0.lock().unfinished.last(),
+        Some(&(Duration::from_millis(1), Duration::from_millis(1)))
+    );
+
+    queue.done(&item);
+    assert_eq!(
+        recorder.0.lock().work_durations,
+        vec![Duration::from_micros(25), Duration::from_millis(1)]
+    );
+    assert!(
+        recorder
+            .0
+            .lock()
+            .queue_names
+            .iter()
+            .all(|name| name == "test")
+    );
+    queue.shut_down();
+}
+
+/// Ported from client-go's TestMetricShutdown.
+#[tokio::test(start_paused = true)]
+async fn unfinished_work_reports_stop_after_shut_down() {
+    let recorder = Recorder::default();
+    let queue: Queue<&str> = Queue::with_config(
+        QueueConfig::named("test")
+            .metrics(recorder.clone())
+            .unfinished_work_update_period(Duration::from_millis(1)),
+    );
+    advance(Duration::from_millis(1)).await;
+    settle().await;
+    assert_eq!(recorder.0.lock().unfinished.len(), 1);
+
+    queue.shut_down();
+    advance(Duration::from_secs(3600)).await;
+    settle().await;
+    assert_eq!(
+        recorder.0.lock().unfinished.len(),
+        1,
+        "reported after shutdown"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_without_metrics_reports_nothing_and_starts_no_task() {
+    let queue: Queue<&str> = Queue::new();
+    assert_eq!(queue.name(), "");
+    queue.add("foo");
+    let before = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    assert_eq!(before, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn delayed_adds_report_retries_and_waiting_depth() {
+    let recorder = Recorder::default();
+    let queue = DelayingQueue::with_config(QueueConfig::named("delayed").metrics(recorder.clone()));
+    queue.add_after("foo", Duration::from_millis(10));
+    queue.add_after("bar", Duration::from_millis(20));
+    assert_eq!(recorder.0.lock().retries, 2);
+    assert_eq!(recorder.0.lock().waiting_depth, 2);
+    advance(Duration::from_millis(15)).await;
+    settle().await;
+    assert_eq!(recorder.0.lock().waiting_depth, 1);
+    queue.shut_down();
+    assert_eq!(recorder.0.lock().waiting_depth, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limited_adds_count_as_retries() {
+    let recorder = Recorder::default();
+    let queue = RateLimitingQueue::with_config(
+        ItemExponentialFailureRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1)),
+        QueueConfig::named("limited").metrics(recorder.clone()),
+    );
+    queue.add_rate_limited("foo");
+    queue.add_rate_limited("foo");
+    assert_eq!(recorder.0.lock().retries, 2);
+    assert_eq!(queue.name(), "limited");
+}
+
+#[test]
+fn named_queues_default_to_tracing_metrics() {
+    let config = QueueConfig::named("deployments");
+    assert_eq!(config.name(), "deployments");
+    assert!(format!("{config:?}").contains("TracingMetrics"));
+    assert!(!format!("{:?}", config.without_metrics()).contains("TracingMetrics"));
+}
