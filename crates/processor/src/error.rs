@@ -1,0 +1,32 @@
+//! The processor's error type.
+
+/// What can go wrong when registering listeners or running a [`SharedProcessor`].
+///
+/// [`SharedProcessor`]: crate::SharedProcessor
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The processor has already stopped; a listener added now would never receive anything.
+    /// client-go's informer refuses the same way ("it has stopped already").
+    #[error("listener {name:?} was not added because the processor has stopped already")]
+    Stopped {
+        /// The name the rejected listener would have had.
+        name: String,
+    },
+    /// [`SharedProcessor::run`](crate::SharedProcessor::run) was called a second time; a
+    /// processor runs once.
+    #[error("the processor is already running or has run")]
+    AlreadyStarted,
+    /// The operating system refused to start the thread that runs a listener's handler.
+    #[error("could not start the handler thread of listener {name:?}")]
+    SpawnHandlerThread {
+        /// The listener whose thread could not start.
+        name: String,
+        /// Why the thread could not start.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,602 @@
+//! One registration's end of the processor: its buffer, its consumer (a handler thread or a
+//! stream), its counters, its sync tracking and its resync bookkeeping.
+
+use std::{
+    collections::VecDeque,
+    fmt,
+    panic::{AssertUnwindSafe, catch_unwind},
+    sync::{
+        Arc, Weak,
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    },
+    task::{Context, Poll, Waker},
+    thread,
+    time::Duration,
+};
+
+use parking_lot::{Condvar, Mutex};
+use tokio::{sync::Notify, time::Instant};
+use tracing::{debug, error, warn};
+
+use crate::{
+    BufferPolicy, Error, Notification, ResourceEventHandler, Result, UpstreamSynced,
+    buffer::{Pushed, RingBuffer},
+    processor::Shared,
+    signal::Latch,
+};
+
+/// How one registration is set up: its name, its resync period and its buffer.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use kinformer_processor::{BufferPolicy, ListenerOptions, Overflow};
+///
+/// let options = ListenerOptions::new()
+///     .name("pod-controller")
+///     .resync_period(Duration::from_secs(30))
+///     .buffer(BufferPolicy::bounded(10_000, Overflow::DropOldest));
+/// assert_eq!(options.name_ref(), Some("pod-controller"));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ListenerOptions {
+    name: Option<String>,
+    resync_period: Option<Duration>,
+    buffer: Option<BufferPolicy>,
+}
+
+impl ListenerOptions {
+    /// Unnamed, with the processor's default resync period and buffer policy.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names the listener in logs, spans, thread names and errors. Without a name the listener
+    /// is called `listener-<n>`.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Requests resyncs at this period; zero means no resyncs. Without it the processor's
+    /// default period applies (client-go's `AddEventHandler` versus
+    /// `AddEventHandlerWithResyncPeriod`).
+    #[must_use]
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.resync_period = Some(period);
+        self
+    }
+
+    /// Sets the buffer policy, overriding the processor's default (itself unbounded unless
+    /// [`SharedProcessorBuilder::default_buffer`](crate::SharedProcessorBuilder::default_buffer)
+    /// says otherwise).
+    #[must_use]
+    pub fn buffer(mut self, policy: BufferPolicy) -> Self {
+        self.buffer = Some(policy);
+        self
+    }
+
+    /// The name set with [`name`](Self::name), if any.
+    pub fn name_ref(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    pub(crate) fn requested_resync_period(&self) -> Option<Duration> {
+        self.resync_period
+    }
+
+    pub(crate) fn buffer_policy(&self) -> Option<BufferPolicy> {
+        self.buffer
+    }
+
+    pub(crate) fn take_name(&mut self) -> Option<String> {
+        self.name.take()
+    }
+}
+
+/// A snapshot of one listener's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ListenerStats {
+    /// Notifications handed to the handler (or yielded by the stream), panicked ones included.
+    pub delivered: u64,
+    /// Handler calls that panicked; each was logged and its notification skipped.
+    pub panicked: u64,
+    /// Notifications waiting in the buffer now.
+    pub buffered: usize,
+    /// The most notifications the buffer has held at once.
+    pub peak_buffered: usize,
+    /// Notifications a bounded buffer dropped because it was full (always 0 when unbounded).
+    pub dropped: u64,
+    /// Slots the buffer has allocated now; it shrinks again once a backlog drains.
+    pub buffer_capacity: usize,
+}
+
+/// The most notifications a handler thread takes from the ring per lock acquisition.
+const HANDOFF_BATCH: usize = 64;
+
+/// The state guarded by the buffer's lock.
+struct Queue<K> {
+    ring: RingBuffer<K>,
+    closed: bool,
+    /// Whether the handler thread sleeps on the condvar, so pushes notify only when needed.
+    thread_waiting: bool,
+    /// The task of a stream consumer waiting for the next notification.
+    waker: Option<Waker>,
+    /// The most notifications pending at once, the handler thread's batch included.
+    peak: usize,
+}
+
+struct ResyncState {
+    requested: Duration,
+    period: Duration,
+    next: Instant,
+}
+
+pub(crate) struct Listener<K> {
+    pub(crate) id: u64,
+    pub(crate) name: Arc<str>,
+    queue: Mutex<Queue<K>>,
+    ready: Condvar,
+    /// Mirrors `Queue::closed` for the handler thread, which checks it between the
+    /// notifications of a batch without taking the lock.
+    closed: AtomicBool,
+    /// Notifications the handler thread has taken from the ring but not yet delivered.
+    in_hand: AtomicUsize,
+    delivered: AtomicU64,
+    panicked: AtomicU64,
+    dropped: AtomicU64,
+    /// Initial-list adds given to this listener and not yet finished by its consumer
+    /// (client-go's `SingleFileTracker` count).
+    initial_pending: AtomicU64,
+    /// Latched once synced: later initial-list adds (none are expected) cannot unsync it.
+    synced: AtomicBool,
+    /// Woken when `initial_pending` reaches zero and when the listener stops.
+    progress: Notify,
+    upstream: UpstreamSynced,
+    stopped: Latch,
+    resync: Mutex<ResyncState>,
+    /// Whether the last `should_resync` found this listener due; sync notifications go only
+    /// to listeners for which this is set. New listeners start syncing, as in client-go.
+    syncing: AtomicBool,
+    /// The handler, until the processor starts the listener's thread.
+    handler: Mutex<Option<Box<dyn ResourceEventHandler<K>>>>,
+    /// Whether the consumer is a handler thread this crate owns (rather than a stream).
+    pub(crate) has_thread: bool,
+}
+
+/// A listener's resync periods: as requested, and as in force.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ResyncPeriods {
+    pub(crate) requested: Duration,
+    pub(crate) period: Duration,
+}
+
+impl<K: Send + Sync + 'static> Listener<K> {
+    pub(crate) fn new(
+        id: u64,
+        name: Arc<str>,
+        policy: BufferPolicy,
+        upstream: UpstreamSynced,
+        resync: ResyncPeriods,
+        now: Instant,
+        handler: Option<Box<dyn ResourceEventHandler<K>>>,
+    ) -> Self {
+        let has_thread = handler.is_some();
+        Self {
+            id,
+            name,
+            queue: Mutex::new(Queue {
+                ring: RingBuffer::new(policy),
+                closed: false,
+                thread_waiting: false,
+                waker: None,
+                peak: 0,
+            }),
+            ready: Condvar::new(),
+            closed: AtomicBool::new(false),
+            in_hand: AtomicUsize::new(0),
+            delivered: AtomicU64::new(0),
+            panicked: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            initial_pending: AtomicU64::new(0),
+            synced: AtomicBool::new(false),
+            progress: Notify::new(),
+            upstream,
+            stopped: Latch::default(),
+            resync: Mutex::new(ResyncState {
+                requested: resync.requested,
+                period: resync.period,
+                next: now + resync.period,
+            }),
+            syncing: AtomicBool::new(true),
+            handler: Mutex::new(handler),
+            has_thread,
+        }
+    }
+
+    /// Queues a notification without ever waiting for the consumer.
+    pub(crate) fn add(&self, notification: Notification<K>) {
+        if notification.is_in_initial_list() {
+            // Counted before it is queued, so the count can never read zero while an initial
+            // notification is on its way (client-go's `syncTracker.Start`).
+            self.initial_pending.fetch_add(1, Ordering::AcqRel);
+        }
+        let mut queue = self.queue.lock();
+        if queue.closed {
+            drop(queue);
+            if notification.is_in_initial_list() {
+                self.finish_initial();
+            }
+            return;
+        }
+        let pushed = queue.ring.push(notification);
+        let pending = queue.ring.len() + self.in_hand.load(Ordering::Relaxed);
+        queue.peak = queue.peak.max(pending);
+        let wake_thread = queue.thread_waiting;
+        let waker = queue.waker.take();
+        drop(queue);
+        if wake_thread {
+            self.ready.notify_one();
+        }
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        if let Pushed::Dropped(lost) = pushed {
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if dropped.is_power_of_two() {
+                // Logging at 1, 2, 4, 8... keeps a persistently full buffer visible without
+                // flooding the log.
+                warn!(listener = %self.name, dropped, "listener buffer full, dropping notifications");
+            }
+            if lost.is_in_initial_list() {
+                // A dropped initial add will never be processed; counting it as finished keeps
+                // has_synced reachable.
+                self.finish_initial();
+            }
+        }
+    }
+
+    /// Closes the buffer: pending notifications are discarded, as client-go's listener does when
+    /// its `addCh` closes, and the consumer exits after its current notification.
+    pub(crate) fn close(&self) {
+        let mut queue = self.queue.lock();
+        if queue.closed {
+            return;
+        }
+        queue.closed = true;
+        self.closed.store(true, Ordering::Release);
+        self.in_hand.store(0, Ordering::Relaxed);
+        let discarded = queue.ring.drain_all();
+        let waker = queue.waker.take();
+        drop(queue);
+        self.ready.notify_all();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        debug!(listener = %self.name, discarded = discarded.len(), "listener closed");
+        // Dropping outside the lock: the last reference to an object may be among them.
+        drop(discarded);
+        if self.handler.lock().take().is_some() {
+            // Never started: there is no thread to report the exit.
+            self.mark_stopped();
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Starts the handler thread, if this listener has a handler that is not running yet.
+    pub(crate) fn start(self: &Arc<Self>) -> Result<()> {
+        let Some(handler) = self.handler.lock().take() else {
+            return Ok(());
+        };
+        let listener = Arc::clone(self);
+        let spawned = thread::Builder::new()
+            .name(format!("kinformer-listener:{}", self.name))
+            .spawn(move || listener.run_handler(handler));
+        match spawned {
+            Ok(_detached) => Ok(()),
+            Err(source) => {
+                self.close();
+                self.mark_stopped();
+                Err(Error::SpawnHandlerThread {
+                    name: self.name.to_string(),
+                    source,
+                })
+            }
+        }
+    }
+
+    /// The handler thread: one notification at a time, in order, each call isolated from
+    /// panics.
+    fn run_handler(self: Arc<Self>, mut handler: Box<dyn ResourceEventHandler<K>>) {
+        let span = tracing::info_span!("listener", name = %self.name);
+        let _entered = span.enter();
+        debug!("handler thread started");
+        let mut batch = VecDeque::with_capacity(HANDOFF_BATCH);
+        while let Some(notification) = self.next_blocking(&mut batch) {
+            let initial = notification.is_in_initial_list();
+            self.delivered.fetch_add(1, Ordering::Relaxed);
+            let outcome = catch_unwind(AssertUnwindSafe(|| notification.dispatch_to(&mut handler)));
+            if let Err(payload) = outcome {
+                let panicked = self.panicked.fetch_add(1, Ordering::Relaxed) + 1;
+                error!(
+                    listener = %self.name,
+                    panicked,
+                    message = panic_message(payload.as_ref()),
+                    "event handler panicked; notification skipped, listener continues"
+                );
+            }
+            if initial {
+                // Also after a panic: client-go skips `Finished` then and the registration
+                // never syncs; the notification was handled, if badly.
+                self.finish_initial();
+            }
+        }
+        drop(handler);
+        debug!("handler thread exited");
+        self.mark_stopped();
+    }
+
+    /// The next notification for the handler thread. Notifications move from the shared ring
+    /// to the thread's private `batch` up to [`HANDOFF_BATCH`] at a time, so a busy listener
+    /// takes the lock once per batch rather than once per notification.
+    fn next_blocking(&self, batch: &mut VecDeque<Notification<K>>) -> Option<Notification<K>> {
+        if self.closed.load(Ordering::Acquire) {
+            // Removal discards what the thread already holds, as it does the ring.
+            batch.clear();
+            return None;
+        }
+        if let Some(next) = batch.pop_front() {
+            self.in_hand.store(batch.len(), Ordering::Relaxed);
+            return Some(next);
+        }
+        let mut queue = self.queue.lock();
+        loop {
+            if queue.closed {
+                return None;
+            }
+            let available = queue.ring.len().min(HANDOFF_BATCH);
+            if available > 0 {
+                batch.extend(std::iter::from_fn(|| queue.ring.pop()).take(available));
+                self.in_hand.store(batch.len() - 1, Ordering::Relaxed);
+                return batch.pop_front();
+            }
+            queue.thread_waiting = true;
+            self.ready.wait(&mut queue);
+            queue.thread_waiting = false;
+        }
+    }
+
+    /// The stream consumer's pop.
+    pub(crate) fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Notification<K>>> {
+        let mut queue = self.queue.lock();
+        if queue.closed {
+            return Poll::Ready(None);
+        }
+        match queue.ring.pop() {
+            Some(next) => {
+                drop(queue);
+                self.delivered.fetch_add(1, Ordering::Relaxed);
+                Poll::Ready(Some(next))
+            }
+            None => {
+                queue.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+
+    pub(crate) fn finish_initial(&self) {
+        if self.initial_pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.progress.notify_waiters();
+        }
+    }
+
+    pub(crate) async fn wait_stopped(&self) {
+        self.stopped.wait().await;
+    }
+
+    pub(crate) fn mark_stopped(&self) {
+        self.stopped.set();
+        self.progress.notify_waiters();
+    }
+
+    pub(crate) fn has_synced(&self) -> bool {
+        if self.synced.load(Ordering::Acquire) {
+            return true;
+        }
+        // Upstream first: its flag is set only after every initial notification was added,
+        // so a zero count read afterwards is final.
+        if self.upstream.has_synced() && self.initial_pending.load(Ordering::Acquire) == 0 {
+            self.synced.store(true, Ordering::Release);
+            return true;
+        }
+        false
+    }
+
+    pub(crate) fn stats(&self) -> ListenerStats {
+        let (buffered, peak_buffered, buffer_capacity) = {
+            let queue = self.queue.lock();
+            (
+                queue.ring.len() + self.in_hand.load(Ordering::Relaxed),
+                queue.peak,
+                queue.ring.capacity(),
+            )
+        };
+        ListenerStats {
+            delivered: self.delivered.load(Ordering::Relaxed),
+            panicked: self.panicked.load(Ordering::Relaxed),
+            buffered,
+            peak_buffered,
+            dropped: self.dropped.load(Ordering::Relaxed),
+            buffer_capacity,
+        }
+    }
+
+    pub(crate) fn is_syncing(&self) -> bool {
+        self.syncing.load(Ordering::Acquire)
+    }
+
+    /// client-go's `processorListener.shouldResync`, then `determineNextResync` when due.
+    pub(crate) fn check_resync(&self, now: Instant) -> bool {
+        let mut resync = self.resync.lock();
+        let due = !resync.period.is_zero() && now >= resync.next;
+        if due {
+            resync.next = now + resync.period;
+        }
+        self.syncing.store(due, Ordering::Release);
+        due
+    }
+
+    pub(crate) fn requested_resync_period(&self) -> Duration {
+        self.resync.lock().requested
+    }
+
+    pub(crate) fn resync_period(&self) -> Duration {
+        self.resync.lock().period
+    }
+
+    pub(crate) fn set_resync_period(&self, period: Duration) {
+        self.resync.lock().period = period;
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(message) = payload.downcast_ref::<&str>() {
+        message
+    } else if let Some(message) = payload.downcast_ref::<String>() {
+        message
+    } else {
+        "non-string panic payload"
+    }
+}
+
+/// The handle of one listener: tells whether it has synced, reports its counters, removes it.
+///
+/// Cloning gives another handle to the same listener. Dropping every handle does not remove
+/// the listener (a handler keeps receiving until removed or until the processor stops).
+#[doc(alias = "ResourceEventHandlerRegistration")]
+#[doc(alias = "processorListener")]
+pub struct Registration<K> {
+    pub(crate) listener: Arc<Listener<K>>,
+    pub(crate) processor: Weak<Shared<K>>,
+}
+
+impl<K: Send + Sync + 'static> Registration<K> {
+    /// The listener's name.
+    pub fn name(&self) -> &str {
+        &self.listener.name
+    }
+
+    /// True once the upstream has synced *and* this listener's consumer has finished every
+    /// initial-list notification handed to it; stays true from then on.
+    #[doc(alias = "HasSynced")]
+    pub fn has_synced(&self) -> bool {
+        self.listener.has_synced()
+    }
+
+    /// Waits until [`has_synced`](Self::has_synced); returns `false` if the listener stopped
+    /// first (removed, or the processor stopped).
+    pub async fn synced(&self) -> bool {
+        loop {
+            let mut progress = std::pin::pin!(self.listener.progress.notified());
+            progress.as_mut().enable();
+            if self.has_synced() {
+                return true;
+            }
+            if self.listener.stopped.is_set() {
+                return false;
+            }
+            if self.listener.upstream.has_synced() {
+                progress.await;
+            } else {
+                tokio::select! {
+                    () = self.listener.upstream.synced() => {}
+                    () = progress => {}
+                }
+            }
+        }
+    }
+
+    /// A snapshot of this listener's counters.
+    pub fn stats(&self) -> ListenerStats {
+        self.listener.stats()
+    }
+
+    /// The resync period asked for (after the one-second minimum is applied).
+    pub fn requested_resync_period(&self) -> Duration {
+        self.listener.requested_resync_period()
+    }
+
+    /// The resync period in force: the requested one adjusted to the processor's resync check
+    /// period, or zero when no resyncs happen.
+    pub fn resync_period(&self) -> Duration {
+        self.listener.resync_period()
+    }
+
+    /// Whether the listener is still registered with a processor that has not stopped.
+    pub fn is_active(&self) -> bool {
+        !self.listener.is_closed()
+    }
+
+    /// Unregisters the listener and returns at once; pending notifications are discarded and
+    /// the handler exits after the call it is in. Idempotent. Await
+    /// [`stopped`](Self::stopped) to know the handler has exited.
+    #[doc(alias = "RemoveEventHandler")]
+    pub fn remove(&self) {
+        match self.processor.upgrade() {
+            Some(processor) => {
+                processor.remove(self.listener.id);
+            }
+            None => self.listener.close(),
+        }
+    }
+
+    /// Resolves once the consumer has fully exited: the handler thread has returned from its
+    /// last call and dropped the handler, or the stream has ended or been dropped. A handler
+    /// blocked forever keeps this pending forever.
+    pub async fn stopped(&self) {
+        self.listener.stopped.wait().await;
+    }
+
+    /// Whether the consumer has fully exited.
+    pub fn is_stopped(&self) -> bool {
+        self.listener.stopped.is_set()
+    }
+
+    /// [`remove`](Self::remove), then [`stopped`](Self::stopped).
+    pub async fn shutdown(&self) {
+        self.remove();
+        self.stopped().await;
+    }
+}
+
+impl<K> Clone for Registration<K> {
+    fn clone(&self) -> Self {
+        Self {
+            listener: Arc::clone(&self.listener),
+            processor: Weak::clone(&self.processor),
+        }
+    }
+}
+
+impl<K> PartialEq for Registration<K> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.listener, &other.listener)
+    }
+}
+
+impl<K> Eq for Registration<K> {}
+
+impl<K> fmt::Debug for Registration<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registration")
+            .field("name", &self.listener.name)
+            .field("id", &self.listener.id)
+            .finish_non_exhaustive()
+    }
+}

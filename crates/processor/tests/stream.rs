@@ -1,0 +1,133 @@
+//! Registrations consumed as async streams.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{obj, start, stop};
+use futures::StreamExt;
+use kinformer_processor::{ListenerOptions, Notification, ObjectOrTombstone, SharedProcessor};
+
+fn describe(notification: &Notification<String>) -> String {
+    match notification {
+        Notification::Add {
+            obj,
+            is_in_initial_list,
+        } => format!(
+            "add {obj}{}",
+            if *is_in_initial_list { " initial" } else { "" }
+        ),
+        Notification::Update { old, new } => format!("update {old} -> {new}"),
+        Notification::Delete(obj) => format!("delete {}", obj.object()),
+    }
+}
+
+/// A stream yields its registration's notifications in order, of every kind.
+#[tokio::test]
+async fn a_stream_yields_notifications_in_order() {
+    let processor = SharedProcessor::<String>::new();
+    let mut events = processor
+        .subscribe(ListenerOptions::new().name("stream"))
+        .expect("subscribed");
+    let (token, running) = start(&processor).await;
+    let (a, b) = (obj("a"), obj("b"));
+    processor.distribute(Notification::add(a.clone()), false);
+    processor.distribute(Notification::update(a.clone(), b.clone()), false);
+    processor.distribute(Notification::delete(ObjectOrTombstone::Object(b)), false);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(describe(&events.next().await.expect("an event")));
+    }
+    assert_eq!(seen, ["add a", "update a -> b", "delete b"]);
+    assert_eq!(events.registration().stats().delivered, 3);
+    stop(token, running).await;
+}
+
+/// Removing the registration ends its stream, even while the consumer waits.
+#[tokio::test]
+async fn a_stream_ends_when_its_registration_is_removed() {
+    let processor = SharedProcessor::<String>::new();
+    let mut events = processor
+        .subscribe(ListenerOptions::new())
+        .expect("subscribed");
+    let registration = events.registration().clone();
+    let (token, running) = start(&processor).await;
+    processor.distribute(Notification::add(obj("a")), false);
+    assert_eq!(describe(&events.next().await.expect("an event")), "add a");
+
+    let consumer = tokio::spawn(async move {
+        let mut rest = Vec::new();
+        while let Some(event) = events.next().await {
+            rest.push(describe(&event));
+        }
+        rest
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    registration.remove();
+    assert!(consumer.await.expect("consumer panicked").is_empty());
+    registration.stopped().await;
+    assert!(!processor.is_registered(&registration));
+    stop(token, running).await;
+}
+
+/// Stopping the processor ends every stream; `run` does not wait for stream consumers.
+#[tokio::test]
+async fn a_stream_ends_when_the_processor_stops() {
+    let processor = SharedProcessor::<String>::new();
+    let mut events = processor
+        .subscribe(ListenerOptions::new())
+        .expect("subscribed");
+    let (token, running) = start(&processor).await;
+    processor.distribute(Notification::add(obj("a")), false);
+    stop(token, running).await;
+    assert!(
+        events.next().await.is_none(),
+        "pending notifications are discarded on stop"
+    );
+    assert!(events.registration().is_stopped());
+}
+
+/// A stream's registration syncs once the consumer has come back after the last initial-list
+/// notification, the moment a handler would have returned from it.
+#[tokio::test]
+async fn a_stream_registration_syncs_when_the_consumer_finishes_the_initial_list() {
+    let processor = SharedProcessor::<String>::new();
+    let (token, running) = start(&processor).await;
+    processor.upstream_synced().mark_synced();
+    let mut events = processor
+        .subscribe_with_initial(ListenerOptions::new(), [obj("a"), obj("b")])
+        .expect("subscribed");
+    assert!(!events.registration().has_synced());
+    assert_eq!(
+        describe(&events.next().await.expect("event")),
+        "add a initial"
+    );
+    assert_eq!(
+        describe(&events.next().await.expect("event")),
+        "add b initial"
+    );
+    assert!(
+        !events.registration().has_synced(),
+        "b is still being handled"
+    );
+
+    processor.distribute(Notification::add(obj("c")), false);
+    assert_eq!(describe(&events.next().await.expect("event")), "add c");
+    assert!(events.registration().has_synced());
+    stop(token, running).await;
+}
+
+/// Dropping the stream removes its registration, so its buffer cannot grow unread.
+#[tokio::test]
+async fn dropping_a_stream_removes_its_registration() {
+    let processor = SharedProcessor::<String>::new();
+    let events = processor
+        .subscribe(ListenerOptions::new())
+        .expect("subscribed");
+    let registration = events.registration().clone();
+    assert_eq!(processor.listener_count(), 1);
+    drop(events);
+    assert_eq!(processor.listener_count(), 0);
+    assert!(registration.is_stopped());
+    assert!(!registration.is_active());
+}
