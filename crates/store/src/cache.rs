@@ -150,3 +150,233 @@ impl<K: Send + Sync> Indexer<K> for Cache<K> {
         self.store.add_indexers(indexers)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kube_core::ObjectMeta;
+
+    use super::*;
+    use crate::{Error, IndexFunc, meta_namespace_key_func};
+
+    /// client-go's `testStoreObject`: keyed by `id`, indexed by `val`.
+    #[derive(Debug, PartialEq)]
+    struct TestObject {
+        id: String,
+        val: String,
+    }
+
+    fn obj(id: &str, val: &str) -> Arc<TestObject> {
+        Arc::new(TestObject {
+            id: id.into(),
+            val: val.into(),
+        })
+    }
+
+    fn test_cache(indexers: Indexers<TestObject>) -> Cache<TestObject> {
+        Cache::new(Arc::new(|obj: &TestObject| Ok(obj.id.clone())), indexers)
+    }
+
+    fn by_val() -> Indexers<TestObject> {
+        let mut indexers: Indexers<TestObject> = Indexers::new();
+        indexers.insert(
+            "by_val".into(),
+            Arc::new(|obj: &TestObject| vec![obj.val.clone()]),
+        );
+        indexers
+    }
+
+    fn vals(items: &[Arc<TestObject>]) -> BTreeSet<String> {
+        items.iter().map(|item| item.val.clone()).collect()
+    }
+
+    /// Ported from client-go's `TestCache` (`doTestStore`).
+    #[test]
+    fn a_cache_adds_updates_deletes_lists_and_replaces() {
+        let store = test_cache(Indexers::new());
+        store.add(obj("foo", "bar")).unwrap();
+        assert_eq!(store.get(&obj("foo", "")).unwrap().unwrap().val, "bar");
+        store.update(obj("foo", "baz")).unwrap();
+        assert_eq!(store.get(&obj("foo", "")).unwrap().unwrap().val, "baz");
+        store.delete(obj("foo", "")).unwrap();
+        assert_eq!(store.get(&obj("foo", "")).unwrap(), None);
+
+        store.add(obj("a", "b")).unwrap();
+        store.add(obj("c", "d")).unwrap();
+        store.add(obj("e", "e")).unwrap();
+        assert_eq!(
+            vals(&store.list()),
+            BTreeSet::from(["b".into(), "d".into(), "e".into()])
+        );
+
+        store
+            .replace(vec![obj("foo", "foo"), obj("bar", "bar")], "0")
+            .unwrap();
+        assert_eq!(
+            vals(&store.list()),
+            BTreeSet::from(["foo".into(), "bar".into()])
+        );
+        let mut keys = Store::list_keys(&store);
+        keys.sort();
+        assert_eq!(keys, ["bar", "foo"]);
+        assert!(store.resync().is_ok());
+    }
+
+    /// Ported from client-go's `TestIndex` (`doTestIndex`).
+    #[test]
+    fn index_finds_every_object_sharing_the_probe_value() {
+        let indexer = test_cache(by_val());
+        indexer.add(obj("a", "b")).unwrap();
+        indexer.add(obj("c", "b")).unwrap();
+        indexer.add(obj("e", "f")).unwrap();
+        indexer.add(obj("g", "h")).unwrap();
+        let expected: BTreeMap<&str, BTreeSet<String>> = BTreeMap::from([
+            ("b", BTreeSet::from(["a".into(), "c".into()])),
+            ("f", BTreeSet::from(["e".into()])),
+            ("h", BTreeSet::from(["g".into()])),
+        ]);
+        for (val, ids) in expected {
+            let found: BTreeSet<String> = indexer
+                .index("by_val", &obj("", val))
+                .unwrap()
+                .iter()
+                .map(|item| item.id.clone())
+                .collect();
+            assert_eq!(found, ids, "{val}");
+        }
+    }
+
+    fn pod(name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> Arc<Pod> {
+        let map = |pairs: &[(&str, &str)]| {
+            Some(
+                pairs
+                    .iter()
+                    .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                    .collect(),
+            )
+        };
+        Arc::new(Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: map(labels),
+                annotations: map(annotations),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        })
+    }
+
+    /// Ported from client-go's `TestGetIndexFuncValues`.
+    #[test]
+    fn list_index_func_values_reports_each_value_once() {
+        let by_foo: IndexFunc<Pod> = Arc::new(|pod: &Pod| {
+            vec![
+                pod.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|labels| labels.get("foo"))
+                    .cloned()
+                    .unwrap_or_default(),
+            ]
+        });
+        let index = Cache::new(
+            Arc::new(meta_namespace_key_func::<Pod>),
+            Indexers::from([("testmodes".to_owned(), by_foo)]),
+        );
+        index.add(pod("one", &[("foo", "bar")], &[])).unwrap();
+        index.add(pod("two", &[("foo", "bar")], &[])).unwrap();
+        index.add(pod("tre", &[("foo", "biz")], &[])).unwrap();
+        let mut values = index.list_index_func_values("testmodes");
+        values.sort();
+        assert_eq!(values, ["bar", "biz"]);
+    }
+
+    /// Ported from client-go's `TestMultiIndexKeys`.
+    #[test]
+    fn objects_with_several_index_values_are_found_under_each() {
+        let by_user: IndexFunc<Pod> = Arc::new(|pod: &Pod| {
+            let users = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|annotations| annotations.get("users"))
+                .map(String::as_str)
+                .unwrap_or_default();
+            users.split(',').map(str::to_owned).collect()
+        });
+        let index = Cache::new(
+            Arc::new(meta_namespace_key_func::<Pod>),
+            Indexers::from([("byUser".to_owned(), by_user)]),
+        );
+        let pod1 = pod("one", &[], &[("users", "ernie,bert")]);
+        let pod2 = pod("two", &[], &[("users", "bert,oscar")]);
+        let pod3 = pod("tre", &[], &[("users", "ernie,elmo")]);
+        index.add(Arc::clone(&pod1)).unwrap();
+        index.add(Arc::clone(&pod2)).unwrap();
+        index.add(Arc::clone(&pod3)).unwrap();
+
+        let count = |user: &str| index.by_index("byUser", user).unwrap().len();
+        assert_eq!(count("ernie"), 2);
+        assert_eq!(count("bert"), 2);
+        assert_eq!(count("oscar"), 1);
+        assert_eq!(
+            index.index("byUser", &pod1).unwrap().len(),
+            3,
+            "ernie or bert"
+        );
+
+        index.delete(pod3).unwrap();
+        assert_eq!(count("ernie"), 1);
+        assert_eq!(count("elmo"), 0);
+
+        index
+            .update(pod("two", &[], &[("users", "oscar")]))
+            .unwrap();
+        assert_eq!(count("bert"), 1);
+    }
+
+    #[test]
+    fn objects_the_key_func_refuses_leave_the_cache_unchanged() {
+        let cache = Cache::<Pod>::with_namespace_index();
+        cache.add(pod("kept", &[], &[])).unwrap();
+        let nameless = Arc::new(Pod::default());
+        let refused = Error::MissingName { namespace: None };
+        assert_eq!(cache.add(Arc::clone(&nameless)).unwrap_err(), refused);
+        assert_eq!(cache.update(Arc::clone(&nameless)).unwrap_err(), refused);
+        assert_eq!(cache.delete(Arc::clone(&nameless)).unwrap_err(), refused);
+        assert_eq!(cache.get(&nameless).unwrap_err(), refused);
+        assert_eq!(
+            cache
+                .replace(vec![pod("new", &[], &[]), nameless], "1")
+                .unwrap_err(),
+            refused
+        );
+        assert_eq!(
+            Store::list_keys(&cache),
+            ["kept"],
+            "a failed replace changes nothing"
+        );
+    }
+
+    #[test]
+    fn deleting_an_absent_object_is_not_an_error() {
+        let cache = Cache::<Pod>::default();
+        cache.delete(pod("ghost", &[], &[])).unwrap();
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn reads_return_the_stored_allocation_not_a_copy() {
+        let cache = Cache::<Pod>::with_namespace_index();
+        let stored = pod("shared", &[], &[]);
+        cache.add(Arc::clone(&stored)).unwrap();
+        let got = cache.get_by_key("shared").unwrap();
+        assert!(Arc::ptr_eq(&got, &stored));
+        assert!(Arc::ptr_eq(
+            &cache.by_index(crate::NAMESPACE_INDEX, "").unwrap()[0],
+            &stored
+        ));
+    }
+}

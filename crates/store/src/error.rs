@@ -28,6 +28,29 @@ pub enum Error {
         /// The conflicting index name.
         name: String,
     },
+    /// A lister found no object under the name asked for.
+    ///
+    /// The counterpart of the API's `NotFound` status that client-go's listers return.
+    #[error("{} not found in the cache", match namespace {
+        Some(namespace) => format!("object {namespace}/{name}"),
+        None => format!("cluster-scoped object {name}"),
+    })]
+    NotFound {
+        /// The namespace searched, `None` for a cluster-scoped lookup.
+        namespace: Option<String>,
+        /// The name asked for.
+        name: String,
+    },
+    /// A label selector string that does not parse.
+    #[error("invalid label selector {selector:?} at byte {position}: {reason}")]
+    InvalidSelector {
+        /// The selector as given.
+        selector: String,
+        /// The byte offset where parsing failed.
+        position: usize,
+        /// What was wrong there, and what was expected.
+        reason: String,
+    },
     /// A custom key function refused an object.
     #[error("key function failed: {reason}")]
     KeyFunc {

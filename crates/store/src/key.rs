@@ -105,7 +105,10 @@ mod tests {
 
     #[test]
     fn namespaced_objects_are_keyed_namespace_slash_name() {
-        assert_eq!(meta_namespace_key_func(&pod(Some("ns"), Some("a"))).unwrap(), "ns/a");
+        assert_eq!(
+            meta_namespace_key_func(&pod(Some("ns"), Some("a"))).unwrap(),
+            "ns/a"
+        );
     }
 
     #[test]
@@ -118,7 +121,10 @@ mod tests {
             ..Namespace::default()
         };
         assert_eq!(meta_namespace_key_func(&namespace).unwrap(), "kube-system");
-        assert_eq!(meta_namespace_key_func(&pod(Some(""), Some("a"))).unwrap(), "a");
+        assert_eq!(
+            meta_namespace_key_func(&pod(Some(""), Some("a"))).unwrap(),
+            "a"
+        );
     }
 
     #[test]
@@ -146,7 +152,10 @@ mod tests {
             "recorded/key"
         );
         let live = ObjectOrTombstone::Object(Arc::new(pod(Some("ns"), Some("a"))));
-        assert_eq!(deletion_handling_meta_namespace_key_func(&live).unwrap(), "ns/a");
+        assert_eq!(
+            deletion_handling_meta_namespace_key_func(&live).unwrap(),
+            "ns/a"
+        );
     }
 
     /// Ported from client-go's `TestSplitMetaNamespaceKey`, tightened to reject empty parts.

@@ -87,7 +87,10 @@ pub fn meta_namespace_index_func<K: Object>(obj: &K) -> Vec<String> {
 /// [`Indexers`] holding only the namespace index, as most informers are built.
 pub fn namespace_indexers<K: Object>() -> Indexers<K> {
     let mut indexers: Indexers<K> = HashMap::new();
-    indexers.insert(NAMESPACE_INDEX.to_owned(), Arc::new(meta_namespace_index_func::<K>));
+    indexers.insert(
+        NAMESPACE_INDEX.to_owned(),
+        Arc::new(meta_namespace_index_func::<K>),
+    );
     indexers
 }
 

@@ -1,0 +1,506 @@
+//! Listers: read-only views of an [`Indexer`] by label selector, name and namespace.
+
+use std::{fmt, sync::Arc};
+
+use kube_core::Selector;
+
+use crate::{Error, Indexer, NAMESPACE_INDEX, Object, Result, Store, object_key, selector_matches};
+
+/// Every object in `store` whose labels `selector` accepts.
+///
+/// An empty selector (`Selector::default()`, client-go's `labels.Everything()`) returns every
+/// object without looking at labels.
+#[doc(alias = "ListAll")]
+pub fn list_all<K, S>(store: &S, selector: &Selector) -> Vec<Arc<K>>
+where
+    K: Object,
+    S: Store<K, Item = Arc<K>> + ?Sized,
+{
+    let all = store.list();
+    if selector.selects_all() {
+        return all;
+    }
+    all.into_iter()
+        .filter(|obj| selector_matches(selector, obj.labels()))
+        .collect()
+}
+
+/// Every object in `namespace` whose labels `selector` accepts; `""` means all namespaces.
+///
+/// Uses the [`NAMESPACE_INDEX`] when the indexer has one and scans every object otherwise, as
+/// client-go's `ListAllByNamespace` does (it logs a warning on the slow path; this layer has no
+/// logger, so register the namespace index wherever namespaced listing is frequent).
+#[doc(alias = "ListAllByNamespace")]
+pub fn list_all_by_namespace<K, I>(indexer: &I, namespace: &str, selector: &Selector) -> Vec<Arc<K>>
+where
+    K: Object,
+    I: Indexer<K> + ?Sized,
+{
+    if namespace.is_empty() {
+        return list_all(indexer, selector);
+    }
+    let in_namespace = |obj: &Arc<K>| obj.namespace() == Some(namespace);
+    match indexer.by_index(NAMESPACE_INDEX, namespace) {
+        // A custom index registered under the namespace index's name could hold anything; the
+        // namespace check keeps the lister's promise whatever the index func does.
+        Ok(candidates) => candidates
+            .into_iter()
+            .filter(|obj| in_namespace(obj) && selector_matches(selector, obj.labels()))
+            .collect(),
+        Err(_) => indexer
+            .list()
+            .into_iter()
+            .filter(|obj| in_namespace(obj) && selector_matches(selector, obj.labels()))
+            .collect(),
+    }
+}
+
+/// A typed, read-only view of an [`Indexer`]: list by label selector, get by name, and narrow
+/// to one namespace with [`namespaced`](Self::namespaced).
+///
+/// Cheap to clone: it holds an `Arc` to the indexer an informer keeps up to date, and every
+/// read sees the indexer as it is at that moment.
+///
+/// The Rust shape of client-go's `GenericLister` and the generated typed listers
+/// (`PodLister` and friends).
+#[doc(alias = "GenericLister")]
+#[doc(alias = "ResourceIndexer")]
+pub struct Lister<K> {
+    indexer: Arc<dyn Indexer<K>>,
+}
+
+impl<K> Clone for Lister<K> {
+    fn clone(&self) -> Self {
+        Self {
+            indexer: Arc::clone(&self.indexer),
+        }
+    }
+}
+
+impl<K> fmt::Debug for Lister<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lister").finish_non_exhaustive()
+    }
+}
+
+impl<K: Object> Lister<K> {
+    /// A lister over `indexer`; an `Arc<Cache<K>>` coerces to the argument.
+    #[doc(alias = "NewGenericLister")]
+    pub fn new(indexer: Arc<dyn Indexer<K>>) -> Self {
+        Self { indexer }
+    }
+
+    /// Every object, in any namespace, whose labels `selector` accepts.
+    pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
+        list_all(self.indexer.as_ref(), selector)
+    }
+
+    /// The cluster-scoped object named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] when no object is stored under `name`. A namespaced object is never
+    /// found this way: look it up through [`namespaced`](Self::namespaced).
+    pub fn get(&self, name: &str) -> Result<Arc<K>> {
+        self.indexer
+            .get_by_key(name)
+            .ok_or_else(|| Error::NotFound {
+                namespace: None,
+                name: name.to_owned(),
+            })
+    }
+
+    /// A lister of the objects in `namespace`; `""` lists every namespace and gets
+    /// cluster-scoped objects.
+    #[doc(alias = "ByNamespace")]
+    pub fn namespaced(&self, namespace: impl Into<String>) -> NamespaceLister<K> {
+        NamespaceLister {
+            indexer: Arc::clone(&self.indexer),
+            namespace: namespace.into(),
+        }
+    }
+
+    /// The indexer this lister reads.
+    pub fn indexer(&self) -> &Arc<dyn Indexer<K>> {
+        &self.indexer
+    }
+}
+
+/// A [`Lister`] narrowed to one namespace.
+///
+/// The Rust shape of client-go's `GenericNamespaceLister`.
+#[doc(alias = "GenericNamespaceLister")]
+pub struct NamespaceLister<K> {
+    indexer: Arc<dyn Indexer<K>>,
+    namespace: String,
+}
+
+impl<K> Clone for NamespaceLister<K> {
+    fn clone(&self) -> Self {
+        Self {
+            indexer: Arc::clone(&self.indexer),
+            namespace: self.namespace.clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for NamespaceLister<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NamespaceLister")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Object> NamespaceLister<K> {
+    /// The namespace this lister is narrowed to.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Every object in the namespace whose labels `selector` accepts.
+    pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
+        list_all_by_namespace(self.indexer.as_ref(), &self.namespace, selector)
+    }
+
+    /// The object named `name` in the namespace.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] when no such object is stored.
+    pub fn get(&self, name: &str) -> Result<Arc<K>> {
+        let key = object_key(Some(&self.namespace), name);
+        self.indexer
+            .get_by_key(&key)
+            .ok_or_else(|| Error::NotFound {
+                namespace: (!self.namespace.is_empty()).then(|| self.namespace.clone()),
+                name: name.to_owned(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    use kube_core::{Expression, ObjectMeta};
+
+    use super::*;
+    use crate::{Cache, Indexers, default_key_func, parse_selector};
+
+    fn pod(namespace: &str, name: &str, labels: &[(&str, &str)]) -> Arc<Pod> {
+        Arc::new(Pod {
+            metadata: ObjectMeta {
+                namespace: Some(namespace.into()),
+                name: Some(name.into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        })
+    }
+
+    fn names<K: Object>(objects: &[Arc<K>]) -> BTreeSet<String> {
+        objects
+            .iter()
+            .filter_map(|obj| obj.name().map(str::to_owned))
+            .collect()
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|name| (*name).to_owned()).collect()
+    }
+
+    /// Both shapes client-go tests listers against: with and without the namespace index.
+    fn caches() -> [Arc<Cache<Pod>>; 2] {
+        [
+            Arc::new(Cache::with_namespace_index()),
+            Arc::new(Cache::new(default_key_func(), Indexers::new())),
+        ]
+    }
+
+    /// Ported from client-go's `TestStoreToPodLister`.
+    #[test]
+    fn pod_lister_finds_pods_by_namespace_and_label_with_or_without_the_index() {
+        for cache in caches() {
+            for id in ["foo", "bar", "baz"] {
+                cache.add(pod("other", id, &[("name", id)])).unwrap();
+            }
+            cache
+                .add(pod("default", "quux", &[("name", "quux")]))
+                .unwrap();
+            let lister = Lister::<Pod>::new(cache.clone());
+
+            let default_pods = lister.namespaced("default").list(&Selector::default());
+            assert_eq!(names(&default_pods), set(&["quux"]));
+
+            for id in ["foo", "bar", "baz"] {
+                let selector: Selector = [("name".to_owned(), id.to_owned())].into_iter().collect();
+                assert_eq!(names(&lister.list(&selector)), set(&[id]));
+                let got = lister.namespaced("other").get(id).unwrap();
+                assert_eq!(got.metadata.name.as_deref(), Some(id));
+            }
+
+            let err = lister.namespaced("").get("qux").unwrap_err();
+            assert_eq!(
+                err,
+                Error::NotFound {
+                    namespace: None,
+                    name: "qux".into()
+                }
+            );
+        }
+    }
+
+    /// Ported from client-go's `TestStoreToReplicationControllerLister` namespace cases.
+    #[test]
+    fn the_empty_namespace_lists_every_namespace() {
+        for cache in caches() {
+            cache.add(pod("bar", "foo", &[])).unwrap();
+            cache.add(pod("hmm", "hmm", &[])).unwrap();
+            let lister = Lister::<Pod>::new(cache);
+            assert_eq!(
+                names(&lister.namespaced("").list(&Selector::default())),
+                set(&["foo", "hmm"])
+            );
+            assert_eq!(
+                names(&lister.namespaced("hmm").list(&Selector::default())),
+                set(&["hmm"])
+            );
+            assert_eq!(
+                names(&lister.list(&Selector::default())),
+                set(&["foo", "hmm"])
+            );
+            assert!(
+                lister
+                    .namespaced("nowhere")
+                    .list(&Selector::default())
+                    .is_empty()
+            );
+        }
+    }
+
+    #[test]
+    fn namespaced_lists_filter_by_selector_on_both_paths() {
+        for cache in caches() {
+            cache
+                .add(pod("a", "web-0", &[("app", "web"), ("tier", "front")]))
+                .unwrap();
+            cache.add(pod("a", "web-1", &[("app", "web")])).unwrap();
+            cache.add(pod("a", "db-0", &[("app", "db")])).unwrap();
+            cache.add(pod("b", "web-0", &[("app", "web")])).unwrap();
+            cache.add(pod("b", "bare", &[])).unwrap();
+            let lister = Lister::<Pod>::new(cache);
+
+            let web = parse_selector("app=web").unwrap();
+            assert_eq!(
+                names(&lister.namespaced("a").list(&web)),
+                set(&["web-0", "web-1"])
+            );
+            assert_eq!(lister.list(&web).len(), 3);
+
+            let not_front = parse_selector("app in (web,db),tier!=front").unwrap();
+            assert_eq!(
+                names(&lister.namespaced("a").list(&not_front)),
+                set(&["web-1", "db-0"])
+            );
+
+            let unlabelled = parse_selector("!app").unwrap();
+            assert_eq!(
+                names(&lister.namespaced("b").list(&unlabelled)),
+                set(&["bare"])
+            );
+        }
+    }
+
+    #[test]
+    fn a_namespace_index_holding_other_values_cannot_leak_objects_across_namespaces() {
+        let mut indexers: Indexers<Pod> = Indexers::new();
+        // Misnamed on purpose: every pod lands under "a", whatever its namespace.
+        indexers.insert(
+            NAMESPACE_INDEX.to_owned(),
+            Arc::new(|_: &Pod| vec!["a".to_owned()]),
+        );
+        let cache = Arc::new(Cache::new(default_key_func(), indexers));
+        cache.add(pod("a", "mine", &[])).unwrap();
+        cache.add(pod("b", "theirs", &[])).unwrap();
+        let lister = Lister::<Pod>::new(cache);
+        assert_eq!(
+            names(&lister.namespaced("a").list(&Selector::default())),
+            set(&["mine"])
+        );
+    }
+
+    #[test]
+    fn cluster_scoped_objects_are_got_by_name_and_missing_ones_are_not_found() {
+        let cache = Arc::new(Cache::<Namespace>::default());
+        let namespace = |name: &str, labels: BTreeMap<String, String>| {
+            Arc::new(Namespace {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            })
+        };
+        cache
+            .add(namespace(
+                "kube-system",
+                BTreeMap::from([("system".to_owned(), "true".to_owned())]),
+            ))
+            .unwrap();
+        cache.add(namespace("default", BTreeMap::new())).unwrap();
+        let lister = Lister::<Namespace>::new(cache);
+
+        assert_eq!(
+            lister.get("kube-system").unwrap().metadata.name.as_deref(),
+            Some("kube-system")
+        );
+        let err = lister.get("absent").unwrap_err();
+        assert_eq!(
+            err,
+            Error::NotFound {
+                namespace: None,
+                name: "absent".into()
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "cluster-scoped object absent not found in the cache"
+        );
+        let system = Selector::from(Expression::Exists("system".into()));
+        assert_eq!(names(&lister.list(&system)), set(&["kube-system"]));
+    }
+
+    #[test]
+    fn a_namespaced_get_reports_the_namespace_it_searched() {
+        let cache = Arc::new(Cache::<Pod>::with_namespace_index());
+        cache.add(pod("a", "x", &[])).unwrap();
+        let lister = Lister::<Pod>::new(cache);
+        let err = lister.namespaced("b").get("x").unwrap_err();
+        assert_eq!(
+            err,
+            Error::NotFound {
+                namespace: Some("b".into()),
+                name: "x".into()
+            }
+        );
+        assert_eq!(err.to_string(), "object b/x not found in the cache");
+        assert!(
+            lister.get("x").is_err(),
+            "a namespaced object is not found by bare name"
+        );
+    }
+
+    #[test]
+    fn listers_see_writes_made_after_they_were_built() {
+        let cache = Arc::new(Cache::<Pod>::with_namespace_index());
+        let lister = Lister::<Pod>::new(cache.clone());
+        let in_a = lister.namespaced("a");
+        assert!(in_a.get("late").is_err());
+        cache.add(pod("a", "late", &[])).unwrap();
+        assert!(in_a.get("late").is_ok());
+        let cloned = in_a.clone();
+        assert_eq!(cloned.list(&Selector::default()).len(), 1);
+        assert_eq!(in_a.list(&Selector::default()).len(), 1);
+        assert_eq!(lister.list(&Selector::default()).len(), 1);
+    }
+
+    /// The label semantics of apimachinery, written out independently of kube-core's matcher.
+    fn reference_match(expression: &Expression, labels: &BTreeMap<String, String>) -> bool {
+        match expression {
+            Expression::Equal(key, value) => labels.get(key) == Some(value),
+            Expression::NotEqual(key, value) => labels.get(key) != Some(value),
+            Expression::In(key, values) => labels.get(key).is_some_and(|v| values.contains(v)),
+            Expression::NotIn(key, values) => !labels.get(key).is_some_and(|v| values.contains(v)),
+            Expression::Exists(key) => labels.contains_key(key),
+            Expression::DoesNotExist(key) => !labels.contains_key(key),
+        }
+    }
+
+    fn expression() -> impl proptest::strategy::Strategy<Value = Expression> {
+        use proptest::prelude::*;
+        let key = proptest::sample::select(vec!["app", "tier"]).prop_map(str::to_owned);
+        let value = proptest::sample::select(vec!["web", "db", ""]).prop_map(str::to_owned);
+        let values =
+            proptest::collection::btree_set(proptest::sample::select(vec!["web", "db"]), 1..3)
+                .prop_map(|set| set.into_iter().map(str::to_owned).collect::<BTreeSet<_>>());
+        (key, value, values, 0..6u8).prop_map(|(key, value, values, op)| match op {
+            0 => Expression::Equal(key, value),
+            1 => Expression::NotEqual(key, value),
+            2 => Expression::In(key, values),
+            3 => Expression::NotIn(key, values),
+            4 => Expression::Exists(key),
+            _ => Expression::DoesNotExist(key),
+        })
+    }
+
+    proptest::proptest! {
+        /// Indexed and scanning listers return exactly what filtering every object by hand does.
+        #[test]
+        fn listers_agree_with_a_brute_force_filter_with_and_without_the_index(
+            pods in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec!["a", "b", "c"]),
+                    0..12usize,
+                    proptest::option::of(proptest::sample::select(vec!["web", "db", ""])),
+                    proptest::option::of(proptest::sample::select(vec!["front", "back"])),
+                ),
+                0..30,
+            ),
+            expressions in proptest::collection::vec(expression(), 0..3),
+            namespace in proptest::sample::select(vec!["", "a", "b", "c", "d"]),
+        ) {
+            let selector: Selector = expressions.iter().cloned().collect();
+            let mut model: BTreeMap<(String, String), BTreeMap<String, String>> = BTreeMap::new();
+            let [indexed, scanned] = caches();
+            for (ns, id, app, tier) in pods {
+                let mut labels = Vec::new();
+                if let Some(app) = app {
+                    labels.push(("app", app));
+                }
+                if let Some(tier) = tier {
+                    labels.push(("tier", tier));
+                }
+                let name = format!("pod-{id}");
+                let pod = pod(ns, &name, &labels);
+                indexed.add(Arc::clone(&pod)).unwrap();
+                scanned.add(pod).unwrap();
+                model.insert(
+                    (ns.to_owned(), name),
+                    labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+                );
+            }
+            let want: BTreeSet<(String, String)> = model
+                .iter()
+                .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
+                .filter(|(_, labels)| expressions.iter().all(|e| reference_match(e, labels)))
+                .map(|(key, _)| key.clone())
+                .collect();
+            let keyed = |pods: Vec<Arc<Pod>>| -> BTreeSet<(String, String)> {
+                pods.iter()
+                    .map(|pod| {
+                        (
+                            pod.metadata.namespace.clone().unwrap_or_default(),
+                            pod.metadata.name.clone().unwrap_or_default(),
+                        )
+                    })
+                    .collect()
+            };
+            for cache in [indexed, scanned] {
+                let lister = Lister::<Pod>::new(cache);
+                proptest::prop_assert_eq!(&keyed(lister.namespaced(namespace).list(&selector)), &want);
+                if namespace.is_empty() {
+                    proptest::prop_assert_eq!(&keyed(lister.list(&selector)), &want);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! Model-based property test: [`Cache`] (and the [`ThreadSafeStore`] inside it) against a
+//! `BTreeMap` whose indexes are recomputed from scratch on every query.
+//!
+//! Random sequences of add, update, delete, replace and add_indexers run against both; after
+//! every step every read (list, list_keys, get_by_key, by_index, index_keys, index,
+//! list_index_func_values, get_indexers) must agree with the model. The index funcs are
+//! multi-valued and may return no value, duplicates, or the empty string.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
+
+use kinformer_store::{
+    Cache, Error, IndexFunc, Indexer, Indexers, Object, Store, ThreadSafeStore, default_key_func,
+    meta_namespace_key_func,
+};
+use proptest::prelude::*;
+
+/// A slim object: the `tags` field is a comma-separated list the index funcs split.
+#[derive(Debug, Clone, PartialEq)]
+struct Item {
+    namespace: Option<String>,
+    name: String,
+    tags: String,
+    generation: u32,
+}
+
+impl Object for Item {
+    fn name(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+    fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+    fn resource_version(&self) -> Option<&str> {
+        None
+    }
+    fn uid(&self) -> Option<&str> {
+        None
+    }
+    fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        None
+    }
+}
+
+const NAMESPACES: [Option<&str>; 3] = [None, Some("a"), Some("b")];
+const NAMES: [&str; 4] = ["w", "x", "y", "z"];
+const TAGS: [&str; 4] = ["red", "green", "blue", ""];
+/// Every index the test may register; `namespace` is registered from the start.
+const INDEX_NAMES: [&str; 4] = ["namespace", "tags", "raw-tags", "first-tag"];
+
+fn index_func(name: &str) -> IndexFunc<Item> {
+    match name {
+        "namespace" => Arc::new(|item: &Item| vec![item.namespace.clone().unwrap_or_default()]),
+        // Non-empty tags: zero, one or many values, duplicates kept.
+        "tags" => Arc::new(|item: &Item| {
+            item.tags
+                .split(',')
+                .filter(|tag| !tag.is_empty())
+                .map(str::to_owned)
+                .collect()
+        }),
+        // Every comma-separated part, so "" and ",red" index under the empty value.
+        "raw-tags" => Arc::new(|item: &Item| item.tags.split(',').map(str::to_owned).collect()),
+        "first-tag" => Arc::new(|item: &Item| {
+            item.tags
+                .split(',')
+                .next()
+                .filter(|tag| !tag.is_empty())
+                .map(str::to_owned)
+                .into_iter()
+                .collect()
+        }),
+        other => unreachable!("no index func named {other}"),
+    }
+}
+
+fn indexers(names: &[&str]) -> Indexers<Item> {
+    names
+        .iter()
+        .map(|name| ((*name).to_owned(), index_func(name)))
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add(Item),
+    Update(Item),
+    Delete(Item),
+    Replace(Vec<Item>),
+    AddIndexers(Vec<&'static str>),
+}
+
+fn item() -> impl Strategy<Value = Item> {
+    let tags = proptest::collection::vec(proptest::sample::select(&TAGS[..]), 0..4)
+        .prop_map(|tags| tags.join(","));
+    (
+        proptest::sample::select(&NAMESPACES[..]),
+        proptest::sample::select(&NAMES[..]),
+        tags,
+        0..1000u32,
+    )
+        .prop_map(|(namespace, name, tags, generation)| Item {
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+            tags,
+            generation,
+        })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => item().prop_map(Op::Add),
+        4 => item().prop_map(Op::Update),
+        3 => item().prop_map(Op::Delete),
+        1 => proptest::collection::vec(item(), 0..8).prop_map(Op::Replace),
+        1 => proptest::sample::subsequence(&INDEX_NAMES[1..], 1..=2).prop_map(Op::AddIndexers),
+    ]
+}
+
+/// The model: objects by key, and the names of the registered indexes.
+struct Model {
+    items: BTreeMap<String, Arc<Item>>,
+    indexes: BTreeSet<&'static str>,
+}
+
+impl Model {
+    /// Recomputed from scratch: value to keys, for one index.
+    fn index(&self, name: &str) -> BTreeMap<String, BTreeSet<String>> {
+        let func = index_func(name);
+        let mut index: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (key, item) in &self.items {
+            for value in func(item) {
+                index.entry(value).or_default().insert(key.clone());
+            }
+        }
+        index
+    }
+}
+
+fn key(item: &Item) -> String {
+    meta_namespace_key_func(item).expect("test items always have a name")
+}
+
+fn sorted_keys(items: &[Arc<Item>]) -> Vec<String> {
+    let mut keys: Vec<String> = items.iter().map(|item| key(item)).collect();
+    keys.sort();
+    keys
+}
+
+fn every_key() -> Vec<String> {
+    NAMESPACES
+        .iter()
+        .flat_map(|namespace| {
+            NAMES
+                .iter()
+                .map(move |name| kinformer_store::object_key(*namespace, name))
+        })
+        .collect()
+}
+
+fn every_value() -> Vec<String> {
+    ["red", "green", "blue", "", "a", "b", "absent"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn check(cache: &Cache<Item>, model: &Model, probes: &[Item]) -> Result<(), TestCaseError> {
+    let all = cache.list();
+    for item in &all {
+        prop_assert!(
+            Arc::ptr_eq(item, &model.items[&key(item)]),
+            "list returns the stored object"
+        );
+    }
+    let mut listed = sorted_keys(&all);
+    let model_keys: Vec<String> = model.items.keys().cloned().collect();
+    prop_assert_eq!(&listed, &model_keys, "list");
+    listed = Store::list_keys(cache);
+    listed.sort();
+    prop_assert_eq!(&listed, &model_keys, "list_keys");
+    prop_assert_eq!(cache.len(), model.items.len());
+    prop_assert_eq!(cache.thread_safe_store().len(), model.items.len());
+
+    for key in every_key() {
+        let got = Store::get_by_key(cache, &key);
+        match (got, model.items.get(&key)) {
+            (None, None) => {}
+            (Some(got), Some(want)) => prop_assert!(Arc::ptr_eq(&got, want), "get_by_key {}", key),
+            (got, want) => prop_assert!(false, "get_by_key {key}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    let registered: BTreeSet<String> = cache.get_indexers().into_keys().collect();
+    let model_registered: BTreeSet<String> = model
+        .indexes
+        .iter()
+        .map(|name| (*name).to_owned())
+        .collect();
+    prop_assert_eq!(registered, model_registered);
+
+    for name in INDEX_NAMES {
+        if !model.indexes.contains(name) {
+            prop_assert_eq!(
+                cache.by_index(name, "red").unwrap_err(),
+                Error::IndexNotFound { name: name.into() }
+            );
+            prop_assert!(cache.index_keys(name, "red").is_err());
+            prop_assert!(cache.index(name, &probes[0]).is_err());
+            prop_assert!(cache.list_index_func_values(name).is_empty());
+            continue;
+        }
+        let index = model.index(name);
+        let mut values = cache.list_index_func_values(name);
+        values.sort();
+        let model_values: Vec<String> = index.keys().cloned().collect();
+        prop_assert_eq!(values, model_values, "list_index_func_values {}", name);
+
+        for value in every_value() {
+            let want: Vec<String> = index
+                .get(&value)
+                .map(|keys| keys.iter().cloned().collect())
+                .unwrap_or_default();
+            let by_index = cache.by_index(name, &value).unwrap();
+            prop_assert_eq!(
+                sorted_keys(&by_index),
+                want.clone(),
+                "by_index {} {:?}",
+                name,
+                value
+            );
+            for item in &by_index {
+                prop_assert!(
+                    Arc::ptr_eq(item, &model.items[&key(item)]),
+                    "by_index returns the stored object"
+                );
+            }
+            let mut index_keys = cache.index_keys(name, &value).unwrap();
+            index_keys.sort();
+            prop_assert_eq!(index_keys, want, "index_keys {} {:?}", name, value);
+        }
+
+        let func = index_func(name);
+        for probe in probes {
+            let want: Vec<String> = func(probe)
+                .iter()
+                .filter_map(|value| index.get(value))
+                .flatten()
+                .cloned()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let got = cache.index(name, probe).unwrap();
+            prop_assert_eq!(sorted_keys(&got), want, "index {} {:?}", name, probe);
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 192,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn cache_agrees_with_a_recomputing_model_after_every_step(
+        ops in proptest::collection::vec(op(), 1..40),
+        probes in proptest::collection::vec(item(), 1..4),
+    ) {
+        let cache = Cache::new(default_key_func(), indexers(&["namespace"]));
+        let mut model = Model { items: BTreeMap::new(), indexes: BTreeSet::from(["namespace"]) };
+        for op in ops {
+            match op {
+                Op::Add(item) => {
+                    let item = Arc::new(item);
+                    cache.add(Arc::clone(&item)).unwrap();
+                    model.items.insert(key(&item), item);
+                }
+                Op::Update(item) => {
+                    let item = Arc::new(item);
+                    cache.update(Arc::clone(&item)).unwrap();
+                    model.items.insert(key(&item), item);
+                }
+                Op::Delete(item) => {
+                    model.items.remove(&key(&item));
+                    cache.delete(Arc::new(item)).unwrap();
+                }
+                Op::Replace(items) => {
+                    let items: Vec<Arc<Item>> = items.into_iter().map(Arc::new).collect();
+                    cache.replace(items.clone(), "7").unwrap();
+                    model.items = items.into_iter().map(|item| (key(&item), item)).collect();
+                }
+                Op::AddIndexers(names) => {
+                    let result = cache.add_indexers(indexers(&names));
+                    match names.iter().filter(|name| model.indexes.contains(*name)).min() {
+                        Some(taken) => prop_assert_eq!(
+                            result,
+                            Err(Error::IndexerConflict { name: (*taken).to_owned() })
+                        ),
+                        None => {
+                            prop_assert_eq!(result, Ok(()));
+                            model.indexes.extend(names);
+                        }
+                    }
+                }
+            }
+            check(&cache, &model, &probes)?;
+        }
+    }
+
+    /// The bare [`ThreadSafeStore`] keeps callers' keys as given, whatever the object says.
+    #[test]
+    fn thread_safe_store_stores_under_the_callers_key(
+        entries in proptest::collection::vec((proptest::sample::select(&NAMES[..]), item()), 0..20),
+    ) {
+        let store = ThreadSafeStore::new(indexers(&["tags"]));
+        let mut model: BTreeMap<&str, Arc<Item>> = BTreeMap::new();
+        for (key, item) in entries {
+            let item = Arc::new(item);
+            store.add(key, Arc::clone(&item));
+            model.insert(key, item);
+        }
+        let mut keys = store.list_keys();
+        keys.sort();
+        prop_assert_eq!(keys, model.keys().map(|key| (*key).to_owned()).collect::<Vec<_>>());
+        for tag in ["red", "green", "blue"] {
+            let mut want: Vec<&str> = model
+                .iter()
+                .filter(|(_, item)| item.tags.split(',').any(|t| t == tag))
+                .map(|(key, _)| *key)
+                .collect();
+            want.sort_unstable();
+            let mut got = store.index_keys("tags", tag).unwrap();
+            got.sort();
+            prop_assert_eq!(got, want);
+        }
+    }
+}
