@@ -9,6 +9,9 @@
 //! The tidy checks (crate docs, no ignored tests, layering) live in `tidy.rs` and run as
 //! ordinary tests, so `cargo test --workspace` enforces them.
 
+// A command-line tool's output is its interface.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::{
     env,
     path::{Path, PathBuf},
@@ -40,7 +43,6 @@ fn main() -> ExitCode {
     }
 }
 
-#[allow(clippy::print_stdout, reason = "usage text is this command's output")]
 fn print_usage() {
     println!(
         "cargo xtask <task>\n\n\
