@@ -1,0 +1,209 @@
+//! The seam the informer consumes: the object-safe [`Queue`] trait.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use kinformer_store::{KeyListerGetter, Store};
+use tokio::sync::Notify;
+
+use crate::{Deltas, Error, Popped, Result};
+
+/// A boxed, sendable future, as the object-safe [`Queue`] returns from its async methods.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The process function a pop calls with what it popped and whether that belongs to the
+/// initial list (the first replace, not yet popped in full).
+///
+/// It runs while the queue's lock is held (unless a [`RealFifo`](crate::RealFifo) was built to
+/// unlock while processing), so it must not call back into the queue; in exchange nothing can
+/// queue, resync or replace the key it is processing until it returns. Return
+/// [`Error::requeue`] to put the item back, or [`Error::process`] to report a failure.
+#[doc(alias = "PopProcessFunc")]
+#[doc(alias = "ProcessBatchFunc")]
+pub type ProcessFn<'a, K> = dyn FnMut(&Popped<K>, bool) -> Result<()> + Send + 'a;
+
+/// Applied to every object on its way into a queue (never to tombstones or resync objects),
+/// for instance to drop fields the consumer never reads before they are cached.
+///
+/// client-go's `TransformFunc` may fail; here a transform cannot, since it returns the same
+/// type it was given.
+#[doc(alias = "TransformFunc")]
+pub type Transformer<K> = Arc<dyn Fn(Arc<K>) -> Arc<K> + Send + Sync>;
+
+/// The consumer's cache as a queue sees it: its keys and the object under a key.
+pub type KnownObjects<K> = Arc<dyn KeyListerGetter<K>>;
+
+/// A queue between a reflector (which writes into it through [`Store`]) and the informer's
+/// process loop (which pops from it).
+///
+/// [`DeltaFifo`](crate::DeltaFifo) and [`RealFifo`](crate::RealFifo) implement it; an informer
+/// holds an `Arc<dyn Queue<K>>`, so a user can bring a queue of their own.
+///
+/// Reads through [`Store`] return the deltas queued for a key.
+#[doc(alias = "QueueWithBatch")]
+pub trait Queue<K>: Store<K, Item = Deltas<K>> {
+    /// Waits until something is queued (or the queue is closed), removes it, and hands it to
+    /// `process` together with `is_in_initial_list`; then returns it.
+    ///
+    /// The process function runs under the queue's lock, so processing a key never races a
+    /// resync or replace of that key.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once the queue is closed and empty; what the process function returned
+    /// ([`Error::Process`], or a requeue's source as [`Error::Process`]) otherwise.
+    #[doc(alias = "Pop")]
+    fn pop<'a>(&'a self, process: &'a mut ProcessFn<'_, K>) -> BoxFuture<'a, Result<Popped<K>>>;
+
+    /// Like [`pop`](Self::pop), but may hand over several in-order deltas for distinct keys at
+    /// once as [`Popped::Batch`]. A queue without batching pops one item.
+    ///
+    /// # Errors
+    ///
+    /// As [`pop`](Self::pop).
+    #[doc(alias = "PopBatch")]
+    fn pop_batch<'a>(
+        &'a self,
+        process: &'a mut ProcessFn<'_, K>,
+    ) -> BoxFuture<'a, Result<Popped<K>>> {
+        self.pop(process)
+    }
+
+    /// [`pop`](Self::pop) without waiting: `Ok(None)` when the queue is empty and open.
+    ///
+    /// # Errors
+    ///
+    /// As [`pop`](Self::pop).
+    fn try_pop(&self, process: &mut ProcessFn<'_, K>) -> Result<Option<Popped<K>>>;
+
+    /// Puts deltas previously popped back, unless the key has been queued again meanwhile (the
+    /// newer deltas win). An empty `deltas` is ignored.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Key`] when the newest delta's object cannot be keyed.
+    #[doc(alias = "AddIfNotPresent")]
+    fn add_if_not_present(&self, deltas: Deltas<K>) -> Result<()>;
+
+    /// Records that the watch reached `resource_version`. A queue that does not deliver
+    /// bookmarks ignores it, as this default does.
+    ///
+    /// # Errors
+    ///
+    /// When the queue cannot record it.
+    #[doc(alias = "Bookmark")]
+    fn bookmark(&self, resource_version: &str) -> Result<()> {
+        let _ = resource_version;
+        Ok(())
+    }
+
+    /// Whether the initial population (the first replace, or nothing if an add came first) has
+    /// been popped in full.
+    #[doc(alias = "HasSynced")]
+    fn has_synced(&self) -> bool;
+
+    /// Closes the queue: every waiting pop wakes, and pops report [`Error::Closed`] once the
+    /// queue is empty.
+    #[doc(alias = "Close")]
+    fn close(&self);
+
+    /// Whether [`close`](Self::close) was called.
+    #[doc(alias = "IsClosed")]
+    fn is_closed(&self) -> bool;
+
+    /// How many items a pop could still take (keys for a DeltaFIFO, deltas for a RealFIFO).
+    fn len(&self) -> usize;
+
+    /// Whether nothing is queued.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Wakes pops waiting on an empty queue, without touching the `Notify` when nobody waits.
+#[derive(Debug, Default)]
+pub(crate) struct Waker {
+    notify: Notify,
+    /// Pops registered on `notify` (or about to be). A producer reads it after releasing the
+    /// queue's lock; a waiter raises it before taking that lock for its last look, so either
+    /// the waiter sees the item or the producer sees the waiter.
+    waiters: AtomicUsize,
+}
+
+impl Waker {
+    /// Wakes one waiting pop, if any.
+    pub(crate) fn wake_one(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Wakes every waiting pop.
+    pub(crate) fn wake_all(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.notify.notify_waiters();
+            self.notify.notify_one();
+        }
+    }
+
+    /// Runs `attempt` until it yields, sleeping in between.
+    ///
+    /// The first attempt runs without registering as a waiter, which is all a busy queue
+    /// needs. Before sleeping, the waiter registers and then tries once more, so a push or a
+    /// close that lands between a failed attempt and the sleep still wakes it.
+    pub(crate) async fn wait_until<T>(
+        &self,
+        mut attempt: impl FnMut() -> Option<Result<T>>,
+    ) -> Result<T> {
+        if let Some(outcome) = attempt() {
+            return outcome;
+        }
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let _registered = Registered(&self.waiters);
+        loop {
+            let mut notified = std::pin::pin!(self.notify.notified());
+            notified.as_mut().enable();
+            if let Some(outcome) = attempt() {
+                return outcome;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Lowers the waiter count when a waiting pop ends, cancelled or not.
+struct Registered<'a>(&'a AtomicUsize);
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What a process function's verdict means for the popped item.
+pub(crate) enum Verdict {
+    /// Processing succeeded: return the item.
+    Done,
+    /// Put the item back, then return `Ok` or this failure.
+    Requeue(Option<Error>),
+    /// Return this failure.
+    Failed(Error),
+}
+
+impl Verdict {
+    pub(crate) fn of(outcome: Result<()>) -> Self {
+        match outcome {
+            Ok(()) => Self::Done,
+            Err(Error::Requeue { source }) => {
+                Self::Requeue(source.map(|source| Error::Process { source }))
+            }
+            Err(error) => Self::Failed(error),
+        }
+    }
+}

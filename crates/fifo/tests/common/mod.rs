@@ -1,0 +1,117 @@
+//! Test objects and helpers shared by the queue tests: client-go's `testFifoObject` and
+//! `literalListerGetter`, in Rust.
+
+// Each test crate uses a different subset of these helpers, and `pub` is how they share them.
+#![allow(dead_code, unreachable_pub)]
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use kinformer_fifo::{Delta, DeltaType, Deltas, KnownObjects, Popped, Queue};
+use kinformer_store::{KeyListerGetter, Object, ObjectOrTombstone};
+
+/// client-go's `testFifoObject`: a name (its key) and a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Obj {
+    pub name: String,
+    pub val: i64,
+}
+
+impl Object for Obj {
+    fn name(&self) -> Option<&str> {
+        Some(self.name.as_str()).filter(|name| !name.is_empty())
+    }
+    fn namespace(&self) -> Option<&str> {
+        None
+    }
+    fn resource_version(&self) -> Option<&str> {
+        None
+    }
+    fn uid(&self) -> Option<&str> {
+        None
+    }
+    fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        None
+    }
+}
+
+/// client-go's `mkFifoObj`.
+pub fn obj(name: &str, val: i64) -> Arc<Obj> {
+    Arc::new(Obj {
+        name: name.to_owned(),
+        val,
+    })
+}
+
+/// client-go's `literalListerGetter`: known objects in a fixed order.
+pub struct Literal(pub Vec<Arc<Obj>>);
+
+impl KeyListerGetter<Obj> for Literal {
+    fn list_keys(&self) -> Vec<String> {
+        self.0.iter().map(|obj| obj.name.clone()).collect()
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
+        self.0.iter().find(|obj| obj.name == key).cloned()
+    }
+}
+
+pub fn known(objects: Vec<Arc<Obj>>) -> KnownObjects<Obj> {
+    Arc::new(Literal(objects))
+}
+
+/// A delta as the Go tests spell it: kind, then the object or the tombstone's key and object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum D {
+    Obj(DeltaType, &'static str, i64),
+    Tomb(DeltaType, &'static str, &'static str, i64),
+}
+
+pub fn describe(delta: &Delta<Obj>) -> String {
+    match &delta.object {
+        ObjectOrTombstone::Object(obj) => format!("{:?} {}={}", delta.kind, obj.name, obj.val),
+        ObjectOrTombstone::Tombstone(t) => {
+            format!(
+                "{:?} tombstone[{}] {}={}",
+                delta.kind, t.key, t.obj.name, t.obj.val
+            )
+        }
+    }
+}
+
+pub fn expect(ds: &[D]) -> Vec<String> {
+    ds.iter()
+        .map(|d| match d {
+            D::Obj(kind, name, val) => format!("{kind:?} {name}={val}"),
+            D::Tomb(kind, key, name, val) => format!("{kind:?} tombstone[{key}] {name}={val}"),
+        })
+        .collect()
+}
+
+pub fn describe_all(deltas: &[Delta<Obj>]) -> Vec<String> {
+    deltas.iter().map(describe).collect()
+}
+
+/// client-go's `Pop(queue)` helper: pops one item without waiting, panicking if empty.
+pub fn pop(queue: &dyn Queue<Obj>) -> Popped<Obj> {
+    queue
+        .try_pop(&mut |_, _| Ok(()))
+        .expect("pop failed")
+        .expect("queue unexpectedly empty")
+}
+
+/// Pops one item and describes its deltas.
+pub fn pop_described(queue: &dyn Queue<Obj>) -> Vec<String> {
+    describe_all(pop(queue).deltas())
+}
+
+/// The newest object of one pop (client-go's `testPop`).
+pub fn pop_newest(queue: &dyn Queue<Obj>) -> Arc<Obj> {
+    let popped = pop(queue);
+    Arc::clone(popped.deltas().last().expect("empty pop").object())
+}
+
+pub fn deltas_of(popped: Popped<Obj>) -> Deltas<Obj> {
+    match popped {
+        Popped::Deltas(deltas) => deltas,
+        other => panic!("expected one key's deltas, got {other:?}"),
+    }
+}
