@@ -1,0 +1,384 @@
+//! The decoding seam: bytes from the API server in, objects out.
+//!
+//! The reflector owns decoding instead of leaving it to kube-client so that it can choose the
+//! wire format (JSON now, protobuf later), decode a large page off the I/O task, check kinds and
+//! turn a malformed line into an [`Error::Decode`] instead of a panic or a silent skip.
+
+use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData, sync::Arc};
+
+use serde::{Deserialize, de::DeserializeOwned};
+use serde_json::value::RawValue;
+
+use crate::{Error, INITIAL_EVENTS_END_ANNOTATION, ListPage, Result, WatchEvent};
+
+/// Turns response bytes into list pages and watch events.
+///
+/// Implement it to decode another wire format or to decode straight into a slim projection
+/// type. It must be cheap to share: one decoder serves every request of a
+/// [`KubeListerWatcher`](crate::KubeListerWatcher), sometimes from a blocking thread.
+pub trait Decoder<K>: Send + Sync + 'static {
+    /// The `Accept` header value for list and watch requests, `None` to keep the request
+    /// builder's.
+    fn accept(&self) -> Option<&str> {
+        None
+    }
+
+    /// Decodes one list response body.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Decode`] when the body is not a list of `K`; [`Error::WrongKind`] when it is a
+    /// list of another kind.
+    fn decode_list(&self, body: &[u8]) -> Result<ListPage<K>>;
+
+    /// Reads only the `continue` token of a list body, so that the next page can be requested
+    /// while this one is decoded. `None` (the default) turns that prefetching off.
+    fn continue_token(&self, body: &[u8]) -> Option<String> {
+        let _ = body;
+        None
+    }
+
+    /// Decodes one line of a watch stream.
+    ///
+    /// # Errors
+    ///
+    /// The mapped status of an `ERROR` event (see [`Error::from_status`]), [`Error::WrongKind`]
+    /// for an object of another kind, [`Error::Decode`] for anything unreadable.
+    fn decode_event(&self, line: &[u8]) -> Result<WatchEvent<K>>;
+}
+
+/// The `apiVersion` and `kind` a decoder expects, for client-go's expected-type check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedType {
+    /// `apiVersion`, such as `v1` or `apps/v1`.
+    pub api_version: String,
+    /// `kind`, such as `Pod`.
+    pub kind: String,
+}
+
+impl ExpectedType {
+    /// The expectation for `api_version` and `kind`.
+    pub fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
+        Self {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("{}/{}", self.api_version, self.kind)
+    }
+}
+
+/// Decodes JSON (`application/json`, one event a line for watches) with serde_json.
+///
+/// With an [`ExpectedType`], watch objects and lists of another kind are refused with
+/// [`Error::WrongKind`] before any attempt to decode them as `K`.
+pub struct JsonDecoder<K> {
+    expected: Option<ExpectedType>,
+    accept: Option<String>,
+    _objects: PhantomData<fn() -> K>,
+}
+
+impl<K> fmt::Debug for JsonDecoder<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JsonDecoder")
+            .field("expected", &self.expected)
+            .field("accept", &self.accept)
+            .finish()
+    }
+}
+
+impl<K> Default for JsonDecoder<K> {
+    fn default() -> Self {
+        Self::new(None)
+    }
+}
+
+impl<K> JsonDecoder<K> {
+    /// A decoder that checks kinds against `expected` when given.
+    pub fn new(expected: Option<ExpectedType>) -> Self {
+        Self {
+            expected,
+            accept: None,
+            _objects: PhantomData,
+        }
+    }
+
+    /// Sends `accept` as the `Accept` header (metadata-only lists use this).
+    #[must_use]
+    pub fn with_accept(mut self, accept: impl Into<String>) -> Self {
+        self.accept = Some(accept.into());
+        self
+    }
+
+    /// The kind this decoder expects, if any.
+    pub fn expected(&self) -> Option<&ExpectedType> {
+        self.expected.as_ref()
+    }
+
+    fn check_kind(&self, found: &TypeFields<'_>, list: bool) -> Result<()> {
+        let (Some(expected), Some(kind)) = (&self.expected, found.kind.as_deref()) else {
+            return Ok(());
+        };
+        let kind_matches = if list {
+            kind.strip_suffix("List") == Some(expected.kind.as_str())
+        } else {
+            kind == expected.kind
+        };
+        let version_matches = found
+            .api_version
+            .as_deref()
+            .is_none_or(|version| version == expected.api_version);
+        if kind_matches && version_matches {
+            return Ok(());
+        }
+        Err(Error::WrongKind {
+            expected: expected.describe(),
+            found: format!(
+                "{}/{kind}",
+                found.api_version.as_deref().unwrap_or("<no apiVersion>")
+            ),
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct TypeFields<'a> {
+    #[serde(rename = "apiVersion", borrow, default)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct RawList<'a> {
+    #[serde(flatten, borrow)]
+    types: TypeFields<'a>,
+    #[serde(default)]
+    metadata: RawListMeta,
+    #[serde(borrow, default)]
+    items: Option<Vec<&'a RawValue>>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawListMeta {
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: Option<String>,
+    #[serde(rename = "continue", default)]
+    continue_token: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    event_type: Cow<'a, str>,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct BookmarkObject {
+    #[serde(default)]
+    metadata: BookmarkMeta,
+}
+
+#[derive(Deserialize, Default)]
+struct BookmarkMeta {
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+impl<K> JsonDecoder<K>
+where
+    K: DeserializeOwned,
+{
+    fn decode_object(&self, raw: &RawValue, what: &'static str) -> Result<Arc<K>> {
+        match serde_json::from_str::<K>(raw.get()) {
+            Ok(object) => Ok(Arc::new(object)),
+            Err(error) => {
+                // A typed struct refuses a foreign kind inside serde; say so in kind terms.
+                if let Ok(types) = serde_json::from_str::<TypeFields<'_>>(raw.get()) {
+                    self.check_kind(&types, false)?;
+                }
+                Err(Error::decode(what, error.to_string(), raw.get().as_bytes()))
+            }
+        }
+    }
+}
+
+impl<K> Decoder<K> for JsonDecoder<K>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    fn accept(&self) -> Option<&str> {
+        self.accept.as_deref()
+    }
+
+    fn continue_token(&self, body: &[u8]) -> Option<String> {
+        #[derive(Deserialize)]
+        struct MetadataOnly {
+            #[serde(default)]
+            metadata: RawListMeta,
+        }
+        let list: MetadataOnly = serde_json::from_slice(body).ok()?;
+        list.metadata
+            .continue_token
+            .filter(|token| !token.is_empty())
+    }
+
+    fn decode_list(&self, body: &[u8]) -> Result<ListPage<K>> {
+        let list: RawList<'_> = serde_json::from_slice(body)
+            .map_err(|error| Error::decode("list", error.to_string(), body))?;
+        self.check_kind(&list.types, true)?;
+        let items = list
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|raw| self.decode_object(raw, "list item"))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ListPage {
+            items,
+            resource_version: list.metadata.resource_version.unwrap_or_default(),
+            continue_token: list
+                .metadata
+                .continue_token
+                .filter(|token| !token.is_empty()),
+        })
+    }
+
+    fn decode_event(&self, line: &[u8]) -> Result<WatchEvent<K>> {
+        let event: RawEvent<'_> = serde_json::from_slice(line)
+            .map_err(|error| Error::decode("watch event", error.to_string(), line))?;
+        let object = event.object;
+        let decode = |what| -> Result<Arc<K>> {
+            if self.expected.is_some() {
+                let types: TypeFields<'_> =
+                    serde_json::from_str(object.get()).map_err(|error| {
+                        Error::decode(what, error.to_string(), object.get().as_bytes())
+                    })?;
+                self.check_kind(&types, false)?;
+            }
+            self.decode_object(object, what)
+        };
+        match event.event_type.as_ref() {
+            "ADDED" => Ok(WatchEvent::Added(decode("ADDED object")?)),
+            "MODIFIED" => Ok(WatchEvent::Modified(decode("MODIFIED object")?)),
+            "DELETED" => Ok(WatchEvent::Deleted(decode("DELETED object")?)),
+            "BOOKMARK" => {
+                let bookmark: BookmarkObject =
+                    serde_json::from_str(object.get()).map_err(|error| {
+                        Error::decode("bookmark", error.to_string(), object.get().as_bytes())
+                    })?;
+                let initial_events_end = bookmark
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|annotations| annotations.get(INITIAL_EVENTS_END_ANNOTATION))
+                    .is_some_and(|value| value == "true");
+                Ok(WatchEvent::Bookmark {
+                    resource_version: bookmark.metadata.resource_version.unwrap_or_default(),
+                    initial_events_end,
+                })
+            }
+            "ERROR" => {
+                let status: kube_core::Status =
+                    serde_json::from_str(object.get()).map_err(|error| {
+                        Error::decode("ERROR status", error.to_string(), object.get().as_bytes())
+                    })?;
+                Err(Error::from_status(&status, None))
+            }
+            other => Err(Error::decode(
+                "watch event",
+                format!("unknown event type {other:?}"),
+                line,
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+
+    use super::*;
+    use crate::DECODE_EXCERPT_LIMIT;
+
+    fn pod_decoder() -> JsonDecoder<Pod> {
+        JsonDecoder::new(Some(ExpectedType::new("v1", "Pod")))
+    }
+
+    #[test]
+    fn a_list_page_decodes_with_its_resource_version_and_continue_token() {
+        let body = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"12","continue":"abc"},
+            "items":[{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"}},{"metadata":{"name":"b"}}]}"#;
+        let page = pod_decoder().decode_list(body).expect("valid list");
+        assert_eq!(page.resource_version, "12");
+        assert_eq!(page.continue_token.as_deref(), Some("abc"));
+        let names: Vec<_> = page
+            .items
+            .iter()
+            .map(|pod| pod.metadata.name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+    }
+
+    #[test]
+    fn an_empty_continue_token_means_the_last_page() {
+        let body = br#"{"metadata":{"resourceVersion":"3","continue":""},"items":null}"#;
+        let page = pod_decoder().decode_list(body).expect("valid list");
+        assert!(page.items.is_empty());
+        assert_eq!(page.continue_token, None);
+    }
+
+    #[test]
+    fn a_list_of_another_kind_is_a_wrong_kind_error() {
+        let body = br#"{"kind":"ServiceList","apiVersion":"v1","metadata":{},"items":[]}"#;
+        let error = pod_decoder().decode_list(body).expect_err("wrong kind");
+        assert!(matches!(error, Error::WrongKind { ref found, .. } if found == "v1/ServiceList"));
+    }
+
+    #[test]
+    fn a_watch_object_of_another_kind_is_a_wrong_kind_error() {
+        let line = br#"{"type":"ADDED","object":{"kind":"Service","apiVersion":"v1","metadata":{"name":"x"}}}"#;
+        let error = pod_decoder().decode_event(line).expect_err("wrong kind");
+        assert!(matches!(error, Error::WrongKind { .. }), "{error}");
+    }
+
+    #[test]
+    fn a_garbage_line_is_a_decode_error_with_a_truncated_excerpt() {
+        let line = vec![b'x'; 10_000];
+        let error = pod_decoder().decode_event(&line).expect_err("garbage");
+        match error {
+            Error::Decode { excerpt, what, .. } => {
+                assert_eq!(what, "watch event");
+                assert!(excerpt.len() <= DECODE_EXCERPT_LIMIT + 3);
+            }
+            other => panic!("expected a decode error, got {other}"),
+        }
+    }
+
+    #[test]
+    fn an_error_event_with_410_maps_to_expired() {
+        let line = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}}"#;
+        let error = pod_decoder().decode_event(line).expect_err("expired");
+        assert!(error.is_resource_version_unavailable(), "{error}");
+    }
+
+    #[test]
+    fn the_initial_events_end_bookmark_is_recognised() {
+        let line = br#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
+        match pod_decoder().decode_event(line).expect("bookmark") {
+            WatchEvent::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => {
+                assert_eq!(resource_version, "9");
+                assert!(initial_events_end);
+            }
+            other => panic!("expected a bookmark, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! What a [`ListerWatcher`](crate::ListerWatcher) hands the reflector: list pages and watch events.
+
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+
+use crate::Result;
+
+/// The annotation a server puts on the bookmark that ends a streaming list's initial events.
+#[doc(alias = "InitialEventsAnnotationKey")]
+pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
+
+/// One page of a list response.
+#[derive(Debug, Clone)]
+pub struct ListPage<K> {
+    /// The objects of this page, already shared so the store takes them without copying.
+    pub items: Vec<Arc<K>>,
+    /// `metadata.resourceVersion` of the list.
+    pub resource_version: String,
+    /// `metadata.continue`: the token of the next page, `None` on the last one.
+    pub continue_token: Option<String>,
+}
+
+/// One event of a watch stream.
+#[derive(Debug, Clone)]
+#[doc(alias = "Event")]
+pub enum WatchEvent<K> {
+    /// An object was created (or is part of a streaming list's initial state).
+    Added(Arc<K>),
+    /// An object changed.
+    Modified(Arc<K>),
+    /// An object was deleted; this is its last state.
+    Deleted(Arc<K>),
+    /// The server's progress marker: nothing changed up to `resource_version`.
+    Bookmark {
+        /// The resource version the watch has reached.
+        resource_version: String,
+        /// Whether it carries `k8s.io/initial-events-end: "true"`, ending a streaming list.
+        initial_events_end: bool,
+    },
+}
+
+/// The stream a [`ListerWatcher::watch`](crate::ListerWatcher::watch) returns. It ends when the
+/// server closes the watch; an `Err` item ends the watch with that error (an `ERROR` event, a
+/// broken connection, an undecodable line).
+pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>>>;

@@ -1,0 +1,501 @@
+//! [`KubeListerWatcher`]: list and watch over kube-client, decoding through a [`Decoder`].
+
+use std::{collections::VecDeque, fmt, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt, stream::BoxStream};
+use http_body_util::BodyExt;
+use kube_client::{Api, Client, client::Body};
+use kube_core::{
+    ApiResource, DynamicObject, PartialObjectMeta, Resource,
+    params::{ListParams, WatchParams},
+};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+
+use crate::{
+    Decoder, Error, ExpectedType, JsonDecoder, ListOptions, ListPage, ListerWatcher, Result,
+    VersionMatch, WatchEvent, WatchStream,
+};
+
+/// A list body at least this large is decoded on a blocking thread, so decoding a big page does
+/// not stall the runtime thread that drives the other connections.
+const DECODE_OFF_TASK_THRESHOLD: usize = 256 * 1024;
+
+/// The most of an error body kept for the message.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+const METADATA_LIST_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+const METADATA_WATCH_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+type TweakListOptions = Arc<dyn Fn(&mut ListOptions) + Send + Sync>;
+
+/// A [`ListerWatcher`] over kube-client: typed resources ([`KubeListerWatcher::new`]), any
+/// resource as [`DynamicObject`] ([`KubeListerWatcher::dynamic`]) or metadata only
+/// ([`KubeListerWatcher::metadata`]).
+///
+/// Requests are built with kube's request builders and sent with [`Client::send`]; the response
+/// bytes go through the [`Decoder`] (JSON by default). As soon as a list page has arrived, the
+/// next page (named by its `continue` token) is requested in the background while this one
+/// decodes on a blocking thread, so network and decoding overlap. The namespace comes from the
+/// [`Api`]; selectors and a tweak hook narrow every list and watch.
+///
+/// kube-client's own retry layer (on by default in kube 5) retries 429, 503 and 504 before the
+/// reflector sees them; turn off `Config::default_retry` to leave those to the reflector's
+/// backoff.
+///
+/// The Rust shape of client-go's `cache.NewFilteredListWatchFromClient`.
+#[doc(alias = "NewListWatchFromClient")]
+#[doc(alias = "NewFilteredListWatchFromClient")]
+pub struct KubeListerWatcher<K, D = JsonDecoder<K>> {
+    client: Client,
+    request: kube_core::Request,
+    namespace: Option<String>,
+    description: String,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+    tweak: Option<TweakListOptions>,
+    watch_accept: Option<&'static str>,
+    decoder: Arc<D>,
+    prefetch: Mutex<Option<Prefetch>>,
+    _objects: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<K, D> Drop for KubeListerWatcher<K, D> {
+    fn drop(&mut self) {
+        if let Some(prefetch) = self.prefetch.get_mut().take() {
+            prefetch.response.abort();
+        }
+    }
+}
+
+impl<K, D> fmt::Debug for KubeListerWatcher<K, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KubeListerWatcher")
+            .field("url", &self.request.url_path)
+            .field("namespace", &self.namespace)
+            .field("label_selector", &self.label_selector)
+            .field("field_selector", &self.field_selector)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> KubeListerWatcher<K>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    /// Lists and watches the typed resource `K` in `api`'s scope (one namespace or all).
+    pub fn new(api: Api<K>) -> Self {
+        let expected = ExpectedType::new(K::api_version(&()), K::kind(&()));
+        Self::with_decoder(api, JsonDecoder::new(Some(expected)))
+    }
+}
+
+impl KubeListerWatcher<DynamicObject> {
+    /// Lists and watches any resource, described by `resource`, as [`DynamicObject`]s.
+    pub fn dynamic(api: Api<DynamicObject>, resource: &ApiResource) -> Self {
+        let expected = ExpectedType::new(resource.api_version.clone(), resource.kind.clone());
+        let description = format!("{}/{}", resource.api_version, resource.kind);
+        Self::from_parts(api, JsonDecoder::new(Some(expected)), description)
+    }
+}
+
+impl<K> KubeListerWatcher<PartialObjectMeta<K>>
+where
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+{
+    /// Lists and watches only the metadata of `K` (`PartialObjectMetadata`), which keeps a cache
+    /// several times smaller when a controller reads nothing else.
+    pub fn metadata(api: Api<K>) -> Self {
+        let expected = ExpectedType::new("meta.k8s.io/v1", "PartialObjectMetadata");
+        let decoder = JsonDecoder::new(Some(expected)).with_accept(METADATA_LIST_ACCEPT);
+        let description = format!("{}/{} (metadata)", K::api_version(&()), K::kind(&()));
+        let namespace = api.namespace().map(str::to_owned);
+        let request = kube_core::Request::new(api.resource_url());
+        KubeListerWatcher {
+            client: api.into_client(),
+            request,
+            namespace,
+            description,
+            label_selector: None,
+            field_selector: None,
+            tweak: None,
+            watch_accept: Some(METADATA_WATCH_ACCEPT),
+            decoder: Arc::new(decoder),
+            prefetch: Mutex::new(None),
+            _objects: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<K, D> KubeListerWatcher<K, D>
+where
+    D: Decoder<K>,
+{
+    /// Lists and watches in `api`'s scope, decoding with `decoder` (protobuf, a projection...).
+    pub fn with_decoder<A>(api: Api<A>, decoder: D) -> Self
+    where
+        A: Resource<DynamicType = ()>,
+    {
+        let description = format!("{}/{}", A::api_version(&()), A::kind(&()));
+        Self::from_parts(api, decoder, description)
+    }
+
+    fn from_parts<A: Resource>(api: Api<A>, decoder: D, description: String) -> Self {
+        let namespace = api.namespace().map(str::to_owned);
+        let request = kube_core::Request::new(api.resource_url());
+        Self {
+            client: api.into_client(),
+            request,
+            namespace,
+            description,
+            label_selector: None,
+            field_selector: None,
+            tweak: None,
+            watch_accept: None,
+            decoder: Arc::new(decoder),
+            prefetch: Mutex::new(None),
+            _objects: std::marker::PhantomData,
+        }
+    }
+
+    /// Only objects whose labels match `selector` (`app=web,tier!=cache`).
+    #[must_use]
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Only objects whose fields match `selector` (`spec.nodeName=node-1`).
+    #[must_use]
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Runs `tweak` on the options of every list and watch, after the selectors are set: client-go's
+    /// `TweakListOptionsFunc`.
+    #[doc(alias = "TweakListOptionsFunc")]
+    #[must_use]
+    pub fn tweak_list_options(
+        mut self,
+        tweak: impl Fn(&mut ListOptions) + Send + Sync + 'static,
+    ) -> Self {
+        self.tweak = Some(Arc::new(tweak));
+        self
+    }
+
+    fn scoped(&self, mut options: ListOptions) -> ListOptions {
+        if options.label_selector.is_none() {
+            options.label_selector.clone_from(&self.label_selector);
+        }
+        if options.field_selector.is_none() {
+            options.field_selector.clone_from(&self.field_selector);
+        }
+        if let Some(tweak) = &self.tweak {
+            tweak(&mut options);
+        }
+        options
+    }
+
+    fn list_request(&self, options: &ListOptions) -> Result<http::Request<Vec<u8>>> {
+        let resource_version = options
+            .resource_version
+            .clone()
+            .filter(|version| !version.is_empty());
+        // kube's builder drops resourceVersion=0 when a limit is set, which would turn client-go's
+        // cheap "any version" first list into a consistent read; it is added back below.
+        let any_version_with_limit =
+            resource_version.as_deref() == Some("0") && options.limit.is_some();
+        let params = ListParams {
+            label_selector: options.label_selector.clone(),
+            field_selector: options.field_selector.clone(),
+            limit: options.limit,
+            continue_token: options.continue_token.clone(),
+            version_match: resource_version
+                .as_ref()
+                .and(options.resource_version_match)
+                .map(|version_match| match version_match {
+                    VersionMatch::NotOlderThan => kube_core::params::VersionMatch::NotOlderThan,
+                    VersionMatch::Exact => kube_core::params::VersionMatch::Exact,
+                }),
+            resource_version,
+            ..ListParams::default()
+        };
+        let request = self
+            .request
+            .list(&params)
+            .map_err(|error| request_error(&error))?;
+        let (mut parts, body) = request.into_parts();
+        if any_version_with_limit && options.continue_token.is_none() {
+            let uri = format!("{}&resourceVersion=0", parts.uri);
+            parts.uri = uri
+                .parse()
+                .map_err(|error: http::uri::InvalidUri| Error::Transport {
+                    message: format!("cannot build the list URL: {error}"),
+                })?;
+        }
+        if let Some(accept) = self.decoder.accept() {
+            let value = http::HeaderValue::from_str(accept).map_err(|error| Error::Transport {
+                message: format!("invalid Accept header {accept:?}: {error}"),
+            })?;
+            parts.headers.insert(http::header::ACCEPT, value);
+        }
+        Ok(http::Request::from_parts(parts, body))
+    }
+
+    fn watch_request(&self, options: &ListOptions) -> Result<http::Request<Vec<u8>>> {
+        let params = WatchParams {
+            label_selector: options.label_selector.clone(),
+            field_selector: options.field_selector.clone(),
+            timeout: options.timeout_seconds,
+            bookmarks: options.allow_watch_bookmarks || options.send_initial_events,
+            send_initial_events: options.send_initial_events,
+        };
+        let mut request = self
+            .request
+            .watch(&params, options.resource_version())
+            .map_err(|error| request_error(&error))?;
+        let accept = self.watch_accept.or_else(|| self.decoder.accept());
+        if let Some(accept) = accept {
+            let value = http::HeaderValue::from_str(accept).map_err(|error| Error::Transport {
+                message: format!("invalid Accept header {accept:?}: {error}"),
+            })?;
+            request.headers_mut().insert(http::header::ACCEPT, value);
+        }
+        // Watch streams are newline-delimited; a compressed stream would hide line boundaries.
+        request.headers_mut().insert(
+            http::header::ACCEPT_ENCODING,
+            http::HeaderValue::from_static("identity"),
+        );
+        Ok(request)
+    }
+
+    async fn send(&self, request: http::Request<Vec<u8>>) -> Result<http::Response<Body>> {
+        send(&self.client, request).await
+    }
+
+    /// The body of the list page `options` asks for: the one prefetched for exactly these
+    /// options when there is one, else a fresh request. A prefetch for other options is
+    /// abandoned.
+    async fn list_body(&self, options: &ListOptions) -> Result<Bytes> {
+        let prefetched = {
+            let mut prefetch = self.prefetch.lock();
+            match prefetch.take() {
+                Some(next) if next.options == *options => Some(next.response),
+                Some(stale) => {
+                    stale.response.abort();
+                    None
+                }
+                None => None,
+            }
+        };
+        match prefetched {
+            Some(response) => response.await.map_err(|error| Error::Transport {
+                message: format!("the prefetched list page was lost: {error}"),
+            })?,
+            None => fetch_body(self.client.clone(), self.list_request(options)?).await,
+        }
+    }
+
+    /// Requests the page after `body` in the background, so that it travels while this one is
+    /// decoded; `false` on the last page.
+    fn prefetch_next_page(&self, options: &ListOptions, body: &[u8]) -> Result<bool> {
+        let Some(token) = self.decoder.continue_token(body) else {
+            return Ok(false);
+        };
+        let next = ListOptions {
+            continue_token: Some(token),
+            resource_version: None,
+            resource_version_match: None,
+            ..options.clone()
+        };
+        let request = self.list_request(&next)?;
+        let response = tokio::spawn(fetch_body(self.client.clone(), request));
+        if let Some(stale) = self.prefetch.lock().replace(Prefetch {
+            options: next,
+            response,
+        }) {
+            stale.response.abort();
+        }
+        Ok(true)
+    }
+}
+
+/// A list page requested ahead of the reflector asking for it.
+struct Prefetch {
+    options: ListOptions,
+    response: tokio::task::JoinHandle<Result<Bytes>>,
+}
+
+async fn send(client: &Client, request: http::Request<Vec<u8>>) -> Result<http::Response<Body>> {
+    let response = client
+        .send(request.map(Body::from))
+        .await
+        .map_err(|error| Error::from_transport(&error))?;
+    if response.status().is_success() {
+        return Ok(response);
+    }
+    Err(status_error(response).await)
+}
+
+async fn fetch_body(client: Client, request: http::Request<Vec<u8>>) -> Result<Bytes> {
+    let response = send(&client, request).await?;
+    Ok(response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|error| Error::from_transport(&error))?
+        .to_bytes())
+}
+
+fn request_error(error: &kube_core::request::Error) -> Error {
+    Error::Transport {
+        message: format!("cannot build the request: {error}"),
+    }
+}
+
+/// Turns a failure response into an error, keeping `Retry-After` for 429s.
+async fn status_error(response: http::Response<Body>) -> Error {
+    let code = response.status();
+    let retry_after = response
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let body = match response.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => return Error::from_transport(&error),
+    };
+    let body = &body[..body.len().min(ERROR_BODY_LIMIT)];
+    let status = serde_json::from_slice::<kube_core::Status>(body)
+        .ok()
+        .filter(|status| status.code != 0)
+        .unwrap_or_else(|| {
+            let mut status = kube_core::Status::failure(
+                &String::from_utf8_lossy(body),
+                code.canonical_reason().unwrap_or_default(),
+            );
+            status.code = code.as_u16();
+            status
+        });
+    Error::from_status(&status, retry_after)
+}
+
+#[async_trait]
+impl<K, D> ListerWatcher<K> for KubeListerWatcher<K, D>
+where
+    K: Send + Sync + 'static,
+    D: Decoder<K>,
+{
+    async fn list(&self, options: ListOptions) -> Result<ListPage<K>> {
+        let options = self.scoped(options);
+        let body = self.list_body(&options).await?;
+        let prefetching = self.prefetch_next_page(&options, &body)?;
+        // While the next page is in flight, decode on a blocking thread even a small page: inline,
+        // the spawned request would wait for this task to yield.
+        if body.len() < DECODE_OFF_TASK_THRESHOLD && !prefetching {
+            return self.decoder.decode_list(&body);
+        }
+        let decoder = Arc::clone(&self.decoder);
+        tokio::task::spawn_blocking(move || decoder.decode_list(&body))
+            .await
+            .map_err(|error| Error::Transport {
+                message: format!("the list decoder did not finish: {error}"),
+            })?
+    }
+
+    async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>> {
+        let request = self.watch_request(&self.scoped(options))?;
+        let response = self.send(request).await?;
+        let chunks = response
+            .into_body()
+            .into_data_stream()
+            .map_err(|error| Error::from_transport(&error))
+            .boxed();
+        Ok(watch_lines(chunks, Arc::clone(&self.decoder)))
+    }
+
+    fn type_description(&self) -> String {
+        self.description.clone()
+    }
+
+    fn namespace(&self) -> Option<String> {
+        self.namespace.clone()
+    }
+}
+
+struct LineReader<K, D> {
+    chunks: BoxStream<'static, Result<Bytes>>,
+    buffer: Vec<u8>,
+    ready: VecDeque<Result<WatchEvent<K>>>,
+    decoder: Arc<D>,
+    finished: bool,
+}
+
+impl<K, D: Decoder<K>> LineReader<K, D> {
+    fn decode_line(&mut self, line: &[u8]) {
+        let line = line.trim_ascii();
+        if !line.is_empty() {
+            self.ready.push_back(self.decoder.decode_event(line));
+        }
+    }
+
+    fn take_complete_lines(&mut self) {
+        let mut consumed = 0;
+        while let Some(end) = self.buffer[consumed..]
+            .iter()
+            .position(|&byte| byte == b'\n')
+        {
+            let line = self.buffer[consumed..consumed + end].to_vec();
+            self.decode_line(&line);
+            consumed += end + 1;
+        }
+        self.buffer.drain(..consumed);
+    }
+}
+
+/// Splits a watch body into lines and decodes each; a broken body ends the stream with its error.
+fn watch_lines<K, D>(chunks: BoxStream<'static, Result<Bytes>>, decoder: Arc<D>) -> WatchStream<K>
+where
+    K: Send + Sync + 'static,
+    D: Decoder<K>,
+{
+    let reader = LineReader {
+        chunks,
+        buffer: Vec::new(),
+        ready: VecDeque::new(),
+        decoder,
+        finished: false,
+    };
+    futures::stream::unfold(reader, |mut reader| async move {
+        loop {
+            if let Some(item) = reader.ready.pop_front() {
+                return Some((item, reader));
+            }
+            if reader.finished {
+                return None;
+            }
+            match reader.chunks.next().await {
+                Some(Ok(chunk)) => {
+                    reader.buffer.extend_from_slice(&chunk);
+                    reader.take_complete_lines();
+                }
+                Some(Err(error)) => {
+                    reader.finished = true;
+                    reader.ready.push_back(Err(error));
+                }
+                None => {
+                    reader.finished = true;
+                    let rest = std::mem::take(&mut reader.buffer);
+                    reader.decode_line(&rest);
+                }
+            }
+        }
+    })
+    .boxed()
+}

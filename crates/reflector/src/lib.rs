@@ -1,0 +1,96 @@
+//! The reflector layer: where objects enter kinformer from the Kubernetes API.
+//!
+//! It owns:
+//!
+//! - **the [`ListerWatcher`] seam**: list one page, open a watch stream; object safe, so a test
+//!   or another data source can bring its own;
+//! - **[`KubeListerWatcher`]**: the implementation over kube-client, for typed resources,
+//!   [`DynamicObject`](kube_core::DynamicObject)s and metadata only, with namespace, label and
+//!   field selectors and a tweak hook;
+//! - **the [`Decoder`] seam**: response bytes to objects ([`JsonDecoder`] now; room for protobuf
+//!   and slim projections), with malformed input reported as [`Error::Decode`]. List pages are
+//!   decoded on a blocking thread while the next page is already in flight;
+//! - **[`Reflector`]**: client-go's `ListAndWatch` loop. A paged list (resource version "0"
+//!   first, a consistent read when that version is unusable), `Replace` into any
+//!   [`Store`](kinformer_store::Store), a watch with bookmarks from the list's version, resume
+//!   after a stream ends, relist on 410, jittered exponential backoff (honouring `Retry-After`),
+//!   random 5 to 10 minute watch timeouts with an idle deadline just above them, periodic resync,
+//!   streaming lists (`sendInitialEvents`) with a fallback, and prompt cancellation.
+//!
+//! Nothing here knows what sits above the store (queues, handlers). Start with
+//! [`Reflector::builder`].
+//!
+//! # Example
+//!
+//! A reflector over an in-memory [`ListerWatcher`] (a real one would be
+//! `KubeListerWatcher::new(Api::<Pod>::all(client))`):
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use async_trait::async_trait;
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer_reflector::{ListOptions, ListPage, ListerWatcher, Reflector, Result, WatchStream};
+//! use kinformer_store::{Cache, Store};
+//! use kube_core::ObjectMeta;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! struct TwoPods;
+//!
+//! #[async_trait]
+//! impl ListerWatcher<Pod> for TwoPods {
+//!     async fn list(&self, _options: ListOptions) -> Result<ListPage<Pod>> {
+//!         let pod = |name: &str| {
+//!             let metadata = ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() };
+//!             Arc::new(Pod { metadata, ..Pod::default() })
+//!         };
+//!         Ok(ListPage {
+//!             items: vec![pod("a"), pod("b")],
+//!             resource_version: "7".into(),
+//!             continue_token: None,
+//!         })
+//!     }
+//!
+//!     async fn watch(&self, _options: ListOptions) -> Result<WatchStream<Pod>> {
+//!         // A watch on which nothing ever happens.
+//!         Ok(Box::pin(futures::stream::pending()))
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let cache = Arc::new(Cache::<Pod>::default());
+//! let reflector = Arc::new(Reflector::builder(TwoPods, Arc::clone(&cache)).build());
+//! let token = CancellationToken::new();
+//! let running = tokio::spawn({
+//!     let (reflector, token) = (Arc::clone(&reflector), token.clone());
+//!     async move { reflector.run(token).await }
+//! });
+//! while reflector.last_sync_resource_version() != "7" {
+//!     tokio::task::yield_now().await;
+//! }
+//! assert_eq!(cache.list_keys().len(), 2);
+//! token.cancel();
+//! running.await.expect("the reflector stops when its token fires");
+//! # }
+//! ```
+
+mod decoder;
+mod error;
+mod event;
+mod kube;
+mod lister_watcher;
+mod options;
+mod reflector;
+
+pub use crate::{
+    decoder::{Decoder, ExpectedType, JsonDecoder},
+    error::{DECODE_EXCERPT_LIMIT, Error, Result},
+    event::{INITIAL_EVENTS_END_ANNOTATION, ListPage, WatchEvent, WatchStream},
+    kube::KubeListerWatcher,
+    lister_watcher::ListerWatcher,
+    options::{ListOptions, VersionMatch},
+    reflector::{
+        DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Reflector, ReflectorBuilder, WATCH_IDLE_GRACE,
+    },
+};

@@ -1,0 +1,847 @@
+//! [`Reflector`]: keeps a [`Store`] in step with the API server by listing, then watching.
+//!
+//! # The state machine
+//!
+//! ```text
+//!            +--------------------------- backoff (jittered, Retry-After aware) <--------+
+//!            v                                                                          |
+//!   [streaming list?] --error--> [paged list] --error-------------------------------> error
+//!        | bookmark                 | Replace(items, list RV)                           ^
+//!        v                          v                                                   |
+//!   Replace(initial events)   [watch from last RV] --410 / decode / very short -------->+
+//!        |                          |   ^
+//!        +------------------------> |   | closed by server, broken connection, idle:
+//!                                   |   +- resume from the last RV (no relist)
+//!                                   | 429 / connection refused: backoff, then resume
+//! ```
+//!
+//! One `list_and_watch` round is client-go's `ListAndWatch`; [`Reflector::run`] repeats rounds
+//! with backoff between them until its token is cancelled, like `wait.BackoffUntil`.
+
+use std::{fmt, sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use kinformer_store::{Cache, Object, Store};
+use kinformer_wait::{BackoffManager, ExponentialBackoffManager};
+use parking_lot::{Mutex, RwLock};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::{Error, ListOptions, ListerWatcher, Result, VersionMatch, WatchEvent, WatchStream};
+
+/// client-go's `pager.PageSize`: the page size when the caller asked for none.
+pub const DEFAULT_PAGE_SIZE: u32 = 500;
+
+/// The shortest watch timeout (client-go's `defaultMinWatchTimeout`); each watch asks for a
+/// random timeout between this and twice this, spreading reconnections over time.
+pub const DEFAULT_MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// How long past a watch's own timeout the reflector waits for the server to close it before
+/// deciding the connection is dead.
+pub const WATCH_IDLE_GRACE: Duration = Duration::from_secs(5);
+
+/// A watch that closes sooner than this without any event is suspicious (client-go's
+/// "very short watch").
+const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
+
+type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
+type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
+
+/// Configures and builds a [`Reflector`]; start from [`Reflector::builder`].
+#[doc(alias = "ReflectorOptions")]
+pub struct ReflectorBuilder<K, S: ?Sized> {
+    lister_watcher: Arc<dyn ListerWatcher<K>>,
+    store: Arc<S>,
+    name: Option<String>,
+    page_size: Option<u32>,
+    resync_period: Option<Duration>,
+    should_resync: Option<ShouldResync>,
+    use_watch_list: bool,
+    watch_error_handler: Option<WatchErrorHandler>,
+    backoff: Option<Box<dyn BackoffManager>>,
+    min_watch_timeout: Duration,
+}
+
+impl<K, S: ?Sized> fmt::Debug for ReflectorBuilder<K, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReflectorBuilder")
+            .field("name", &self.name)
+            .field("page_size", &self.page_size)
+            .field("resync_period", &self.resync_period)
+            .field("use_watch_list", &self.use_watch_list)
+            .field("min_watch_timeout", &self.min_watch_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, S> ReflectorBuilder<K, S>
+where
+    K: Object,
+    S: Store<K> + ?Sized + 'static,
+{
+    /// The name in logs and spans; defaults to the lister-watcher's type description.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Lists in pages of `page_size` objects (client-go's `WatchListPageSize`). Without it, lists
+    /// from the watch cache (`resourceVersion` "0" or "") use pages of [`DEFAULT_PAGE_SIZE`] and
+    /// relists at a known version ask for everything at once, so the API server can serve them
+    /// from its watch cache.
+    #[doc(alias = "WatchListPageSize")]
+    #[must_use]
+    pub fn page_size(mut self, page_size: u32) -> Self {
+        self.page_size = Some(page_size).filter(|&size| size > 0);
+        self
+    }
+
+    /// Calls the store's `resync` every `period` while watching (zero turns it off).
+    #[must_use]
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.resync_period = Some(period).filter(|period| !period.is_zero());
+        self
+    }
+
+    /// Asked at every resync tick; the store is resynced only when it returns `true`.
+    #[doc(alias = "ShouldResync")]
+    #[must_use]
+    pub fn should_resync(
+        mut self,
+        should_resync: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.should_resync = Some(Arc::new(should_resync));
+        self
+    }
+
+    /// Fetches the initial state with a streaming list (`sendInitialEvents=true`) instead of a
+    /// paged list, falling back to list+watch when the server refuses it.
+    #[doc(alias = "UseWatchList")]
+    #[must_use]
+    pub fn use_watch_list(mut self, use_watch_list: bool) -> Self {
+        self.use_watch_list = use_watch_list;
+        self
+    }
+
+    /// Called with every error that ends a list or a watch, and with every object the reflector
+    /// skips; it should return quickly. Without one, errors are logged.
+    #[doc(alias = "WatchErrorHandler")]
+    #[must_use]
+    pub fn watch_error_handler(mut self, handler: impl Fn(&Error) + Send + Sync + 'static) -> Self {
+        self.watch_error_handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// Replaces the backoff between failed attempts (by default
+    /// [`ExponentialBackoffManager::for_reflector`]: 800ms doubling to 30s, with jitter, reset
+    /// after two quiet minutes).
+    #[must_use]
+    pub fn backoff(mut self, backoff: impl BackoffManager + 'static) -> Self {
+        self.backoff = Some(Box::new(backoff));
+        self
+    }
+
+    /// The shortest watch timeout; values below [`DEFAULT_MIN_WATCH_TIMEOUT`] are raised to it,
+    /// as client-go does, to spare the control plane.
+    #[doc(alias = "MinWatchTimeout")]
+    #[must_use]
+    pub fn min_watch_timeout(mut self, timeout: Duration) -> Self {
+        self.min_watch_timeout = timeout.max(DEFAULT_MIN_WATCH_TIMEOUT);
+        self
+    }
+
+    /// Builds the reflector; nothing runs until [`Reflector::run`].
+    pub fn build(self) -> Reflector<K, S> {
+        let type_description = self.lister_watcher.type_description();
+        Reflector {
+            name: self.name.unwrap_or_else(|| type_description.clone()),
+            type_description,
+            namespace: self.lister_watcher.namespace(),
+            lister_watcher: self.lister_watcher,
+            store: self.store,
+            page_size: self.page_size,
+            resync_period: self.resync_period,
+            should_resync: self.should_resync,
+            use_watch_list: self.use_watch_list,
+            watch_error_handler: self.watch_error_handler,
+            min_watch_timeout: self.min_watch_timeout,
+            backoff: Mutex::new(
+                self.backoff
+                    .unwrap_or_else(|| Box::new(ExponentialBackoffManager::for_reflector())),
+            ),
+            versions: RwLock::new(Versions::default()),
+            paginated_result: Mutex::new(false),
+            watch_list_refused: Mutex::new(false),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Versions {
+    last_sync: String,
+    /// The last list or watch at `last_sync` failed with "expired" or "too large".
+    unavailable: bool,
+}
+
+/// Keeps a [`Store`] in step with the API server: lists, replaces the store's contents, then
+/// watches from the list's resource version, resuming and relisting as the server requires.
+///
+/// Build one with [`Reflector::builder`], then `run` it until a [`CancellationToken`] fires.
+///
+/// The Rust shape of client-go's `cache.Reflector`.
+#[doc(alias = "NewReflector")]
+pub struct Reflector<K, S: ?Sized> {
+    name: String,
+    type_description: String,
+    namespace: Option<String>,
+    lister_watcher: Arc<dyn ListerWatcher<K>>,
+    store: Arc<S>,
+    page_size: Option<u32>,
+    resync_period: Option<Duration>,
+    should_resync: Option<ShouldResync>,
+    use_watch_list: bool,
+    watch_error_handler: Option<WatchErrorHandler>,
+    min_watch_timeout: Duration,
+    backoff: Mutex<Box<dyn BackoffManager>>,
+    versions: RwLock<Versions>,
+    /// The first list (at "0") came back paginated: the server has no watch cache for this
+    /// resource, so every relist is paginated.
+    paginated_result: Mutex<bool>,
+    /// The server answered a streaming list with a client error: it does not support them.
+    watch_list_refused: Mutex<bool>,
+}
+
+impl<K, S: ?Sized> fmt::Debug for Reflector<K, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reflector")
+            .field("name", &self.name)
+            .field("type", &self.type_description)
+            .field("namespace", &self.namespace)
+            .field(
+                "last_sync_resource_version",
+                &self.versions.read().last_sync,
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// How one watch stream ended.
+enum WatchEnd {
+    /// The token fired.
+    Stopped,
+    /// The server closed the stream normally; resume from the last version.
+    Closed,
+    /// The stream failed.
+    Failed(Error),
+}
+
+/// A watch in progress: its stream, when it started and when it is presumed dead.
+struct OpenWatch<K> {
+    stream: WatchStream<K>,
+    started: Instant,
+    deadline: Instant,
+}
+
+impl<K, S> Reflector<K, S>
+where
+    K: Object,
+    S: Store<K> + ?Sized + 'static,
+{
+    /// Starts configuring a reflector that fills `store` from `lister_watcher`.
+    pub fn builder(
+        lister_watcher: impl ListerWatcher<K> + 'static,
+        store: Arc<S>,
+    ) -> ReflectorBuilder<K, S> {
+        ReflectorBuilder {
+            lister_watcher: Arc::new(lister_watcher),
+            store,
+            name: None,
+            page_size: None,
+            resync_period: None,
+            should_resync: None,
+            use_watch_list: false,
+            watch_error_handler: None,
+            backoff: None,
+            min_watch_timeout: DEFAULT_MIN_WATCH_TIMEOUT,
+        }
+    }
+
+    /// The reflector's name, as in its tracing span.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the reflector lists (`v1/Pod`).
+    #[doc(alias = "TypeDescription")]
+    pub fn type_description(&self) -> &str {
+        &self.type_description
+    }
+
+    /// The store the reflector writes into.
+    pub fn store(&self) -> &Arc<S> {
+        &self.store
+    }
+
+    /// The resource version of the last list, watch event or bookmark applied; empty before the
+    /// first list.
+    #[doc(alias = "LastSyncResourceVersion")]
+    pub fn last_sync_resource_version(&self) -> String {
+        self.versions.read().last_sync.clone()
+    }
+
+    /// Lists and watches, with backoff between rounds, until `token` is cancelled. Run it once at
+    /// a time per reflector.
+    ///
+    /// Errors never end the loop: each goes to the watch-error handler (or the log), then the
+    /// reflector backs off and starts over. Cancelling the token stops it promptly, also in the
+    /// middle of a list or a backoff.
+    #[doc(alias = "Run")]
+    pub async fn run(&self, token: CancellationToken) {
+        let span = info_span!(
+            "reflector",
+            name = %self.name,
+            resource = %self.type_description,
+            namespace = self.namespace.as_deref().unwrap_or(""),
+        );
+        async {
+            info!(resync_period = ?self.resync_period, "reflector starting");
+            while !token.is_cancelled() {
+                let retry_after = match self.list_and_watch(&token).await {
+                    Ok(()) => None,
+                    Err(error) => {
+                        let retry_after = error.retry_after();
+                        self.report(&error);
+                        retry_after
+                    }
+                };
+                if !self
+                    .back_off(&token, retry_after, "before the next list")
+                    .await
+                {
+                    break;
+                }
+            }
+            info!("reflector stopped");
+        }
+        .instrument(span)
+        .await;
+    }
+
+    /// One round: list (or stream the initial state), then watch, resuming the watch as long as
+    /// no relist is needed. Returns `Ok(())` only once the token has fired.
+    ///
+    /// [`run`](Reflector::run) calls it in a loop; call it yourself only to drive rounds by hand
+    /// (a benchmark, a test), and never while `run` is going on the same reflector.
+    ///
+    /// # Errors
+    ///
+    /// The error that ended the round: a failed list, a watch that cannot start, or a watch that
+    /// ended in a way that calls for a relist (410, an undecodable event, a very short watch).
+    #[doc(alias = "ListAndWatch")]
+    pub async fn list_and_watch(&self, token: &CancellationToken) -> Result<()> {
+        if token.is_cancelled() {
+            return Ok(());
+        }
+        let mut open = None;
+        if self.use_watch_list && !*self.watch_list_refused.lock() {
+            match self.watch_list(token).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(watch)) => open = Some(watch),
+                Err(error) => {
+                    warn!(%error, "the streaming list failed, falling back to list and watch");
+                    if matches!(
+                        error,
+                        Error::Api {
+                            code: 400..=499,
+                            ..
+                        }
+                    ) {
+                        *self.watch_list_refused.lock() = true;
+                    }
+                    self.report(&error);
+                }
+            }
+        }
+        if open.is_none() && !self.list(token).await? {
+            return Ok(());
+        }
+        self.watch(open, token).await
+    }
+
+    fn report(&self, error: &Error) {
+        match &self.watch_error_handler {
+            Some(handler) => handler(error),
+            None => warn!(%error, "list/watch error"),
+        }
+    }
+
+    /// Sleeps the next backoff delay (at least `retry_after`); `false` when the token fired.
+    async fn back_off(
+        &self,
+        token: &CancellationToken,
+        retry_after: Option<Duration>,
+        before: &str,
+    ) -> bool {
+        if token.is_cancelled() {
+            return false;
+        }
+        let backoff = self.backoff.lock().next_delay();
+        let delay = retry_after.map_or(backoff, |after| after.max(backoff));
+        debug!(?delay, ?retry_after, "backing off {before}");
+        tokio::select! {
+            () = token.cancelled() => false,
+            () = tokio::time::sleep(delay) => true,
+        }
+    }
+
+    fn set_last_sync(&self, resource_version: &str) {
+        if !resource_version.is_empty() {
+            resource_version.clone_into(&mut self.versions.write().last_sync);
+        }
+    }
+
+    fn set_unavailable(&self, unavailable: bool) {
+        self.versions.write().unavailable = unavailable;
+    }
+
+    /// client-go's `relistResourceVersion`: "" after an expired or too-large version (a consistent
+    /// read), "0" for the first list (any version, from the watch cache), else the last version.
+    fn relist_resource_version(&self) -> String {
+        let versions = self.versions.read();
+        if versions.unavailable {
+            String::new()
+        } else if versions.last_sync.is_empty() {
+            "0".to_owned()
+        } else {
+            versions.last_sync.clone()
+        }
+    }
+
+    /// client-go's `rewatchResourceVersion`, for streaming lists.
+    fn rewatch_resource_version(&self) -> String {
+        let versions = self.versions.read();
+        if versions.unavailable {
+            String::new()
+        } else {
+            versions.last_sync.clone()
+        }
+    }
+
+    fn watch_timeout(&self) -> Duration {
+        self.min_watch_timeout
+            .mul_f64(1.0 + fastrand::f64())
+            .max(Duration::from_secs(1))
+    }
+
+    /// Lists everything and replaces the store's contents; `false` when the token fired first.
+    async fn list(&self, token: &CancellationToken) -> Result<bool> {
+        let resource_version = self.relist_resource_version();
+        let started = Instant::now();
+        info!(resource_version = %resource_version, "list started");
+        let listed = tokio::select! {
+            () = token.cancelled() => return Ok(false),
+            listed = self.paged_list(resource_version.clone()) => listed,
+        };
+        let listed = match listed {
+            Err(error) if error.is_resource_version_unavailable() => {
+                self.set_unavailable(true);
+                info!(%error, reason = "resource version unavailable", "relisting from a consistent read");
+                tokio::select! {
+                    () = token.cancelled() => return Ok(false),
+                    listed = self.paged_list(self.relist_resource_version()) => listed,
+                }
+            }
+            other => other,
+        };
+        let (items, list_version, paginated) = match listed {
+            Ok(listed) => listed,
+            Err(error) => {
+                warn!(%error, elapsed = ?started.elapsed(), "list failed");
+                return Err(error);
+            }
+        };
+        if resource_version == "0" && paginated {
+            *self.paginated_result.lock() = true;
+        }
+        self.set_unavailable(false);
+        let count = items.len();
+        self.store.replace(items, &list_version)?;
+        self.set_last_sync(&list_version);
+        info!(items = count, resource_version = %list_version, duration = ?started.elapsed(), "list finished");
+        Ok(true)
+    }
+
+    /// client-go's pager: follows `continue` tokens, and when a continuation page has expired,
+    /// lists everything at once at the version first asked for.
+    async fn paged_list(&self, resource_version: String) -> Result<(Vec<Arc<K>>, String, bool)> {
+        let limit = match self.page_size {
+            Some(size) => Some(size),
+            None if *self.paginated_result.lock() => Some(DEFAULT_PAGE_SIZE),
+            // A list at a known version without a limit can come from the watch cache.
+            None if !resource_version.is_empty() && resource_version != "0" => None,
+            None => Some(DEFAULT_PAGE_SIZE),
+        };
+        let first = ListOptions {
+            resource_version: Some(resource_version),
+            limit,
+            ..ListOptions::default()
+        };
+        let mut options = first.clone();
+        let mut items: Vec<Arc<K>> = Vec::new();
+        let mut paginated = false;
+        loop {
+            let page = match self.lister_watcher.list(options.clone()).await {
+                Ok(page) => page,
+                Err(error @ Error::Expired { .. }) if options.continue_token.is_some() => {
+                    info!(%error, "a continuation page expired, listing everything at once");
+                    drop(items);
+                    let full = ListOptions {
+                        limit: None,
+                        ..first
+                    };
+                    let page = self.lister_watcher.list(full).await?;
+                    return Ok((page.items, page.resource_version, paginated));
+                }
+                Err(error) => return Err(error),
+            };
+            if !paginated && page.continue_token.is_none() {
+                return Ok((page.items, page.resource_version, false));
+            }
+            if items.is_empty() {
+                items = page.items;
+            } else {
+                items.extend(page.items);
+            }
+            match page.continue_token {
+                None => return Ok((items, page.resource_version, paginated)),
+                Some(token) => {
+                    debug!(items = items.len(), "list page received");
+                    paginated = true;
+                    options.continue_token = Some(token);
+                    options.resource_version = None;
+                    options.resource_version_match = None;
+                }
+            }
+        }
+    }
+
+    /// Opens a watch at the last synced version; `None` when the token fired first.
+    async fn open_watch(&self, token: &CancellationToken) -> Result<Option<OpenWatch<K>>> {
+        loop {
+            let timeout = self.watch_timeout();
+            let options = ListOptions {
+                resource_version: Some(self.last_sync_resource_version()),
+                timeout_seconds: Some(u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX)),
+                allow_watch_bookmarks: true,
+                ..ListOptions::default()
+            };
+            let started = Instant::now();
+            let opened = tokio::select! {
+                () = token.cancelled() => return Ok(None),
+                opened = self.lister_watcher.watch(options) => opened,
+            };
+            match opened {
+                Ok(stream) => {
+                    info!(resource_version = %self.last_sync_resource_version(), ?timeout, "watch started");
+                    return Ok(Some(OpenWatch {
+                        stream,
+                        started,
+                        deadline: started + timeout + WATCH_IDLE_GRACE,
+                    }));
+                }
+                Err(error) if error.is_retriable_without_relist() => {
+                    self.report(&error);
+                    if !self
+                        .back_off(token, error.retry_after(), "before re-watching")
+                        .await
+                    {
+                        return Ok(None);
+                    }
+                }
+                Err(error) => {
+                    info!(%error, reason = relist_reason(&error), "the watch could not start, relisting");
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    /// Watches, resuming from the last version whenever a stream ends, until a relist is needed.
+    async fn watch(&self, mut open: Option<OpenWatch<K>>, token: &CancellationToken) -> Result<()> {
+        let mut next_resync = self.resync_period.map(|period| Instant::now() + period);
+        loop {
+            if token.is_cancelled() {
+                return Ok(());
+            }
+            let watch = match open.take() {
+                Some(watch) => watch,
+                None => match self.open_watch(token).await? {
+                    Some(watch) => watch,
+                    None => return Ok(()),
+                },
+            };
+            let started = watch.started;
+            let (end, events) = self.handle_watch(watch, &mut next_resync, token).await;
+            match end {
+                WatchEnd::Stopped => return Ok(()),
+                WatchEnd::Closed => {
+                    info!(events, lasted = ?started.elapsed(), reason = "closed by the server", "watch ended, resuming");
+                }
+                WatchEnd::Failed(error) => {
+                    let short = events == 0 && started.elapsed() < VERY_SHORT_WATCH;
+                    match error {
+                        Error::TooManyRequests { .. } => {
+                            info!(%error, "watch ended, backing off before resuming");
+                            self.report(&error);
+                            if !self
+                                .back_off(token, error.retry_after(), "before re-watching")
+                                .await
+                            {
+                                return Ok(());
+                            }
+                        }
+                        Error::Transport { .. }
+                        | Error::ConnectionRefused { .. }
+                        | Error::WatchIdle { .. }
+                            if !short =>
+                        {
+                            info!(%error, events, reason = "connection lost", "watch ended, resuming");
+                            self.report(&error);
+                        }
+                        error => {
+                            let reason = relist_reason(&error);
+                            info!(%error, events, reason, "watch ended, relisting");
+                            return Err(error);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies one watch stream's events to the store; returns how it ended and how many events
+    /// it delivered.
+    async fn handle_watch(
+        &self,
+        watch: OpenWatch<K>,
+        next_resync: &mut Option<Instant>,
+        token: &CancellationToken,
+    ) -> (WatchEnd, usize) {
+        let OpenWatch {
+            mut stream,
+            started,
+            deadline,
+        } = watch;
+        let mut events = 0;
+        let mut last_event = started;
+        loop {
+            let resync_at = *next_resync;
+            let item = tokio::select! {
+                biased;
+                () = token.cancelled() => return (WatchEnd::Stopped, events),
+                () = sleep_until_some(resync_at) => {
+                    if let Err(error) = self.resync() {
+                        return (WatchEnd::Failed(error), events);
+                    }
+                    *next_resync = self.resync_period.map(|period| Instant::now() + period);
+                    continue;
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    let idle = last_event.elapsed();
+                    return (WatchEnd::Failed(Error::WatchIdle { idle }), events);
+                }
+                item = stream.next() => item,
+            };
+            let event = match item {
+                None if events == 0 && started.elapsed() < VERY_SHORT_WATCH => {
+                    let lasted = started.elapsed();
+                    return (WatchEnd::Failed(Error::VeryShortWatch { lasted }), events);
+                }
+                None => return (WatchEnd::Closed, events),
+                Some(Err(error @ Error::WrongKind { .. })) => {
+                    self.report(&error);
+                    continue;
+                }
+                Some(Err(error)) => return (WatchEnd::Failed(error), events),
+                Some(Ok(event)) => event,
+            };
+            events += 1;
+            last_event = Instant::now();
+            let applied = match event {
+                WatchEvent::Added(object) => self.apply(object, |store, object| store.add(object)),
+                WatchEvent::Modified(object) => {
+                    self.apply(object, |store, object| store.update(object))
+                }
+                WatchEvent::Deleted(object) => {
+                    self.apply(object, |store, object| store.delete(object))
+                }
+                WatchEvent::Bookmark {
+                    resource_version, ..
+                } => {
+                    self.set_last_sync(&resource_version);
+                    Ok(())
+                }
+            };
+            if let Err(error) = applied {
+                // client-go logs a refused object and goes on watching: one bad object must not
+                // stall the whole cache.
+                self.report(&error);
+            }
+        }
+    }
+
+    fn apply(
+        &self,
+        object: Arc<K>,
+        write: impl FnOnce(&S, Arc<K>) -> kinformer_store::Result<()>,
+    ) -> Result<()> {
+        let version = object.resource_version().map(str::to_owned);
+        let written = write(&self.store, object);
+        if let Some(version) = version {
+            self.set_last_sync(&version);
+        }
+        written.map_err(Error::from)
+    }
+
+    fn resync(&self) -> Result<()> {
+        let due = self.should_resync.as_ref().is_none_or(|should| should());
+        if due {
+            debug!("forcing resync");
+            self.store.resync()?;
+        }
+        Ok(())
+    }
+
+    /// Streams the initial state (`sendInitialEvents=true`) into a scratch cache, replaces the
+    /// store with it at the initial-events-end bookmark, and hands back the still-open watch.
+    /// `None` when the token fired first.
+    async fn watch_list(&self, token: &CancellationToken) -> Result<Option<OpenWatch<K>>> {
+        loop {
+            if token.is_cancelled() {
+                return Ok(None);
+            }
+            let timeout = self.watch_timeout();
+            let options = ListOptions {
+                resource_version: Some(self.rewatch_resource_version()),
+                resource_version_match: Some(VersionMatch::NotOlderThan),
+                timeout_seconds: Some(u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX)),
+                allow_watch_bookmarks: true,
+                send_initial_events: true,
+                ..ListOptions::default()
+            };
+            let started = Instant::now();
+            let deadline = started + timeout + WATCH_IDLE_GRACE;
+            info!(resource_version = ?options.resource_version, "streaming list started");
+            let opened = tokio::select! {
+                () = token.cancelled() => return Ok(None),
+                opened = self.lister_watcher.watch(options) => opened,
+            };
+            let mut stream = match opened {
+                Ok(stream) => stream,
+                Err(error) => {
+                    if self.retry_watch_list(&error, token).await {
+                        continue;
+                    }
+                    if token.is_cancelled() {
+                        return Ok(None);
+                    }
+                    return Err(error);
+                }
+            };
+            let scratch = Cache::<K>::default();
+            let mut version = String::new();
+            let failure = loop {
+                let item = tokio::select! {
+                    () = token.cancelled() => return Ok(None),
+                    () = tokio::time::sleep_until(deadline) => break Error::WatchIdle { idle: started.elapsed() },
+                    item = stream.next() => item,
+                };
+                let applied = match item {
+                    None => break Error::WatchListIncomplete,
+                    Some(Err(error @ Error::WrongKind { .. })) => Err(error),
+                    Some(Err(error)) => break error,
+                    Some(Ok(WatchEvent::Added(object) | WatchEvent::Modified(object))) => {
+                        if let Some(object_version) = object.resource_version() {
+                            object_version.clone_into(&mut version);
+                        }
+                        scratch.update(object).map_err(Error::from)
+                    }
+                    Some(Ok(WatchEvent::Deleted(object))) => {
+                        if let Some(object_version) = object.resource_version() {
+                            object_version.clone_into(&mut version);
+                        }
+                        scratch.delete(object).map_err(Error::from)
+                    }
+                    Some(Ok(WatchEvent::Bookmark {
+                        resource_version,
+                        initial_events_end,
+                    })) => {
+                        version = resource_version;
+                        if initial_events_end {
+                            self.set_unavailable(false);
+                            let items = scratch.list();
+                            drop(scratch);
+                            let count = items.len();
+                            self.store.replace(items, &version)?;
+                            self.set_last_sync(&version);
+                            info!(items = count, resource_version = %version, duration = ?started.elapsed(), "streaming list finished");
+                            return Ok(Some(OpenWatch {
+                                stream,
+                                started,
+                                deadline,
+                            }));
+                        }
+                        Ok(())
+                    }
+                };
+                if let Err(error) = applied {
+                    self.report(&error);
+                }
+            };
+            if self.retry_watch_list(&failure, token).await {
+                continue;
+            }
+            if token.is_cancelled() {
+                return Ok(None);
+            }
+            return Err(failure);
+        }
+    }
+
+    /// Whether a failed streaming list should be tried again: after a backoff for 429 and refused
+    /// connections, at once from a consistent read for an unusable version. `false` also when
+    /// the token fired during the backoff.
+    async fn retry_watch_list(&self, error: &Error, token: &CancellationToken) -> bool {
+        if error.is_retriable_without_relist() {
+            self.report(error);
+            return self
+                .back_off(token, error.retry_after(), "before streaming again")
+                .await;
+        }
+        if error.is_resource_version_unavailable() {
+            info!(%error, reason = "resource version unavailable", "streaming again from a consistent read");
+            self.set_unavailable(true);
+            return true;
+        }
+        false
+    }
+}
+
+fn relist_reason(error: &Error) -> &'static str {
+    match error {
+        Error::Expired { .. } => "resource version expired",
+        Error::TooLargeResourceVersion { .. } => "resource version too large",
+        Error::VeryShortWatch { .. } => "very short watch",
+        Error::Decode { .. } => "undecodable event",
+        _ => "watch failed",
+    }
+}
+
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
