@@ -1,0 +1,135 @@
+//! `/admin/...` endpoints: the fault-injection handle over HTTP, for the standalone binary.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Response;
+use serde_json::json;
+
+use crate::faults::{Fault, Verb};
+use crate::handler::{json_response, to_bytes};
+use crate::server::{ResponseBody, Shared, restart_listener, stop_listener};
+use crate::status::ApiError;
+
+fn verb_named(name: &str) -> Option<Verb> {
+    [
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Create,
+        Verb::Update,
+        Verb::Patch,
+        Verb::Delete,
+        Verb::DeleteCollection,
+    ]
+    .into_iter()
+    .find(|v| v.as_str() == name)
+}
+
+fn number(query: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiError> {
+    query
+        .get(name)
+        .map(|raw| {
+            raw.parse().map_err(|_| {
+                ApiError::bad_request(format!("{name} must be a non-negative integer"))
+            })
+        })
+        .transpose()
+}
+
+fn done() -> Response<ResponseBody> {
+    json_response(
+        200,
+        "application/json",
+        Bytes::from_static(b"{\"ok\":true}"),
+    )
+}
+
+pub(crate) fn handle(
+    shared: &Arc<Shared>,
+    path: &[&str],
+    query: &HashMap<String, String>,
+    body: &Bytes,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let faults = &shared.faults;
+    match path {
+        ["requests"] => {
+            let counts: Vec<_> = faults
+                .request_counts()
+                .into_iter()
+                .map(|(verb, resource, count)| json!({ "verb": verb.as_str(), "resource": resource, "count": count }))
+                .collect();
+            Ok(json_response(
+                200,
+                "application/json",
+                to_bytes(&json!(counts)),
+            ))
+        }
+        ["compact"] => {
+            shared.store.lock().compact_all();
+            Ok(done())
+        }
+        ["faults", "clear"] => {
+            faults.clear();
+            Ok(done())
+        }
+        ["faults", "close-watches"] => {
+            faults.close_watches();
+            Ok(done())
+        }
+        ["faults", "unknown-event"] => {
+            faults.inject_unknown_watch_event();
+            Ok(done())
+        }
+        ["faults", "watch-line"] => {
+            faults.inject_watch_line(String::from_utf8_lossy(body).trim_end().to_owned());
+            Ok(done())
+        }
+        ["faults", "delay"] => {
+            let ms = number(query, "ms")?.unwrap_or(0);
+            faults.set_delay((ms > 0).then(|| Duration::from_millis(ms)));
+            Ok(done())
+        }
+        ["faults", "status"] => {
+            let code = number(query, "code")?
+                .and_then(|c| u16::try_from(c).ok())
+                .ok_or_else(|| ApiError::bad_request("code is required"))?;
+            let mut fault = Fault::status(code);
+            if let Some(verb) = query.get("verb") {
+                fault =
+                    fault
+                        .verb(verb_named(verb).ok_or_else(|| {
+                            ApiError::bad_request(format!("unknown verb {verb}"))
+                        })?);
+            }
+            if let Some(resource) = query.get("resource") {
+                fault = fault.resource(resource);
+            }
+            if let Some(times) = number(query, "times")? {
+                fault = fault.times(usize::try_from(times).unwrap_or(usize::MAX));
+            }
+            if let Some(seconds) = number(query, "retryAfter")? {
+                fault = fault.retry_after(seconds);
+            }
+            faults.inject(fault);
+            Ok(done())
+        }
+        ["faults", "outage"] => {
+            let ms = number(query, "ms")?.unwrap_or(1000);
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                // Let this response reach the caller before its own connection is cut.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                stop_listener(&shared).await;
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                if let Err(error) = restart_listener(&shared).await {
+                    tracing::error!(%error, "could not listen again after an outage");
+                }
+            });
+            Ok(done())
+        }
+        _ => Err(ApiError::unknown_path()),
+    }
+}

@@ -1,0 +1,242 @@
+//! `kinformer-fake-apiserver`: the fake API server as a standalone process.
+//!
+//! ```text
+//! kinformer-fake-apiserver [--listen 127.0.0.1:PORT] [--kubeconfig PATH] [--seed RESOURCE=N]...
+//!                          [--churn EVENTS_PER_SEC] [--history EVENTS] [--bookmark-interval-ms MS]
+//! ```
+//!
+//! The bound address is the first line of stdout. Faults are steered over HTTP under `/admin/`:
+//! `POST /admin/faults/status?code=429&verb=list&resource=pods&times=2&retryAfter=1`,
+//! `POST /admin/faults/close-watches`, `POST /admin/faults/watch-line` (body = the line),
+//! `POST /admin/faults/unknown-event`, `POST /admin/faults/delay?ms=100`,
+//! `POST /admin/faults/outage?ms=2000`, `POST /admin/faults/clear`, `POST /admin/compact`,
+//! `GET /admin/requests`.
+
+// A command-line tool reports on stdout and stderr by design.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use kinformer_testing::{FakeApiServer, ResourceType, builtin_resources, fixtures};
+use serde_json::{Value, json};
+
+#[derive(Debug)]
+struct Options {
+    listen: SocketAddr,
+    kubeconfig: Option<String>,
+    seeds: Vec<(String, usize)>,
+    churn: u64,
+    history: usize,
+    bookmark_interval: Duration,
+}
+
+const USAGE: &str = "usage: kinformer-fake-apiserver [--listen 127.0.0.1:PORT] [--kubeconfig PATH] \
+[--seed RESOURCE=N]... [--churn EVENTS_PER_SEC] [--history EVENTS] [--bookmark-interval-ms MS]";
+
+fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
+    let mut options = Options {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        kubeconfig: None,
+        seeds: Vec::new(),
+        churn: 0,
+        history: 10_000,
+        bookmark_interval: Duration::from_secs(60),
+    };
+    let mut args = args.peekable();
+    while let Some(flag) = args.next() {
+        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+        match flag.as_str() {
+            "--listen" => {
+                options.listen = value("--listen")?
+                    .parse()
+                    .map_err(|e| format!("--listen: {e}"))?;
+            }
+            "--kubeconfig" => options.kubeconfig = Some(value("--kubeconfig")?),
+            "--seed" => {
+                let raw = value("--seed")?;
+                let (resource, count) = raw
+                    .split_once('=')
+                    .ok_or_else(|| format!("--seed expects RESOURCE=N, got {raw}"))?;
+                let count = count.parse().map_err(|e| format!("--seed {raw}: {e}"))?;
+                options.seeds.push((resource.to_owned(), count));
+            }
+            "--churn" => {
+                options.churn = value("--churn")?
+                    .parse()
+                    .map_err(|e| format!("--churn: {e}"))?;
+            }
+            "--history" => {
+                options.history = value("--history")?
+                    .parse()
+                    .map_err(|e| format!("--history: {e}"))?;
+            }
+            "--bookmark-interval-ms" => {
+                let ms: u64 = value("--bookmark-interval-ms")?
+                    .parse()
+                    .map_err(|e| format!("--bookmark-interval-ms: {e}"))?;
+                options.bookmark_interval = Duration::from_millis(ms);
+            }
+            "-h" | "--help" => return Err(USAGE.to_owned()),
+            other => return Err(format!("unknown flag {other}\n{USAGE}")),
+        }
+    }
+    Ok(options)
+}
+
+/// Object number `i` of a served resource: the realistic fixtures where there are some.
+fn seed_object(resource: &ResourceType, i: usize) -> Value {
+    match (resource.group.as_str(), resource.plural.as_str()) {
+        ("", "pods") => fixtures::pod(i),
+        ("", "configmaps") => fixtures::config_map(i),
+        ("", "namespaces") => fixtures::namespace(&format!("seeded-{i}")),
+        _ => {
+            let mut object = json!({
+                "apiVersion": resource.api_version(),
+                "kind": resource.kind,
+                "metadata": { "name": format!("{}-{i}", resource.singular), "labels": { "seed": "true" } },
+            });
+            if resource.namespaced {
+                object["metadata"]["namespace"] = json!(fixtures::namespace_of(i));
+            }
+            object
+        }
+    }
+}
+
+/// Who a seeded object is, so churn can find it again without keeping the object.
+#[derive(Debug)]
+struct Seeded {
+    api_version: String,
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+}
+
+fn seed(server: &FakeApiServer, options: &Options) -> Result<Vec<Seeded>, String> {
+    let served = builtin_resources();
+    let mut seeded = Vec::new();
+    if options
+        .seeds
+        .iter()
+        .any(|(plural, _)| served.iter().any(|r| r.plural == *plural && r.namespaced))
+    {
+        for n in 0..fixtures::NAMESPACES {
+            server
+                .create_object(fixtures::namespace(&fixtures::namespace_of(n)))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    for (plural, count) in &options.seeds {
+        let resource = served
+            .iter()
+            .find(|r| r.plural == *plural || r.short_names.iter().any(|s| s == plural))
+            .ok_or_else(|| format!("--seed: no served resource is called {plural}"))?;
+        for i in 0..*count {
+            let created = server
+                .create_object(seed_object(resource, i))
+                .map_err(|e| e.to_string())?;
+            seeded.push(Seeded {
+                api_version: resource.api_version(),
+                kind: resource.kind.clone(),
+                namespace: created
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                name: created
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            });
+        }
+    }
+    Ok(seeded)
+}
+
+/// Rewrites one annotation on the seeded objects in turn, `per_second` times a second.
+async fn churn(server: &FakeApiServer, seeded: Vec<Seeded>, per_second: u64) {
+    if per_second == 0 || seeded.is_empty() {
+        return std::future::pending().await;
+    }
+    const TICK: Duration = Duration::from_millis(10);
+    let mut ticks = tokio::time::interval(TICK);
+    let per_tick = (per_second as f64 / 100.0).max(0.0);
+    let mut owed = 0.0;
+    let mut next = 0usize;
+    let mut counter = 0u64;
+    loop {
+        ticks.tick().await;
+        owed += per_tick;
+        while owed >= 1.0 {
+            owed -= 1.0;
+            let target = &seeded[next % seeded.len()];
+            next += 1;
+            let Some(mut current) = server.get_object(
+                &target.api_version,
+                &target.kind,
+                target.namespace.as_deref(),
+                &target.name,
+            ) else {
+                continue;
+            };
+            counter += 1;
+            current["metadata"]["annotations"]["kinformer.dev/churn"] = json!(counter.to_string());
+            if let Err(error) = server.update_object(current) {
+                eprintln!("churn update failed: {error}");
+            }
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let options = match parse(std::env::args().skip(1)) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let server = match FakeApiServer::builder()
+        .listen(options.listen)
+        .history(options.history)
+        .bookmark_interval(options.bookmark_interval)
+        .admin_endpoints(true)
+        .start()
+        .await
+    {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!("cannot start: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("{}", server.addr());
+    if let Some(path) = &options.kubeconfig
+        && let Err(error) = std::fs::write(path, server.kubeconfig())
+    {
+        eprintln!("cannot write the kubeconfig to {path}: {error}");
+        return ExitCode::FAILURE;
+    }
+    let seeded = match seed(&server, &options) {
+        Ok(seeded) => seeded,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!(
+        "serving {} at {} (resourceVersion {})",
+        seeded.len(),
+        server.url(),
+        server.resource_version()
+    );
+    tokio::select! {
+        () = churn(&server, seeded, options.churn) => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    server.shutdown().await;
+    ExitCode::SUCCESS
+}

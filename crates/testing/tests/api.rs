@@ -1,0 +1,705 @@
+//! The REST surface through kube's own `Api<K>`: discovery, CRUD, paging, resourceVersion
+//! semantics, selectors, metadata-only lists, CRDs and the errors apiserver would send.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{api_status, config_map, get, pod, raw};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kinformer_testing::{FakeApiServer, fixtures};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, VersionMatch};
+use kube::core::{DynamicObject, GroupVersionKind};
+use kube::discovery::{Discovery, verbs};
+use serde_json::json;
+
+#[tokio::test]
+async fn discovery_serves_core_and_apps_resources_with_list_and_watch_verbs() {
+    let server = FakeApiServer::start().await.expect("start");
+    let client = server.client().expect("client");
+    for discovery in [
+        Discovery::new(client.clone())
+            .run()
+            .await
+            .expect("legacy discovery"),
+        Discovery::new(client.clone())
+            .run_aggregated()
+            .await
+            .expect("aggregated discovery"),
+    ] {
+        for (group, version, kind, namespaced) in [
+            ("", "v1", "Pod", true),
+            ("", "v1", "Namespace", false),
+            ("", "v1", "Node", false),
+            ("apps", "v1", "Deployment", true),
+            ("apps", "v1", "DaemonSet", true),
+        ] {
+            let (resource, caps) = discovery
+                .resolve_gvk(&GroupVersionKind::gvk(group, version, kind))
+                .unwrap_or_else(|| panic!("{kind} is discoverable"));
+            assert_eq!(resource.kind, kind);
+            assert_eq!(
+                caps.scope == kube::discovery::Scope::Namespaced,
+                namespaced,
+                "{kind}"
+            );
+            assert!(caps.supports_operation(verbs::WATCH) && caps.supports_operation(verbs::LIST));
+        }
+    }
+    let resources = get(&server, "/api/v1").await.json();
+    let pods = resources["resources"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "pods"))
+        .expect("pods listed")
+        .clone();
+    assert_eq!(pods["singularName"], "pod");
+    assert_eq!(pods["shortNames"], json!(["po"]));
+}
+
+#[tokio::test]
+async fn create_get_replace_patch_delete_round_trip_with_resource_versions() {
+    let server = FakeApiServer::start().await.expect("start");
+    let api: Api<ConfigMap> = Api::namespaced(server.client().expect("client"), "default");
+    let created = api
+        .create(&PostParams::default(), &config_map("settings", "a"))
+        .await
+        .expect("create");
+    let rv1: u64 = created
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .expect("rv");
+    assert_eq!(rv1, server.resource_version());
+    assert!(created.metadata.uid.is_some() && created.metadata.creation_timestamp.is_some());
+    assert_eq!(created.metadata.generation, Some(1));
+
+    let mut changed = api.get("settings").await.expect("get");
+    changed.data = Some([("value".to_owned(), "b".to_owned())].into());
+    let replaced = api
+        .replace("settings", &PostParams::default(), &changed)
+        .await
+        .expect("replace");
+    let rv2: u64 = replaced
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .expect("rv");
+    assert!(rv2 > rv1);
+    assert_eq!(replaced.metadata.uid, created.metadata.uid);
+
+    let stale = api
+        .replace("settings", &PostParams::default(), &changed)
+        .await
+        .expect_err("stale rv");
+    let status = api_status(stale);
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        status.message,
+        "Operation cannot be fulfilled on configmaps \"settings\": the object has been modified; \
+         please apply your changes to the latest version and try again"
+    );
+
+    let patched = api
+        .patch(
+            "settings",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({ "metadata": { "labels": { "x": "y" } }, "data": { "extra": "1" } }),
+            ),
+        )
+        .await
+        .expect("merge patch");
+    assert_eq!(patched.data.as_ref().map(|d| d.len()), Some(2));
+    assert_eq!(
+        patched
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("x"))
+            .map(String::as_str),
+        Some("y")
+    );
+
+    let unchanged = api
+        .replace("settings", &PostParams::default(), &patched)
+        .await
+        .expect("no-op replace");
+    assert_eq!(
+        unchanged.metadata.resource_version, patched.metadata.resource_version,
+        "a no-op write makes no revision"
+    );
+
+    api.delete("settings", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let status = api_status(api.get("settings").await.expect_err("gone"));
+    assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
+    assert_eq!(status.message, "configmaps \"settings\" not found");
+}
+
+#[tokio::test]
+async fn failures_carry_status_objects_shaped_as_kube_apiserver_writes_them() {
+    let server = FakeApiServer::start().await.expect("start");
+    let client = server.client().expect("client");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let missing = get(&server, "/apis/apps/v1/namespaces/default/deployments/web").await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(
+        missing.json(),
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "deployments.apps \"web\" not found", "reason": "NotFound",
+            "details": { "name": "web", "group": "apps", "kind": "deployments" }, "code": 404,
+        })
+    );
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    pods.create(&PostParams::default(), &pod("p", &json!({})))
+        .await
+        .expect("create");
+    let status = api_status(
+        pods.create(&PostParams::default(), &pod("p", &json!({})))
+            .await
+            .expect_err("duplicate"),
+    );
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "AlreadyExists")
+    );
+    assert_eq!(status.message, "pods \"p\" already exists");
+    let status = api_status(
+        pods.create(&PostParams::default(), &pod("Not_Valid", &json!({})))
+            .await
+            .expect_err("bad name"),
+    );
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    assert!(
+        status.message.starts_with(
+            "Pod \"Not_Valid\" is invalid: metadata.name: Invalid value: \"Not_Valid\""
+        )
+    );
+    assert!(deployments.get_opt("web").await.expect("get_opt").is_none());
+}
+
+#[tokio::test]
+async fn bad_requests_get_the_status_apiserver_sends_never_a_hang() {
+    let server = FakeApiServer::start().await.expect("start");
+    /// Method, path, content type, body, expected code and reason.
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static [u8],
+        u16,
+        &'static str,
+    );
+    let cases: [Case; 9] = [
+        (
+            "GET",
+            "/api/v1/widgets",
+            "application/json",
+            b"",
+            404,
+            "NotFound",
+        ),
+        (
+            "GET",
+            "/apis/nope.example.com/v1",
+            "application/json",
+            b"",
+            404,
+            "NotFound",
+        ),
+        (
+            "GET",
+            "/api/v1/pods?labelSelector=app%20in%20web",
+            "application/json",
+            b"",
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            "/api/v1/pods?fieldSelector=spec.bogus%3Dx",
+            "application/json",
+            b"",
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            "/api/v1/pods?resourceVersion=abc",
+            "application/json",
+            b"",
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            "/api/v1/pods?resourceVersionMatch=Exact",
+            "application/json",
+            b"",
+            422,
+            "Invalid",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/default/pods",
+            "application/json",
+            b"{not json",
+            400,
+            "BadRequest",
+        ),
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/x",
+            "application/apply-patch+yaml",
+            b"{}",
+            404,
+            "NotFound",
+        ),
+        (
+            "PUT",
+            "/api/v1/namespaces/default/pods",
+            "application/json",
+            b"{}",
+            405,
+            "MethodNotAllowed",
+        ),
+    ];
+    for (method, path, content_type, body, code, reason) in cases {
+        let response = raw(
+            &server,
+            method,
+            path,
+            &[("Content-Type", content_type)],
+            body,
+        )
+        .await;
+        assert_eq!(response.status, code, "{method} {path}");
+        let status = response.json();
+        assert_eq!(status["kind"], "Status", "{method} {path}");
+        assert_eq!(status["reason"], reason, "{method} {path}");
+        assert_eq!(status["code"], code, "{method} {path}");
+    }
+    let api: Api<ConfigMap> = Api::namespaced(server.client().expect("client"), "default");
+    api.create(&PostParams::default(), &config_map("x", "1"))
+        .await
+        .expect("create");
+    let apply = raw(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/x",
+        &[("Content-Type", "application/apply-patch+yaml")],
+        b"{}",
+    )
+    .await;
+    assert_eq!(
+        (apply.status, apply.json()["reason"].clone()),
+        (415, json!("UnsupportedMediaType"))
+    );
+}
+
+#[tokio::test]
+async fn paged_lists_read_one_consistent_snapshot_across_pages() {
+    let server = FakeApiServer::start().await.expect("start");
+    let api: Api<ConfigMap> = Api::namespaced(server.client().expect("client"), "default");
+    for i in 0..25 {
+        api.create(
+            &PostParams::default(),
+            &config_map(&format!("cm-{i:02}"), "x"),
+        )
+        .await
+        .expect("create");
+    }
+    let first = api
+        .list(&ListParams::default().limit(10))
+        .await
+        .expect("page 1");
+    assert_eq!(first.items.len(), 10);
+    assert_eq!(first.metadata.remaining_item_count, Some(15));
+    let snapshot_rv = first.metadata.resource_version.clone();
+    // Writes between pages must not show up in later pages of the same list.
+    api.delete("cm-20", &DeleteParams::default())
+        .await
+        .expect("delete");
+    api.create(&PostParams::default(), &config_map("cm-99", "x"))
+        .await
+        .expect("create");
+    let mut names: Vec<String> = first
+        .items
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    let mut token = first.metadata.continue_.clone();
+    while let Some(t) = token.filter(|t| !t.is_empty()) {
+        let page = api
+            .list(&ListParams::default().limit(10).continue_token(&t))
+            .await
+            .expect("next page");
+        assert_eq!(page.metadata.resource_version, snapshot_rv);
+        names.extend(page.items.iter().filter_map(|c| c.metadata.name.clone()));
+        token = page.metadata.continue_;
+    }
+    let expected: Vec<String> = (0..25).map(|i| format!("cm-{i:02}")).collect();
+    assert_eq!(names, expected);
+}
+
+/// Ported in spirit from apiserver's TestListContinuation compaction case: a continue token
+/// older than the compaction gets 410 Expired with an inconsistent continue token.
+#[tokio::test]
+async fn a_continue_token_older_than_compaction_expires_with_410() {
+    let server = FakeApiServer::start().await.expect("start");
+    let api: Api<ConfigMap> = Api::namespaced(server.client().expect("client"), "default");
+    for i in 0..4 {
+        api.create(&PostParams::default(), &config_map(&format!("cm-{i}"), "x"))
+            .await
+            .expect("create");
+    }
+    let first = api
+        .list(&ListParams::default().limit(2))
+        .await
+        .expect("page 1");
+    api.create(&PostParams::default(), &config_map("cm-9", "x"))
+        .await
+        .expect("create");
+    server.compact();
+    let token = first.metadata.continue_.expect("a continue token");
+    let status = api_status(
+        api.list(&ListParams::default().limit(2).continue_token(&token))
+            .await
+            .expect_err("expired"),
+    );
+    assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+    assert!(status.message.starts_with(
+        "The provided continue parameter is too old to display a consistent list result."
+    ));
+    let inconsistent = status
+        .metadata
+        .and_then(|m| m.continue_)
+        .expect("an inconsistent continue token");
+    let rest = api
+        .list(&ListParams::default().continue_token(&inconsistent))
+        .await
+        .expect("inconsistent remainder");
+    let names: Vec<_> = rest
+        .items
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["cm-2", "cm-3", "cm-9"]);
+}
+
+#[tokio::test]
+async fn list_resource_version_semantics_follow_the_watch_cache() {
+    let server = FakeApiServer::builder()
+        .too_large_rv_wait(Duration::from_millis(200))
+        .start()
+        .await
+        .expect("start");
+    let api: Api<ConfigMap> = Api::namespaced(server.client().expect("client"), "default");
+    api.create(&PostParams::default(), &config_map("a", "1"))
+        .await
+        .expect("create");
+    let after_a = server.resource_version();
+    api.create(&PostParams::default(), &config_map("b", "1"))
+        .await
+        .expect("create");
+    api.create(&PostParams::default(), &config_map("c", "1"))
+        .await
+        .expect("create");
+
+    // kube-client drops resourceVersion=0 when a limit is set, so ask over raw HTTP.
+    let any = get(
+        &server,
+        "/api/v1/namespaces/default/configmaps?resourceVersion=0&limit=1",
+    )
+    .await
+    .json();
+    assert_eq!(
+        any["items"].as_array().map(Vec::len),
+        Some(3),
+        "resourceVersion=0 is served from the cache and ignores limit"
+    );
+    assert!(any["metadata"].get("continue").is_none());
+
+    let exact = api
+        .list(
+            &ListParams::default()
+                .at(&after_a.to_string())
+                .matching(VersionMatch::Exact),
+        )
+        .await
+        .expect("exact");
+    assert_eq!(exact.items.len(), 1);
+    assert_eq!(exact.metadata.resource_version, Some(after_a.to_string()));
+
+    // kube-client retries 504s itself, so look at the raw answer.
+    let future = server.resource_version() + 100;
+    let started = Instant::now();
+    let too_large = get(&server, &format!("/api/v1/namespaces/default/configmaps?resourceVersion={future}&resourceVersionMatch=NotOlderThan")).await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "the server waits for the version first"
+    );
+    assert_eq!(too_large.status, 504);
+    assert_eq!(too_large.header("Retry-After").as_deref(), Some("1"));
+    let status = too_large.json();
+    assert_eq!(status["reason"], "Timeout");
+    assert_eq!(
+        status["message"],
+        format!(
+            "Timeout: Too large resource version: {future}, current: {}",
+            server.resource_version()
+        )
+    );
+    assert_eq!(
+        status["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+
+    server.compact();
+    let status = api_status(
+        api.list(
+            &ListParams::default()
+                .at(&after_a.to_string())
+                .matching(VersionMatch::Exact),
+        )
+        .await
+        .expect_err("compacted"),
+    );
+    assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+    assert_eq!(
+        status.message,
+        format!(
+            "too old resource version: {after_a} ({})",
+            server.resource_version()
+        )
+    );
+}
+
+#[tokio::test]
+async fn label_and_field_selectors_filter_lists() {
+    let server = FakeApiServer::start().await.expect("start");
+    for i in 0..6 {
+        server.create_object(fixtures::pod(i)).expect("seed");
+    }
+    let pods: Api<Pod> = Api::all(server.client().expect("client"));
+    let count = |lp: ListParams| {
+        let pods = pods.clone();
+        async move { pods.list(&lp).await.expect("list").items.len() }
+    };
+    assert_eq!(count(ListParams::default()).await, 6);
+    assert_eq!(
+        count(ListParams::default().labels("tier=frontend")).await,
+        2
+    );
+    assert_eq!(
+        count(ListParams::default().labels("tier!=frontend")).await,
+        4
+    );
+    assert_eq!(
+        count(ListParams::default().labels("app.kubernetes.io/name in (app-1,app-2)")).await,
+        2
+    );
+    assert_eq!(count(ListParams::default().labels("!tier")).await, 0);
+    assert_eq!(
+        count(ListParams::default().fields("spec.nodeName=node-3")).await,
+        1
+    );
+    assert_eq!(
+        count(ListParams::default().fields("metadata.namespace=ns-4,metadata.name=pod-4")).await,
+        1
+    );
+    let in_ns: Api<Pod> = Api::namespaced(server.client().expect("client"), "ns-2");
+    assert_eq!(
+        in_ns
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn metadata_only_lists_return_partial_object_metadata() {
+    let server = FakeApiServer::start().await.expect("start");
+    server.create_object(fixtures::pod(1)).expect("seed");
+    let pods: Api<Pod> = Api::all(server.client().expect("client"));
+    let list = pods
+        .list_metadata(&ListParams::default())
+        .await
+        .expect("list_metadata");
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].metadata.name.as_deref(), Some("pod-1"));
+    let raw_list = raw(
+        &server,
+        "GET",
+        "/api/v1/pods",
+        &[(
+            "Accept",
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )],
+        b"",
+    )
+    .await;
+    let body = raw_list.json();
+    assert_eq!(body["kind"], "PartialObjectMetadataList");
+    assert_eq!(body["items"][0]["kind"], "PartialObjectMetadata");
+    assert!(body["items"][0].get("spec").is_none());
+}
+
+#[tokio::test]
+async fn a_crd_created_through_the_api_is_served_to_dynamic_clients() {
+    let server = FakeApiServer::start().await.expect("start");
+    let client = server.client().expect("client");
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let crd = serde_json::from_value(json!({
+        "metadata": { "name": "widgets.example.com" },
+        "spec": {
+            "group": "example.com",
+            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
+            "scope": "Namespaced",
+            "versions": [{ "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } },
+                "subresources": { "status": {} } }],
+        },
+    }))
+    .expect("a CRD");
+    let created = crds
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("create CRD");
+    let established = created
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default();
+    assert!(
+        established
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+    );
+
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let (resource, _) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"))
+        .expect("the CRD is discoverable");
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let widget = DynamicObject::new("w1", &resource).data(json!({ "spec": { "size": 3 } }));
+    widgets
+        .create(&PostParams::default(), &widget)
+        .await
+        .expect("create widget");
+    let listed = widgets
+        .list(&ListParams::default())
+        .await
+        .expect("list widgets");
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].data["spec"]["size"], 3);
+
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .expect("delete CRD");
+    assert_eq!(
+        get(&server, "/apis/example.com/v1/namespaces/default/widgets")
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn cluster_scoped_objects_and_finalizers_behave_as_on_a_cluster() {
+    let server = FakeApiServer::start().await.expect("start");
+    let namespaces: Api<Namespace> = Api::all(server.client().expect("client"));
+    let ns = serde_json::from_value(
+        json!({ "metadata": { "name": "team-a", "finalizers": ["example.com/hold"] } }),
+    )
+    .expect("a namespace");
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create");
+    namespaces
+        .delete("team-a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let held = namespaces
+        .get("team-a")
+        .await
+        .expect("still there while a finalizer remains");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    namespaces
+        .patch(
+            "team-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+        )
+        .await
+        .expect("drop the finalizer");
+    assert!(
+        namespaces
+            .get_opt("team-a")
+            .await
+            .expect("get_opt")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn the_status_subresource_and_the_main_resource_change_separate_parts() {
+    let server = FakeApiServer::start().await.expect("start");
+    let pods: Api<Pod> = Api::namespaced(server.client().expect("client"), "default");
+    let created = pods
+        .create(&PostParams::default(), &pod("p", &json!({})))
+        .await
+        .expect("create");
+    assert_eq!(
+        created.status.and_then(|s| s.phase).as_deref(),
+        Some("Pending")
+    );
+    let running = pods
+        .patch_status("p", &PatchParams::default(), &Patch::Merge(json!({ "status": { "phase": "Running" }, "metadata": { "labels": { "ignored": "yes" } } })))
+        .await
+        .expect("patch status");
+    assert_eq!(
+        running.status.and_then(|s| s.phase).as_deref(),
+        Some("Running")
+    );
+    assert!(
+        !running
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("ignored"),
+        "status writes ignore metadata"
+    );
+    let relabelled = pods
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({ "status": { "phase": "Failed" }, "metadata": { "labels": { "a": "b" } } }),
+            ),
+        )
+        .await
+        .expect("patch");
+    assert_eq!(
+        relabelled.status.and_then(|s| s.phase).as_deref(),
+        Some("Running"),
+        "main writes ignore status"
+    );
+    assert_eq!(
+        relabelled.metadata.generation,
+        Some(1),
+        "label changes keep the generation"
+    );
+}
