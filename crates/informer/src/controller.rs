@@ -1,0 +1,299 @@
+//! The controller's half of the informer: what happens to each popped item (client-go's
+//! `HandleDeltas`, `processDeltas`, `processDeltasInBatch` and `processReplacedAllInfo`).
+
+use std::{collections::HashSet, sync::Arc};
+
+use kinformer_fifo::{Delta, DeltaType, Popped, ReplacedAll};
+use kinformer_processor::{Notification, SharedProcessor};
+use kinformer_store::{DeletedFinalStateUnknown, Indexer, KeyFunc, Object};
+use tracing::{debug, trace};
+
+/// Applies popped items to the cache, then hands the matching notifications to the processor.
+pub(crate) struct Applier<K> {
+    pub(crate) indexer: Arc<dyn Indexer<K>>,
+    pub(crate) processor: SharedProcessor<K>,
+    pub(crate) key_func: KeyFunc<K>,
+}
+
+impl<K: Object> Applier<K> {
+    /// Processes one popped item; the caller holds the informer's delta lock, so no late
+    /// handler can join between the cache change and its notification.
+    pub(crate) fn apply(
+        &self,
+        popped: &Popped<K>,
+        is_in_initial_list: bool,
+    ) -> kinformer_store::Result<()> {
+        match popped {
+            Popped::Deltas(deltas) => {
+                for delta in deltas {
+                    self.apply_delta(delta, is_in_initial_list)?;
+                }
+                Ok(())
+            }
+            Popped::Batch(batch) => {
+                // As client-go does for a store without transactions: every delta is tried,
+                // and the first failure is reported after the rest went through.
+                let mut first_error = None;
+                for delta in batch {
+                    if let Err(error) = self.apply_delta(delta, is_in_initial_list) {
+                        first_error.get_or_insert(error);
+                    }
+                }
+                first_error.map_or(Ok(()), Err)
+            }
+            Popped::ReplacedAll(replaced) => self.apply_replaced_all(replaced, is_in_initial_list),
+            Popped::SyncAll => {
+                for obj in self.indexer.list() {
+                    self.processor
+                        .distribute(Notification::update(Arc::clone(&obj), obj), true);
+                }
+                Ok(())
+            }
+            Popped::Bookmark { resource_version } => {
+                trace!(%resource_version, "bookmark popped");
+                Ok(())
+            }
+            _ => {
+                debug!("popped item of an unknown kind ignored");
+                Ok(())
+            }
+        }
+    }
+
+    fn apply_delta(
+        &self,
+        delta: &Delta<K>,
+        is_in_initial_list: bool,
+    ) -> kinformer_store::Result<()> {
+        match delta.kind {
+            DeltaType::Deleted => {
+                self.indexer.delete(Arc::clone(delta.object()))?;
+                self.processor
+                    .distribute(Notification::delete(delta.object.clone()), false);
+            }
+            DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
+                let obj = Arc::clone(delta.object());
+                match self.indexer.get(&obj)? {
+                    Some(old) => {
+                        self.indexer.update(Arc::clone(&obj))?;
+                        self.distribute_update(old, obj);
+                    }
+                    None => {
+                        self.indexer.add(Arc::clone(&obj))?;
+                        self.processor
+                            .distribute(add_notification(obj, is_in_initial_list), false);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A whole relist: tombstones for every cached key the list no longer has, the cache
+    /// replaced in one step, then deletions first and adds or updates in list order, as
+    /// client-go's `processReplacedAllInfo` does.
+    fn apply_replaced_all(
+        &self,
+        replaced: &ReplacedAll<K>,
+        is_in_initial_list: bool,
+    ) -> kinformer_store::Result<()> {
+        let mut listed_keys = HashSet::with_capacity(replaced.objects.len());
+        let mut replacements = Vec::with_capacity(replaced.objects.len());
+        for obj in &replaced.objects {
+            let key = (self.key_func)(obj)?;
+            let old = self.indexer.get_by_key(&key);
+            listed_keys.insert(key);
+            replacements.push((old, Arc::clone(obj)));
+        }
+        let mut deletions = Vec::new();
+        for key in self.indexer.list_keys() {
+            if listed_keys.contains(&key) {
+                continue;
+            }
+            if let Some(obj) = self.indexer.get_by_key(&key) {
+                deletions.push(DeletedFinalStateUnknown { key, obj });
+            }
+        }
+        self.indexer
+            .replace(replaced.objects.clone(), &replaced.resource_version)?;
+        for tombstone in deletions {
+            self.processor
+                .distribute(Notification::delete(tombstone), false);
+        }
+        for (old, new) in replacements {
+            match old {
+                Some(old) => self.distribute_update(old, new),
+                None => self
+                    .processor
+                    .distribute(add_notification(new, is_in_initial_list), false),
+            }
+        }
+        Ok(())
+    }
+
+    /// An update whose resourceVersion did not change is a resync: only listeners due for one
+    /// receive it (client-go's `sharedIndexInformer.OnUpdate`).
+    fn distribute_update(&self, old: Arc<K>, new: Arc<K>) {
+        let is_sync = old.resource_version() == new.resource_version();
+        self.processor
+            .distribute(Notification::update(old, new), is_sync);
+    }
+}
+
+fn add_notification<K>(obj: Arc<K>, is_in_initial_list: bool) -> Notification<K> {
+    if is_in_initial_list {
+        Notification::initial_add(obj)
+    } else {
+        Notification::add(obj)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use futures::{FutureExt, StreamExt};
+    use k8s_openapi::api::core::v1::Pod;
+    use kinformer_fifo::{Delta, DeltaType, Deltas, Popped, ReplacedAll};
+    use kinformer_processor::{EventStream, ListenerOptions, Notification, SharedProcessor};
+    use kinformer_store::{Cache, default_key_func};
+    use kube_core::ObjectMeta;
+
+    use super::Applier;
+
+    fn pod(name: &str, version: &str) -> Arc<Pod> {
+        Arc::new(Pod {
+            metadata: ObjectMeta {
+                namespace: Some("default".into()),
+                name: Some(name.into()),
+                resource_version: Some(version.into()),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        })
+    }
+
+    fn applier() -> (Applier<Pod>, EventStream<Pod>) {
+        let processor = SharedProcessor::new();
+        let stream = processor
+            .subscribe(ListenerOptions::new().name("test"))
+            .expect("a stream");
+        let applier = Applier {
+            indexer: Arc::new(Cache::with_namespace_index()),
+            processor,
+            key_func: default_key_func(),
+        };
+        (applier, stream)
+    }
+
+    /// Everything the stream holds now, described as `kind:name@version`.
+    fn drain(stream: &mut EventStream<Pod>) -> Vec<String> {
+        let mut seen = Vec::new();
+        while let Some(Some(notification)) = stream.next().now_or_never() {
+            let describe = |kind: &str, pod: &Pod| {
+                format!(
+                    "{kind}:{}@{}",
+                    pod.metadata.name.as_deref().unwrap_or_default(),
+                    pod.metadata.resource_version.as_deref().unwrap_or_default()
+                )
+            };
+            seen.push(match &notification {
+                Notification::Add {
+                    obj,
+                    is_in_initial_list: true,
+                } => describe("initial", obj),
+                Notification::Add { obj, .. } => describe("add", obj),
+                Notification::Update { new, .. } => describe("update", new),
+                Notification::Delete(obj) if obj.is_tombstone() => {
+                    describe("tombstone", obj.object())
+                }
+                Notification::Delete(obj) => describe("delete", obj.object()),
+            });
+        }
+        seen
+    }
+
+    fn deltas(kind: DeltaType, obj: Arc<Pod>) -> Popped<Pod> {
+        Popped::Deltas(Deltas::one(Delta::new(kind, obj)))
+    }
+
+    #[test]
+    fn deltas_change_the_cache_and_notify_in_order() {
+        let (applier, mut stream) = applier();
+        applier
+            .apply(&deltas(DeltaType::Added, pod("a", "1")), true)
+            .unwrap();
+        applier
+            .apply(&deltas(DeltaType::Updated, pod("a", "2")), false)
+            .unwrap();
+        applier
+            .apply(&deltas(DeltaType::Deleted, pod("a", "3")), false)
+            .unwrap();
+        assert_eq!(
+            drain(&mut stream),
+            ["initial:a@1", "update:a@2", "delete:a@3"]
+        );
+        assert!(applier.indexer.list().is_empty());
+    }
+
+    #[test]
+    fn an_added_delta_for_a_cached_key_is_an_update() {
+        let (applier, mut stream) = applier();
+        let batch = Popped::Batch(vec![
+            Delta::new(DeltaType::Added, pod("a", "1")),
+            Delta::new(DeltaType::Added, pod("b", "1")),
+        ]);
+        applier.apply(&batch, false).unwrap();
+        applier
+            .apply(&deltas(DeltaType::Added, pod("a", "2")), false)
+            .unwrap();
+        assert_eq!(drain(&mut stream), ["add:a@1", "add:b@1", "update:a@2"]);
+    }
+
+    /// client-go's processReplacedAllInfo: the cache is replaced in one step, the vanished
+    /// keys are deleted with tombstones first, then the list is delivered in order.
+    #[test]
+    fn a_replaced_all_tombstones_vanished_keys_then_delivers_the_list_in_order() {
+        let (applier, mut stream) = applier();
+        for name in ["a", "b", "c"] {
+            applier
+                .apply(&deltas(DeltaType::Added, pod(name, "1")), false)
+                .unwrap();
+        }
+        drain(&mut stream);
+        let relist = Popped::ReplacedAll(ReplacedAll {
+            resource_version: "9".into(),
+            objects: vec![pod("c", "5"), pod("d", "6"), pod("a", "1")],
+        });
+        applier.apply(&relist, false).unwrap();
+        // a is unchanged: a resync, which this listener (syncing, as every new one is) gets.
+        assert_eq!(
+            drain(&mut stream),
+            ["tombstone:b@1", "update:c@5", "add:d@6", "update:a@1"]
+        );
+        let mut keys = applier.indexer.list_keys();
+        keys.sort();
+        assert_eq!(keys, ["default/a", "default/c", "default/d"]);
+    }
+
+    /// client-go's OnUpdate: an unchanged resourceVersion is a resync, so a listener that is
+    /// not due for one does not receive it.
+    #[test]
+    fn an_unchanged_resource_version_reaches_only_listeners_due_for_a_resync() {
+        let (applier, mut stream) = applier();
+        applier
+            .apply(&deltas(DeltaType::Added, pod("a", "1")), false)
+            .unwrap();
+        // A resync check with no listener due (the stream asked for no resyncs) clears every
+        // syncing flag.
+        assert!(!applier.processor.should_resync(tokio::time::Instant::now()));
+        applier
+            .apply(&deltas(DeltaType::Replaced, pod("a", "1")), false)
+            .unwrap();
+        applier.apply(&Popped::SyncAll, false).unwrap();
+        applier
+            .apply(&deltas(DeltaType::Replaced, pod("a", "2")), false)
+            .unwrap();
+        assert_eq!(drain(&mut stream), ["add:a@1", "update:a@2"]);
+    }
+}

@@ -1,0 +1,644 @@
+//! [`SharedIndexInformer`]: one reflector, one queue, one cache, many handlers.
+
+use std::{
+    fmt,
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
+
+use kinformer_fifo::{
+    DeltaFifo, DeltaFifoOptions, Error as FifoError, KnownObjects, Popped, Queue, RealFifo,
+    RealFifoOptions,
+};
+use kinformer_processor::{
+    EventStream, ListenerOptions, Registration, ResourceEventHandler, SharedProcessor,
+    UpstreamSynced,
+};
+use kinformer_reflector::{Error as ReflectorError, ListerWatcher, Reflector};
+use kinformer_store::{Cache, Indexer, Indexers, Lister, Object, Result as StoreResult, Store};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::{
+    Error, InformerOptions, QueueKind, Result, controller::Applier, options::WatchErrorHandler,
+};
+
+/// While the initial list has not been processed, the process loop looks at the queue's
+/// `has_synced` at least this often, since an empty first list may queue nothing to pop.
+const SYNC_POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Running,
+    Stopped,
+}
+
+/// What can change until start (client-go's fields under `startedLock`).
+struct Settings<K> {
+    phase: Phase,
+    queue: QueueKind,
+    transform: Option<kinformer_fifo::Transformer<K>>,
+    page_size: Option<u32>,
+    use_watch_list: bool,
+    watch_error_handler: Option<WatchErrorHandler>,
+    retry_on_error: bool,
+}
+
+type QueueReflector<K> = Reflector<K, dyn Queue<K>>;
+
+struct Inner<K> {
+    name: String,
+    lister_watcher: Arc<dyn ListerWatcher<K>>,
+    applier: Applier<K>,
+    settings: Mutex<Settings<K>>,
+    /// Held while a popped item is applied and distributed, and while a late handler takes its
+    /// snapshot of the cache and joins (client-go's `blockDeltas`), so nothing falls between
+    /// the snapshot and the handler's first notification, and nothing arrives twice.
+    block_deltas: Mutex<()>,
+    queue: OnceLock<Arc<dyn Queue<K>>>,
+    reflector: OnceLock<Arc<QueueReflector<K>>>,
+    stopped: CancellationToken,
+}
+
+/// A cache of one kind of object kept in step with the API server by one list+watch, with
+/// any number of event handlers (client-go's `SharedIndexInformer`).
+///
+/// The pieces: a [`Reflector`] lists and watches through the [`ListerWatcher`] into a queue
+/// ([`QueueKind`]); the process loop pops from it, applies each change to the indexer (the
+/// cache), then hands a notification to the [`SharedProcessor`], which gives every handler its
+/// own buffer and thread. Per key, every handler sees the changes in the order the queue
+/// delivered them.
+///
+/// Cloning gives another handle to the same informer. Handlers may be added before or after
+/// [`run`](Self::run); one added after start first receives the whole cache as adds with
+/// `is_in_initial_list = true`.
+#[doc(alias = "sharedIndexInformer")]
+#[doc(alias = "NewSharedIndexInformer")]
+#[doc(alias = "NewSharedIndexInformerWithOptions")]
+pub struct SharedIndexInformer<K> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for SharedIndexInformer<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K> fmt::Debug for SharedIndexInformer<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedIndexInformer")
+            .field("name", &self.inner.name)
+            .field("phase", &self.inner.settings.lock().phase)
+            .field("processor", &self.inner.applier.processor)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The cache as the DeltaFIFO's known objects: a `dyn Indexer` cannot be turned into a
+/// `dyn KeyListerGetter` directly, so this wrapper forwards every call to it (the queue only
+/// ever reads).
+struct KnownCache<K>(Arc<dyn Indexer<K>>);
+
+impl<K: Object> Store<K> for KnownCache<K> {
+    type Item = Arc<K>;
+
+    fn add(&self, obj: Arc<K>) -> StoreResult<()> {
+        self.0.add(obj)
+    }
+
+    fn update(&self, obj: Arc<K>) -> StoreResult<()> {
+        self.0.update(obj)
+    }
+
+    fn delete(&self, obj: Arc<K>) -> StoreResult<()> {
+        self.0.delete(obj)
+    }
+
+    fn list(&self) -> Vec<Arc<K>> {
+        self.0.list()
+    }
+
+    fn list_keys(&self) -> Vec<String> {
+        self.0.list_keys()
+    }
+
+    fn get(&self, obj: &K) -> StoreResult<Option<Arc<K>>> {
+        self.0.get(obj)
+    }
+
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.0.get_by_key(key)
+    }
+
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> StoreResult<()> {
+        self.0.replace(list, resource_version)
+    }
+
+    fn resync(&self) -> StoreResult<()> {
+        self.0.resync()
+    }
+}
+
+impl<K: Object> SharedIndexInformer<K> {
+    /// An informer over `lister_watcher`, configured by `options`; nothing runs until
+    /// [`run`](Self::run).
+    pub fn new(
+        lister_watcher: impl ListerWatcher<K> + 'static,
+        options: InformerOptions<K>,
+    ) -> Self {
+        let name = options
+            .name
+            .unwrap_or_else(|| lister_watcher.type_description());
+        let indexer: Arc<dyn Indexer<K>> = match options.indexer {
+            Some(indexer) => indexer,
+            None => Arc::new(Cache::new(options.key_func.clone(), options.indexers)),
+        };
+        let processor = SharedProcessor::builder()
+            .resync_period(options.resync_period)
+            .build();
+        Self {
+            inner: Arc::new(Inner {
+                name,
+                lister_watcher: Arc::new(lister_watcher),
+                applier: Applier {
+                    indexer,
+                    processor,
+                    key_func: options.key_func,
+                },
+                settings: Mutex::new(Settings {
+                    phase: Phase::Idle,
+                    queue: options.queue,
+                    transform: options.transform,
+                    page_size: options.page_size,
+                    use_watch_list: options.use_watch_list,
+                    watch_error_handler: options.watch_error_handler,
+                    retry_on_error: options.retry_on_error,
+                }),
+                block_deltas: Mutex::new(()),
+                queue: OnceLock::new(),
+                reflector: OnceLock::new(),
+                stopped: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// The informer's name, as in its logs.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Registers a handler with the informer's default resync period (client-go's
+    /// `AddEventHandler`); [`add_event_handler_with_options`](Self::add_event_handler_with_options)
+    /// names it or sets its own period.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Stopped`] once the informer has stopped; [`Error::Processor`] when the
+    /// handler's thread cannot start.
+    #[doc(alias = "AddEventHandler")]
+    pub fn add_event_handler<H>(&self, handler: H) -> Result<Registration<K>>
+    where
+        H: ResourceEventHandler<K>,
+    {
+        self.add_event_handler_with_options(handler, ListenerOptions::new())
+    }
+
+    /// Registers a handler with its own resync period (client-go's
+    /// `AddEventHandlerWithResyncPeriod`).
+    ///
+    /// # Errors
+    ///
+    /// As [`add_event_handler`](Self::add_event_handler).
+    #[doc(alias = "AddEventHandlerWithResyncPeriod")]
+    pub fn add_event_handler_with_resync_period<H>(
+        &self,
+        handler: H,
+        resync_period: Duration,
+    ) -> Result<Registration<K>>
+    where
+        H: ResourceEventHandler<K>,
+    {
+        self.add_event_handler_with_options(
+            handler,
+            ListenerOptions::new().resync_period(resync_period),
+        )
+    }
+
+    /// Registers a handler with a name, a resync period or a buffer policy of its own
+    /// (client-go's `AddEventHandlerWithOptions`).
+    ///
+    /// After start, the handler first receives every cached object as an add with
+    /// `is_in_initial_list = true`; deliveries are held back meanwhile, so it misses no change
+    /// and sees none twice. Its [`Registration::has_synced`] turns true once it has handled
+    /// those adds.
+    ///
+    /// # Errors
+    ///
+    /// As [`add_event_handler`](Self::add_event_handler).
+    #[doc(alias = "AddEventHandlerWithOptions")]
+    pub fn add_event_handler_with_options<H>(
+        &self,
+        handler: H,
+        options: ListenerOptions,
+    ) -> Result<Registration<K>>
+    where
+        H: ResourceEventHandler<K>,
+    {
+        let processor = &self.inner.applier.processor;
+        let settings = self.inner.settings.lock();
+        match settings.phase {
+            Phase::Stopped => Err(Error::Stopped {
+                action: "add an event handler",
+            }),
+            Phase::Idle => Ok(processor.add_handler(handler, options)?),
+            Phase::Running => {
+                let _blocked = self.inner.block_deltas.lock();
+                let snapshot = self.inner.applier.indexer.list();
+                Ok(processor.add_handler_with_initial(handler, options, snapshot)?)
+            }
+        }
+    }
+
+    /// The informer's notifications as an async stream ([`EventStream`]), with the same
+    /// late-joiner guarantee as a handler; dropping the stream unregisters it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Stopped`] once the informer has stopped.
+    pub fn subscribe(&self, options: ListenerOptions) -> Result<EventStream<K>> {
+        let processor = &self.inner.applier.processor;
+        let settings = self.inner.settings.lock();
+        match settings.phase {
+            Phase::Stopped => Err(Error::Stopped {
+                action: "subscribe",
+            }),
+            Phase::Idle => Ok(processor.subscribe(options)?),
+            Phase::Running => {
+                let _blocked = self.inner.block_deltas.lock();
+                let snapshot = self.inner.applier.indexer.list();
+                Ok(processor.subscribe_with_initial(options, snapshot)?)
+            }
+        }
+    }
+
+    /// Unregisters a handler and returns at once (client-go's `RemoveEventHandler`); returns
+    /// whether it was registered here. Await [`Registration::stopped`] to know it has exited,
+    /// or call [`Registration::shutdown`] for both.
+    #[doc(alias = "RemoveEventHandler")]
+    pub fn remove_event_handler(&self, registration: &Registration<K>) -> bool {
+        self.inner.applier.processor.remove_listener(registration)
+    }
+
+    /// Sets the transform applied to every object before it enters the queue and the cache
+    /// (client-go's `SetTransform`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AlreadyStarted`] after start: the queue already holds transformed objects.
+    #[doc(alias = "SetTransform")]
+    pub fn set_transform(
+        &self,
+        transform: impl Fn(Arc<K>) -> Arc<K> + Send + Sync + 'static,
+    ) -> Result<()> {
+        let mut settings = self.settings_before_start("set the transform")?;
+        settings.transform = Some(Arc::new(transform));
+        Ok(())
+    }
+
+    /// Sets the handler of list and watch errors (client-go's `SetWatchErrorHandler`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AlreadyStarted`] after start.
+    #[doc(alias = "SetWatchErrorHandler")]
+    pub fn set_watch_error_handler(
+        &self,
+        handler: impl Fn(&ReflectorError) + Send + Sync + 'static,
+    ) -> Result<()> {
+        let mut settings = self.settings_before_start("set the watch error handler")?;
+        settings.watch_error_handler = Some(Arc::new(handler));
+        Ok(())
+    }
+
+    /// Registers more index funcs on the cache (client-go's `AddIndexers`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AlreadyStarted`] after start; [`Error::Store`] when an index name is taken.
+    #[doc(alias = "AddIndexers")]
+    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<()> {
+        let _settings = self.settings_before_start("add indexers")?;
+        Ok(self.inner.applier.indexer.add_indexers(indexers)?)
+    }
+
+    fn settings_before_start(
+        &self,
+        action: &'static str,
+    ) -> Result<parking_lot::MutexGuard<'_, Settings<K>>> {
+        let settings = self.inner.settings.lock();
+        match settings.phase {
+            Phase::Idle => Ok(settings),
+            Phase::Running => Err(Error::AlreadyStarted { action }),
+            Phase::Stopped => Err(Error::Stopped { action }),
+        }
+    }
+
+    /// The cache, as a [`Store`](kinformer_store::Store) (client-go's `GetStore`). Read from
+    /// it; writing into it makes the notifications wrong.
+    #[doc(alias = "GetStore")]
+    pub fn get_store(&self) -> Arc<dyn kinformer_store::Store<K, Item = Arc<K>>> {
+        Arc::clone(&self.inner.applier.indexer) as _
+    }
+
+    /// The cache with its indexes (client-go's `GetIndexer`).
+    #[doc(alias = "GetIndexer")]
+    pub fn get_indexer(&self) -> Arc<dyn Indexer<K>> {
+        Arc::clone(&self.inner.applier.indexer)
+    }
+
+    /// A [`Lister`] over the cache.
+    pub fn lister(&self) -> Lister<K> {
+        Lister::new(self.get_indexer())
+    }
+
+    /// The processor relaying notifications to the handlers.
+    pub fn processor(&self) -> &SharedProcessor<K> {
+        &self.inner.applier.processor
+    }
+
+    /// Whether the initial list has been applied to the cache and handed to the handlers
+    /// (client-go's `HasSynced`); false before start.
+    #[doc(alias = "HasSynced")]
+    pub fn has_synced(&self) -> bool {
+        self.inner
+            .queue
+            .get()
+            .is_some_and(|queue| queue.has_synced())
+    }
+
+    /// The signal [`has_synced`](Self::has_synced) sets, for waiting on several informers of
+    /// different types at once with [`wait_for_cache_sync`](crate::wait_for_cache_sync).
+    pub fn synced_signal(&self) -> UpstreamSynced {
+        self.inner.applier.processor.upstream_synced().clone()
+    }
+
+    /// Waits until the informer has synced; returns `false` if `token` fires or the informer
+    /// stops first.
+    #[doc(alias = "WaitForCacheSync")]
+    pub async fn wait_for_cache_sync(&self, token: &CancellationToken) -> bool {
+        tokio::select! {
+            biased;
+            () = self.inner.applier.processor.upstream_synced().synced() => true,
+            () = token.cancelled() => false,
+            () = self.inner.stopped.cancelled() => self.synced_signal().has_synced(),
+        }
+    }
+
+    /// The resource version of the last list, watch event or bookmark the reflector applied;
+    /// empty before start (client-go's `LastSyncResourceVersion`).
+    #[doc(alias = "LastSyncResourceVersion")]
+    pub fn last_sync_resource_version(&self) -> String {
+        self.inner
+            .reflector
+            .get()
+            .map(|reflector| reflector.last_sync_resource_version())
+            .unwrap_or_default()
+    }
+
+    /// Whether [`run`](Self::run) has started.
+    #[doc(alias = "HasStarted")]
+    pub fn has_started(&self) -> bool {
+        self.inner.settings.lock().phase != Phase::Idle
+    }
+
+    /// Whether the informer has stopped (client-go's `IsStopped`); it never runs again.
+    #[doc(alias = "IsStopped")]
+    pub fn is_stopped(&self) -> bool {
+        self.inner.settings.lock().phase == Phase::Stopped
+    }
+
+    /// Resolves once [`run`](Self::run) has returned.
+    pub async fn stopped(&self) {
+        self.inner.stopped.cancelled().await;
+    }
+
+    /// Applies one popped item to the cache and distributes its notifications, as the process
+    /// loop does for everything it pops (client-go's `HandleDeltas`). Exposed for benchmarks
+    /// and for a user's own process loop; feeding it while [`run`](Self::run) runs interleaves
+    /// with the reflector's changes.
+    ///
+    /// # Errors
+    ///
+    /// What the cache refused; the rest of a batch is still applied.
+    #[doc(alias = "HandleDeltas")]
+    pub fn handle_deltas(&self, popped: &Popped<K>, is_in_initial_list: bool) -> Result<()> {
+        let _blocked = self.inner.block_deltas.lock();
+        Ok(self.inner.applier.apply(popped, is_in_initial_list)?)
+    }
+
+    /// Runs the informer until `token` fires: lists and watches, applies every change to the
+    /// cache and relays it to the handlers. On cancellation the queue closes, the reflector
+    /// and the process loop stop, then the processor stops and every handler thread is waited
+    /// for; then the informer is stopped for good.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AlreadyStarted`] when called twice, [`Error::Stopped`] after a stop,
+    /// [`Error::Queue`] when the queue cannot be built.
+    #[doc(alias = "Run")]
+    #[doc(alias = "RunWithContext")]
+    pub async fn run(&self, token: CancellationToken) -> Result<()> {
+        let (queue, reflector, retry_on_error) = self.start()?;
+        let span = info_span!("informer", name = %self.inner.name);
+        async {
+            info!("informer starting");
+            // Dropping `run` stops everything it started, as cancelling the token does, and
+            // still leaves the informer observably stopped.
+            let _mark_stopped = MarkStoppedOnExit(&self.inner);
+            let run_token = token.child_token();
+            let _stop_on_drop = run_token.clone().drop_guard();
+            let processor_token = CancellationToken::new();
+            let _stop_processor_on_drop = processor_token.clone().drop_guard();
+
+            let processor = self.inner.applier.processor.clone();
+            let processor_task = tokio::spawn(
+                {
+                    let token = processor_token.clone();
+                    async move { processor.run(token).await }
+                }
+                .in_current_span(),
+            );
+            let reflector_task = tokio::spawn(
+                {
+                    let (reflector, token) = (Arc::clone(&reflector), run_token.clone());
+                    async move { reflector.run(token).await }
+                }
+                .in_current_span(),
+            );
+            let closer = tokio::spawn({
+                let (queue, token) = (Arc::clone(&queue), run_token.clone());
+                async move {
+                    token.cancelled().await;
+                    queue.close();
+                }
+            });
+
+            self.process_loop(queue.as_ref(), retry_on_error).await;
+
+            run_token.cancel();
+            if let Err(error) = reflector_task.await {
+                warn!(%error, "reflector task failed");
+            }
+            let _ = closer.await;
+            self.inner.settings.lock().phase = Phase::Stopped;
+            // The processor stops strictly after the controller, so that every change applied
+            // to the cache has been handed to the listeners.
+            processor_token.cancel();
+            match processor_task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => warn!(%error, "processor did not run"),
+                Err(error) => warn!(%error, "processor task failed"),
+            }
+            info!("informer stopped");
+        }
+        .instrument(span)
+        .await;
+        Ok(())
+    }
+
+    #[allow(clippy::type_complexity)] // a private tuple read once, in `run`
+    fn start(&self) -> Result<(Arc<dyn Queue<K>>, Arc<QueueReflector<K>>, bool)> {
+        let mut settings = self.inner.settings.lock();
+        match settings.phase {
+            Phase::Idle => {}
+            Phase::Running => return Err(Error::AlreadyStarted { action: "run" }),
+            Phase::Stopped => return Err(Error::Stopped { action: "run" }),
+        }
+        let queue = self.build_queue(&settings)?;
+        let processor = self.inner.applier.processor.clone();
+        let mut builder =
+            Reflector::builder(Arc::clone(&self.inner.lister_watcher), Arc::clone(&queue))
+                .name(self.inner.name.clone())
+                .resync_period(processor.resync_check_period())
+                .should_resync(move || processor.should_resync(tokio::time::Instant::now()))
+                .use_watch_list(settings.use_watch_list);
+        if let Some(page_size) = settings.page_size {
+            builder = builder.page_size(page_size);
+        }
+        if let Some(handler) = settings.watch_error_handler.clone() {
+            builder = builder.watch_error_handler(move |error| handler(error));
+        }
+        let reflector = Arc::new(builder.build());
+        // Both cells are set once, here, under the settings lock that guards the phase.
+        let _ = self.inner.queue.set(Arc::clone(&queue));
+        let _ = self.inner.reflector.set(Arc::clone(&reflector));
+        settings.phase = Phase::Running;
+        Ok((queue, reflector, settings.retry_on_error))
+    }
+
+    fn build_queue(&self, settings: &Settings<K>) -> Result<Arc<dyn Queue<K>>> {
+        let key_func = Arc::clone(&self.inner.applier.key_func);
+        Ok(match settings.queue {
+            QueueKind::InOrder => {
+                let mut options = RealFifoOptions::atomic().key_func(key_func);
+                if let Some(transform) = &settings.transform {
+                    options = options.transformer(Arc::clone(transform));
+                }
+                Arc::new(RealFifo::new(options)?)
+            }
+            QueueKind::DeltaFifo => {
+                let known: KnownObjects<K> =
+                    Arc::new(KnownCache(Arc::clone(&self.inner.applier.indexer)));
+                let mut options = DeltaFifoOptions::new()
+                    .key_func(key_func)
+                    .known_objects(known)
+                    .emit_delta_type_replaced(true);
+                if let Some(transform) = &settings.transform {
+                    options = options.transformer(Arc::clone(transform));
+                }
+                Arc::new(DeltaFifo::new(options))
+            }
+        })
+    }
+
+    /// Pops until the queue closes (client-go's `processLoop`).
+    async fn process_loop(&self, queue: &dyn Queue<K>, retry_on_error: bool) {
+        let applier = &self.inner.applier;
+        let block_deltas = &self.inner.block_deltas;
+        let upstream = applier.processor.upstream_synced();
+        let mut process = |popped: &Popped<K>, is_in_initial_list: bool| {
+            let _blocked = block_deltas.lock();
+            applier.apply(popped, is_in_initial_list).map_err(|error| {
+                if retry_on_error {
+                    FifoError::requeue_with(error)
+                } else {
+                    FifoError::process(error)
+                }
+            })
+        };
+        loop {
+            // With retries, one item per pop: a requeue puts back exactly what failed, never a
+            // batch whose other changes already went through.
+            let pop = if retry_on_error {
+                queue.pop(&mut process)
+            } else {
+                queue.pop_batch(&mut process)
+            };
+            let outcome = if upstream.has_synced() {
+                Some(pop.await)
+            } else {
+                // A pop holds nothing between polls, so dropping it for the timer loses nothing.
+                tokio::select! {
+                    biased;
+                    outcome = pop => Some(outcome),
+                    () = tokio::time::sleep(SYNC_POLL_INTERVAL) => None,
+                }
+            };
+            match outcome {
+                Some(Err(FifoError::Closed)) => {
+                    debug!("queue closed; process loop ends");
+                    return;
+                }
+                Some(Err(error)) => warn!(%error, "processing a popped item failed"),
+                Some(Ok(_)) | None => {}
+            }
+            if !upstream.has_synced() && queue.has_synced() {
+                debug!("initial list processed");
+                upstream.mark_synced();
+            }
+        }
+    }
+}
+
+/// Marks the informer stopped when `run` ends, however it ends.
+struct MarkStoppedOnExit<'a, K>(&'a Inner<K>);
+
+impl<K> Drop for MarkStoppedOnExit<'_, K> {
+    fn drop(&mut self) {
+        self.0.settings.lock().phase = Phase::Stopped;
+        self.0.stopped.cancel();
+    }
+}
+
+/// Waits until every signal is set (client-go's `WaitForCacheSync`, given
+/// [`SharedIndexInformer::synced_signal`]s of informers of any types); returns `false` if
+/// `token` fires first.
+#[doc(alias = "WaitForCacheSync")]
+pub async fn wait_for_cache_sync(
+    token: &CancellationToken,
+    signals: impl IntoIterator<Item = UpstreamSynced>,
+) -> bool {
+    for signal in signals {
+        tokio::select! {
+            biased;
+            () = signal.synced() => {}
+            () = token.cancelled() => return false,
+        }
+    }
+    true
+}

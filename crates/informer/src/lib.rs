@@ -1,0 +1,113 @@
+//! The informer layer: client-go's controller process loop and `SharedIndexInformer`, tying
+//! the reflector, the queue, the cache and the processor together.
+//!
+//! It owns:
+//!
+//! - **the process loop**: pop from the queue ([`QueueKind::InOrder`], client-go v0.37's
+//!   in-order FIFO with atomic relists, by default; the DeltaFIFO by option), apply each
+//!   change to the cache, then distribute it (client-go's `HandleDeltas`); the requeue policy
+//!   ([`InformerOptions::retry_on_error`]);
+//! - **[`SharedIndexInformer`]**: handlers added before or after start (late ones get the cache
+//!   as initial adds, with nothing lost or doubled around the moment they join), per handler
+//!   resync periods, `has_synced` for the informer and per [`Registration`], the transform,
+//!   extra indexers, the watch error handler, async [`EventStream`]s, and a clean stop;
+//! - **the semantics in between**: an update whose resourceVersion did not change is a resync
+//!   and reaches only the handlers due for one; a relist that no longer has an object deletes
+//!   it with a [`DeletedFinalStateUnknown`](kinformer_store::DeletedFinalStateUnknown).
+//!
+//! Start with [`SharedIndexInformer::new`] and [`InformerOptions`].
+//!
+//! # Example
+//!
+//! An informer over an in-memory [`ListerWatcher`] (a real one is
+//! `KubeListerWatcher::new(Api::<Pod>::all(client))`):
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//!
+//! use async_trait::async_trait;
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer_informer::{InformerOptions, SharedIndexInformer};
+//! use kinformer_processor::HandlerFuncs;
+//! use kinformer_reflector::{ListOptions, ListPage, ListerWatcher, Result, WatchStream};
+//! use kube_core::ObjectMeta;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! struct TwoPods;
+//!
+//! #[async_trait]
+//! impl ListerWatcher<Pod> for TwoPods {
+//!     async fn list(&self, _options: ListOptions) -> Result<ListPage<Pod>> {
+//!         let pod = |name: &str| {
+//!             let metadata = ObjectMeta {
+//!                 namespace: Some("default".into()),
+//!                 name: Some(name.into()),
+//!                 resource_version: Some("7".into()),
+//!                 ..ObjectMeta::default()
+//!             };
+//!             Arc::new(Pod { metadata, ..Pod::default() })
+//!         };
+//!         Ok(ListPage { items: vec![pod("a"), pod("b")], resource_version: "7".into(), continue_token: None })
+//!     }
+//!
+//!     async fn watch(&self, _options: ListOptions) -> Result<WatchStream<Pod>> {
+//!         Ok(Box::pin(futures::stream::pending()))
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::result::Result<(), kinformer_informer::Error> {
+//! let informer = SharedIndexInformer::new(TwoPods, InformerOptions::new());
+//! let seen = Arc::new(Mutex::new(Vec::new()));
+//! let record = Arc::clone(&seen);
+//! let registration = informer.add_event_handler(HandlerFuncs::new().add_func(move |pod: Arc<Pod>, initial| {
+//!     record.lock().unwrap().push((pod.metadata.name.clone().unwrap_or_default(), initial));
+//! }))?;
+//!
+//! let token = CancellationToken::new();
+//! let running = tokio::spawn({
+//!     let (informer, token) = (informer.clone(), token.clone());
+//!     async move { informer.run(token).await }
+//! });
+//! assert!(informer.wait_for_cache_sync(&token).await);
+//! assert!(registration.synced().await);
+//! assert_eq!(informer.get_store().list_keys().len(), 2);
+//! seen.lock().unwrap().sort();
+//! assert_eq!(*seen.lock().unwrap(), [("a".to_owned(), true), ("b".to_owned(), true)]);
+//!
+//! token.cancel();
+//! running.await.expect("the informer task panicked")?;
+//! assert!(informer.is_stopped());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Deviations from client-go
+//!
+//! - The transform cannot fail (it maps `Arc<K>` to `Arc<K>`), and it runs as objects enter
+//!   the queue, as in client-go since the transform moved into the FIFO.
+//! - `add_indexers` after start is refused with [`Error::AlreadyStarted`]; today's client-go
+//!   indexes a running informer's cache (its `TestIndexer` does so), and ours could too.
+//! - [`InformerOptions::retry_on_error`] keeps client-go's old `RetryOnError` as an option;
+//!   today's client-go logs a failed item and moves on, which is our default.
+//! - `run` returns an [`Error`] for a second start instead of logging and returning.
+//! - A handler's panic is isolated by the processor and the handler keeps receiving; client-go
+//!   crashes the process unless `HandleCrash` is turned off.
+//! - The in-order queue's bookmarks reach the process loop only if the reflector forwards them
+//!   to the queue; today it does not, so [`Popped::Bookmark`](kinformer_fifo::Popped) is
+//!   handled but never seen.
+
+mod controller;
+mod error;
+mod informer;
+mod options;
+
+pub use crate::{
+    error::{Error, Result},
+    informer::{SharedIndexInformer, wait_for_cache_sync},
+    options::{InformerOptions, QueueKind},
+};
+pub use kinformer_processor::{
+    EventStream, HandlerFuncs, ListenerOptions, Notification, Registration, ResourceEventHandler,
+};
+pub use kinformer_reflector::ListerWatcher;

@@ -1,0 +1,220 @@
+//! How an informer is built: [`InformerOptions`] and the [`QueueKind`] choice.
+
+use std::{fmt, sync::Arc, time::Duration};
+
+use kinformer_fifo::Transformer;
+use kinformer_reflector::Error as ReflectorError;
+use kinformer_store::{Indexer, Indexers, KeyFunc, Object, default_key_func};
+
+pub(crate) type WatchErrorHandler = Arc<dyn Fn(&ReflectorError) + Send + Sync>;
+
+/// Which queue sits between the reflector and the process loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum QueueKind {
+    /// client-go's in-order FIFO with atomic relists and resyncs, as client-go v0.36 and later
+    /// build informers (`InOrderInformers` and `AtomicFIFO` on): every watch event is delivered
+    /// in arrival order, a relist is applied to the cache in one step, and pops are batched.
+    #[default]
+    #[doc(alias = "RealFIFO")]
+    #[doc(alias = "InOrderInformers")]
+    InOrder,
+    /// client-go's DeltaFIFO with the cache as known objects and `Replaced` deltas (the
+    /// `InOrderInformers` gate off): events are coalesced per key, so a handler sees the newest
+    /// state of each key but keys in the order they first changed.
+    #[doc(alias = "DeltaFIFO")]
+    DeltaFifo,
+}
+
+/// How to build a [`SharedIndexInformer`](crate::SharedIndexInformer); every setting is
+/// optional.
+///
+/// client-go spreads these over `NewSharedIndexInformerWithOptions`, `SetTransform`,
+/// `SetWatchErrorHandler` and the reflector's fields; here they sit in one place, and the
+/// informer's `set_*` methods change them until it starts.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_informer::{InformerOptions, QueueKind};
+///
+/// let options = InformerOptions::<Pod>::new()
+///     .name("pods")
+///     .resync_period(Duration::from_secs(30))
+///     .queue(QueueKind::DeltaFifo)
+///     .page_size(500);
+/// assert_eq!(options.queue_kind(), QueueKind::DeltaFifo);
+/// ```
+#[doc(alias = "SharedIndexInformerOptions")]
+pub struct InformerOptions<K> {
+    pub(crate) name: Option<String>,
+    pub(crate) resync_period: Duration,
+    pub(crate) indexers: Indexers<K>,
+    pub(crate) indexer: Option<Arc<dyn Indexer<K>>>,
+    pub(crate) key_func: KeyFunc<K>,
+    pub(crate) queue: QueueKind,
+    pub(crate) transform: Option<Transformer<K>>,
+    pub(crate) page_size: Option<u32>,
+    pub(crate) use_watch_list: bool,
+    pub(crate) watch_error_handler: Option<WatchErrorHandler>,
+    pub(crate) retry_on_error: bool,
+}
+
+impl<K: Object> Default for InformerOptions<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Object> InformerOptions<K> {
+    /// client-go's defaults: no resyncs, the namespace index only, the in-order queue, no
+    /// transform, the reflector's paging, no streaming list, errors logged, no retries.
+    pub fn new() -> Self {
+        Self {
+            name: None,
+            resync_period: Duration::ZERO,
+            indexers: kinformer_store::namespace_indexers(),
+            indexer: None,
+            key_func: default_key_func(),
+            queue: QueueKind::default(),
+            transform: None,
+            page_size: None,
+            use_watch_list: false,
+            watch_error_handler: None,
+            retry_on_error: false,
+        }
+    }
+}
+
+impl<K> InformerOptions<K> {
+    /// Names the informer in logs and spans; by default the lister-watcher's type description.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The resync period of handlers that ask for none, and the initial resync check period
+    /// (client-go's `defaultEventHandlerResyncPeriod`); zero, the default, means no resyncs.
+    #[doc(alias = "ResyncPeriod")]
+    #[must_use]
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.resync_period = period;
+        self
+    }
+
+    /// Adds index funcs to the default cache (which always has the namespace index). Ignored
+    /// when [`indexer`](Self::indexer) brings a cache of its own.
+    #[doc(alias = "Indexers")]
+    #[must_use]
+    pub fn indexers(mut self, indexers: Indexers<K>) -> Self {
+        self.indexers.extend(indexers);
+        self
+    }
+
+    /// Caches into `indexer` instead of a fresh [`Cache`](kinformer_store::Cache): your own
+    /// store implementation, or a cache built with a key func of your own (then set the same
+    /// [`key_func`](Self::key_func)). It should be empty.
+    #[must_use]
+    pub fn indexer(mut self, indexer: Arc<dyn Indexer<K>>) -> Self {
+        self.indexer = Some(indexer);
+        self
+    }
+
+    /// The key func the informer uses to match a relist against the cache; it must agree with
+    /// the cache's own. Defaults to `namespace/name`.
+    #[must_use]
+    pub fn key_func(mut self, key_func: KeyFunc<K>) -> Self {
+        self.key_func = key_func;
+        self
+    }
+
+    /// Chooses the queue; [`QueueKind::InOrder`] by default.
+    #[must_use]
+    pub fn queue(mut self, queue: QueueKind) -> Self {
+        self.queue = queue;
+        self
+    }
+
+    /// The queue chosen.
+    pub fn queue_kind(&self) -> QueueKind {
+        self.queue
+    }
+
+    /// Applies `transform` to every object before it enters the queue, hence before the cache
+    /// and the handlers see it (client-go's `SetTransform`), for instance to drop fields nobody
+    /// reads.
+    #[doc(alias = "TransformFunc")]
+    #[must_use]
+    pub fn transform(
+        mut self,
+        transform: impl Fn(Arc<K>) -> Arc<K> + Send + Sync + 'static,
+    ) -> Self {
+        self.transform = Some(Arc::new(transform));
+        self
+    }
+
+    /// Lists in pages of this many objects (client-go's `WatchListPageSize`).
+    #[doc(alias = "WatchListPageSize")]
+    #[must_use]
+    pub fn page_size(mut self, page_size: u32) -> Self {
+        self.page_size = Some(page_size);
+        self
+    }
+
+    /// Fetches the initial state with a streaming list (`sendInitialEvents`), falling back to
+    /// a paged list when the server refuses.
+    #[doc(alias = "UseWatchList")]
+    #[must_use]
+    pub fn use_watch_list(mut self, use_watch_list: bool) -> Self {
+        self.use_watch_list = use_watch_list;
+        self
+    }
+
+    /// Called with every error that ends a list or a watch (client-go's
+    /// `SetWatchErrorHandler`); without one they are logged.
+    #[doc(alias = "WatchErrorHandler")]
+    #[must_use]
+    pub fn watch_error_handler(
+        mut self,
+        handler: impl Fn(&ReflectorError) + Send + Sync + 'static,
+    ) -> Self {
+        self.watch_error_handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// Puts a popped item back in the queue when the cache refuses it, to be tried again
+    /// (client-go's old `Config.RetryOnError`; today's client-go, like this default, logs the
+    /// failure and moves on).
+    ///
+    /// With retries on, the process loop pops one item at a time instead of batches, so a retry
+    /// re-applies only what failed. On a DeltaFIFO a key's deltas are one item: if a later
+    /// delta fails, the earlier ones are applied again, which handlers see as a resync (an
+    /// update with an unchanged resourceVersion).
+    #[doc(alias = "RetryOnError")]
+    #[must_use]
+    pub fn retry_on_error(mut self, retry: bool) -> Self {
+        self.retry_on_error = retry;
+        self
+    }
+}
+
+impl<K> fmt::Debug for InformerOptions<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut indexers: Vec<&String> = self.indexers.keys().collect();
+        indexers.sort();
+        f.debug_struct("InformerOptions")
+            .field("name", &self.name)
+            .field("resync_period", &self.resync_period)
+            .field("indexers", &indexers)
+            .field("custom_indexer", &self.indexer.is_some())
+            .field("queue", &self.queue)
+            .field("transform", &self.transform.is_some())
+            .field("page_size", &self.page_size)
+            .field("use_watch_list", &self.use_watch_list)
+            .field("watch_error_handler", &self.watch_error_handler.is_some())
+            .field("retry_on_error", &self.retry_on_error)
+            .finish()
+    }
+}

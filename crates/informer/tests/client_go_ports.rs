@@ -1,0 +1,708 @@
+//! client-go's `shared_informer_test.go` behaviours, over an in-memory source (client-go's
+//! `FakeControllerSource`): late handlers, removal during delivery, per handler resync
+//! periods, the transform, the watch error handler and per registration `has_synced`.
+
+mod common;
+
+use std::{
+    collections::HashMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use common::{FakeSource, Recorder, eventually, slow};
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_informer::{
+    Error, InformerOptions, ListenerOptions, Notification, QueueKind, SharedIndexInformer,
+};
+use kinformer_store::{IndexFunc, Indexers};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+struct Running {
+    token: CancellationToken,
+    task: JoinHandle<kinformer_informer::Result<()>>,
+}
+
+fn start(informer: &SharedIndexInformer<Pod>) -> Running {
+    let token = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, token) = (informer.clone(), token.clone());
+        async move { informer.run(token).await }
+    });
+    Running { token, task }
+}
+
+async fn stop(running: Running) {
+    running.token.cancel();
+    running
+        .task
+        .await
+        .expect("the informer task panicked")
+        .expect("the informer ran");
+}
+
+fn informer(source: &Arc<FakeSource>, options: InformerOptions<Pod>) -> SharedIndexInformer<Pod> {
+    SharedIndexInformer::new(Arc::clone(source), options)
+}
+
+async fn synced(informer: &SharedIndexInformer<Pod>) {
+    let token = CancellationToken::new();
+    let waited = tokio::time::timeout(WAIT, informer.wait_for_cache_sync(&token)).await;
+    assert_eq!(waited, Ok(true), "the informer did not sync");
+}
+
+/// Ported from client-go's TestListenerResyncPeriods: each handler is resynced at its own
+/// period, and a handler that asked for none gets none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_handler_is_resynced_at_its_own_period() {
+    let source = FakeSource::new();
+    source.add("pod1");
+    source.add("pod2");
+    let informer = informer(&source, InformerOptions::new().resync_period(secs(1)));
+    let (never, every_second, every_three) = (Recorder::new(), Recorder::new(), Recorder::new());
+    informer
+        .add_event_handler_with_resync_period(never.handler(), Duration::ZERO)
+        .unwrap();
+    informer
+        .add_event_handler_with_resync_period(every_second.handler(), secs(1))
+        .unwrap();
+    informer
+        .add_event_handler_with_resync_period(every_three.handler(), secs(3))
+        .unwrap();
+    let running = start(&informer);
+    synced(&informer).await;
+    for recorder in [&never, &every_second, &every_three] {
+        assert!(eventually(WAIT, || recorder.count() == 2).await);
+        assert_eq!(recorder.of_kind("initial"), ["pod1", "pod2"]);
+        recorder.clear();
+    }
+
+    tokio::time::sleep(Duration::from_millis(2_300)).await;
+    assert!(never.events().is_empty(), "got {:?}", never.events());
+    assert!(
+        every_second.of_kind("update").len() >= 4,
+        "two rounds of two pods expected, got {:?}",
+        every_second.events()
+    );
+    assert!(
+        every_three.events().is_empty(),
+        "too early for a 3s resync: {:?}",
+        every_three.events()
+    );
+    assert!(eventually(WAIT, || every_three.of_kind("update") == ["pod1", "pod2"]).await);
+    assert!(never.events().is_empty(), "got {:?}", never.events());
+    stop(running).await;
+}
+
+/// Ported from client-go's TestResyncCheckPeriod: handlers added before start lower the
+/// informer's resync check period, and each keeps the period it asked for.
+#[tokio::test]
+async fn the_resync_check_period_follows_the_shortest_handler_period() {
+    let source = FakeSource::new();
+    let informer = informer(
+        &source,
+        InformerOptions::new().resync_period(secs(12 * 3600)),
+    );
+    let processor = informer.processor();
+    let first = informer
+        .add_event_handler_with_resync_period(Recorder::new().handler(), Duration::ZERO)
+        .unwrap();
+    assert_eq!(processor.resync_check_period(), secs(12 * 3600));
+    assert_eq!(first.resync_period(), Duration::ZERO);
+
+    let minute = informer
+        .add_event_handler_with_resync_period(Recorder::new().handler(), secs(60))
+        .unwrap();
+    assert_eq!(processor.resync_check_period(), secs(60));
+    assert_eq!(minute.resync_period(), secs(60));
+
+    let fifty_five = informer
+        .add_event_handler_with_resync_period(Recorder::new().handler(), secs(55))
+        .unwrap();
+    assert_eq!(processor.resync_check_period(), secs(55));
+    assert_eq!(minute.resync_period(), secs(60));
+    assert_eq!(fifty_five.resync_period(), secs(55));
+
+    let five = informer
+        .add_event_handler_with_resync_period(Recorder::new().handler(), secs(5))
+        .unwrap();
+    assert_eq!(processor.resync_check_period(), secs(5));
+    assert_eq!(first.resync_period(), Duration::ZERO);
+    assert_eq!(minute.resync_period(), secs(60));
+    assert_eq!(fifty_five.resync_period(), secs(55));
+    assert_eq!(five.resync_period(), secs(5));
+}
+
+/// Ported from client-go's TestSharedInformerWatchDisruption, for both queues: changes missed
+/// while the watch was down arrive with the relist; the unchanged pod1 comes back as a resync,
+/// which only the handler due for one receives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_disruption_delivers_missed_changes_and_resyncs_only_to_due_handlers() {
+    for queue in [QueueKind::InOrder, QueueKind::DeltaFifo] {
+        let source = FakeSource::new();
+        source.add("pod1");
+        source.add("pod2");
+        let informer = informer(
+            &source,
+            InformerOptions::new().resync_period(secs(1)).queue(queue),
+        );
+        let (no_resync, resync) = (Recorder::new(), Recorder::new());
+        informer
+            .add_event_handler_with_resync_period(no_resync.handler(), Duration::ZERO)
+            .unwrap();
+        informer
+            .add_event_handler_with_resync_period(resync.handler(), secs(1))
+            .unwrap();
+        let running = start(&informer);
+        synced(&informer).await;
+        assert!(eventually(WAIT, || no_resync.names() == ["pod1", "pod2"]).await);
+        no_resync.clear();
+
+        source.add_drop_watch("pod3");
+        source.modify_drop_watch("pod2");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            no_resync.events().is_empty(),
+            "{queue:?}: nobody saw the dropped changes"
+        );
+        // Past one resync check, the listener that asked for no resyncs has stopped syncing
+        // (client-go's test steps its fake clock by a second here); new listeners start out
+        // syncing, as in client-go.
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        resync.clear();
+
+        source.reset_watch();
+        assert!(
+            eventually(WAIT, || no_resync.names() == ["pod2", "pod3"]).await,
+            "{queue:?}: got {:?}",
+            no_resync.events()
+        );
+        assert!(
+            eventually(WAIT, || resync.names() == ["pod1", "pod2", "pod3"]).await,
+            "{queue:?}: got {:?}",
+            resync.events()
+        );
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(
+            no_resync.events(),
+            ["update:pod2", "add:pod3"],
+            "{queue:?}: the unchanged pod1 is a resync, not an update"
+        );
+        stop(running).await;
+    }
+}
+
+/// Ported from client-go's TestSharedInformerErrorHandling: list errors reach the watch
+/// error handler.
+#[tokio::test]
+async fn list_errors_reach_the_watch_error_handler() {
+    let source = FakeSource::new();
+    source.add("pod1");
+    source.set_list_error(Some("Access Denied"));
+    let informer = informer(&source, InformerOptions::new());
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    informer
+        .set_watch_error_handler(move |error| {
+            let _ = sender.send(error.to_string());
+        })
+        .unwrap();
+    let running = start(&informer);
+    let error = tokio::time::timeout(WAIT, receiver.recv()).await;
+    let error = error.expect("the handler was called").expect("a message");
+    assert!(error.contains("Access Denied"), "got {error}");
+    assert!(!informer.has_synced());
+    stop(running).await;
+}
+
+/// Ported from client-go's TestSharedInformerTransformer: the transform runs before objects
+/// enter the cache and reach handlers.
+#[tokio::test]
+async fn the_transform_runs_before_the_cache_and_the_handlers() {
+    let source = FakeSource::new();
+    source.add("pod1");
+    source.add("pod2");
+    let informer = informer(&source, InformerOptions::new());
+    informer
+        .set_transform(|pod: Arc<Pod>| {
+            let mut upper = (*pod).clone();
+            upper.metadata.name = upper.metadata.name.map(|name| name.to_uppercase());
+            Arc::new(upper)
+        })
+        .unwrap();
+    let recorder = Recorder::new();
+    informer.add_event_handler(recorder.handler()).unwrap();
+    let running = start(&informer);
+    synced(&informer).await;
+    assert!(eventually(WAIT, || recorder.names() == ["POD1", "POD2"]).await);
+    let mut keys = informer.get_store().list_keys();
+    keys.sort();
+    assert_eq!(keys, ["default/POD1", "default/POD2"]);
+    assert!(matches!(
+        informer.set_transform(|pod| pod),
+        Err(Error::AlreadyStarted { .. })
+    ));
+    stop(running).await;
+}
+
+/// Ported from client-go's TestSharedInformerRemoveHandler, TestSharedInformerRemoveForeignHandler,
+/// TestSharedInformerMultipleRegistration and TestRemovingRemovedSharedInformer.
+#[tokio::test]
+async fn handlers_are_removed_only_from_their_own_informer_and_only_once() {
+    let source = FakeSource::new();
+    let informer = informer(&source, InformerOptions::new());
+    let other = SharedIndexInformer::new(FakeSource::new(), InformerOptions::<Pod>::new());
+    let same = Recorder::new();
+    let first = informer.add_event_handler(same.handler()).unwrap();
+    let second = informer.add_event_handler(same.handler()).unwrap();
+    assert_eq!(informer.processor().listener_count(), 2);
+
+    assert!(!other.processor().is_registered(&first));
+    assert!(
+        !other.remove_event_handler(&first),
+        "a foreign handle is left alone"
+    );
+    assert_eq!(informer.processor().listener_count(), 2);
+    assert!(informer.processor().is_registered(&first));
+
+    assert!(informer.remove_event_handler(&first));
+    assert!(!informer.processor().is_registered(&first));
+    assert!(informer.processor().is_registered(&second));
+    assert!(
+        !informer.remove_event_handler(&first),
+        "removing twice is harmless"
+    );
+    assert!(informer.remove_event_handler(&second));
+    assert_eq!(informer.processor().listener_count(), 0);
+}
+
+/// Ported from client-go's TestStateSharedInformer, TestAddOnStoppedSharedInformer and
+/// TestRemoveOnStoppedSharedInformer.
+#[tokio::test]
+async fn the_informer_reports_started_and_stopped_and_refuses_handlers_once_stopped() {
+    let source = FakeSource::new();
+    source.add("pod1");
+    let informer = informer(&source, InformerOptions::new());
+    let recorder = Recorder::new();
+    let registration = informer.add_event_handler(recorder.handler()).unwrap();
+    assert!(!informer.has_started());
+    assert!(!informer.is_stopped());
+    assert!(!registration.has_synced(), "synced before run");
+
+    let running = start(&informer);
+    assert!(eventually(WAIT, || recorder.names() == ["pod1"]).await);
+    assert!(informer.has_started());
+    assert!(!informer.is_stopped());
+    assert!(matches!(
+        informer.run(CancellationToken::new()).await,
+        Err(Error::AlreadyStarted { .. })
+    ));
+
+    stop(running).await;
+    assert!(informer.is_stopped());
+    assert!(informer.has_started());
+    assert!(
+        registration.is_stopped(),
+        "run waits for every handler to exit"
+    );
+    assert!(matches!(
+        informer.add_event_handler(Recorder::new().handler()),
+        Err(Error::Stopped { .. })
+    ));
+    informer.remove_event_handler(&registration);
+}
+
+/// Ported from client-go's TestRemoveWhileActive: a removed handler receives nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_handler_receives_nothing_more() {
+    let source = FakeSource::new();
+    let informer = informer(&source, InformerOptions::new());
+    let recorder = Recorder::new();
+    let registration = informer.add_event_handler(recorder.handler()).unwrap();
+    let running = start(&informer);
+    synced(&informer).await;
+    source.add("pod1");
+    assert!(eventually(WAIT, || recorder.names() == ["pod1"]).await);
+
+    registration.shutdown().await;
+    assert!(!informer.processor().is_registered(&registration));
+    source.add("pod2");
+    assert!(eventually(WAIT, || informer.get_store().list_keys().len() == 2).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(recorder.names(), ["pod1"]);
+    stop(running).await;
+}
+
+/// Ported from client-go's TestAddWhileActive: a handler added after start first gets the
+/// cache as initial adds, then live events, and syncs on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_added_while_active_gets_the_cache_then_live_events() {
+    let source = FakeSource::new();
+    let informer = informer(&source, InformerOptions::new());
+    let original = Recorder::new();
+    let first = informer.add_event_handler(original.handler()).unwrap();
+    assert!(!first.has_synced());
+    let running = start(&informer);
+    synced(&informer).await;
+    source.add("pod1");
+    assert!(eventually(WAIT, || original.names() == ["pod1"]).await);
+    assert!(tokio::time::timeout(WAIT, first.synced()).await.unwrap());
+
+    let late = Recorder::new();
+    let second = informer.add_event_handler(late.handler()).unwrap();
+    source.add("pod2");
+    assert!(eventually(WAIT, || late.names() == ["pod1", "pod2"]).await);
+    assert!(tokio::time::timeout(WAIT, second.synced()).await.unwrap());
+    assert_eq!(late.events(), ["initial:pod1", "add:pod2"]);
+    assert_eq!(original.events(), ["add:pod1", "add:pod2"]);
+    stop(running).await;
+}
+
+/// Late joiners under load (client-go's blockDeltas): handlers added while changes stream in
+/// see every key's history once, starting from an add, and end with the cache's view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlers_joining_during_churn_miss_nothing_and_see_nothing_twice() {
+    let source = FakeSource::new();
+    let informer = informer(&source, InformerOptions::new());
+    let running = start(&informer);
+    synced(&informer).await;
+
+    let producer = tokio::task::spawn_blocking({
+        let source = Arc::clone(&source);
+        move || {
+            for i in 0..600 {
+                let name = format!("pod{}", i % 50);
+                match i % 7 {
+                    0 | 3 => source.delete(&name),
+                    1 | 4 => source.modify(&name),
+                    _ => source.add(&name),
+                }
+            }
+        }
+    });
+    let mut late = Vec::new();
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let recorder = Recorder::new();
+        informer.add_event_handler(recorder.handler()).unwrap();
+        late.push(recorder);
+    }
+    producer.await.unwrap();
+    let expected = source.names();
+    assert!(
+        eventually(WAIT, || {
+            let mut cached: Vec<String> = informer
+                .get_store()
+                .list()
+                .iter()
+                .map(|pod| common::name_of(pod))
+                .collect();
+            cached.sort();
+            cached == expected
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    for recorder in &late {
+        let mut present: HashMap<String, bool> = HashMap::new();
+        for event in recorder.events() {
+            let (kind, name) = event.split_once(':').unwrap();
+            let was = present.get(name).copied().unwrap_or(false);
+            match kind {
+                "initial" | "add" => assert!(!was, "{name} added twice: {:?}", recorder.events()),
+                "update" | "delete" => assert!(was, "{kind} of unseen {name}"),
+                other => panic!("unexpected {other}"),
+            }
+            present.insert(name.to_owned(), kind != "delete");
+        }
+        let mut seen: Vec<String> = present
+            .into_iter()
+            .filter_map(|(name, alive)| alive.then_some(name))
+            .collect();
+        seen.sort();
+        assert_eq!(seen, expected, "a late handler's view equals the cache");
+    }
+    stop(running).await;
+}
+
+/// client-go's TestRemoveWhileActive, under delivery: removal returns at once while the
+/// handler is busy, pending notifications are dropped, and `stopped` resolves once the
+/// handler has exited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_busy_handler_returns_at_once_and_stopped_waits_for_it() {
+    let source = FakeSource::new();
+    for i in 0..200 {
+        source.add(&format!("pod{i}"));
+    }
+    let informer = informer(&source, InformerOptions::new());
+    let recorder = Recorder::new();
+    let registration = informer
+        .add_event_handler(slow(&recorder, Duration::from_millis(5)))
+        .unwrap();
+    let running = start(&informer);
+    assert!(eventually(WAIT, || recorder.count() >= 5).await);
+
+    let asked = Instant::now();
+    registration.remove();
+    assert!(
+        asked.elapsed() < Duration::from_millis(50),
+        "remove does not wait"
+    );
+    tokio::time::timeout(WAIT, registration.stopped())
+        .await
+        .expect("the handler exits after its current call");
+    let delivered = recorder.count();
+    assert!(delivered < 200, "pending notifications were dropped");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(recorder.count(), delivered);
+    stop(running).await;
+}
+
+/// Per registration `has_synced` (client-go's TestSharedInformerHasSynced family): a slow
+/// handler syncs only once it has handled its initial list, independently of a fast one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_registration_syncs_when_its_own_handler_has_handled_the_initial_list() {
+    let source = FakeSource::new();
+    for i in 0..20 {
+        source.add(&format!("pod{i}"));
+    }
+    let informer = informer(&source, InformerOptions::new());
+    let (fast, slow_recorder) = (Recorder::new(), Recorder::new());
+    let fast_registration = informer.add_event_handler(fast.handler()).unwrap();
+    let slow_registration = informer
+        .add_event_handler(slow(&slow_recorder, Duration::from_millis(25)))
+        .unwrap();
+    let running = start(&informer);
+    synced(&informer).await;
+    assert!(
+        tokio::time::timeout(WAIT, fast_registration.synced())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !slow_registration.has_synced(),
+        "the slow handler cannot have handled 20 adds yet ({} done)",
+        slow_recorder.count()
+    );
+    assert!(
+        tokio::time::timeout(WAIT, slow_registration.synced())
+            .await
+            .unwrap()
+    );
+    assert_eq!(slow_recorder.count(), 20);
+    stop(running).await;
+}
+
+/// A relist that no longer has some objects deletes exactly those, with tombstones, on both
+/// queues.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_deletes_exactly_the_vanished_objects_with_tombstones() {
+    for queue in [QueueKind::InOrder, QueueKind::DeltaFifo] {
+        let source = FakeSource::new();
+        for i in 1..=5 {
+            source.add(&format!("pod{i}"));
+        }
+        let informer = informer(&source, InformerOptions::new().queue(queue));
+        let recorder = Recorder::new();
+        informer.add_event_handler(recorder.handler()).unwrap();
+        let running = start(&informer);
+        synced(&informer).await;
+        assert!(eventually(WAIT, || recorder.count() == 5).await);
+
+        source.delete_drop_watch("pod2");
+        source.delete_drop_watch("pod4");
+        source.reset_watch();
+        assert!(
+            eventually(WAIT, || recorder.of_kind("tombstone") == ["pod2", "pod4"]).await,
+            "{queue:?}: got {:?}",
+            recorder.events()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(recorder.of_kind("delete").is_empty(), "{queue:?}");
+        assert_eq!(recorder.of_kind("tombstone"), ["pod2", "pod4"], "{queue:?}");
+        let mut keys = informer.get_store().list_keys();
+        keys.sort();
+        assert_eq!(
+            keys,
+            ["default/pod1", "default/pod3", "default/pod5"],
+            "{queue:?}"
+        );
+        stop(running).await;
+    }
+}
+
+/// Ported from client-go's TestIndexer (the part before start; indexers added after start are
+/// refused here).
+#[tokio::test]
+async fn indexers_added_before_start_answer_queries_and_are_refused_after() {
+    let source = FakeSource::new();
+    source.add("pod1");
+    source.add("pod2");
+    let informer = informer(&source, InformerOptions::new());
+    let by_name_length: IndexFunc<Pod> =
+        Arc::new(|pod: &Pod| vec![common::name_of(pod).len().to_string()]);
+    let indexers: Indexers<Pod> = [("length".to_owned(), by_name_length.clone())].into();
+    informer.add_indexers(indexers.clone()).unwrap();
+    assert!(matches!(
+        informer.add_indexers(indexers.clone()),
+        Err(Error::Store(_))
+    ));
+    let running = start(&informer);
+    synced(&informer).await;
+    assert_eq!(
+        informer
+            .get_indexer()
+            .by_index("length", "4")
+            .unwrap()
+            .len(),
+        2
+    );
+    let more: Indexers<Pod> = [("again".to_owned(), by_name_length)].into();
+    assert!(matches!(
+        informer.add_indexers(more),
+        Err(Error::AlreadyStarted { .. })
+    ));
+    stop(running).await;
+}
+
+/// The informer as an async stream: a late subscriber gets the cache, then live events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_subscriber_streams_the_cache_then_live_events() {
+    use futures::StreamExt;
+
+    let source = FakeSource::new();
+    source.add("pod1");
+    let informer = informer(&source, InformerOptions::new());
+    let running = start(&informer);
+    synced(&informer).await;
+    let mut stream = informer
+        .subscribe(ListenerOptions::new().name("stream"))
+        .unwrap();
+    source.add("pod2");
+    let first = tokio::time::timeout(WAIT, stream.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(first.is_in_initial_list());
+    assert_eq!(common::name_of(first.object()), "pod1");
+    let second = tokio::time::timeout(WAIT, stream.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(second, Notification::Add { .. }) && !second.is_in_initial_list());
+    assert_eq!(common::name_of(second.object()), "pod2");
+    assert!(stream.registration().has_synced());
+    stop(running).await;
+    assert!(
+        tokio::time::timeout(WAIT, stream.next())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// Ported from client-go's TestSharedInformerInitializationRace: adding a handler while the
+/// informer starts is safe, and the handler gets the initial list either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adding_a_handler_while_the_informer_starts_is_safe() {
+    for _ in 0..20 {
+        let source = FakeSource::new();
+        source.add("pod1");
+        let informer = informer(&source, InformerOptions::new());
+        let recorder = Recorder::new();
+        let adder = tokio::spawn({
+            let (informer, handler) = (informer.clone(), recorder.handler());
+            async move { informer.add_event_handler(handler) }
+        });
+        let running = start(&informer);
+        let registration = adder.await.unwrap().unwrap();
+        assert!(
+            tokio::time::timeout(WAIT, registration.synced())
+                .await
+                .unwrap()
+        );
+        assert_eq!(recorder.names(), ["pod1"]);
+        stop(running).await;
+    }
+}
+
+/// Ported from client-go's TestSharedInformerHandlerAbuse: many tasks adding and removing
+/// handlers while events flow and while the informer stops; the only error is "stopped".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlers_added_and_removed_concurrently_while_events_flow() {
+    let source = FakeSource::new();
+    let informer = informer(&source, InformerOptions::new().resync_period(secs(1)));
+    let running = start(&informer);
+    synced(&informer).await;
+    let workers: Vec<_> = (0..8_u64)
+        .map(|worker| {
+            let informer = informer.clone();
+            tokio::spawn(async move {
+                let mut registrations = Vec::new();
+                let mut rng = worker.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+                for _ in 0..200 {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    if rng % 2 == 0 || registrations.is_empty() {
+                        match informer.add_event_handler_with_resync_period(
+                            Recorder::new().handler(),
+                            secs(1),
+                        ) {
+                            Ok(registration) => registrations.push(registration),
+                            Err(Error::Stopped { .. }) => return,
+                            Err(other) => panic!("unexpected error: {other}"),
+                        }
+                    } else {
+                        let index = usize::try_from(rng).unwrap_or(0) % registrations.len();
+                        let registration: kinformer_informer::Registration<Pod> =
+                            registrations.swap_remove(index);
+                        informer.remove_event_handler(&registration);
+                    }
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    for i in 0..2_000 {
+        let name = format!("pod{}", i % 100);
+        match i % 3 {
+            0 => source.add(&name),
+            1 => source.modify(&name),
+            _ => source.delete(&name),
+        }
+    }
+    stop(running).await;
+    for worker in workers {
+        worker.await.expect("a worker panicked");
+    }
+    assert!(informer.is_stopped());
+}
+
+/// Dropping the `run` future instead of cancelling its token still stops the informer and
+/// every handler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_run_future_stops_the_informer() {
+    let source = FakeSource::new();
+    source.add("pod1");
+    let informer = informer(&source, InformerOptions::new());
+    let recorder = Recorder::new();
+    let registration = informer.add_event_handler(recorder.handler()).unwrap();
+    let running = start(&informer);
+    synced(&informer).await;
+    running.task.abort();
+    tokio::time::timeout(WAIT, informer.stopped())
+        .await
+        .expect("the informer reports stopped");
+    assert!(informer.is_stopped());
+    tokio::time::timeout(WAIT, registration.stopped())
+        .await
+        .expect("the handler exits");
+}

@@ -1,0 +1,171 @@
+//! The informer over a user-written store (the `Indexer` seam), and the requeue policy: a
+//! change the store refuses is retried with `retry_on_error`, dropped without it.
+
+mod common;
+
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use common::{FakeSource, Recorder, eventually};
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_informer::{InformerOptions, QueueKind, SharedIndexInformer};
+use kinformer_store::{Cache, Error, Indexer, Indexers, Result, Store};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A cache that refuses the first write of each name it was told to, as a store backed by a
+/// flaky resource would.
+#[derive(Default)]
+struct FlakyCache {
+    inner: Cache<Pod>,
+    fail_once: Mutex<HashSet<String>>,
+}
+
+impl FlakyCache {
+    fn check(&self, obj: &Pod) -> Result<()> {
+        let name = common::name_of(obj);
+        if self.fail_once.lock().unwrap().remove(&name) {
+            return Err(Error::KeyFunc {
+                reason: format!("{name} refused once"),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Store<Pod> for FlakyCache {
+    type Item = Arc<Pod>;
+
+    fn add(&self, obj: Arc<Pod>) -> Result<()> {
+        self.check(&obj)?;
+        self.inner.add(obj)
+    }
+
+    fn update(&self, obj: Arc<Pod>) -> Result<()> {
+        self.check(&obj)?;
+        self.inner.update(obj)
+    }
+
+    fn delete(&self, obj: Arc<Pod>) -> Result<()> {
+        self.inner.delete(obj)
+    }
+
+    fn list(&self) -> Vec<Arc<Pod>> {
+        self.inner.list()
+    }
+
+    fn list_keys(&self) -> Vec<String> {
+        Store::list_keys(&self.inner)
+    }
+
+    fn get(&self, obj: &Pod) -> Result<Option<Arc<Pod>>> {
+        self.inner.get(obj)
+    }
+
+    fn get_by_key(&self, key: &str) -> Option<Arc<Pod>> {
+        Store::get_by_key(&self.inner, key)
+    }
+
+    fn replace(&self, list: Vec<Arc<Pod>>, resource_version: &str) -> Result<()> {
+        self.inner.replace(list, resource_version)
+    }
+
+    fn resync(&self) -> Result<()> {
+        self.inner.resync()
+    }
+}
+
+impl Indexer<Pod> for FlakyCache {
+    fn index(&self, index_name: &str, obj: &Pod) -> Result<Vec<Arc<Pod>>> {
+        self.inner.index(index_name, obj)
+    }
+
+    fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>> {
+        self.inner.index_keys(index_name, indexed_value)
+    }
+
+    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        self.inner.list_index_func_values(index_name)
+    }
+
+    fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<Pod>>> {
+        self.inner.by_index(index_name, indexed_value)
+    }
+
+    fn get_indexers(&self) -> Indexers<Pod> {
+        self.inner.get_indexers()
+    }
+
+    fn add_indexers(&self, indexers: Indexers<Pod>) -> Result<()> {
+        self.inner.add_indexers(indexers)
+    }
+}
+
+async fn run_with_flaky_store(queue: QueueKind, retry: bool) -> (Vec<String>, Vec<String>) {
+    let source = FakeSource::new();
+    source.add("pod0");
+    let store = Arc::new(FlakyCache::default());
+    let informer = SharedIndexInformer::new(
+        Arc::clone(&source),
+        InformerOptions::<Pod>::new()
+            .indexer(Arc::clone(&store) as Arc<dyn Indexer<Pod>>)
+            .queue(queue)
+            .retry_on_error(retry),
+    );
+    let recorder = Recorder::new();
+    informer.add_event_handler(recorder.handler()).unwrap();
+    let token = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, token) = (informer.clone(), token.clone());
+        async move { informer.run(token).await }
+    });
+    assert!(informer.wait_for_cache_sync(&token).await);
+
+    store.fail_once.lock().unwrap().insert("pod1".to_owned());
+    source.add("pod1");
+    source.add("pod2");
+    let expected = if retry { 3 } else { 2 };
+    assert!(eventually(WAIT, || recorder.count() >= expected).await);
+    // Give a retry (or a wrongly repeated delivery) time to show.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut keys = Store::list_keys(store.as_ref());
+    keys.sort();
+    token.cancel();
+    task.await.unwrap().unwrap();
+    (keys, recorder.events())
+}
+
+/// The in-order queue puts a refused item back at its head, so order is kept; the DeltaFIFO
+/// puts it back at its tail, as client-go's `AddIfNotPresent` does, so the retried key comes
+/// after keys queued meanwhile. Either way each change arrives once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_change_is_retried_with_retry_on_error() {
+    for (queue, expected) in [
+        (QueueKind::InOrder, ["initial:pod0", "add:pod1", "add:pod2"]),
+        (
+            QueueKind::DeltaFifo,
+            ["initial:pod0", "add:pod2", "add:pod1"],
+        ),
+    ] {
+        let (keys, events) = run_with_flaky_store(queue, true).await;
+        assert_eq!(
+            keys,
+            ["default/pod0", "default/pod1", "default/pod2"],
+            "{queue:?}"
+        );
+        assert_eq!(events, expected, "{queue:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_change_is_dropped_without_retry_on_error() {
+    for queue in [QueueKind::InOrder, QueueKind::DeltaFifo] {
+        let (keys, events) = run_with_flaky_store(queue, false).await;
+        assert_eq!(keys, ["default/pod0", "default/pod2"], "{queue:?}");
+        assert_eq!(events, ["initial:pod0", "add:pod2"], "{queue:?}");
+    }
+}
