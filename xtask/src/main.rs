@@ -5,6 +5,9 @@
 //! - `bench fifo`: kinformer-fifo's criterion benchmarks and client-go's, back to back, with
 //!   ratios written to `docs/bench-sections/fifo.md`.
 //! - `fake-apiserver [FLAGS]`: the fake API server from kinformer-testing, standalone.
+//! - `control-plane up|down|env|build`: a real kube-apiserver and etcd, built from the Go module
+//!   proxy and cached by version, on loopback.
+//! - `e2e [--local|--kind|--kubeconfig PATH|--fake]`: the end-to-end suite against a backend.
 //!
 //! The tidy checks (crate docs, no ignored tests, layering) live in `tidy.rs` and run as
 //! ordinary tests, so `cargo test --workspace` enforces them.
@@ -19,6 +22,8 @@ use std::{
 };
 
 mod bench;
+mod controlplane;
+mod e2e;
 #[cfg(test)]
 mod tidy;
 
@@ -28,6 +33,8 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("bench") => bench::run(&args[1..]),
         Some("fake-apiserver") => fake_apiserver(&args[1..]),
+        Some("control-plane") => controlplane::control_plane(&args[1..]),
+        Some("e2e") => e2e::e2e(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print_usage();
             Ok(())
@@ -49,7 +56,10 @@ fn print_usage() {
          tasks:\n  \
          ci                     fmt check, clippy -D warnings, cargo test --workspace, docs\n  \
          bench fifo             kinformer-fifo vs client-go DeltaFIFO/RealFIFO benchmarks\n  \
-         fake-apiserver [FLAGS] run kinformer-testing's fake API server standalone"
+         bench store|workqueue  kinformer vs client-go indexer / workqueue benchmarks\n  \
+         fake-apiserver [FLAGS] run kinformer-testing's fake API server standalone\n  \
+         control-plane up|down|env|build\n                         a local kube-apiserver + etcd (built from Go modules)\n  \
+         e2e [--local|--kind|--kubeconfig PATH|--fake] [--keep] [--yes] [-- TEST ARGS]\n                         the end-to-end suite"
     );
 }
 

@@ -533,6 +533,14 @@ impl<K: Object> SharedIndexInformer<K> {
         if let Some(handler) = settings.watch_error_handler.clone() {
             builder = builder.watch_error_handler(move |error| handler(error));
         }
+        // Bookmarks travel through the queue so an in-order queue can deliver them in sequence;
+        // queues without bookmark support ignore them.
+        let bookmark_queue = Arc::clone(&queue);
+        builder = builder.on_bookmark(move |resource_version| {
+            if let Err(error) = bookmark_queue.bookmark(resource_version) {
+                warn!(%error, resource_version, "queue refused a bookmark");
+            }
+        });
         let reflector = Arc::new(builder.build());
         // Both cells are set once, here, under the settings lock that guards the phase.
         let _ = self.inner.queue.set(Arc::clone(&queue));

@@ -93,9 +93,9 @@
 //! - `run` returns an [`Error`] for a second start instead of logging and returning.
 //! - A handler's panic is isolated by the processor and the handler keeps receiving; client-go
 //!   crashes the process unless `HandleCrash` is turned off.
-//! - The in-order queue's bookmarks reach the process loop only if the reflector forwards them
-//!   to the queue; today it does not, so [`Popped::Bookmark`](kinformer_fifo::Popped) is
-//!   handled but never seen.
+//! - Watch bookmarks are forwarded from the reflector to the queue, so the in-order queue
+//!   delivers them in sequence as [`Popped::Bookmark`](kinformer_fifo::Popped); the process loop
+//!   only traces them, as there is no resource-version consumer above it yet.
 
 mod controller;
 mod error;

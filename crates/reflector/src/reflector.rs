@@ -47,6 +47,7 @@ const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
 type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
 type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
+type BookmarkHandler = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Configures and builds a [`Reflector`]; start from [`Reflector::builder`].
 #[doc(alias = "ReflectorOptions")]
@@ -59,6 +60,7 @@ pub struct ReflectorBuilder<K, S: ?Sized> {
     should_resync: Option<ShouldResync>,
     use_watch_list: bool,
     watch_error_handler: Option<WatchErrorHandler>,
+    bookmark_handler: Option<BookmarkHandler>,
     backoff: Option<Box<dyn BackoffManager>>,
     min_watch_timeout: Duration,
 }
@@ -134,6 +136,16 @@ where
         self
     }
 
+    /// Called with the resource version of every watch bookmark, after the reflector has
+    /// recorded it; a queue that delivers bookmarks in order (client-go's atomic RealFIFO) is fed
+    /// from here. It should return quickly.
+    #[doc(alias = "Bookmark")]
+    #[must_use]
+    pub fn on_bookmark(mut self, handler: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.bookmark_handler = Some(Arc::new(handler));
+        self
+    }
+
     /// Replaces the backoff between failed attempts (by default
     /// [`ExponentialBackoffManager::for_reflector`]: 800ms doubling to 30s, with jitter, reset
     /// after two quiet minutes).
@@ -166,6 +178,7 @@ where
             should_resync: self.should_resync,
             use_watch_list: self.use_watch_list,
             watch_error_handler: self.watch_error_handler,
+            bookmark_handler: self.bookmark_handler,
             min_watch_timeout: self.min_watch_timeout,
             backoff: Mutex::new(
                 self.backoff
@@ -203,6 +216,7 @@ pub struct Reflector<K, S: ?Sized> {
     should_resync: Option<ShouldResync>,
     use_watch_list: bool,
     watch_error_handler: Option<WatchErrorHandler>,
+    bookmark_handler: Option<BookmarkHandler>,
     min_watch_timeout: Duration,
     backoff: Mutex<Box<dyn BackoffManager>>,
     versions: RwLock<Versions>,
@@ -263,6 +277,7 @@ where
             should_resync: None,
             use_watch_list: false,
             watch_error_handler: None,
+            bookmark_handler: None,
             backoff: None,
             min_watch_timeout: DEFAULT_MIN_WATCH_TIMEOUT,
         }
@@ -681,6 +696,9 @@ where
                     resource_version, ..
                 } => {
                     self.set_last_sync(&resource_version);
+                    if let Some(handler) = &self.bookmark_handler {
+                        handler(&resource_version);
+                    }
                     Ok(())
                 }
             };

@@ -250,6 +250,49 @@ async fn list_at_version_zero_then_watch_from_the_list_version_with_bookmarks() 
     stop(token, running).await;
 }
 
+/// A queue that delivers bookmarks in order (the atomic in-order FIFO) learns of each one.
+#[tokio::test(start_paused = true)]
+async fn every_watch_bookmark_reaches_the_bookmark_handler_after_it_is_recorded() {
+    let (sender, stream) = channel_watch();
+    let stream = Mutex::new(Some(stream));
+    let lister_watcher = Scripted::new(
+        |_, _| Ok(page("1", vec![pod("foo", "1")], None)),
+        move |_, _| stream.lock().take().map_or_else(pending_watch, Ok),
+    );
+    let cache = Arc::new(Cache::<Pod>::default());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let reflector = {
+        let seen = Arc::clone(&seen);
+        Arc::new(
+            Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
+                .on_bookmark(move |version| seen.lock().push(version.to_owned()))
+                .build(),
+        )
+    };
+    let (token, running) = spawn(&reflector);
+    eventually("the watch is open", || {
+        !lister_watcher.watch_calls().is_empty()
+    })
+    .await;
+    for version in ["7", "9"] {
+        sender
+            .send(Ok(WatchEvent::Bookmark {
+                resource_version: version.to_owned(),
+                initial_events_end: false,
+            }))
+            .expect("the reflector is watching");
+    }
+    sender
+        .send(Ok(WatchEvent::Added(pod("bar", "10"))))
+        .expect("the reflector is watching");
+    eventually("the add after the bookmarks is applied", || {
+        reflector.last_sync_resource_version() == "10"
+    })
+    .await;
+    assert_eq!(*seen.lock(), ["7", "9"]);
+    stop(token, running).await;
+}
+
 /// Ported from client-go's TestReflectorListAndWatch ("UseWatchList enabled").
 #[tokio::test(start_paused = true)]
 async fn a_streaming_list_replaces_the_store_at_the_initial_events_end_bookmark() {

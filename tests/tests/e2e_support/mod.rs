@@ -1,0 +1,367 @@
+//! The backend the e2e suite runs against, and what every test needs around it: a fresh
+//! namespace, cleanup that runs even when the test panics, bounded waits on watch streams, and
+//! the backend-specific ways to force a compaction or get a client without RBAC.
+//!
+//! `cargo xtask e2e` sets `KINFORMER_E2E_BACKEND` (`local`, `kind`, `kubeconfig` or `fake`) and,
+//! for a real cluster, `KINFORMER_E2E_KUBECONFIG` (and `KINFORMER_E2E_ETCD_URL` on the local
+//! control plane). Without them (a plain `cargo test`) every test starts kinformer-testing's
+//! in-process fake server, so the suite always runs and keeps the fake honest.
+
+use std::{
+    fmt::Debug,
+    future::Future,
+    panic::AssertUnwindSafe,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::{FutureExt as _, Stream, StreamExt as _};
+use k8s_openapi::{
+    api::{
+        authentication::v1::{TokenRequest, TokenRequestSpec},
+        core::v1::{Namespace, ServiceAccount},
+    },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kinformer_testing::FakeApiServer;
+use kube_client::{
+    Api, Client, Config,
+    api::{DeleteParams, PostParams},
+    config::{AuthInfo, KubeConfigOptions, Kubeconfig},
+    core::{ObjectMeta, WatchEvent},
+};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+/// Where the suite runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BackendKind {
+    /// kinformer-testing's in-process fake server.
+    Fake,
+    /// kube-apiserver and etcd started on loopback by `cargo xtask e2e --local`.
+    Local,
+    /// A kind cluster.
+    Kind,
+    /// Any cluster named by a kubeconfig.
+    Kubeconfig,
+}
+
+/// A connected backend; the fake server (if any) lives as long as this.
+pub(crate) struct Backend {
+    kind: BackendKind,
+    client: Client,
+    config: Option<Config>,
+    fake: Option<FakeApiServer>,
+    etcd_url: Option<String>,
+    watch_cache: bool,
+}
+
+impl Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Backend {
+    /// Connects to the backend `cargo xtask e2e` chose, or starts a fake server.
+    pub(crate) async fn connect() -> Self {
+        let kind = match std::env::var("KINFORMER_E2E_BACKEND").ok().as_deref() {
+            None | Some("" | "fake") => BackendKind::Fake,
+            Some("local") => BackendKind::Local,
+            Some("kind") => BackendKind::Kind,
+            Some("kubeconfig") => BackendKind::Kubeconfig,
+            Some(other) => {
+                panic!("KINFORMER_E2E_BACKEND={other:?} is not local, kind, kubeconfig or fake")
+            }
+        };
+        if kind == BackendKind::Fake {
+            let fake = FakeApiServer::start()
+                .await
+                .expect("the fake API server starts");
+            let client = fake.client().expect("a client for the fake server");
+            return Self {
+                kind,
+                client,
+                config: None,
+                fake: Some(fake),
+                etcd_url: None,
+                watch_cache: true,
+            };
+        }
+        let path = std::env::var("KINFORMER_E2E_KUBECONFIG")
+            .expect("KINFORMER_E2E_KUBECONFIG names the kubeconfig of a real backend");
+        let kubeconfig = Kubeconfig::read_from(&path).expect("the e2e kubeconfig parses");
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("the e2e kubeconfig gives a client configuration");
+        let client = Client::try_from(config.clone()).expect("a client for the e2e cluster");
+        Self {
+            kind,
+            client,
+            config: Some(config),
+            fake: None,
+            etcd_url: std::env::var("KINFORMER_E2E_ETCD_URL").ok(),
+            watch_cache: std::env::var("KINFORMER_E2E_WATCH_CACHE").as_deref() != Ok("false"),
+        }
+    }
+
+    /// Which backend this is.
+    pub(crate) fn kind(&self) -> BackendKind {
+        self.kind
+    }
+
+    /// An admin client.
+    pub(crate) fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// Whether watches go through kube-apiserver's watch cache (false only when `cargo xtask
+    /// e2e --local --no-watch-cache` says so through `KINFORMER_E2E_WATCH_CACHE=false`).
+    pub(crate) fn watch_cache(&self) -> bool {
+        self.watch_cache
+    }
+
+    /// Compacts the backend's history up to now, when the backend lets the suite do that.
+    ///
+    /// The fake compacts its event window; the local control plane compacts etcd through its
+    /// JSON gateway. kind and foreign clusters return false: their etcd is out of reach.
+    pub(crate) async fn force_compaction(&self) -> bool {
+        if let Some(fake) = &self.fake {
+            fake.compact();
+            return true;
+        }
+        let Some(etcd) = &self.etcd_url else {
+            return false;
+        };
+        let range = etcd_post(etcd, "/v3/kv/range", r#"{"key":"AA=="}"#).await;
+        let revision = range["header"]["revision"]
+            .as_str()
+            .map(str::to_owned)
+            .or_else(|| range["header"]["revision"].as_u64().map(|r| r.to_string()))
+            .expect("etcd's range answer carries the current revision");
+        let body = format!(r#"{{"revision":"{revision}","physical":true}}"#);
+        let compacted = etcd_post(etcd, "/v3/kv/compaction", &body).await;
+        assert!(
+            compacted.get("header").is_some(),
+            "etcd compaction failed: {compacted}"
+        );
+        true
+    }
+
+    /// A client whose identity has no RBAC grants at all, for the Forbidden test.
+    ///
+    /// On a real cluster: a ServiceAccount in `namespace` and a token from the TokenRequest API.
+    /// The fake has no authentication, so it returns `None` and the test uses fault injection.
+    pub(crate) async fn unprivileged_client(&self, namespace: &str) -> Option<Client> {
+        let config = self.config.as_ref()?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client(), namespace);
+        let account = ServiceAccount {
+            metadata: ObjectMeta {
+                name: Some("e2e-nobody".to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..ServiceAccount::default()
+        };
+        accounts
+            .create(&PostParams::default(), &account)
+            .await
+            .expect("creating the ServiceAccount");
+        let request = TokenRequest {
+            // No audiences: the token is for kube-apiserver's own (--api-audiences).
+            spec: Some(TokenRequestSpec {
+                expiration_seconds: Some(600),
+                ..TokenRequestSpec::default()
+            }),
+            ..TokenRequest::default()
+        };
+        let issued = accounts
+            .create_token_request("e2e-nobody", &PostParams::default(), &request)
+            .await
+            .expect("the TokenRequest API issues a token");
+        let token = issued
+            .status
+            .and_then(|status| status.token)
+            .expect("a TokenRequest answer carries the token");
+        let mut config = config.clone();
+        config.auth_info = AuthInfo {
+            token: Some(token.into()),
+            ..AuthInfo::default()
+        };
+        Some(Client::try_from(config).expect("a client with the ServiceAccount token"))
+    }
+
+    /// Injects a 403 into the fake's next `list` of `resource` (fake only).
+    pub(crate) fn inject_forbidden_list(&self, resource: &str) -> bool {
+        let Some(fake) = &self.fake else {
+            return false;
+        };
+        fake.faults().inject(
+            kinformer_testing::Fault::status(403)
+                .verb(kinformer_testing::Verb::List)
+                .resource(resource)
+                .times(1),
+        );
+        true
+    }
+}
+
+/// What one test gets: the backend, its own namespace, and cleanup registration.
+#[derive(Debug, Clone)]
+pub(crate) struct Ctx {
+    /// The backend.
+    pub(crate) backend: Arc<Backend>,
+    /// A namespace created for this test alone.
+    pub(crate) namespace: String,
+    crds: Arc<Mutex<Vec<String>>>,
+}
+
+impl Ctx {
+    /// An admin client.
+    pub(crate) fn client(&self) -> Client {
+        self.backend.client()
+    }
+
+    /// Deletes the CRD named `name` after the test, whether it passes or not.
+    pub(crate) fn delete_crd_afterwards(&self, name: &str) {
+        self.crds
+            .lock()
+            .expect("the cleanup list is never poisoned")
+            .push(name.to_owned());
+    }
+
+    /// A name unique to this run, for cluster-scoped objects such as CRD groups.
+    pub(crate) fn unique(&self) -> &str {
+        self.namespace.trim_start_matches("kinformer-e2e-")
+    }
+}
+
+/// Runs `body` in a fresh namespace on the chosen backend, cleaning up afterwards even when the
+/// body panics (the panic is then resumed, so the test still fails).
+pub(crate) async fn run<F, Fut>(test: &str, body: F)
+where
+    F: FnOnce(Ctx) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let backend = Arc::new(Backend::connect().await);
+    let suffix = format!("{:08x}", random_u32());
+    let namespace = format!("kinformer-e2e-{test}-{suffix}");
+    let namespaces: Api<Namespace> = Api::all(backend.client());
+    let mut labels = std::collections::BTreeMap::new();
+    labels.insert("kinformer.dev/e2e".to_owned(), "true".to_owned());
+    let object = Namespace {
+        metadata: ObjectMeta {
+            name: Some(namespace.clone()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    namespaces
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("creating the test namespace");
+    let ctx = Ctx {
+        backend: backend.clone(),
+        namespace: namespace.clone(),
+        crds: Arc::new(Mutex::new(Vec::new())),
+    };
+    let outcome = AssertUnwindSafe(body(ctx.clone())).catch_unwind().await;
+
+    let crds: Api<CustomResourceDefinition> = Api::all(backend.client());
+    let created = ctx
+        .crds
+        .lock()
+        .map(|names| names.clone())
+        .unwrap_or_default();
+    for name in created {
+        // Best effort: a cleanup failure must not hide the test's own outcome.
+        let _ = crds.delete(&name, &DeleteParams::default()).await;
+    }
+    let _ = namespaces
+        .delete(&namespace, &DeleteParams::default())
+        .await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// A random u32 from the standard library's per-process hasher keys (no extra dependency).
+fn random_u32() -> u32 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    hasher.finish() as u32
+}
+
+/// The next item of `stream` within `wait`, or `None` if it timed out or ended.
+pub(crate) async fn next_within<S, T>(stream: &mut S, wait: Duration) -> Option<T>
+where
+    S: Stream<Item = T> + Unpin,
+{
+    tokio::time::timeout(wait, stream.next())
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The next watch event that is not a bookmark, within `wait`.
+pub(crate) async fn next_change<S, K>(stream: &mut S, wait: Duration) -> Option<WatchEvent<K>>
+where
+    S: Stream<Item = kube_client::Result<WatchEvent<K>>> + Unpin,
+{
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match next_within(stream, left).await? {
+            Ok(WatchEvent::Bookmark(_)) => {}
+            Ok(event) => return Some(event),
+            Err(err) => panic!("the watch stream failed: {err}"),
+        }
+    }
+}
+
+/// A watch event as (type, object name) for comparisons that read like the API's own words.
+pub(crate) fn shape<K: kube_client::ResourceExt>(event: &WatchEvent<K>) -> (&'static str, String) {
+    match event {
+        WatchEvent::Added(object) => ("ADDED", object.name_any()),
+        WatchEvent::Modified(object) => ("MODIFIED", object.name_any()),
+        WatchEvent::Deleted(object) => ("DELETED", object.name_any()),
+        WatchEvent::Bookmark(_) => ("BOOKMARK", String::new()),
+        WatchEvent::Error(status) => ("ERROR", format!("{} {}", status.code, status.reason)),
+    }
+}
+
+/// POSTs JSON to etcd's gRPC gateway over plain HTTP/1.1 and returns the JSON answer.
+async fn etcd_post(url: &str, path: &str, body: &str) -> serde_json::Value {
+    let host = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = tokio::net::TcpStream::connect(host)
+        .await
+        .expect("connecting to etcd's client port");
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("writing to etcd");
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .await
+        .expect("reading etcd's answer");
+    // The gateway may chunk its body; the JSON object is the span between the outer braces.
+    let json = answer
+        .find('{')
+        .zip(answer.rfind('}'))
+        .map(|(start, end)| &answer[start..=end])
+        .unwrap_or_default();
+    serde_json::from_str(json).unwrap_or_else(|err| panic!("etcd answered {answer:?}: {err}"))
+}
