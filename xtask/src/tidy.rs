@@ -14,8 +14,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("kinformer-wait", &[]),
     ("kinformer-store", &["kinformer-wait"]),
     ("kinformer-fifo", &["kinformer-wait", "kinformer-store"]),
-    ("kinformer-reflector", &["kinformer-wait", "kinformer-store"]),
-    ("kinformer-processor", &["kinformer-wait", "kinformer-store"]),
+    (
+        "kinformer-reflector",
+        &["kinformer-wait", "kinformer-store"],
+    ),
+    (
+        "kinformer-processor",
+        &["kinformer-wait", "kinformer-store"],
+    ),
     (
         "kinformer-informer",
         &[
@@ -62,7 +68,9 @@ fn manifests() -> Vec<Manifest> {
     dirs.push(root.join("tests"));
     dirs.push(root.join("xtask"));
     dirs.sort();
-    dirs.iter().map(|dir| parse_manifest(&dir.join("Cargo.toml"))).collect()
+    dirs.iter()
+        .map(|dir| parse_manifest(&dir.join("Cargo.toml")))
+        .collect()
 }
 
 /// A deliberately small reader for the manifest shapes this repository uses: `[section]`
@@ -134,7 +142,12 @@ fn every_lib_rs_opens_with_crate_docs() {
         let documented = first.is_some_and(|line| line.starts_with("//!"));
         let example = text.contains("//! ```") || manifest.name == "kinformer-tests";
         if !documented || !example {
-            missing.push(lib.strip_prefix(&root).unwrap_or(&lib).display().to_string());
+            missing.push(
+                lib.strip_prefix(&root)
+                    .unwrap_or(&lib)
+                    .display()
+                    .to_string(),
+            );
         }
     }
     assert!(
@@ -211,7 +224,10 @@ fn every_crate_inherits_workspace_lints_and_dependency_versions() {
     let mut problems = Vec::new();
     for manifest in manifests() {
         if !manifest.text.contains("[lints]\nworkspace = true") {
-            problems.push(format!("{}: missing `[lints] workspace = true`", manifest.name));
+            problems.push(format!(
+                "{}: missing `[lints] workspace = true`",
+                manifest.name
+            ));
         }
         let mut section = "";
         for line in manifest.text.lines().map(str::trim) {
