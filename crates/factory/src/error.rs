@@ -1,0 +1,30 @@
+//! The factory's error type.
+
+/// What can go wrong asking a [`SharedInformerFactory`](crate::SharedInformerFactory) for an
+/// informer or starting it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The factory has been shut down: it hands out no more informers and starts nothing.
+    #[error("cannot {action}: the informer factory has been shut down")]
+    ShutDown {
+        /// What was attempted.
+        action: &'static str,
+    },
+    /// `start` was called outside a tokio runtime, so there is nowhere to run the informers.
+    #[error("cannot start the informer factory outside a tokio runtime")]
+    NoRuntime,
+    /// The informer refused a factory setting (for instance a transform on an informer that
+    /// an `informer_for` constructor had already started).
+    #[error("the informer refused the factory's settings")]
+    Informer(#[source] kinformer_informer::Error),
+}
+
+impl From<kinformer_informer::Error> for Error {
+    fn from(error: kinformer_informer::Error) -> Self {
+        Self::Informer(error)
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

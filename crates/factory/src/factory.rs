@@ -1,0 +1,743 @@
+//! [`SharedInformerFactory`]: the registry of shared informers, their start and their stop.
+
+use std::{
+    any::{Any, TypeId},
+    collections::HashMap,
+    fmt,
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    time::Duration,
+};
+
+use kinformer_informer::{InformerOptions, SharedIndexInformer};
+use kinformer_reflector::{Decoder, KubeListerWatcher, ListOptions};
+use kinformer_store::{Lister, Object};
+use kube_client::{Api, Client};
+use kube_core::{ApiResource, DynamicObject, ObjectMeta, PartialObjectMeta, Resource};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tracing::{debug, info, warn};
+
+use crate::{
+    error::{Error, Result},
+    scope::ApiScope,
+    selection::{InformerKey, Selection},
+};
+
+type Tweak = Arc<dyn Fn(&mut ListOptions) + Send + Sync>;
+type MetaTransform = Arc<dyn Fn(&mut ObjectMeta) + Send + Sync>;
+type Transform<K> = Arc<dyn Fn(Arc<K>) -> Arc<K> + Send + Sync>;
+
+/// A typed resource the factory can inform on by itself: any k8s-openapi type or
+/// `#[derive(CustomResource)]` type, namespaced or cluster-scoped.
+pub trait FactoryResource:
+    Resource<DynamicType = (), Scope: ApiScope> + Clone + DeserializeOwned + Send + Sync + 'static
+{
+}
+
+impl<K> FactoryResource for K where
+    K: Resource<DynamicType = (), Scope: ApiScope>
+        + Clone
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// How a [`SharedInformerFactory`] builds its informers (client-go's `SharedInformerOption`s);
+/// start with [`SharedInformerFactory::builder`].
+#[doc(alias = "SharedInformerOption")]
+pub struct FactoryBuilder {
+    client: Client,
+    config: Config,
+}
+
+struct Config {
+    default_resync: Duration,
+    selection: Selection,
+    tweak: Option<Tweak>,
+    page_size: Option<u32>,
+    custom_resync: HashMap<TypeId, Duration>,
+    meta_transform: Option<MetaTransform>,
+    transforms: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+impl FactoryBuilder {
+    /// The resync period of every informer without a custom one; zero (the default) means
+    /// no resyncs.
+    #[doc(alias = "defaultResync")]
+    #[must_use]
+    pub fn default_resync(mut self, period: Duration) -> Self {
+        self.config.default_resync = period;
+        self
+    }
+
+    /// Every informer lists and watches only `namespace` (client-go's `WithNamespace`);
+    /// cluster-scoped types ignore it.
+    #[doc(alias = "WithNamespace")]
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.config.selection = self.config.selection.namespace(namespace);
+        self
+    }
+
+    /// Every informer lists and watches only objects whose labels match `selector`.
+    #[must_use]
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.config.selection = self.config.selection.labels(selector);
+        self
+    }
+
+    /// Every informer lists and watches only objects whose fields match `selector`.
+    #[must_use]
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.config.selection = self.config.selection.fields(selector);
+        self
+    }
+
+    /// Runs `tweak` on the options of every list and watch of every informer (client-go's
+    /// `WithTweakListOptions`).
+    #[doc(alias = "WithTweakListOptions")]
+    #[must_use]
+    pub fn tweak_list_options(
+        mut self,
+        tweak: impl Fn(&mut ListOptions) + Send + Sync + 'static,
+    ) -> Self {
+        self.config.tweak = Some(Arc::new(tweak));
+        self
+    }
+
+    /// Lists in pages of `page_size` objects.
+    #[doc(alias = "WatchListPageSize")]
+    #[must_use]
+    pub fn page_size(mut self, page_size: u32) -> Self {
+        self.config.page_size = Some(page_size);
+        self
+    }
+
+    /// The resync period of informers of type `K` (client-go's `WithCustomResyncConfig`).
+    #[doc(alias = "WithCustomResyncConfig")]
+    #[must_use]
+    pub fn resync_for<K: 'static>(mut self, period: Duration) -> Self {
+        self.config.custom_resync.insert(TypeId::of::<K>(), period);
+        self
+    }
+
+    /// Applies `transform` to the metadata of every object of every type the factory builds,
+    /// before it is cached (client-go's `WithTransform`, narrowed to what every type shares).
+    #[doc(alias = "WithTransform")]
+    #[must_use]
+    pub fn transform_metadata(
+        mut self,
+        transform: impl Fn(&mut ObjectMeta) + Send + Sync + 'static,
+    ) -> Self {
+        self.config.meta_transform = Some(Arc::new(transform));
+        self
+    }
+
+    /// Drops `metadata.managedFields` from every object before it is cached: often a third of
+    /// an object's size, and read by no controller.
+    #[must_use]
+    pub fn strip_managed_fields(self) -> Self {
+        self.transform_metadata(|meta| meta.managed_fields = None)
+    }
+
+    /// Applies `transform` to every object of type `K` before it is cached, after the
+    /// metadata transform if there is one.
+    #[must_use]
+    pub fn transform_for<K: 'static>(
+        mut self,
+        transform: impl Fn(Arc<K>) -> Arc<K> + Send + Sync + 'static,
+    ) -> Self {
+        let transform: Transform<K> = Arc::new(transform);
+        self.config
+            .transforms
+            .insert(TypeId::of::<K>(), Arc::new(transform));
+        self
+    }
+
+    /// The factory.
+    pub fn build(self) -> SharedInformerFactory {
+        SharedInformerFactory {
+            inner: Arc::new(Inner {
+                client: self.client,
+                config: self.config,
+                state: Mutex::new(State::default()),
+                token: CancellationToken::new(),
+                tasks: TaskTracker::new(),
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for FactoryBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FactoryBuilder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("default_resync", &self.default_resync)
+            .field("selection", &self.selection)
+            .field("tweak", &self.tweak.is_some())
+            .field("page_size", &self.page_size)
+            .field("custom_resync", &self.custom_resync.len())
+            .field("meta_transform", &self.meta_transform.is_some())
+            .field("transforms", &self.transforms.len())
+            .finish()
+    }
+}
+
+impl Config {
+    fn resync_for(&self, type_id: TypeId) -> Duration {
+        self.custom_resync
+            .get(&type_id)
+            .copied()
+            .unwrap_or(self.default_resync)
+    }
+
+    fn type_transform<K: 'static>(&self) -> Option<Transform<K>> {
+        self.transforms
+            .get(&TypeId::of::<K>())
+            .and_then(|any| any.downcast_ref::<Transform<K>>())
+            .cloned()
+    }
+
+    /// The metadata transform followed by `K`'s own, as one function.
+    fn transform<K: Resource + Clone + Send + Sync + 'static>(&self) -> Option<Transform<K>> {
+        let meta = self.meta_transform.clone().map(|meta| {
+            let transform: Transform<K> = Arc::new(move |object: Arc<K>| {
+                // The decoder's `Arc` is unique here, so this moves rather than copies.
+                let mut object = Arc::unwrap_or_clone(object);
+                meta(object.meta_mut());
+                Arc::new(object)
+            });
+            transform
+        });
+        match (meta, self.type_transform::<K>()) {
+            (Some(meta), Some(typed)) => Some(Arc::new(move |object| typed(meta(object)))),
+            (meta, typed) => meta.or(typed),
+        }
+    }
+
+    fn options<K: Resource + Clone + Send + Sync + 'static>(
+        &self,
+        key: &InformerKey,
+    ) -> InformerOptions<K> {
+        let mut options = InformerOptions::new()
+            .name(key.to_string())
+            .resync_period(self.resync_for(TypeId::of::<K>()));
+        if let Some(page_size) = self.page_size {
+            options = options.page_size(page_size);
+        }
+        if let Some(transform) = self.transform::<K>() {
+            options = options.transform(move |object| transform(object));
+        }
+        options
+    }
+
+    fn narrow<K, D: Decoder<K>>(
+        &self,
+        lister_watcher: KubeListerWatcher<K, D>,
+        selection: &Selection,
+    ) -> KubeListerWatcher<K, D> {
+        let mut lister_watcher = lister_watcher;
+        if let Some(labels) = selection.label_selector() {
+            lister_watcher = lister_watcher.labels(labels);
+        }
+        if let Some(fields) = selection.field_selector() {
+            lister_watcher = lister_watcher.fields(fields);
+        }
+        if let Some(tweak) = &self.tweak {
+            let tweak = Arc::clone(tweak);
+            lister_watcher = lister_watcher.tweak_list_options(move |options| tweak(options));
+        }
+        lister_watcher
+    }
+}
+
+/// One list+watch per resource type and selection, shared by every consumer in the process:
+/// client-go's `SharedInformerFactory`.
+///
+/// Ask for informers ([`informer`](Self::informer), [`lister`](Self::lister),
+/// [`dynamic_informer`](Self::dynamic_informer), [`metadata_informer`](Self::metadata_informer),
+/// [`informer_for`](Self::informer_for)) as often as you like, from anywhere: the same key
+/// always gets the same informer. Then [`start`](Self::start) runs every informer not yet
+/// running, [`wait_for_cache_sync`](Self::wait_for_cache_sync) waits for their first lists,
+/// and [`shutdown`](Self::shutdown) stops them and waits for every task the factory started.
+///
+/// Cloning is cheap and shares the registry. Dropping the last clone without a shutdown
+/// cancels the informers but does not wait for them.
+///
+/// # The registry
+///
+/// A `parking_lot::Mutex<HashMap<InformerKey, _>>`, not a dashmap: it is touched while a
+/// controller wires itself up (a handful of lookups, none on a hot path), an informer is
+/// built under the lock so two racing callers can never build two, and `start` and
+/// `shutdown` must see the whole map and the shut-down flag in one consistent step, which a
+/// sharded map would only give by locking every shard.
+#[doc(alias = "NewSharedInformerFactory")]
+#[doc(alias = "NewSharedInformerFactoryWithOptions")]
+#[derive(Clone)]
+pub struct SharedInformerFactory {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    config: Config,
+    state: Mutex<State>,
+    token: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+#[derive(Default)]
+struct State {
+    informers: HashMap<InformerKey, Entry>,
+    shutting_down: bool,
+}
+
+struct Entry {
+    informer: Arc<dyn ErasedInformer>,
+    started: bool,
+}
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What the factory needs of an informer without knowing its type.
+trait ErasedInformer: Send + Sync {
+    fn as_any(&self) -> &(dyn Any + Send + Sync);
+    fn spawn(&self, tasks: &TaskTracker, token: CancellationToken);
+    fn has_synced(&self) -> bool;
+    fn is_stopped(&self) -> bool;
+    fn wait_for_sync<'a>(&'a self, token: &'a CancellationToken) -> BoxFuture<'a, bool>;
+}
+
+impl<K: Object> ErasedInformer for SharedIndexInformer<K> {
+    fn as_any(&self) -> &(dyn Any + Send + Sync) {
+        self
+    }
+
+    fn spawn(&self, tasks: &TaskTracker, token: CancellationToken) {
+        let informer = self.clone();
+        tasks.spawn(async move {
+            if let Err(error) = informer.run(token).await {
+                warn!(informer = informer.name(), %error, "informer did not run");
+            }
+        });
+    }
+
+    fn has_synced(&self) -> bool {
+        SharedIndexInformer::has_synced(self)
+    }
+
+    fn is_stopped(&self) -> bool {
+        SharedIndexInformer::is_stopped(self)
+    }
+
+    fn wait_for_sync<'a>(&'a self, token: &'a CancellationToken) -> BoxFuture<'a, bool> {
+        Box::pin(self.wait_for_cache_sync(token))
+    }
+}
+
+impl SharedInformerFactory {
+    /// A factory over `client` with client-go's defaults: every namespace, no selectors, no
+    /// resyncs, no transform.
+    #[doc(alias = "NewSharedInformerFactory")]
+    pub fn new(client: Client) -> Self {
+        Self::builder(client).build()
+    }
+
+    /// A factory with options (client-go's `NewSharedInformerFactoryWithOptions`).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use kinformer_factory::SharedInformerFactory;
+    /// # fn build(client: kube_client::Client) -> SharedInformerFactory {
+    /// SharedInformerFactory::builder(client)
+    ///     .namespace("prod")
+    ///     .labels("team=payments")
+    ///     .default_resync(Duration::from_secs(300))
+    ///     .strip_managed_fields()
+    ///     .build()
+    /// # }
+    /// ```
+    #[doc(alias = "NewSharedInformerFactoryWithOptions")]
+    pub fn builder(client: Client) -> FactoryBuilder {
+        FactoryBuilder {
+            client,
+            config: Config {
+                default_resync: Duration::ZERO,
+                selection: Selection::all(),
+                tweak: None,
+                page_size: None,
+                custom_resync: HashMap::new(),
+                meta_transform: None,
+                transforms: HashMap::new(),
+            },
+        }
+    }
+
+    /// The client every informer lists and watches with.
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The selection informers get unless one is given: the factory's namespace and
+    /// selectors.
+    pub fn default_selection(&self) -> &Selection {
+        &self.inner.config.selection
+    }
+
+    /// The shared informer for `K` in the factory's selection, built on first use (client-go's
+    /// `factory.Core().V1().Pods().Informer()`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
+    #[doc(alias = "Informer")]
+    pub fn informer<K: FactoryResource>(&self) -> Result<SharedIndexInformer<K>> {
+        self.informer_in::<K>(self.inner.config.selection.clone())
+    }
+
+    /// The shared informer for `K` over `selection` instead of the factory's.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
+    pub fn informer_in<K: FactoryResource>(
+        &self,
+        selection: Selection,
+    ) -> Result<SharedIndexInformer<K>> {
+        let key = InformerKey::new::<K>(None, selection, K::kind(&()).into_owned());
+        self.get_or_insert(key, |config, client, key| {
+            let selection = key.selection();
+            let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());
+            let lister_watcher = config.narrow(KubeListerWatcher::new(api), selection);
+            SharedIndexInformer::new(lister_watcher, config.options::<K>(key))
+        })
+    }
+
+    /// A [`Lister`] over the shared informer for `K` (client-go's `...Pods().Lister()`); it
+    /// registers the informer as [`informer`](Self::informer) does.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
+    #[doc(alias = "Lister")]
+    pub fn lister<K: FactoryResource>(&self) -> Result<Lister<K>> {
+        Ok(self.informer::<K>()?.lister())
+    }
+
+    /// The shared informer for `K` in the factory's selection, built by `new` from the client
+    /// and `K`'s resync period if there is none yet (client-go's `InformerFor`). The informer
+    /// is shared with [`informer`](Self::informer) for the same type. The factory's
+    /// transform for `K` ([`FactoryBuilder::transform_for`]) is set on what `new` returns.
+    ///
+    /// `new` runs under the registry's lock, as client-go's does, so that two callers never
+    /// build two informers: it must not call back into the factory.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown); [`Error::Informer`] when the
+    /// transform cannot be set because `new` returned a started informer.
+    #[doc(alias = "InformerFor")]
+    pub fn informer_for<K: Object>(
+        &self,
+        new: impl FnOnce(&Client, Duration) -> SharedIndexInformer<K>,
+    ) -> Result<SharedIndexInformer<K>> {
+        let key = InformerKey::new::<K>(
+            None,
+            self.inner.config.selection.clone(),
+            short_type_name::<K>(),
+        );
+        let mut refused = None;
+        let informer = self.get_or_insert(key, |config, client, _key| {
+            let informer = new(&client, config.resync_for(TypeId::of::<K>()));
+            if let Some(transform) = config.type_transform::<K>()
+                && let Err(error) = informer.set_transform(move |object| transform(object))
+            {
+                refused = Some(error);
+            }
+            informer
+        })?;
+        match refused {
+            Some(error) => Err(error.into()),
+            None => Ok(informer),
+        }
+    }
+
+    /// The shared informer for any resource, a CRD for instance, as [`DynamicObject`]s
+    /// (client-go's `dynamicinformer.DynamicSharedInformerFactory.ForResource`), in the
+    /// factory's selection. For a cluster-scoped resource, build the factory without a
+    /// namespace or use [`dynamic_informer_in`](Self::dynamic_informer_in).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
+    #[doc(alias = "ForResource")]
+    #[doc(alias = "NewDynamicSharedInformerFactory")]
+    pub fn dynamic_informer(
+        &self,
+        resource: &ApiResource,
+    ) -> Result<SharedIndexInformer<DynamicObject>> {
+        self.dynamic_informer_in(resource, self.inner.config.selection.clone())
+    }
+
+    /// The shared dynamic informer for `resource` over `selection`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
+    pub fn dynamic_informer_in(
+        &self,
+        resource: &ApiResource,
+        selection: Selection,
+    ) -> Result<SharedIndexInformer<DynamicObject>> {
+        let path = if resource.group.is_empty() {
+            format!("{}/{}", resource.version, resource.plural)
+        } else {
+            format!(
+                "{}/{}/{}",
+                resource.group, resource.version, resource.plural
+            )
+        };
+        let key = InformerKey::new::<DynamicObject>(Some(path), selection, resource.kind.clone());
+        self.get_or_insert(key, |config, client, key| {
+            let selection = key.selection();
+            let api = match selection.namespace_name() {
+                Some(namespace) => Api::namespaced_with(client, namespace, resource),
+                None => Api::all_with(client, resource),
+            };
+            let lister_watcher =
+                config.narrow(KubeListerWatcher::dynamic(api, resource), selection);
+            SharedIndexInformer::new(lister_watcher, config.options::<DynamicObject>(key))
+        })
+    }
+
+    /// The shared metadata-only informer for `K`: `PartialObjectMetadata` lists and watches,
+    /// so the cache holds names, labels, annotations and owners and nothing else (client-go's
+    /// `metadatainformer`). Far smaller than [`informer`](Self::informer) for a controller
+    /// that reads nothing more.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
+    #[doc(alias = "metadatainformer")]
+    pub fn metadata_informer<K: FactoryResource>(
+        &self,
+    ) -> Result<SharedIndexInformer<PartialObjectMeta<K>>> {
+        self.metadata_informer_in::<K>(self.inner.config.selection.clone())
+    }
+
+    /// The shared metadata-only informer for `K` over `selection`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
+    pub fn metadata_informer_in<K: FactoryResource>(
+        &self,
+        selection: Selection,
+    ) -> Result<SharedIndexInformer<PartialObjectMeta<K>>> {
+        let key = InformerKey::new::<PartialObjectMeta<K>>(
+            None,
+            selection,
+            format!("{} (metadata)", K::kind(&())),
+        );
+        self.get_or_insert(key, |config, client, key| {
+            let selection = key.selection();
+            let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());
+            let lister_watcher = config.narrow(KubeListerWatcher::metadata(api), selection);
+            SharedIndexInformer::new(lister_watcher, config.options::<PartialObjectMeta<K>>(key))
+        })
+    }
+
+    fn get_or_insert<K: Object>(
+        &self,
+        key: InformerKey,
+        build: impl FnOnce(&Config, Client, &InformerKey) -> SharedIndexInformer<K>,
+    ) -> Result<SharedIndexInformer<K>> {
+        let mut state = self.inner.state.lock();
+        if state.shutting_down {
+            return Err(Error::ShutDown {
+                action: "hand out an informer",
+            });
+        }
+        if let Some(entry) = state.informers.get(&key) {
+            return Ok(entry
+                .informer
+                .as_any()
+                .downcast_ref::<SharedIndexInformer<K>>()
+                .expect("the key holds the informer's TypeId, so the type matches")
+                .clone());
+        }
+        // Built under the lock: construction is cheap and synchronous, and it is what makes
+        // two racing callers share one informer.
+        let informer = build(&self.inner.config, self.inner.client.clone(), &key);
+        debug!(informer = %key, "informer registered");
+        state.informers.insert(
+            key,
+            Entry {
+                informer: Arc::new(informer.clone()),
+                started: false,
+            },
+        );
+        Ok(informer)
+    }
+
+    /// Runs every registered informer that is not running yet, each in a task of its own
+    /// (client-go's `Start`). Idempotent: a second call starts only informers registered
+    /// since the first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown); [`Error::NoRuntime`] outside
+    /// a tokio runtime.
+    #[doc(alias = "Start")]
+    pub fn start(&self) -> Result<()> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(Error::NoRuntime);
+        }
+        let mut state = self.inner.state.lock();
+        if state.shutting_down {
+            return Err(Error::ShutDown {
+                action: "start informers",
+            });
+        }
+        for (key, entry) in state.informers.iter_mut().filter(|(_, e)| !e.started) {
+            info!(informer = %key, "starting informer");
+            entry
+                .informer
+                .spawn(&self.inner.tasks, self.inner.token.child_token());
+            entry.started = true;
+        }
+        Ok(())
+    }
+
+    /// Waits until every started informer has synced its first list, or the factory shuts
+    /// down; reports per informer (client-go's `WaitForCacheSync`, which also covers only
+    /// started informers).
+    #[doc(alias = "WaitForCacheSync")]
+    pub async fn wait_for_cache_sync(&self) -> HashMap<InformerKey, bool> {
+        self.wait_for_cache_sync_until(&self.inner.token).await
+    }
+
+    /// As [`wait_for_cache_sync`](Self::wait_for_cache_sync), giving up after `timeout`: the
+    /// informers not synced by then report `false`.
+    pub async fn wait_for_cache_sync_timeout(
+        &self,
+        timeout: Duration,
+    ) -> HashMap<InformerKey, bool> {
+        let token = self.inner.token.child_token();
+        let deadline = tokio::spawn({
+            let token = token.clone();
+            async move {
+                tokio::time::sleep(timeout).await;
+                token.cancel();
+            }
+        });
+        let synced = self.wait_for_cache_sync_until(&token).await;
+        deadline.abort();
+        synced
+    }
+
+    /// As [`wait_for_cache_sync`](Self::wait_for_cache_sync), giving up when `token` fires.
+    pub async fn wait_for_cache_sync_until(
+        &self,
+        token: &CancellationToken,
+    ) -> HashMap<InformerKey, bool> {
+        let started: Vec<(InformerKey, Arc<dyn ErasedInformer>)> = {
+            let state = self.inner.state.lock();
+            state
+                .informers
+                .iter()
+                .filter(|(_, entry)| entry.started)
+                .map(|(key, entry)| (key.clone(), Arc::clone(&entry.informer)))
+                .collect()
+        };
+        let mut synced = HashMap::with_capacity(started.len());
+        for (key, informer) in started {
+            let done = informer.wait_for_sync(token).await || informer.has_synced();
+            synced.insert(key, done);
+        }
+        synced
+    }
+
+    /// The informers registered so far, and whether each has been started.
+    pub fn informers(&self) -> Vec<(InformerKey, bool)> {
+        let state = self.inner.state.lock();
+        state
+            .informers
+            .iter()
+            .map(|(key, entry)| (key.clone(), entry.started))
+            .collect()
+    }
+
+    /// Tasks started by [`start`](Self::start) that have not finished.
+    pub fn running_tasks(&self) -> usize {
+        self.inner.tasks.len()
+    }
+
+    /// Whether every started informer has stopped for good.
+    pub fn all_stopped(&self) -> bool {
+        let state = self.inner.state.lock();
+        state
+            .informers
+            .values()
+            .filter(|entry| entry.started)
+            .all(|entry| entry.informer.is_stopped())
+    }
+
+    /// Stops every informer and waits for every task [`start`](Self::start) started
+    /// (client-go's `Shutdown`). Afterwards the factory hands out and starts nothing. Safe
+    /// to call more than once and from several tasks: every caller returns once all have
+    /// stopped.
+    #[doc(alias = "Shutdown")]
+    pub async fn shutdown(&self) {
+        {
+            let mut state = self.inner.state.lock();
+            if !state.shutting_down {
+                info!(
+                    informers = state.informers.len(),
+                    "shutting down informer factory"
+                );
+            }
+            state.shutting_down = true;
+        }
+        self.inner.token.cancel();
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+    }
+}
+
+impl fmt::Debug for SharedInformerFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.inner.state.lock();
+        let mut informers: Vec<String> = state.informers.keys().map(ToString::to_string).collect();
+        informers.sort();
+        f.debug_struct("SharedInformerFactory")
+            .field("config", &self.inner.config)
+            .field("informers", &informers)
+            .field("shutting_down", &state.shutting_down)
+            .finish_non_exhaustive()
+    }
+}
+
+fn short_type_name<K>() -> String {
+    let full = std::any::type_name::<K>();
+    let base = full.split('<').next().unwrap_or(full);
+    base.rsplit("::").next().unwrap_or(base).to_owned()
+}

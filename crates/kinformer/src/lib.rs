@@ -1,0 +1,168 @@
+//! kinformer: client-go's informer machinery for Rust. A local, indexed, always-converging
+//! cache of Kubernetes objects, ordered add/update/delete notifications to any number of
+//! handlers, one list+watch per resource type shared by the whole process, and the work queues
+//! controllers drain.
+//!
+//! This crate is an index: every layer is its own crate, re-exported here under a module of
+//! its own, and the [`prelude`] holds what a controller uses every day.
+//!
+//! **Start here:** [`SharedInformerFactory`](factory::SharedInformerFactory), then
+//! [`SharedIndexInformer::add_event_handler`](informer::SharedIndexInformer::add_event_handler)
+//! and a [`Lister`](store::Lister). Run `cargo run -p kinformer --example quickstart` to see
+//! all of it against an embedded API server (or your cluster, when a kubeconfig exists).
+//!
+//! # The layers, bottom up
+//!
+//! | Module | Crate | client-go | What it owns |
+//! |---|---|---|---|
+//! | [`wait`] | `kinformer-wait` | `util/wait` | loops, backoff, polling, panic capture |
+//! | [`store`] | `kinformer-store` | `tools/cache` store, indexer, listers | the cache and its indexes |
+//! | [`fifo`] | `kinformer-fifo` | `DeltaFIFO`, `RealFIFO` | the queue between reflector and cache |
+//! | [`reflector`] | `kinformer-reflector` | `Reflector`, `ListWatch` | list+watch over kube-client |
+//! | [`processor`] | `kinformer-processor` | `sharedProcessor`, handlers | fan-out to handlers and streams |
+//! | [`informer`] | `kinformer-informer` | `SharedIndexInformer` | ties the layers above together |
+//! | [`factory`] | `kinformer-factory` | `informers`, `dynamicinformer`, `metadatainformer` | one informer per type |
+//! | [`workqueue`] | `kinformer-workqueue` | `util/workqueue` | dedup, rate limits, retries |
+//!
+//! With the `testing` feature, `kinformer::testing` is `kinformer-testing`, the in-process
+//! fake API server these docs run against.
+//!
+//! # 1. Cache Pods and react to changes
+//!
+//! A factory hands out one informer per type. Register a handler, start, wait for the first
+//! list, and every change on the server reaches the handler, in order:
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer::prelude::*;
+//! use kinformer_testing::{FakeApiServer, fixtures};
+//! use tokio::sync::mpsc;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // An API server in this process, with two Pods (use `kube_client::Client::try_default()`
+//! // for a real cluster).
+//! let server = FakeApiServer::start().await?;
+//! server.create_object(fixtures::pod(0))?;
+//! server.create_object(fixtures::pod(1))?;
+//!
+//! let factory = SharedInformerFactory::new(server.client()?);
+//! let pods = factory.informer::<Pod>()?;
+//!
+//! let (events, mut received) = mpsc::unbounded_channel();
+//! let (added, deleted) = (events.clone(), events);
+//! pods.add_event_handler(
+//!     HandlerFuncs::new()
+//!         .add_func(move |pod: Arc<Pod>, _initial| {
+//!             let _ = added.send(format!("added {}", pod.name_any()));
+//!         })
+//!         .delete_func(move |pod: ObjectOrTombstone<Pod>| {
+//!             let _ = deleted.send(format!("deleted {}", pod.object().name_any()));
+//!         }),
+//! )?;
+//!
+//! factory.start()?;
+//! assert!(factory.wait_for_cache_sync().await.values().all(|&synced| synced));
+//! assert_eq!(factory.lister::<Pod>()?.list(&Default::default()).len(), 2);
+//!
+//! server.delete_object("v1", "Pod", Some("ns-1"), "pod-1")?;
+//! let mut seen = Vec::new();
+//! while seen.len() < 3 {
+//!     seen.push(received.recv().await.expect("the handler is registered"));
+//! }
+//! seen[..2].sort();
+//! assert_eq!(seen, ["added pod-0", "added pod-1", "deleted pod-1"]);
+//!
+//! factory.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # 2. Index by node and look up
+//!
+//! Index funcs map an object to the values it is filed under. Add them before start; the cache
+//! keeps every index in step with the objects, so a lookup is a map read:
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer::prelude::*;
+//! use kinformer_testing::{FakeApiServer, fixtures};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = FakeApiServer::start().await?;
+//! for i in 0..100 {
+//!     server.create_object(fixtures::pod(i))?; // pod i runs on node-{i % 50}
+//! }
+//!
+//! let factory = SharedInformerFactory::new(server.client()?);
+//! let pods = factory.informer::<Pod>()?;
+//! let by_node: IndexFunc<Pod> = Arc::new(|pod: &Pod| {
+//!     pod.spec.as_ref().and_then(|spec| spec.node_name.clone()).into_iter().collect()
+//! });
+//! pods.add_indexers(Indexers::from([("by-node".to_owned(), by_node)]))?;
+//!
+//! factory.start()?;
+//! factory.wait_for_cache_sync().await;
+//!
+//! let indexer = pods.get_indexer();
+//! let mut on_node_7: Vec<String> = indexer
+//!     .by_index("by-node", "node-7")?
+//!     .iter()
+//!     .map(|pod| pod.name_any())
+//!     .collect();
+//! on_node_7.sort();
+//! assert_eq!(on_node_7, ["pod-57", "pod-7"]);
+//! // The namespace index is always there.
+//! assert_eq!(indexer.by_index(NAMESPACE_INDEX, "ns-3")?.len(), 10);
+//!
+//! factory.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # 3. Hand keys to workers
+//!
+//! A controller turns notifications into keys on a [`RateLimitingQueue`](workqueue::RateLimitingQueue)
+//! and reconciles from the cache; see the `quickstart` example and the `workqueue` module.
+
+#[doc(inline)]
+pub use kinformer_factory as factory;
+#[doc(inline)]
+pub use kinformer_fifo as fifo;
+#[doc(inline)]
+pub use kinformer_informer as informer;
+#[doc(inline)]
+pub use kinformer_processor as processor;
+#[doc(inline)]
+pub use kinformer_reflector as reflector;
+#[doc(inline)]
+pub use kinformer_store as store;
+#[cfg(feature = "testing")]
+#[doc(inline)]
+pub use kinformer_testing as testing;
+#[doc(inline)]
+pub use kinformer_wait as wait;
+#[doc(inline)]
+pub use kinformer_workqueue as workqueue;
+
+/// What a controller uses every day, in one import: `use kinformer::prelude::*;`.
+pub mod prelude {
+    pub use std::sync::Arc;
+
+    pub use kinformer_factory::{Selection, SharedInformerFactory};
+    pub use kinformer_informer::{InformerOptions, SharedIndexInformer};
+    pub use kinformer_processor::{
+        EventStream, HandlerFuncs, ListenerOptions, Notification, Registration,
+        ResourceEventHandler,
+    };
+    pub use kinformer_reflector::{KubeListerWatcher, ListerWatcher};
+    pub use kinformer_store::{
+        DeletedFinalStateUnknown, IndexFunc, Indexer, Indexers, Lister, NAMESPACE_INDEX, Object,
+        ObjectOrTombstone, Store,
+    };
+    pub use kinformer_wait::CancellationToken;
+    pub use kinformer_workqueue::{RateLimitingQueue, default_controller_rate_limiter};
+    /// kube's accessor trait: `name_any()`, `namespace()`, `meta()`.
+    pub use kube_core::ResourceExt;
+}
