@@ -93,7 +93,7 @@ impl GoPeer {
     ///
     /// When Go is missing, the build fails, or the program cannot be started.
     pub fn start(program: &str, cache_root: &Path) -> Result<Self, Error> {
-        let binary = build(program, cache_root)?;
+        let binary = build_peer(program, cache_root)?;
         let mut child = Command::new(&binary)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -187,7 +187,14 @@ impl Drop for GoPeer {
     }
 }
 
-fn build(program: &str, cache_root: &Path) -> Result<PathBuf, Error> {
+/// Builds `cmd/<program>` of [`peer_module_dir`] into `cache_root` (unless a build of the same
+/// sources is already there) and returns the binary's path, for a peer that is run with its own
+/// arguments and talks in its own way rather than through [`GoPeer`].
+///
+/// # Errors
+///
+/// When Go is missing or the build fails.
+pub fn build_peer(program: &str, cache_root: &Path) -> Result<PathBuf, Error> {
     let module = peer_module_dir();
     let hash = source_hash(&module)?;
     let dir = cache_root

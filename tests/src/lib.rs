@@ -32,4 +32,4 @@ pub mod fifo_script;
 mod go_peer;
 pub mod store_script;
 
-pub use crate::go_peer::{Error, GoPeer, peer_module_dir};
+pub use crate::go_peer::{Error, GoPeer, build_peer, peer_module_dir};
