@@ -146,6 +146,11 @@ pub use kinformer_wait as wait;
 #[doc(inline)]
 pub use kinformer_workqueue as workqueue;
 
+// The README's code blocks, compiled as doc tests so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
+
 /// What a controller uses every day, in one import: `use kinformer::prelude::*;`.
 pub mod prelude {
     pub use std::sync::Arc;
