@@ -107,6 +107,21 @@ pub(crate) fn wire_json(obj: &Obj, resource: &ResourceType, shape: Shape) -> Byt
     }
 }
 
+/// One list item, in two pieces written one after the other: kube-apiserver leaves
+/// `apiVersion` and `kind` out of the items of a typed list (the list's own kind names them),
+/// while unstructured lists (custom resources) and metadata-only lists keep them per item.
+pub(crate) fn list_item(
+    obj: &Obj,
+    resource: &ResourceType,
+    shape: Shape,
+) -> (&'static [u8], Bytes) {
+    if shape == Shape::Full && !resource.unstructured {
+        obj.untyped_json()
+    } else {
+        (b"", wire_json(obj, resource, shape))
+    }
+}
+
 async fn route(shared: &Arc<Shared>, request: Request<Incoming>) -> Reply {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_owned();
@@ -795,10 +810,10 @@ async fn list(
         ),
         Shape::Full => (resource.list_kind(), resource.api_version()),
     };
-    let items: Vec<Bytes> = page
+    let items: Vec<_> = page
         .items
         .iter()
-        .map(|o| wire_json(o, resource, shape))
+        .map(|o| list_item(o, resource, shape))
         .collect();
     Ok(json_response(
         200,
@@ -807,8 +822,17 @@ async fn list(
     ))
 }
 
-fn list_body(kind: &str, api_version: &str, metadata: &Value, items: &[Bytes]) -> Bytes {
-    let size = items.iter().map(Bytes::len).sum::<usize>() + items.len() + 256;
+fn list_body(
+    kind: &str,
+    api_version: &str,
+    metadata: &Value,
+    items: &[(&'static [u8], Bytes)],
+) -> Bytes {
+    let size = items
+        .iter()
+        .map(|(head, rest)| head.len() + rest.len() + 1)
+        .sum::<usize>()
+        + 256;
     let mut out = BytesMut::with_capacity(size);
     out.put_slice(br#"{"kind":"#);
     out.put_slice(&to_bytes(&json!(kind)));
@@ -817,11 +841,12 @@ fn list_body(kind: &str, api_version: &str, metadata: &Value, items: &[Bytes]) -
     out.put_slice(br#","metadata":"#);
     out.put_slice(&to_bytes(metadata));
     out.put_slice(br#","items":["#);
-    for (i, item) in items.iter().enumerate() {
+    for (i, (head, rest)) in items.iter().enumerate() {
         if i > 0 {
             out.put_u8(b',');
         }
-        out.put_slice(item);
+        out.put_slice(head);
+        out.put_slice(rest);
     }
     out.put_slice(b"]}");
     out.freeze()
@@ -989,7 +1014,10 @@ pub(crate) fn create(
     }
     metadata.insert("uid".into(), json!(new_uid()));
     metadata.insert("creationTimestamp".into(), json!(now_rfc3339()));
-    metadata.insert("generation".into(), json!(1));
+    // Kinds whose strategy ignores generation keep whatever the client sent, as BeforeCreate does.
+    if resource.tracks_generation {
+        metadata.insert("generation".into(), json!(1));
+    }
     metadata.remove("deletionTimestamp");
     metadata.remove("deletionGracePeriodSeconds");
     reset_status_for_create(resource, &mut object);
@@ -1062,7 +1090,11 @@ fn next_state(resource: &ResourceType, old: &Value, mut new: Value, kind: Update
         }
     }
     let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
-    let spec_changed = spec_changed(old, &new);
+    // Deployments also count annotation changes: they are copied into the ReplicaSets.
+    let bumps_generation = spec_changed(old, &new)
+        || (resource.group == "apps"
+            && resource.kind == "Deployment"
+            && old_meta.get("annotations") != new.pointer("/metadata/annotations"));
     let metadata = metadata_mut(&mut new);
     for preserved in [
         "uid",
@@ -1081,18 +1113,22 @@ fn next_state(resource: &ResourceType, old: &Value, mut new: Value, kind: Update
             }
         }
     }
-    let generation = old_meta
-        .get("generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    metadata.insert(
-        "generation".into(),
-        json!(if spec_changed {
-            generation + 1
-        } else {
-            generation
-        }),
-    );
+    // BeforeUpdate: a request never sets generation itself; only the kind's strategy bumps it.
+    let old_generation = old_meta.get("generation").and_then(Value::as_i64);
+    let generation = match old_generation {
+        Some(generation) if resource.tracks_generation && bumps_generation => Some(generation + 1),
+        Some(generation) => Some(generation),
+        None if resource.tracks_generation && bumps_generation => Some(1),
+        None => None,
+    };
+    match generation {
+        Some(generation) => {
+            metadata.insert("generation".into(), json!(generation));
+        }
+        None => {
+            metadata.remove("generation");
+        }
+    }
     new
 }
 
@@ -1343,9 +1379,9 @@ fn delete_collection(
         }
     }
     let rv = shared.store.lock().resource_version();
-    let items: Vec<Bytes> = deleted
+    let items: Vec<_> = deleted
         .iter()
-        .map(|o| wire_json(o, resource, Shape::Full))
+        .map(|o| list_item(o, resource, Shape::Full))
         .collect();
     Ok(json_response(
         200,
@@ -1375,8 +1411,32 @@ mod tests {
     }
 
     #[test]
+    fn a_kind_without_generation_never_gets_one_from_an_update() {
+        let config_maps = ResourceType::of::<k8s_openapi::api::core::v1::ConfigMap>();
+        let old = json!({"metadata":{"name":"a","uid":"u"},"data":{"k":"1"}});
+        let changed = json!({"metadata":{"name":"a","generation":7},"data":{"k":"2"}});
+        let next = next_state(&config_maps, &old, changed, UpdateKind::Main);
+        assert_eq!(next["metadata"].get("generation"), None);
+        assert_eq!(next["data"]["k"], "2");
+    }
+
+    #[test]
+    fn a_deployment_annotation_change_bumps_the_generation() {
+        let deployments = ResourceType::of::<k8s_openapi::api::apps::v1::Deployment>()
+            .with_status_subresource()
+            .with_generation();
+        let old = json!({"metadata":{"name":"a","generation":2},"spec":{"replicas":1}});
+        let annotated =
+            json!({"metadata":{"name":"a","annotations":{"a":"b"}},"spec":{"replicas":1}});
+        let next = next_state(&deployments, &old, annotated, UpdateKind::Main);
+        assert_eq!(next["metadata"]["generation"], 3);
+    }
+
+    #[test]
     fn an_update_that_changes_only_metadata_keeps_the_generation() {
-        let pods = ResourceType::of::<k8s_openapi::api::core::v1::Pod>().with_status_subresource();
+        let pods = ResourceType::of::<k8s_openapi::api::core::v1::Pod>()
+            .with_status_subresource()
+            .with_generation();
         let old = json!({"metadata":{"name":"a","generation":3,"uid":"u"},"spec":{"x":1},"status":{"phase":"Running"}});
         let relabelled = json!({"metadata":{"name":"a","labels":{"a":"b"}},"spec":{"x":1}});
         let next = next_state(&pods, &old, relabelled, UpdateKind::Main);

@@ -48,6 +48,13 @@ pub struct ResourceType {
     pub field_selectors: Vec<String>,
     /// Whether a delete answers with the deleted object (pods do) rather than a `Success` Status.
     pub returns_deleted_object: bool,
+    /// Whether apiserver's strategy for the kind keeps `metadata.generation`: 1 on create, plus
+    /// one per spec change (kinds with a spec a controller acts on, and every custom resource).
+    /// Other kinds (ConfigMaps, Secrets, Services, ...) never get one from the server.
+    pub tracks_generation: bool,
+    /// Whether objects are served as unstructured JSON, as custom resources are: their list
+    /// items keep `apiVersion` and `kind`, while a typed list of a built-in leaves them out.
+    pub unstructured: bool,
 }
 
 impl ResourceType {
@@ -68,6 +75,8 @@ impl ResourceType {
             status_subresource: false,
             field_selectors: Vec::new(),
             returns_deleted_object: false,
+            tracks_generation: false,
+            unstructured: false,
         }
     }
 
@@ -84,6 +93,8 @@ impl ResourceType {
             status_subresource: false,
             field_selectors: Vec::new(),
             returns_deleted_object: false,
+            tracks_generation: true,
+            unstructured: true,
         }
     }
 
@@ -103,6 +114,12 @@ impl ResourceType {
     pub fn with_field_selectors(mut self, fields: &[&str]) -> Self {
         self.field_selectors
             .extend(fields.iter().map(|f| (*f).to_owned()));
+        self
+    }
+
+    /// Declares that the kind's strategy keeps `metadata.generation`.
+    pub fn with_generation(mut self) -> Self {
+        self.tracks_generation = true;
         self
     }
 
@@ -202,7 +219,9 @@ pub fn builtin_resources() -> Vec<ResourceType> {
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
     builtin_table! {
+        // Pods count generations since 1.33 (PodObservedGenerationTracking), unconditionally.
         core::Pod => with_short_names(&["po"]).with_status_subresource().returning_deleted_object()
+            .with_generation()
             .with_field_selectors(&[
                 "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
                 "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
@@ -224,16 +243,16 @@ pub fn builtin_resources() -> Vec<ResourceType> {
         core::ServiceAccount => with_short_names(&["sa"]);
         core::PersistentVolumeClaim => with_short_names(&["pvc"]).with_status_subresource();
         core::PersistentVolume => with_short_names(&["pv"]).with_status_subresource();
-        apps::Deployment => with_short_names(&["deploy"]).with_status_subresource();
-        apps::ReplicaSet => with_short_names(&["rs"]).with_status_subresource();
-        apps::StatefulSet => with_short_names(&["sts"]).with_status_subresource();
-        apps::DaemonSet => with_short_names(&["ds"]).with_status_subresource();
+        apps::Deployment => with_generation().with_short_names(&["deploy"]).with_status_subresource();
+        apps::ReplicaSet => with_generation().with_short_names(&["rs"]).with_status_subresource();
+        apps::StatefulSet => with_generation().with_short_names(&["sts"]).with_status_subresource();
+        apps::DaemonSet => with_generation().with_short_names(&["ds"]).with_status_subresource();
         apps::ControllerRevision;
-        batch::Job => with_status_subresource();
-        batch::CronJob => with_short_names(&["cj"]).with_status_subresource();
+        batch::Job => with_generation().with_status_subresource();
+        batch::CronJob => with_generation().with_short_names(&["cj"]).with_status_subresource();
         coordination::Lease;
         apiextensions::CustomResourceDefinition => with_short_names(&["crd", "crds"])
-            .with_status_subresource();
+            .with_status_subresource().with_generation();
     }
 }
 

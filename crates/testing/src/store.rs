@@ -22,7 +22,11 @@ use crate::status::ApiError;
 /// non-metadata field selectors, which keeps a cached 6 KB Pod near 6 KB of memory.
 #[derive(Debug)]
 pub(crate) struct Obj {
+    /// The object as kube-apiserver sends it alone: `apiVersion` and `kind` first.
     pub(crate) json: Bytes,
+    /// Where the object's JSON resumes after `apiVersion` and `kind`, so a typed list item
+    /// (which kube-apiserver sends without them) is `{` plus `json[untyped_from..]`, no re-encoding.
+    untyped_from: Option<usize>,
     pub(crate) api_version: String,
     pub(crate) name: String,
     pub(crate) namespace: Option<String>,
@@ -32,13 +36,11 @@ pub(crate) struct Obj {
 
 impl Obj {
     pub(crate) fn new(value: &Value) -> Arc<Self> {
-        // A serde_json::Value always serializes; an empty body would only hide a bug in tests.
-        let json = serde_json::to_vec(value)
-            .map(Bytes::from)
-            .unwrap_or_default();
+        let (json, untyped_from) = encode_type_meta_first(value);
         let meta = |field: &str| value.get("metadata").and_then(|m| m.get(field));
         Arc::new(Self {
-            json,
+            json: Bytes::from(json),
+            untyped_from,
             api_version: value["apiVersion"].as_str().unwrap_or_default().to_owned(),
             name: meta("name")
                 .and_then(Value::as_str)
@@ -57,6 +59,51 @@ impl Obj {
     pub(crate) fn value(&self) -> Value {
         serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }
+
+    /// The object's JSON without `apiVersion` and `kind`, as two pieces to write one after the
+    /// other: what a typed list of a built-in carries per item.
+    pub(crate) fn untyped_json(&self) -> (&'static [u8], Bytes) {
+        match self.untyped_from {
+            Some(from) => (b"{", self.json.slice(from..)),
+            None => (b"", self.json.clone()),
+        }
+    }
+}
+
+/// Encodes an object with `apiVersion` and `kind` leading, as kube-apiserver's encoder writes
+/// them, and returns where the rest begins (`None` when the object lacks either of them).
+fn encode_type_meta_first(value: &Value) -> (Vec<u8>, Option<usize>) {
+    // A serde_json::Value always serializes; an empty body would only hide a bug in tests.
+    let encode = |v: &Value| serde_json::to_vec(v).unwrap_or_default();
+    let Some(map) = value.as_object() else {
+        return (encode(value), None);
+    };
+    let (Some(api_version), Some(kind)) = (map.get("apiVersion"), map.get("kind")) else {
+        return (encode(value), None);
+    };
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(br#"{"apiVersion":"#);
+    out.extend_from_slice(&encode(api_version));
+    out.extend_from_slice(br#","kind":"#);
+    out.extend_from_slice(&encode(kind));
+    let type_meta_end = out.len();
+    let mut rest = map
+        .iter()
+        .filter(|(key, _)| key.as_str() != "apiVersion" && key.as_str() != "kind")
+        .peekable();
+    let untyped_from = if rest.peek().is_some() {
+        type_meta_end + 1
+    } else {
+        type_meta_end
+    };
+    for (key, field) in rest {
+        out.push(b',');
+        out.extend_from_slice(&serde_json::to_vec(key).unwrap_or_default());
+        out.push(b':');
+        out.extend_from_slice(&encode(field));
+    }
+    out.push(b'}');
+    (out, Some(untyped_from))
 }
 
 /// The type of a watch event, named as it travels on the wire.
@@ -511,6 +558,29 @@ impl Store {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_untyped_item_is_the_stored_json_without_api_version_and_kind() {
+        for value in [
+            json!({ "kind": "ConfigMap", "data": { "kind": "x" }, "apiVersion": "v1", "metadata": { "name": "a" } }),
+            json!({ "apiVersion": "v1", "kind": "ConfigMap" }),
+        ] {
+            let obj = Obj::new(&value);
+            assert!(
+                obj.json
+                    .starts_with(br#"{"apiVersion":"v1","kind":"ConfigMap""#)
+            );
+            assert_eq!(obj.value(), value);
+            let (head, rest) = obj.untyped_json();
+            let item: Value =
+                serde_json::from_slice(&[head, &rest[..]].concat()).expect("valid JSON");
+            let mut expected = value.clone();
+            let map = expected.as_object_mut().expect("an object");
+            map.remove("apiVersion");
+            map.remove("kind");
+            assert_eq!(item, expected);
+        }
+    }
 
     fn pod(name: &str) -> Value {
         json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name, "namespace": "ns" } })

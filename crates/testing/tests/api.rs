@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{api_status, config_map, get, pod, raw};
+use common::{RawWatch, api_status, config_map, get, pod, raw};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kinformer_testing::{FakeApiServer, fixtures};
@@ -73,7 +73,10 @@ async fn create_get_replace_patch_delete_round_trip_with_resource_versions() {
         .expect("rv");
     assert_eq!(rv1, server.resource_version());
     assert!(created.metadata.uid.is_some() && created.metadata.creation_timestamp.is_some());
-    assert_eq!(created.metadata.generation, Some(1));
+    assert_eq!(
+        created.metadata.generation, None,
+        "ConfigMaps have no generation"
+    );
 
     let mut changed = api.get("settings").await.expect("get");
     changed.data = Some([("value".to_owned(), "b".to_owned())].into());
@@ -604,6 +607,23 @@ async fn a_crd_created_through_the_api_is_served_to_dynamic_clients() {
         .expect("list widgets");
     assert_eq!(listed.items.len(), 1);
     assert_eq!(listed.items[0].data["spec"]["size"], 3);
+    let raw_list = get(&server, "/apis/example.com/v1/namespaces/default/widgets")
+        .await
+        .json();
+    assert_eq!(raw_list["kind"], "WidgetList");
+    assert_eq!(
+        (
+            &raw_list["items"][0]["apiVersion"],
+            &raw_list["items"][0]["kind"]
+        ),
+        (&json!("example.com/v1"), &json!("Widget")),
+        "unstructured list items keep their type, as apiextensions-apiserver's do"
+    );
+    assert_eq!(
+        listed.items[0].metadata.generation,
+        Some(1),
+        "custom resources count generations"
+    );
 
     crds.delete("widgets.example.com", &DeleteParams::default())
         .await
@@ -701,5 +721,177 @@ async fn the_status_subresource_and_the_main_resource_change_separate_parts() {
         relabelled.metadata.generation,
         Some(1),
         "label changes keep the generation"
+    );
+}
+
+#[tokio::test]
+async fn typed_list_items_leave_out_api_version_and_kind_but_single_objects_and_events_keep_them() {
+    let server = FakeApiServer::start().await.expect("start");
+    let api: Api<ConfigMap> = Api::namespaced(server.client().expect("client"), "default");
+    for name in ["a", "b"] {
+        api.create(&PostParams::default(), &config_map(name, "1"))
+            .await
+            .expect("create");
+    }
+    for path in [
+        "/api/v1/namespaces/default/configmaps",
+        "/api/v1/configmaps?limit=1",
+        "/api/v1/configmaps?resourceVersion=0",
+    ] {
+        let list = get(&server, path).await.json();
+        assert_eq!(
+            (&list["apiVersion"], &list["kind"]),
+            (&json!("v1"), &json!("ConfigMapList")),
+            "{path}"
+        );
+        let items = list["items"].as_array().expect("items");
+        assert!(!items.is_empty(), "{path}");
+        for item in items {
+            assert_eq!(item.get("kind"), None, "{path}: {item}");
+            assert_eq!(item.get("apiVersion"), None, "{path}: {item}");
+            assert_eq!(item["data"]["value"], "1", "{path}: the rest is intact");
+        }
+    }
+    let deleted = raw(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps",
+        &[],
+        b"",
+    )
+    .await
+    .json();
+    assert_eq!(deleted["kind"], "ConfigMapList");
+    assert_eq!(deleted["items"][0].get("kind"), None, "{deleted}");
+
+    api.create(&PostParams::default(), &config_map("c", "2"))
+        .await
+        .expect("create");
+    let single = get(&server, "/api/v1/namespaces/default/configmaps/c")
+        .await
+        .json();
+    assert_eq!(
+        (&single["apiVersion"], &single["kind"]),
+        (&json!("v1"), &json!("ConfigMap"))
+    );
+    let mut watch = RawWatch::open(
+        &server,
+        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=0",
+    )
+    .await;
+    let event = watch.next().await.expect("an ADDED event");
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(
+        (&event["object"]["apiVersion"], &event["object"]["kind"]),
+        (&json!("v1"), &json!("ConfigMap")),
+        "watch events carry the type"
+    );
+    // kube's typed lists still decode: the list's kind names the items.
+    let listed = api.list(&ListParams::default()).await.expect("list");
+    assert_eq!(listed.items[0].metadata.name.as_deref(), Some("c"));
+}
+
+#[tokio::test]
+async fn generation_is_kept_only_for_kinds_whose_strategy_keeps_it() {
+    let server = FakeApiServer::start().await.expect("start");
+    let client = server.client().expect("client");
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = config_maps
+        .create(&PostParams::default(), &config_map("settings", "a"))
+        .await
+        .expect("create");
+    assert_eq!(created.metadata.generation, None);
+    let patched = config_maps
+        .patch(
+            "settings",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { "value": "b" }, "metadata": { "generation": 9 } })),
+        )
+        .await
+        .expect("patch");
+    assert_eq!(
+        patched.metadata.generation, None,
+        "a request cannot set generation"
+    );
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let created = pods
+        .create(&PostParams::default(), &pod("p", &json!({})))
+        .await
+        .expect("create pod");
+    assert_eq!(
+        created.metadata.generation,
+        Some(1),
+        "pods count since 1.33"
+    );
+
+    let deployments: Api<Deployment> = Api::namespaced(client, "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "web" },
+        "spec": {
+            "replicas": 1,
+            "selector": { "matchLabels": { "app": "web" } },
+            "template": {
+                "metadata": { "labels": { "app": "web" } },
+                "spec": { "containers": [{ "name": "web", "image": "nginx" }] },
+            },
+        },
+    }))
+    .expect("a Deployment");
+    let created = deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("create deployment");
+    assert_eq!(created.metadata.generation, Some(1));
+    let scaled = deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "replicas": 3 } })),
+        )
+        .await
+        .expect("scale");
+    assert_eq!(scaled.metadata.generation, Some(2), "a spec change bumps");
+    let status_written = deployments
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "observedGeneration": 2, "replicas": 3 } })),
+        )
+        .await
+        .expect("status");
+    assert_eq!(
+        status_written.metadata.generation,
+        Some(2),
+        "status keeps it"
+    );
+    let relabelled = deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": { "tier": "front" } } })),
+        )
+        .await
+        .expect("relabel");
+    assert_eq!(relabelled.metadata.generation, Some(2), "labels keep it");
+}
+
+#[tokio::test]
+async fn an_unparseable_label_selector_gets_labels_parse_message_in_a_400() {
+    let server = FakeApiServer::start().await.expect("start");
+    let answer = get(
+        &server,
+        "/api/v1/namespaces/default/pods?labelSelector=a%20in%20(",
+    )
+    .await;
+    assert_eq!(answer.status, 400);
+    let status = answer.json();
+    assert_eq!(
+        (&status["kind"], &status["reason"], &status["code"]),
+        (&json!("Status"), &json!("BadRequest"), &json!(400))
+    );
+    assert_eq!(
+        status["message"],
+        "unable to parse requirement: found '', expected: ',', ')' or identifier"
     );
 }

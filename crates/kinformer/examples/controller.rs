@@ -1,0 +1,749 @@
+//! A small but real controller: it labels every Deployment with the number of its Pods that are
+//! Ready (`kinformer.dev/ready-pods=3`), the way client-go's DeploymentController is built.
+//!
+//! ```text
+//! cargo run -p kinformer --example controller                    # your cluster, or the fake one
+//! cargo run -p kinformer --example controller -- --seconds 10    # stop after ten seconds
+//! cargo run -p kinformer --example controller -- --fake          # the fake one even with a kubeconfig
+//! cargo run -p kinformer --example controller -- --workers 8 --namespace team-a
+//! ```
+//!
+//! The shape is client-go's: one [`SharedInformerFactory`] informs Deployments and Pods; event
+//! handlers turn every relevant change into the key (`namespace/name`) of the Deployment it
+//! concerns and add it to a [`RateLimitingQueue`]; N workers take keys out, read the Deployment
+//! and its Pods from the listers (never from the API server), and merge-patch the label through
+//! kube-client only when it is wrong. A failed write goes back into the queue after the rate
+//! limiter's delay; shutdown lets the workers finish the keys in hand, then stops the informers.
+//!
+//! With a kubeconfig (`KUBECONFIG`, or `~/.kube/config`) it **writes** that label on the
+//! Deployments of one namespace (`--namespace`, default `default`). Without one it starts
+//! kinformer-testing's API server in this process, seeds Deployments and Pods, and keeps
+//! flipping readiness, replacing Pods and failing the odd PATCH with a 500 so there is something
+//! to reconcile and retry.
+//!
+//! `tests/controller.rs` runs this very file's controller against churn and checks that it
+//! converges.
+
+#![allow(clippy::print_stdout, reason = "an example reports on the terminal")]
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use kinformer::{
+    prelude::*,
+    store::{object_key, split_key},
+};
+use kinformer_testing::FakeApiServer;
+use kube_client::{
+    Api, Client,
+    api::{Patch, PatchParams},
+};
+use kube_core::{Selector, SelectorExt};
+use serde_json::json;
+use tokio::task::JoinSet;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The label the controller owns on every Deployment it reconciles.
+pub(crate) const READY_PODS_LABEL: &str = "kinformer.dev/ready-pods";
+
+/// How often every Deployment is handed to the workers even when nothing changed, so a label
+/// someone else edited is put back.
+const DEFAULT_RESYNC: Duration = Duration::from_secs(30);
+
+/// After this many failed attempts in a row a key is dropped until its next change, as
+/// client-go's DeploymentController does (`maxRetries`), so one broken object cannot keep a
+/// worker busy forever.
+const MAX_RETRIES: usize = 15;
+
+/// The field manager the API server records for the controller's writes.
+const FIELD_MANAGER: &str = "kinformer-ready-pods";
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    // kube-client logs every failed request as an error; the workers already print each
+    // failure next to the retry it causes, so its request log stays quiet unless asked for.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client::client::builder=off".into()),
+        )
+        .init();
+    let args = Args::parse()?;
+    let deadline = args
+        .seconds
+        .map(|seconds| Instant::now() + Duration::from_secs(seconds));
+
+    // Where to connect: a real cluster if there is a kubeconfig, else a fake one right here.
+    let stop_churn = CancellationToken::new();
+    let (client, namespace, fake) = match kubeconfig().filter(|_| !args.fake) {
+        Some(path) => {
+            let namespace = args.namespace.clone().unwrap_or_else(|| "default".into());
+            println!(
+                "kubeconfig {} found: labelling the Deployments of namespace {namespace:?} in that cluster",
+                path.display()
+            );
+            (Client::try_default().await?, Some(namespace), None)
+        }
+        None => {
+            println!("no kubeconfig: starting the embedded fake API server");
+            let server = FakeApiServer::start().await?;
+            let seeded = fake_cluster::seed(&server)?;
+            println!(
+                "seeded {} Deployments with {seeded} Pods at {}",
+                fake_cluster::DEPLOYMENTS,
+                server.url()
+            );
+            let client = server.client()?;
+            let server = Arc::new(server);
+            tokio::spawn(fake_cluster::churn(Arc::clone(&server), stop_churn.clone()));
+            (client, args.namespace.clone(), Some(server))
+        }
+    };
+
+    // The Deployment informer resyncs so that the handler's resync period takes effect.
+    let mut factory = SharedInformerFactory::builder(client.clone())
+        .strip_managed_fields()
+        .resync_for::<Deployment>(DEFAULT_RESYNC);
+    if let Some(namespace) = namespace {
+        factory = factory.namespace(namespace);
+    }
+    let factory = factory.build();
+    let controller = ReadyPodsController::new(&factory, client, DEFAULT_RESYNC)?;
+
+    let started = Instant::now();
+    factory.start()?;
+    let synced = factory
+        .wait_for_cache_sync_timeout(Duration::from_secs(60))
+        .await;
+    if !synced.values().all(|&synced| synced) {
+        stop_churn.cancel();
+        factory.shutdown().await;
+        return Err("the informers did not sync within 60s".into());
+    }
+    println!(
+        "caches synced after {:.0?}; starting {} workers",
+        started.elapsed(),
+        args.workers
+    );
+
+    let stop = CancellationToken::new();
+    let workers = tokio::spawn(controller.clone().run(args.workers, stop.clone()));
+
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    ticker.tick().await;
+    let mut previous = controller.counters().snapshot();
+    // One Ctrl-C listener for the whole loop, so a press between two ticks is not lost.
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = &mut ctrl_c => { println!("Ctrl-C"); break; }
+        }
+        let now = controller.counters().snapshot();
+        let (in_sync, total) = controller.in_sync();
+        println!(
+            "{:>4.0}s | reconciled {:>5} (+{:>3}) | patched {:>4} (+{:>3}) | retried {:>3} | dropped {} | queued {:>3} | {in_sync}/{total} Deployments labelled right",
+            started.elapsed().as_secs_f64(),
+            now.reconciles,
+            now.reconciles - previous.reconciles,
+            now.patches,
+            now.patches - previous.patches,
+            now.retries,
+            now.dropped,
+            controller.queue().len() + controller.queue().waiting_len(),
+        );
+        previous = now;
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            break;
+        }
+    }
+
+    // Stop changing the fake cluster, let the workers finish the keys they hold, then stop the
+    // informers.
+    stop_churn.cancel();
+    let stopping = Instant::now();
+    stop.cancel();
+    workers.await?;
+    factory.shutdown().await;
+    let total = controller.counters().snapshot();
+    println!(
+        "shut down in {:.0?}: {} reconciles, {} patches, {} retries, {} informer tasks running",
+        stopping.elapsed(),
+        total.reconciles,
+        total.patches,
+        total.retries,
+        factory.running_tasks(),
+    );
+    drop(fake);
+    Ok(())
+}
+
+/// Keeps `kinformer.dev/ready-pods` on every Deployment equal to the number of its Pods (those
+/// its selector matches, in its namespace) whose `Ready` condition is `True`.
+#[derive(Clone)]
+pub(crate) struct ReadyPodsController {
+    queue: RateLimitingQueue<String>,
+    deployments: Lister<Deployment>,
+    pods: Lister<Pod>,
+    client: Client,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for ReadyPodsController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // kube's Client is not Debug; the queue and the counters say what matters.
+        f.debug_struct("ReadyPodsController")
+            .field("queue", &self.queue)
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReadyPodsController {
+    /// Registers the Deployment and Pod handlers on `factory`'s informers (before
+    /// `factory.start()`); every Deployment is also re-queued each `resync` period, when the
+    /// factory resyncs Deployments at least that often (`resync_for::<Deployment>`).
+    pub(crate) fn new(
+        factory: &SharedInformerFactory,
+        client: Client,
+        resync: Duration,
+    ) -> Result<Self, BoxError> {
+        let controller = Self {
+            queue: RateLimitingQueue::new(default_controller_rate_limiter()),
+            deployments: factory.lister::<Deployment>()?,
+            pods: factory.lister::<Pod>()?,
+            client,
+            counters: Arc::default(),
+        };
+
+        let (on_add, on_update, on_delete) =
+            (controller.clone(), controller.clone(), controller.clone());
+        factory
+            .informer::<Deployment>()?
+            .add_event_handler_with_resync_period(
+                HandlerFuncs::new()
+                    .add_func(move |deployment: Arc<Deployment>, _initial| {
+                        on_add.enqueue(&deployment);
+                    })
+                    .update_func(move |old, new| {
+                        // Our own PATCH comes back as an update: acting on it would only read
+                        // the same Pods again. A resync (same resourceVersion) goes through.
+                        if !only_our_label_changed(&old, &new) {
+                            on_update.enqueue(&new);
+                        }
+                    })
+                    .delete_func(move |deployment: ObjectOrTombstone<Deployment>| {
+                        on_delete.enqueue(deployment.object());
+                    }),
+                resync,
+            )?;
+
+        let (on_add, on_update, on_delete) =
+            (controller.clone(), controller.clone(), controller.clone());
+        factory.informer::<Pod>()?.add_event_handler(
+            HandlerFuncs::new()
+                .add_func(move |pod: Arc<Pod>, _initial| on_add.enqueue_deployments_of(&pod))
+                .update_func(move |old: Arc<Pod>, new: Arc<Pod>| {
+                    // Pods change all the time (status, annotations); only a change of labels
+                    // (which Deployments select it) or readiness changes a count.
+                    if old.metadata.labels != new.metadata.labels {
+                        on_update.enqueue_deployments_of(&old);
+                        on_update.enqueue_deployments_of(&new);
+                    } else if is_ready(&old) != is_ready(&new) {
+                        on_update.enqueue_deployments_of(&new);
+                    }
+                })
+                .delete_func(move |pod: ObjectOrTombstone<Pod>| {
+                    on_delete.enqueue_deployments_of(pod.object());
+                }),
+        )?;
+        Ok(controller)
+    }
+
+    /// Starts `workers` workers and returns once `stop` is cancelled and they have finished
+    /// the keys they hold. Call it after the caches have synced.
+    #[doc(alias = "Run")]
+    pub(crate) async fn run(self, workers: usize, stop: CancellationToken) {
+        let mut running = JoinSet::new();
+        for _ in 0..workers.max(1) {
+            let worker = self.clone();
+            running.spawn(async move { while worker.process_next_work_item().await {} });
+        }
+        stop.cancelled().await;
+        self.queue.shut_down_with_drain().await;
+        while running.join_next().await.is_some() {}
+    }
+
+    /// The queue the handlers fill and the workers drain.
+    pub(crate) fn queue(&self) -> &RateLimitingQueue<String> {
+        &self.queue
+    }
+
+    /// What the workers have done so far.
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// How many cached Deployments carry the label their cached Pods call for, out of how many.
+    pub(crate) fn in_sync(&self) -> (usize, usize) {
+        let deployments = self.deployments.list(&Selector::default());
+        let in_sync = deployments
+            .iter()
+            .filter(|deployment| {
+                let want = self.ready_pods(deployment).to_string();
+                label_of(deployment) == Some(want.as_str())
+            })
+            .count();
+        (in_sync, deployments.len())
+    }
+
+    #[doc(alias = "enqueueDeployment")]
+    fn enqueue(&self, deployment: &Deployment) {
+        match meta_namespace_key(deployment) {
+            Some(key) => self.queue.add(key),
+            None => println!("ignoring a Deployment without a name"),
+        }
+    }
+
+    /// Queues every cached Deployment in the Pod's namespace whose selector matches it.
+    #[doc(alias = "getDeploymentsForPod")]
+    fn enqueue_deployments_of(&self, pod: &Pod) {
+        let Some(namespace) = pod.metadata.namespace.as_deref() else {
+            return;
+        };
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        for deployment in self
+            .deployments
+            .namespaced(namespace)
+            .list(&Selector::default())
+        {
+            if selector_of(&deployment).is_some_and(|selector| selector.matches(&labels)) {
+                self.enqueue(&deployment);
+            }
+        }
+    }
+
+    /// Takes one key, reconciles it, and tells the queue how it went; `false` once the queue
+    /// has shut down.
+    #[doc(alias = "processNextWorkItem")]
+    async fn process_next_work_item(&self) -> bool {
+        let Some(key) = self.queue.get().await else {
+            return false;
+        };
+        self.counters.reconciles.fetch_add(1, Ordering::Relaxed);
+        match self.sync_deployment(&key).await {
+            Ok(()) => self.queue.forget(&key),
+            Err(error) if self.queue.num_requeues(&key) < MAX_RETRIES => {
+                self.counters.retries.fetch_add(1, Ordering::Relaxed);
+                println!(
+                    "retrying {key} (failure {}): {error}",
+                    self.queue.num_requeues(&key) + 1
+                );
+                self.queue.add_rate_limited(key.clone());
+            }
+            Err(error) => {
+                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                println!("dropping {key} after {MAX_RETRIES} failures: {error}");
+                self.queue.forget(&key);
+            }
+        }
+        self.queue.done(&key);
+        true
+    }
+
+    /// Brings one Deployment's label in line with its Pods, as the caches see them.
+    #[doc(alias = "syncDeployment")]
+    async fn sync_deployment(&self, key: &str) -> Result<(), BoxError> {
+        let (Some(namespace), name) = split_key(key)? else {
+            return Err(format!("{key:?} is not a namespace/name key").into());
+        };
+        let deployment = match self.deployments.namespaced(namespace).get(name) {
+            Ok(deployment) => deployment,
+            // Deleted since it was queued: there is nothing left to label.
+            Err(kinformer::store::Error::NotFound { .. }) => return Ok(()),
+            Err(error) => return Err(error.into()),
+        };
+        let want = self.ready_pods(&deployment).to_string();
+        if label_of(&deployment) == Some(want.as_str()) {
+            return Ok(());
+        }
+
+        let patch = json!({ "metadata": { "labels": { READY_PODS_LABEL: want } } });
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
+        match api
+            .patch(
+                name,
+                &PatchParams {
+                    field_manager: Some(FIELD_MANAGER.to_owned()),
+                    ..PatchParams::default()
+                },
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => {
+                self.counters.patches.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            // Deleted on the server before the cache heard of it.
+            Err(kube_client::Error::Api(status)) if status.is_not_found() => Ok(()),
+            Err(kube_client::Error::Api(status)) => Err(format!(
+                "PATCH answered {} {}: {}",
+                status.code, status.reason, status.message
+            )
+            .into()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The cached Pods that `deployment` selects and that are Ready.
+    fn ready_pods(&self, deployment: &Deployment) -> usize {
+        let (Some(namespace), Some(selector)) = (
+            deployment.metadata.namespace.as_deref(),
+            selector_of(deployment),
+        ) else {
+            return 0;
+        };
+        self.pods
+            .namespaced(namespace)
+            .list(&selector)
+            .iter()
+            .filter(|pod| is_ready(pod))
+            .count()
+    }
+}
+
+/// The workers' running totals.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    reconciles: AtomicU64,
+    patches: AtomicU64,
+    retries: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Counters {
+    /// The totals now.
+    pub(crate) fn snapshot(&self) -> CountersSnapshot {
+        CountersSnapshot {
+            reconciles: self.reconciles.load(Ordering::Relaxed),
+            patches: self.patches.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// [`Counters`] at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CountersSnapshot {
+    /// Keys taken from the queue.
+    pub(crate) reconciles: u64,
+    /// Successful label writes.
+    pub(crate) patches: u64,
+    /// Failed reconciles sent back to the queue through the rate limiter.
+    pub(crate) retries: u64,
+    /// Keys given up on after [`MAX_RETRIES`] failures.
+    pub(crate) dropped: u64,
+}
+
+/// `namespace/name`, client-go's `MetaNamespaceKeyFunc`.
+fn meta_namespace_key(deployment: &Deployment) -> Option<String> {
+    let name = deployment.metadata.name.as_deref()?;
+    Some(object_key(deployment.metadata.namespace.as_deref(), name))
+}
+
+/// The Deployment's current value of [`READY_PODS_LABEL`].
+pub(crate) fn label_of(deployment: &Deployment) -> Option<&str> {
+    deployment
+        .metadata
+        .labels
+        .as_ref()?
+        .get(READY_PODS_LABEL)
+        .map(String::as_str)
+}
+
+/// The Deployment's Pod selector. A missing or empty one selects nothing rather than
+/// everything, as in client-go's DeploymentController ("a deployment with a nil or empty
+/// selector ... should match nothing, not everything").
+pub(crate) fn selector_of(deployment: &Deployment) -> Option<Selector> {
+    let selector = deployment.spec.selector.clone();
+    let empty = selector
+        .match_labels
+        .as_ref()
+        .is_none_or(BTreeMap::is_empty)
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(Vec::is_empty);
+    if empty {
+        return None;
+    }
+    Selector::try_from(selector).ok()
+}
+
+/// Whether the Pod's `Ready` condition is `True`, client-go's `podutil.IsPodReady`.
+#[doc(alias = "IsPodReady")]
+pub(crate) fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
+        })
+}
+
+/// Whether `new` differs from `old` in nothing but [`READY_PODS_LABEL`] (and the bookkeeping
+/// every write changes: resourceVersion, managedFields).
+pub(crate) fn only_our_label_changed(old: &Deployment, new: &Deployment) -> bool {
+    if old.metadata.resource_version == new.metadata.resource_version
+        || label_of(old) == label_of(new)
+        || old.spec != new.spec
+        || old.status != new.status
+    {
+        return false;
+    }
+    let without_bookkeeping = |deployment: &Deployment| {
+        let mut metadata = deployment.metadata.clone();
+        metadata.resource_version = None;
+        metadata.managed_fields = None;
+        if let Some(labels) = metadata.labels.as_mut() {
+            labels.remove(READY_PODS_LABEL);
+        }
+        metadata
+    };
+    without_bookkeeping(old) == without_bookkeeping(new)
+}
+
+/// `KUBECONFIG`'s first existing file, else `~/.kube/config` if it exists.
+fn kubeconfig() -> Option<PathBuf> {
+    if let Some(paths) = std::env::var_os("KUBECONFIG") {
+        return std::env::split_paths(&paths).find(|path| path.is_file());
+    }
+    let home = std::env::var_os("HOME")?;
+    Some(PathBuf::from(home).join(".kube").join("config")).filter(|path| path.is_file())
+}
+
+struct Args {
+    seconds: Option<u64>,
+    fake: bool,
+    workers: usize,
+    namespace: Option<String>,
+}
+
+impl Args {
+    fn parse() -> Result<Self, BoxError> {
+        let mut args = Args {
+            seconds: None,
+            fake: false,
+            workers: 4,
+            namespace: None,
+        };
+        let mut raw = std::env::args().skip(1);
+        while let Some(arg) = raw.next() {
+            match arg.as_str() {
+                "--seconds" => {
+                    let value = raw.next().ok_or("--seconds needs a number")?;
+                    args.seconds = Some(value.parse().map_err(|_| "--seconds needs a number")?);
+                }
+                "--workers" => {
+                    let value = raw.next().ok_or("--workers needs a number")?;
+                    args.workers = value.parse().map_err(|_| "--workers needs a number")?;
+                }
+                "--namespace" => {
+                    args.namespace = Some(raw.next().ok_or("--namespace needs a name")?);
+                }
+                "--fake" => args.fake = true,
+                other => {
+                    return Err(format!(
+                        "unknown argument {other:?}; try --seconds N, --workers N, --namespace NS or --fake"
+                    )
+                    .into());
+                }
+            }
+        }
+        Ok(args)
+    }
+}
+
+/// The embedded cluster: Deployments `web-{d}` over a few namespaces, each selecting Pods
+/// `web-{d}-{slot}` labelled `app=web-{d}`, and the churn that keeps changing them.
+pub(crate) mod fake_cluster {
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kinformer::prelude::*;
+    use kinformer_testing::{FakeApiServer, Fault, Verb};
+    use kube_client::{
+        Api, Client,
+        api::{Patch, PatchParams},
+    };
+    use serde_json::{Value, json};
+
+    /// How many Deployments [`seed`] creates.
+    pub(crate) const DEPLOYMENTS: usize = 30;
+    /// Pod slots per Deployment; [`seed`] fills all but the last, churn fills and empties them.
+    pub(crate) const SLOTS: usize = 5;
+    const NAMESPACES: usize = 3;
+
+    /// The namespace of Deployment `d`.
+    pub(crate) fn namespace_of(d: usize) -> String {
+        format!("team-{}", d % NAMESPACES)
+    }
+
+    /// Deployment `web-{d}` selecting `app=web-{d}`.
+    pub(crate) fn deployment(d: usize) -> Value {
+        let app = format!("web-{d}");
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": { "name": app, "namespace": namespace_of(d), "labels": { "app": app } },
+            "spec": {
+                "replicas": SLOTS - 1,
+                "selector": { "matchLabels": { "app": app } },
+                "template": {
+                    "metadata": { "labels": { "app": app } },
+                    "spec": { "containers": [{ "name": "web", "image": "registry.example.com/web:v1" }] },
+                },
+            },
+        })
+    }
+
+    /// Pod `web-{d}-{slot}`, selected by Deployment `d`, Ready or not.
+    pub(crate) fn pod(d: usize, slot: usize, ready: bool) -> Value {
+        let app = format!("web-{d}");
+        let mut pod = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": format!("{app}-{slot}"),
+                "namespace": namespace_of(d),
+                "labels": { "app": app, "pod-template-hash": "5d8f7c9b6" },
+            },
+            "spec": {
+                "containers": [{ "name": "web", "image": "registry.example.com/web:v1" }],
+                "nodeName": format!("node-{}", (d + slot) % 7),
+            },
+            "status": { "phase": "Running" },
+        });
+        set_ready(&mut pod, ready);
+        pod
+    }
+
+    /// Sets the Pod's `Ready` condition in a Pod to be created.
+    pub(crate) fn set_ready(pod: &mut Value, ready: bool) {
+        pod["status"]["conditions"] = conditions(ready);
+    }
+
+    /// The conditions the kubelet reports for a Pod that is Ready or not.
+    fn conditions(ready: bool) -> Value {
+        let status = if ready { "True" } else { "False" };
+        json!([
+            { "type": "PodScheduled", "status": "True" },
+            { "type": "Ready", "status": status },
+            { "type": "ContainersReady", "status": status },
+        ])
+    }
+
+    /// Whether the Pod (as JSON) has `Ready=True`.
+    pub(crate) fn is_ready(pod: &Value) -> bool {
+        pod["status"]["conditions"]
+            .as_array()
+            .is_some_and(|conditions| {
+                conditions
+                    .iter()
+                    .any(|condition| condition["type"] == "Ready" && condition["status"] == "True")
+            })
+    }
+
+    /// Flips the Pod's readiness through its `status` subresource, as the kubelet does when a
+    /// probe starts failing or passing (a write to the Pod itself would leave status alone).
+    ///
+    /// # Errors
+    ///
+    /// What the API server answers, NotFound included.
+    pub(crate) async fn flip_ready(
+        client: &Client,
+        server: &FakeApiServer,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), kube_client::Error> {
+        let ready = server
+            .get_object("v1", "Pod", Some(namespace), name)
+            .is_some_and(|pod| is_ready(&pod));
+        let patch = json!({ "status": { "conditions": conditions(!ready) } });
+        Api::<Pod>::namespaced(client.clone(), namespace)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
+    /// Creates every Deployment with its first `SLOTS - 1` Pods, one in three not Ready;
+    /// returns how many Pods it created.
+    pub(crate) fn seed(server: &FakeApiServer) -> Result<usize, kinformer_testing::Error> {
+        let mut pods = 0;
+        for d in 0..DEPLOYMENTS {
+            server.create_object(deployment(d))?;
+            for slot in 0..SLOTS - 1 {
+                server.create_object(pod(d, slot, (d + slot) % 3 != 0))?;
+                pods += 1;
+            }
+        }
+        Ok(pods)
+    }
+
+    /// One change to the cluster, picked by `round`: mostly readiness flips, some Pods deleted
+    /// or created, and now and then a 500 waiting for the next PATCH of a Deployment.
+    pub(crate) async fn churn_once(client: &Client, server: &FakeApiServer, round: usize) {
+        let d = spread(round, DEPLOYMENTS);
+        let slot = spread(round / 3 + 1, SLOTS);
+        let (namespace, name) = (namespace_of(d), format!("web-{d}-{slot}"));
+        match server.get_object("v1", "Pod", Some(&namespace), &name) {
+            None => {
+                let _ = server.create_object(pod(d, slot, round.is_multiple_of(2)));
+            }
+            Some(_) if round.is_multiple_of(5) => {
+                let _ = server.delete_object("v1", "Pod", Some(&namespace), &name);
+            }
+            Some(_) => {
+                let _ = flip_ready(client, server, &namespace, &name).await;
+            }
+        }
+        if round.is_multiple_of(40) {
+            server
+                .faults()
+                .inject(Fault::status(500).verb(Verb::Patch).resource("deployments"));
+        }
+    }
+
+    /// Calls [`churn_once`] every 25 ms until `stop`.
+    pub(crate) async fn churn(server: Arc<FakeApiServer>, stop: CancellationToken) {
+        let Ok(client) = server.client() else {
+            return;
+        };
+        let mut tick = tokio::time::interval(Duration::from_millis(25));
+        let mut round = 0_usize;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = stop.cancelled() => return,
+            }
+            round += 1;
+            churn_once(&client, &server, round).await;
+        }
+    }
+
+    /// A cheap, well spread index for `round` (Knuth's multiplicative hash).
+    fn spread(round: usize, len: usize) -> usize {
+        (round.wrapping_mul(2_654_435_761) >> 7) % len
+    }
+}

@@ -1,0 +1,334 @@
+//! The `controller` example converges: after churn and failed writes on the fake API server,
+//! every Deployment carries the number of its Ready Pods, as the server itself counts them.
+//!
+//! The example's file is compiled here as a module, so this tests the very controller
+//! `cargo run --example controller` runs, not a copy.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kinformer::prelude::*;
+use kinformer_testing::{FakeApiServer, Fault, Verb};
+use serde_json::{Value, json};
+
+#[path = "../examples/controller.rs"]
+#[allow(
+    dead_code,
+    reason = "the example's main, argument parsing and terminal output are not exercised here"
+)]
+mod controller;
+
+use controller::{ReadyPodsController, fake_cluster};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const WORKERS: usize = 4;
+/// Deployment `web-{NEW_DEPLOYMENT}` is created during the churn.
+const NEW_DEPLOYMENT: usize = fake_cluster::DEPLOYMENTS;
+/// Deployment `web-{DELETED_DEPLOYMENT}` is deleted during the churn (its Pods stay).
+const DELETED_DEPLOYMENT: usize = 0;
+const CHURN_ROUNDS: usize = 120;
+/// Failed PATCHes injected up front (the churn adds one more every 40 rounds).
+const INJECTED_FAILURES: u64 = 3;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_and_failed_patches()
+-> Result<(), BoxError> {
+    let server = FakeApiServer::start().await?;
+    fake_cluster::seed(&server)?;
+    let client = server.client()?;
+    let factory = SharedInformerFactory::builder(client.clone())
+        .resync_for::<Deployment>(Duration::from_secs(60))
+        .build();
+    let controller = ReadyPodsController::new(&factory, client.clone(), Duration::from_secs(60))?;
+    factory.start()?;
+    let synced = factory
+        .wait_for_cache_sync_timeout(Duration::from_secs(10))
+        .await;
+    assert!(synced.values().all(|&synced| synced), "caches: {synced:?}");
+
+    let stop = CancellationToken::new();
+    let workers = tokio::spawn(controller.clone().run(WORKERS, stop.clone()));
+    let all_seeded: Vec<usize> = (0..fake_cluster::DEPLOYMENTS).collect();
+    wait_until_converged(&server, &controller, &all_seeded).await;
+    let seeded_patches = server.faults().request_count(Verb::Patch, "deployments");
+    assert!(
+        seeded_patches >= all_seeded.len() as u64,
+        "a first label on every Deployment takes one PATCH each, saw {seeded_patches}"
+    );
+
+    // Churn: the next PATCHes fail, readiness flips, Pods come and go, a Deployment is added
+    // and another deleted, and a Pod moves from one Deployment to another by its labels.
+    server.faults().inject(
+        Fault::status(500)
+            .verb(Verb::Patch)
+            .resource("deployments")
+            .times(INJECTED_FAILURES as usize),
+    );
+    let mut changes = 0;
+    for round in 1..=CHURN_ROUNDS {
+        fake_cluster::churn_once(&client, &server, round).await;
+        changes += 1;
+        if round.is_multiple_of(4) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    server.create_object(fake_cluster::deployment(NEW_DEPLOYMENT))?;
+    for slot in 0..3 {
+        server.create_object(fake_cluster::pod(NEW_DEPLOYMENT, slot, slot != 1))?;
+    }
+    server.delete_object(
+        "apps/v1",
+        "Deployment",
+        Some(&fake_cluster::namespace_of(DELETED_DEPLOYMENT)),
+        &format!("web-{DELETED_DEPLOYMENT}"),
+    )?;
+    move_pod(&server, 1, 0, 4)?;
+    changes += 3 + 1 + 1;
+
+    let remaining: Vec<usize> = (0..=NEW_DEPLOYMENT)
+        .filter(|&d| d != DELETED_DEPLOYMENT)
+        .collect();
+    wait_until_converged(&server, &controller, &remaining).await;
+
+    let counters = controller.counters().snapshot();
+    assert!(
+        counters.retries >= INJECTED_FAILURES,
+        "every failed PATCH goes back through the rate limiter: {counters:?}"
+    );
+    assert_eq!(
+        counters.dropped, 0,
+        "no key ran out of retries: {counters:?}"
+    );
+    let churn_patches = server.faults().request_count(Verb::Patch, "deployments") - seeded_patches;
+    assert!(
+        churn_patches <= 2 * changes + counters.retries,
+        "{churn_patches} PATCHes for {changes} changes: the controller writes in a loop"
+    );
+
+    // Quiet: nothing changes, so nothing is written, and the queue stays empty.
+    let settled_patches = server.faults().request_count(Verb::Patch, "deployments");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        server.faults().request_count(Verb::Patch, "deployments"),
+        settled_patches,
+        "a converged controller keeps writing"
+    );
+    assert!(controller.queue().is_empty() && controller.queue().waiting_len() == 0);
+
+    // Every Deployment changes in a way that leaves its count alone: each is reconciled, none
+    // is written, because a label that is already right is not written again.
+    let before = controller.counters().snapshot();
+    for &d in &remaining {
+        annotate_deployment(&server, d)?;
+    }
+    wait_for_reconciles(&controller, before.reconciles + remaining.len() as u64).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        server.faults().request_count(Verb::Patch, "deployments"),
+        settled_patches,
+        "labels that were right were written again"
+    );
+
+    // One Pod turns unready: one reconcile, one PATCH, and the update that PATCH causes is
+    // not reconciled again.
+    let before = controller.counters().snapshot();
+    fake_cluster::flip_ready(
+        &client,
+        &server,
+        &fake_cluster::namespace_of(NEW_DEPLOYMENT),
+        &format!("web-{NEW_DEPLOYMENT}-0"),
+    )
+    .await?;
+    wait_until_converged(&server, &controller, &remaining).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        server.faults().request_count(Verb::Patch, "deployments"),
+        settled_patches + 1
+    );
+    assert_eq!(
+        controller.counters().snapshot().reconciles,
+        before.reconciles + 1,
+        "the controller's own write came back as work"
+    );
+    assert_eq!(mislabelled(&server, &remaining), Vec::<String>::new());
+
+    // Shutdown: the workers finish and return; later events are not queued.
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), workers).await??;
+    assert!(controller.queue().shutting_down());
+    factory.shutdown().await;
+    assert_eq!(factory.running_tasks(), 0);
+    Ok(())
+}
+
+#[test]
+fn an_update_that_only_changes_the_controllers_label_is_not_queued_again() {
+    let old = typed_deployment(
+        json!({ "app": "web-1", controller::READY_PODS_LABEL: "2" }),
+        "7",
+    );
+    let relabelled = typed_deployment(
+        json!({ "app": "web-1", controller::READY_PODS_LABEL: "3" }),
+        "8",
+    );
+    assert!(controller::only_our_label_changed(&old, &relabelled));
+
+    // A resync delivers the same resourceVersion: that is the point of resyncing, so it counts.
+    assert!(!controller::only_our_label_changed(&old, &old));
+    // Someone else's label changed along with ours.
+    let other = typed_deployment(
+        json!({ "app": "web-2", controller::READY_PODS_LABEL: "3" }),
+        "8",
+    );
+    assert!(!controller::only_our_label_changed(&old, &other));
+    // A new selector changes which Pods count.
+    let mut reselected = relabelled;
+    reselected.spec.selector.match_labels = Some([("app".to_owned(), "web-9".to_owned())].into());
+    assert!(!controller::only_our_label_changed(&old, &reselected));
+}
+
+#[test]
+fn a_deployment_with_an_empty_selector_selects_no_pods() {
+    let mut deployment = typed_deployment(json!({ "app": "web-1" }), "1");
+    assert!(controller::selector_of(&deployment).is_some());
+    deployment.spec.selector = Default::default();
+    assert!(controller::selector_of(&deployment).is_none());
+}
+
+#[test]
+fn readiness_is_the_ready_condition() {
+    let ready: k8s_openapi::api::core::v1::Pod =
+        serde_json::from_value(fake_cluster::pod(1, 0, true)).expect("a valid Pod");
+    let not_ready: k8s_openapi::api::core::v1::Pod =
+        serde_json::from_value(fake_cluster::pod(1, 0, false)).expect("a valid Pod");
+    assert!(controller::is_ready(&ready));
+    assert!(!controller::is_ready(&not_ready));
+}
+
+/// Deployment `web-1` with these labels and resourceVersion.
+fn typed_deployment(labels: Value, resource_version: &str) -> Deployment {
+    let mut deployment = fake_cluster::deployment(1);
+    deployment["metadata"]["labels"] = labels;
+    deployment["metadata"]["resourceVersion"] = json!(resource_version);
+    serde_json::from_value(deployment).expect("a valid Deployment")
+}
+
+/// Adds an annotation to Deployment `web-{d}`, as `kubectl annotate` would.
+fn annotate_deployment(server: &FakeApiServer, d: usize) -> Result<(), BoxError> {
+    let namespace = fake_cluster::namespace_of(d);
+    let mut deployment = server
+        .get_object(
+            "apps/v1",
+            "Deployment",
+            Some(&namespace),
+            &format!("web-{d}"),
+        )
+        .ok_or("the Deployment exists")?;
+    deployment["metadata"]["annotations"]["example.com/owner"] = json!("team-web");
+    server.update_object(deployment)?;
+    Ok(())
+}
+
+/// Waits (at most 10 s) until the workers have taken `reconciles` keys in all and the queue is
+/// idle.
+async fn wait_for_reconciles(controller: &ReadyPodsController, reconciles: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let done = controller.counters().snapshot().reconciles;
+        let queue = controller.queue();
+        if done >= reconciles && queue.is_empty() && queue.waiting_len() == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{done} of {reconciles} reconciles after 10s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Relabels Pod `web-{from}-{slot}` so that Deployment `web-{to}` (same namespace) selects it
+/// instead; creates it first if the churn deleted it.
+fn move_pod(server: &FakeApiServer, from: usize, slot: usize, to: usize) -> Result<(), BoxError> {
+    assert_eq!(
+        fake_cluster::namespace_of(from),
+        fake_cluster::namespace_of(to)
+    );
+    let namespace = fake_cluster::namespace_of(from);
+    let name = format!("web-{from}-{slot}");
+    let pod = match server.get_object("v1", "Pod", Some(&namespace), &name) {
+        Some(pod) => pod,
+        None => server.create_object(fake_cluster::pod(from, slot, true))?,
+    };
+    let mut moved = pod;
+    moved["metadata"]["labels"]["app"] = json!(format!("web-{to}"));
+    server.update_object(moved)?;
+    Ok(())
+}
+
+/// The Deployments among `web-{d}` for `d` in `deployments` whose label on the server is not
+/// the number of Ready Pods the server holds for them, each with what it has and should have.
+///
+/// Counted from the server's JSON, not through the controller's caches or typed helpers.
+fn mislabelled(server: &FakeApiServer, deployments: &[usize]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for &d in deployments {
+        let namespace = fake_cluster::namespace_of(d);
+        let app = format!("web-{d}");
+        let Some(deployment) = server.get_object("apps/v1", "Deployment", Some(&namespace), &app)
+        else {
+            wrong.push(format!("{namespace}/{app}: missing on the server"));
+            continue;
+        };
+        let ready = (0..=NEW_DEPLOYMENT)
+            .filter(|&other| fake_cluster::namespace_of(other) == namespace)
+            .flat_map(|other| (0..fake_cluster::SLOTS).map(move |slot| (other, slot)))
+            .filter_map(|(other, slot)| {
+                server.get_object(
+                    "v1",
+                    "Pod",
+                    Some(&namespace),
+                    &format!("web-{other}-{slot}"),
+                )
+            })
+            .filter(|pod| pod["metadata"]["labels"]["app"] == app.as_str())
+            .filter(fake_cluster::is_ready)
+            .count();
+        let label = &deployment["metadata"]["labels"][controller::READY_PODS_LABEL];
+        if label.as_str() != Some(ready.to_string().as_str()) {
+            wrong.push(format!(
+                "{namespace}/{app}: label {label}, {ready} Pods Ready"
+            ));
+        }
+    }
+    wrong
+}
+
+/// Waits (at most 10 s) until the server agrees with the Pods it holds on every label, the
+/// controller's caches agree too, and no key is queued or waiting for a retry.
+async fn wait_until_converged(
+    server: &FakeApiServer,
+    controller: &ReadyPodsController,
+    deployments: &[usize],
+) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let wrong = mislabelled(server, deployments);
+        let (in_sync, cached) = controller.in_sync();
+        let queue = controller.queue();
+        let idle = queue.is_empty() && queue.waiting_len() == 0;
+        if wrong.is_empty() && in_sync == cached && cached == deployments.len() && idle {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no convergence after 10s: {wrong:?}; caches {in_sync}/{cached} in sync; \
+             queue {} ready, {} waiting; {:?}",
+            queue.len(),
+            queue.waiting_len(),
+            controller.counters().snapshot(),
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
