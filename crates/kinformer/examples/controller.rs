@@ -26,9 +26,11 @@
 
 #![allow(clippy::print_stdout, reason = "an example reports on the terminal")]
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::{
     collections::BTreeMap,
-    path::PathBuf,
     sync::atomic::{AtomicU64, Ordering},
     time::{Duration, Instant},
 };
@@ -81,7 +83,7 @@ async fn main() -> Result<(), BoxError> {
 
     // Where to connect: a real cluster if there is a kubeconfig, else a fake one right here.
     let stop_churn = CancellationToken::new();
-    let (client, namespace, fake) = match kubeconfig().filter(|_| !args.fake) {
+    let (client, namespace, fake) = match support::kubeconfig().filter(|_| !args.fake) {
         Some(path) => {
             let namespace = args.namespace.clone().unwrap_or_else(|| "default".into());
             println!(
@@ -522,15 +524,6 @@ pub(crate) fn only_our_label_changed(old: &Deployment, new: &Deployment) -> bool
         metadata
     };
     without_bookkeeping(old) == without_bookkeeping(new)
-}
-
-/// `KUBECONFIG`'s first existing file, else `~/.kube/config` if it exists.
-fn kubeconfig() -> Option<PathBuf> {
-    if let Some(paths) = std::env::var_os("KUBECONFIG") {
-        return std::env::split_paths(&paths).find(|path| path.is_file());
-    }
-    let home = std::env::var_os("HOME")?;
-    Some(PathBuf::from(home).join(".kube").join("config")).filter(|path| path.is_file())
 }
 
 struct Args {

@@ -15,8 +15,10 @@
 
 #![allow(clippy::print_stdout, reason = "an example reports on the terminal")]
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::{
-    path::PathBuf,
     sync::atomic::{AtomicU64, Ordering},
     time::{Duration, Instant},
 };
@@ -53,7 +55,7 @@ async fn main() -> Result<(), BoxError> {
 
     // Where to connect: a real cluster if there is a kubeconfig, else a fake one right here.
     let stop_churn = CancellationToken::new();
-    let (client, fake) = match kubeconfig().filter(|_| !args.fake) {
+    let (client, fake) = match support::kubeconfig().filter(|_| !args.fake) {
         Some(path) => {
             println!(
                 "kubeconfig {} found: informing that cluster (read only)",
@@ -230,15 +232,6 @@ fn busiest_node(pods: &Arc<dyn Indexer<Pod>>) -> (String, usize) {
         })
         .max_by_key(|(_, count)| *count)
         .unwrap_or_else(|| ("no node".to_owned(), 0))
-}
-
-/// `KUBECONFIG`'s first existing file, else `~/.kube/config` if it exists.
-fn kubeconfig() -> Option<PathBuf> {
-    if let Some(paths) = std::env::var_os("KUBECONFIG") {
-        return std::env::split_paths(&paths).find(|path| path.is_file());
-    }
-    let home = std::env::var_os("HOME")?;
-    Some(PathBuf::from(home).join(".kube").join("config")).filter(|path| path.is_file())
 }
 
 struct Args {
