@@ -365,3 +365,69 @@ async fn etcd_post(url: &str, path: &str, body: &str) -> serde_json::Value {
         .unwrap_or_default();
     serde_json::from_str(json).unwrap_or_else(|err| panic!("etcd answered {answer:?}: {err}"))
 }
+
+/// What the informer suite (`e2e_informer.rs`) adds; the conformance suite does not use these.
+#[allow(
+    dead_code,
+    reason = "e2e_support is compiled into every e2e binary, and only e2e_informer uses these"
+)]
+impl Backend {
+    /// Makes every `list` of `resource` on the fake answer 403 until
+    /// [`clear_faults`](Self::clear_faults) (fake only; a real cluster refuses through RBAC).
+    pub(crate) fn forbid_lists(&self, resource: &str) -> bool {
+        let Some(fake) = &self.fake else {
+            return false;
+        };
+        fake.faults().inject(
+            kinformer_testing::Fault::status(403)
+                .verb(kinformer_testing::Verb::List)
+                .resource(resource)
+                .times(usize::MAX),
+        );
+        true
+    }
+
+    /// Removes every fault injected into the fake (fake only).
+    pub(crate) fn clear_faults(&self) -> bool {
+        let Some(fake) = &self.fake else {
+            return false;
+        };
+        fake.faults().clear();
+        true
+    }
+
+    /// How many `list` requests for `resource` the fake has served; `None` on a real cluster,
+    /// which does not count for us.
+    pub(crate) fn fake_list_count(&self, resource: &str) -> Option<u64> {
+        self.fake.as_ref().map(|fake| {
+            fake.faults()
+                .request_count(kinformer_testing::Verb::List, resource)
+        })
+    }
+}
+
+/// Polls `check` every 100 ms until it returns `Ok`, for at most `within`; panics with `what`
+/// and the last mismatch otherwise. The real kube-apiserver is slower than the fake, so
+/// convergence is waited for rather than assumed.
+#[allow(
+    dead_code,
+    reason = "e2e_support is compiled into every e2e binary, and only e2e_informer uses this"
+)]
+pub(crate) async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let last = match check().await {
+            Ok(()) => return,
+            Err(mismatch) => mismatch,
+        };
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not converged within {within:?}; last mismatch: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
