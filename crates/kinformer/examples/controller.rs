@@ -235,9 +235,14 @@ impl ReadyPodsController {
                         on_add.enqueue(&deployment);
                     })
                     .update_func(move |old, new| {
-                        // Our own PATCH comes back as an update: acting on it would only read
-                        // the same Pods again. A resync (same resourceVersion) goes through.
-                        if !only_our_label_changed(&old, &new) {
+                        // Our own PATCH comes back as an update, and acting on it would usually
+                        // only read the same Pods again. But the Pods may have moved on while
+                        // the PATCH was in flight, and the reconcile their events queued may
+                        // have read the Deployment before the PATCH reached the cache and found
+                        // nothing to do; so a label that is already stale is work. A resync
+                        // (same resourceVersion) always goes through.
+                        if !only_our_label_changed(&old, &new) || !on_update.label_is_current(&new)
+                        {
                             on_update.enqueue(&new);
                         }
                     })
@@ -298,12 +303,15 @@ impl ReadyPodsController {
         let deployments = self.deployments.list(&Selector::default());
         let in_sync = deployments
             .iter()
-            .filter(|deployment| {
-                let want = self.ready_pods(deployment).to_string();
-                label_of(deployment) == Some(want.as_str())
-            })
+            .filter(|deployment| self.label_is_current(deployment))
             .count();
         (in_sync, deployments.len())
+    }
+
+    /// Whether the Deployment's label equals the Ready Pods the cache holds for it.
+    fn label_is_current(&self, deployment: &Deployment) -> bool {
+        let want = self.ready_pods(deployment).to_string();
+        label_of(deployment) == Some(want.as_str())
     }
 
     #[doc(alias = "enqueueDeployment")]

@@ -431,3 +431,25 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// What the controller test (`e2e_controller.rs`) adds.
+#[allow(
+    dead_code,
+    reason = "e2e_support is compiled into every e2e binary, and only e2e_controller uses this"
+)]
+impl Backend {
+    /// Makes the fake's next `times` PATCHes of `resource` answer 500 (fake only: the real
+    /// server gets no injected faults).
+    pub(crate) fn fail_next_patches(&self, resource: &str, times: usize) -> bool {
+        let Some(fake) = &self.fake else {
+            return false;
+        };
+        fake.faults().inject(
+            kinformer_testing::Fault::status(500)
+                .verb(kinformer_testing::Verb::Patch)
+                .resource(resource)
+                .times(times),
+        );
+        true
+    }
+}
