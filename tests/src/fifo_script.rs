@@ -5,8 +5,10 @@
 //! lines to read back. Both the Go peer and the Rust side of a differential test produce
 //! [`StepResult`]s, and the test compares them field by field.
 
-use std::{collections::BTreeMap, fmt};
+use std::{collections::BTreeMap, fmt, sync::Arc};
 
+use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+use kinformer_store::{Object, meta_namespace_key_func};
 use serde::{Deserialize, Serialize};
 
 /// Which client-go queue a script drives.
@@ -44,6 +46,21 @@ impl ObjectSpec {
             rv: rv.to_owned(),
             labels: BTreeMap::new(),
         }
+    }
+
+    /// The Pod this spec stands for, as both peers build it (the Go side's `scriptobj.Pod`).
+    pub fn to_pod(&self) -> Arc<Pod> {
+        let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        Arc::new(Pod {
+            metadata: ObjectMeta {
+                namespace: non_empty(&self.namespace),
+                name: Some(self.name.clone()),
+                resource_version: non_empty(&self.rv),
+                labels: (!self.labels.is_empty()).then(|| self.labels.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        })
     }
 
     /// `namespace/name`, or `name` when cluster-scoped: client-go's `MetaNamespaceKeyFunc`.
@@ -145,12 +162,17 @@ impl Script {
             emit_replaced: self.emit_replaced,
             atomic_events: self.atomic_events,
         };
-        let mut lines = Vec::with_capacity(self.ops.len() + 2);
-        lines.push(to_json(&begin));
-        lines.extend(self.ops.iter().map(to_json));
-        lines.push(r#"{"op":"end"}"#.to_owned());
-        lines
+        script_lines(&begin, &self.ops)
     }
+}
+
+/// `begin`, one line per operation, then `end`: the frame every peer script has.
+pub(crate) fn script_lines<B: Serialize, O: Serialize>(begin: &B, ops: &[O]) -> Vec<String> {
+    let mut lines = Vec::with_capacity(ops.len() + 2);
+    lines.push(to_json(begin));
+    lines.extend(ops.iter().map(to_json));
+    lines.push(r#"{"op":"end"}"#.to_owned());
+    lines
 }
 
 fn to_json<T: Serialize>(value: &T) -> String {
@@ -180,6 +202,21 @@ pub struct ObjectView {
     /// Its labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+}
+
+impl ObjectView {
+    /// How a result reports `obj`.
+    ///
+    /// # Panics
+    ///
+    /// When `obj` has no name: scripts only hold named objects.
+    pub fn of<K: Object>(obj: &K) -> Self {
+        Self {
+            key: meta_namespace_key_func(obj).expect("scripts only hold named objects"),
+            rv: obj.resource_version().unwrap_or_default().to_owned(),
+            labels: obj.labels().cloned().unwrap_or_default(),
+        }
+    }
 }
 
 /// What a result reports about one popped delta.

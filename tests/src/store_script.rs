@@ -6,6 +6,7 @@ use std::{collections::BTreeMap, fmt};
 
 use serde::{Deserialize, Serialize};
 
+use crate::fifo_script::script_lines;
 pub use crate::fifo_script::{ObjectSpec, ObjectView};
 
 /// One operation of a store script.
@@ -98,17 +99,8 @@ impl StoreScript {
             op: "begin",
             id: &self.id,
         };
-        let mut lines = Vec::with_capacity(self.ops.len() + 2);
-        lines.push(to_json(&begin));
-        lines.extend(self.ops.iter().map(to_json));
-        lines.push(r#"{"op":"end"}"#.to_owned());
-        lines
+        script_lines(&begin, &self.ops)
     }
-}
-
-fn to_json<T: Serialize>(value: &T) -> String {
-    // Serializing these plain structs (string keys, no floats) cannot fail.
-    serde_json::to_string(value).expect("script values serialize to JSON")
 }
 
 impl fmt::Debug for StoreScript {

@@ -23,12 +23,12 @@ use std::{
 };
 
 use futures::FutureExt;
-use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+use k8s_openapi::api::core::v1::Pod;
 use kinformer_fifo::{
     Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Error as FifoError, KnownObjects, Popped, Queue,
     RealFifo, RealFifoOptions,
 };
-use kinformer_store::{Cache, KeyListerGetter, ObjectOrTombstone, Store, meta_namespace_key_func};
+use kinformer_store::{Cache, KeyListerGetter, ObjectOrTombstone, Store};
 use kinformer_tests::{
     GoPeer,
     fifo_script::{
@@ -89,30 +89,8 @@ impl KeyListerGetter<Pod> for SortedKnownObjects {
     }
 }
 
-fn pod(spec: &ObjectSpec) -> Arc<Pod> {
-    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-    Arc::new(Pod {
-        metadata: ObjectMeta {
-            namespace: non_empty(&spec.namespace),
-            name: Some(spec.name.clone()),
-            resource_version: non_empty(&spec.rv),
-            labels: (!spec.labels.is_empty()).then(|| spec.labels.clone()),
-            ..ObjectMeta::default()
-        },
-        ..Pod::default()
-    })
-}
-
-fn object_view(pod: &Pod) -> ObjectView {
-    ObjectView {
-        key: meta_namespace_key_func(pod).expect("scripts only queue named objects"),
-        rv: pod.metadata.resource_version.clone().unwrap_or_default(),
-        labels: pod.metadata.labels.clone().unwrap_or_default(),
-    }
-}
-
 fn delta_view(delta: &Delta<Pod>) -> DeltaView {
-    let object = object_view(delta.object());
+    let object = ObjectView::of(delta.object().as_ref());
     let (key, tombstone) = match &delta.object {
         ObjectOrTombstone::Tombstone(tombstone) => (tombstone.key.clone(), true),
         ObjectOrTombstone::Object(_) => (object.key.clone(), false),
@@ -134,7 +112,10 @@ fn popped_views(popped: &Popped<Pod>) -> Vec<DeltaView> {
         tombstone: false,
         object: None,
         rv: rv.to_owned(),
-        objects: objects.iter().map(|obj| object_view(obj)).collect(),
+        objects: objects
+            .iter()
+            .map(|obj| ObjectView::of(obj.as_ref()))
+            .collect(),
     };
     match popped {
         Popped::ReplacedAll(all) => vec![whole_queue(
@@ -263,12 +244,18 @@ impl RustRun {
             .to_owned();
         let mut result = StepResult::new(step, &name, false);
         let outcome: Result<(), String> = match op {
-            Op::Add { object } => self.queue.add(pod(object)).map_err(|e| e.to_string()),
-            Op::Update { object } => self.queue.update(pod(object)).map_err(|e| e.to_string()),
-            Op::Delete { object } => self.queue.delete(pod(object)).map_err(|e| e.to_string()),
+            Op::Add { object } => self.queue.add(object.to_pod()).map_err(|e| e.to_string()),
+            Op::Update { object } => self
+                .queue
+                .update(object.to_pod())
+                .map_err(|e| e.to_string()),
+            Op::Delete { object } => self
+                .queue
+                .delete(object.to_pod())
+                .map_err(|e| e.to_string()),
             Op::Replace { objects, rv } => self
                 .queue
-                .replace(objects.iter().map(pod).collect(), rv)
+                .replace(objects.iter().map(ObjectSpec::to_pod).collect(), rv)
                 .map_err(|e| e.to_string()),
             Op::Resync => self.queue.resync().map_err(|e| e.to_string()),
             Op::Bookmark { rv } => self.queue.bookmark(rv).map_err(|e| e.to_string()),
@@ -719,7 +706,7 @@ fn nameless_objects_are_refused_where_client_go_keys_them_as_empty() {
     assert_eq!(popped.deltas[0].key, "ns/");
 
     let fifo = DeltaFifo::<Pod>::new(DeltaFifoOptions::new());
-    let refused = fifo.add(pod(&nameless));
+    let refused = fifo.add(nameless.to_pod());
     assert!(
         matches!(refused, Err(kinformer_store::Error::MissingName { .. })),
         "{refused:?}"

@@ -14,10 +14,10 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, OnceLock},
 };
 
-use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+use k8s_openapi::api::core::v1::Pod;
 use kinformer_store::{
     Cache, IndexFunc, Indexer, Indexers, NAMESPACE_INDEX, Store, default_key_func,
-    meta_namespace_index_func, meta_namespace_key_func,
+    meta_namespace_index_func,
 };
 use kinformer_tests::{
     GoPeer,
@@ -81,30 +81,11 @@ fn initial_indexers() -> Indexers<Pod> {
         .collect()
 }
 
-fn pod(spec: &ObjectSpec) -> Arc<Pod> {
-    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-    Arc::new(Pod {
-        metadata: ObjectMeta {
-            namespace: non_empty(&spec.namespace),
-            name: Some(spec.name.clone()),
-            resource_version: non_empty(&spec.rv),
-            labels: (!spec.labels.is_empty()).then(|| spec.labels.clone()),
-            ..ObjectMeta::default()
-        },
-        ..Pod::default()
-    })
-}
-
-fn view(pod: &Pod) -> ObjectView {
-    ObjectView {
-        key: meta_namespace_key_func(pod).expect("scripts only store named objects"),
-        rv: pod.metadata.resource_version.clone().unwrap_or_default(),
-        labels: pod.metadata.labels.clone().unwrap_or_default(),
-    }
-}
-
 fn sorted_keys(objects: &[Arc<Pod>]) -> Vec<String> {
-    let mut keys: Vec<String> = objects.iter().map(|obj| view(obj).key).collect();
+    let mut keys: Vec<String> = objects
+        .iter()
+        .map(|obj| ObjectView::of(obj.as_ref()).key)
+        .collect();
     keys.sort();
     keys
 }
@@ -115,7 +96,11 @@ fn sorted(mut values: Vec<String>) -> Vec<String> {
 }
 
 fn snapshot(cache: &Cache<Pod>, result: &mut StoreResult) {
-    let mut objects: Vec<ObjectView> = cache.list().iter().map(|obj| view(obj)).collect();
+    let mut objects: Vec<ObjectView> = cache
+        .list()
+        .iter()
+        .map(|obj| ObjectView::of(obj.as_ref()))
+        .collect();
     objects.sort_by(|a, b| a.key.cmp(&b.key));
     result.objects = objects;
     for name in cache.get_indexers().keys() {
@@ -142,13 +127,17 @@ fn step(cache: &Cache<Pod>, step: u32, op: &StoreOp) -> StoreResult {
     };
     let outcome: kinformer_store::Result<()> = (|| {
         match op {
-            StoreOp::Add { object } => cache.add(pod(object))?,
-            StoreOp::Update { object } => cache.update(pod(object))?,
-            StoreOp::Delete { object } => cache.delete(pod(object))?,
+            StoreOp::Add { object } => cache.add(object.to_pod())?,
+            StoreOp::Update { object } => cache.update(object.to_pod())?,
+            StoreOp::Delete { object } => cache.delete(object.to_pod())?,
             StoreOp::Replace { objects, rv } => {
-                cache.replace(objects.iter().map(pod).collect(), rv)?;
+                cache.replace(objects.iter().map(ObjectSpec::to_pod).collect(), rv)?;
             }
-            StoreOp::Get { key } => result.found = cache.get_by_key(key).map(|obj| view(&obj)),
+            StoreOp::Get { key } => {
+                result.found = cache
+                    .get_by_key(key)
+                    .map(|obj| ObjectView::of(obj.as_ref()));
+            }
             StoreOp::ListKeys => result.keys = sorted(Store::list_keys(cache)),
             StoreOp::ByIndex { index, value } => {
                 result.keys = sorted_keys(&cache.by_index(index, value)?);
@@ -157,7 +146,7 @@ fn step(cache: &Cache<Pod>, step: u32, op: &StoreOp) -> StoreResult {
                 result.keys = sorted(cache.index_keys(index, value)?);
             }
             StoreOp::Index { index, object } => {
-                result.keys = sorted_keys(&cache.index(index, &pod(object))?);
+                result.keys = sorted_keys(&cache.index(index, &object.to_pod())?);
             }
             StoreOp::ListIndexFuncValues { index } => {
                 result.values = sorted(cache.list_index_func_values(index));

@@ -6,8 +6,9 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"kinformer.dev/peers/client-go/internal/scriptobj"
 )
 
 // Runner holds the queue of the script being run. Feed it lines with Step; a "begin" line
@@ -20,16 +21,6 @@ type Runner struct {
 	// known is the consumer's store, which the queue consults as its KnownObjects; nil when
 	// the script runs without one.
 	known cache.Indexer
-}
-
-// Pod builds the Pod a script object stands for.
-func Pod(o Object) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Namespace:       o.Namespace,
-		Name:            o.Name,
-		ResourceVersion: o.ResourceVersion,
-		Labels:          o.Labels,
-	}}
 }
 
 // Step runs one script line and returns its result.
@@ -53,7 +44,7 @@ func (r *Runner) Step(op Op) Result {
 	case "replace":
 		list := make([]interface{}, 0, len(op.Objects))
 		for _, o := range op.Objects {
-			list = append(list, Pod(o))
+			list = append(list, scriptobj.Pod(o))
 		}
 		err = r.queue.Replace(list, op.ResourceVersion)
 	case "resync":
@@ -110,7 +101,7 @@ func withObject(op Op, apply func(interface{}) error) error {
 	if op.Object == nil {
 		return fmt.Errorf("%s needs an object", op.Op)
 	}
-	return apply(Pod(*op.Object))
+	return apply(scriptobj.Pod(*op.Object))
 }
 
 func (r *Runner) begin(op Op) Result {

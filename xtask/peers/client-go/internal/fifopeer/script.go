@@ -3,13 +3,10 @@
 // scripts (see ../../README.md for the format).
 package fifopeer
 
+import "kinformer.dev/peers/client-go/internal/scriptobj"
+
 // Object is the part of a Pod a script controls.
-type Object struct {
-	Namespace       string            `json:"namespace,omitempty"`
-	Name            string            `json:"name"`
-	ResourceVersion string            `json:"rv,omitempty"`
-	Labels          map[string]string `json:"labels,omitempty"`
-}
+type Object = scriptobj.Object
 
 // Op is one line of a script. Which fields matter depends on Op.Op.
 type Op struct {

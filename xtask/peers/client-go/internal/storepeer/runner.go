@@ -8,17 +8,13 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"kinformer.dev/peers/client-go/internal/scriptobj"
 )
 
 // Object is the part of a Pod a script controls.
-type Object struct {
-	Namespace       string            `json:"namespace,omitempty"`
-	Name            string            `json:"name"`
-	ResourceVersion string            `json:"rv,omitempty"`
-	Labels          map[string]string `json:"labels,omitempty"`
-}
+type Object = scriptobj.Object
 
 // Op is one line of a script. Which fields matter depends on Op.Op.
 type Op struct {
@@ -98,16 +94,6 @@ type Runner struct {
 	store cache.Indexer
 }
 
-// Pod builds the Pod a script object stands for.
-func Pod(o Object) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Namespace:       o.Namespace,
-		Name:            o.Name,
-		ResourceVersion: o.ResourceVersion,
-		Labels:          o.Labels,
-	}}
-}
-
 func view(obj interface{}) ObjectView {
 	pod := obj.(*corev1.Pod)
 	key, err := cache.MetaNamespaceKeyFunc(pod)
@@ -155,7 +141,7 @@ func (r *Runner) Step(op Op) Result {
 		if op.Object == nil {
 			panic(fmt.Sprintf("%s needs an object", op.Op))
 		}
-		return Pod(*op.Object)
+		return scriptobj.Pod(*op.Object)
 	}
 	switch op.Op {
 	case "add":
@@ -167,7 +153,7 @@ func (r *Runner) Step(op Op) Result {
 	case "replace":
 		list := make([]interface{}, 0, len(op.Objects))
 		for _, o := range op.Objects {
-			list = append(list, Pod(o))
+			list = append(list, scriptobj.Pod(o))
 		}
 		err = r.store.Replace(list, op.ResourceVersion)
 	case "get":
