@@ -1,6 +1,8 @@
-//! `/admin/...` endpoints: the fault-injection handle over HTTP, for the standalone binary.
+//! `/admin/...` endpoints: the fault-injection handle over HTTP and the bench endpoints (see
+//! [`crate::bench`]), for the standalone binary.
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,7 +49,19 @@ fn done() -> Response<ResponseBody> {
     )
 }
 
-pub(crate) fn handle(
+/// Serves one admin request. The future is boxed as `dyn Send` because the outage endpoint
+/// restarts the listener whose connections call this very function: through that cycle the
+/// compiler cannot prove an opaque future `Send`.
+pub(crate) fn handle<'a>(
+    shared: &'a Arc<Shared>,
+    path: &'a [&'a str],
+    query: &'a HashMap<String, String>,
+    body: &'a Bytes,
+) -> Pin<Box<dyn Future<Output = Result<Response<ResponseBody>, ApiError>> + Send + 'a>> {
+    Box::pin(serve(shared, path, query, body))
+}
+
+async fn serve(
     shared: &Arc<Shared>,
     path: &[&str],
     query: &HashMap<String, String>,
@@ -67,6 +81,10 @@ pub(crate) fn handle(
                 to_bytes(&json!(counts)),
             ))
         }
+        ["bench", "update"] => crate::bench::update(shared, query),
+        ["bench", "relist"] => crate::bench::relist(shared, query).await,
+        ["bench", "checksum"] => crate::bench::server_checksum(shared, query),
+        ["content-types"] => Ok(crate::bench::content_types(shared)),
         ["compact"] => {
             shared.store.lock().compact_all();
             Ok(done())

@@ -156,7 +156,7 @@ async fn route(shared: &Arc<Shared>, request: Request<Incoming>) -> Reply {
         ["apis", group, version] if is_get => resource_list(shared, group, version),
         ["admin", rest @ ..] if shared.config.admin_endpoints => {
             let body = read_body(body).await?;
-            crate::admin::handle(shared, rest, &query, &body)
+            crate::admin::handle(shared, rest, &query, &body).await
         }
         ["api", "v1", rest @ ..] => {
             let call = Call {
@@ -376,6 +376,37 @@ async fn resource_request(
             ));
         }
     };
+    let targeted = Targeted {
+        resource,
+        namespace,
+        name,
+        subresource,
+    };
+    let reply = serve_verb(shared, verb, targeted, call).await;
+    if !matches!(verb, Verb::Get | Verb::List | Verb::Watch) {
+        return reply;
+    }
+    // Failures are counted too: a client sees their Content-Type as well.
+    let response = reply.unwrap_or_else(|error| status_response(&error));
+    shared.count_content_type(&response);
+    Ok(response)
+}
+
+/// What a resource request names, once its path has been resolved.
+struct Targeted<'a> {
+    resource: Arc<ResourceType>,
+    namespace: Option<&'a str>,
+    name: Option<&'a str>,
+    subresource: Option<&'a str>,
+}
+
+async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, call: Call) -> Reply {
+    let Targeted {
+        resource,
+        namespace,
+        name,
+        subresource,
+    } = targeted;
     let label = match subresource {
         Some(sub) => format!("{}/{sub}", resource.plural),
         None => resource.plural.clone(),
@@ -962,8 +993,47 @@ pub(crate) fn create(
     shared: &Shared,
     resource: &ResourceType,
     namespace: Option<&str>,
-    mut object: Value,
+    object: Value,
 ) -> Result<Arc<Obj>, ApiError> {
+    let prepared = prepare_create(resource, namespace, object)?;
+    let stored = {
+        let mut store = shared.store.lock();
+        let stored = create_locked(&mut store, resource, prepared)?;
+        shared.publish_revision(store.resource_version());
+        stored
+    };
+    if resource.group_resource() == CRD_GROUP_RESOURCE {
+        crate::crd::apply(shared, &stored.value());
+    }
+    Ok(stored)
+}
+
+/// An object ready to be stored by [`create_locked`]: validated, with server-set fields.
+#[derive(Debug)]
+pub(crate) struct PreparedCreate {
+    key: String,
+    name: String,
+    object: Value,
+}
+
+impl PreparedCreate {
+    /// Sets one annotation, for a value that must be taken as late as possible.
+    pub(crate) fn set_annotation(&mut self, key: &str, value: &str) {
+        let metadata = metadata_mut(&mut self.object);
+        let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
+        if !annotations.is_object() {
+            *annotations = json!({});
+        }
+        annotations[key] = json!(value);
+    }
+}
+
+/// Everything a create does before it needs the store: validation and server-set fields.
+pub(crate) fn prepare_create(
+    resource: &ResourceType,
+    namespace: Option<&str>,
+    mut object: Value,
+) -> Result<PreparedCreate, ApiError> {
     check_identity(resource, namespace, &mut object)?;
     let metadata = metadata_mut(&mut object);
     let mut name = metadata
@@ -1026,19 +1096,22 @@ pub(crate) fn create(
         crate::crd::established(&mut object);
     }
     let key = key_for(resource, Some(meta_str(&object, "namespace")), &name);
-    let stored = {
-        let mut store = shared.store.lock();
-        if store.get(&group_resource, &key).is_some() {
-            return Err(ApiError::already_exists(target(resource, &name)));
-        }
-        let stored = store.commit(&group_resource, &key, Some(object));
-        shared.publish_revision(store.resource_version());
-        stored
-    };
-    if group_resource == CRD_GROUP_RESOURCE {
-        crate::crd::apply(shared, &stored.value());
+    Ok(PreparedCreate { key, name, object })
+}
+
+/// Stores a prepared object unless its name is taken; the caller holds the store's lock and
+/// publishes the revision. A CRD's effects on the registry are the caller's to apply.
+pub(crate) fn create_locked(
+    store: &mut Store,
+    resource: &ResourceType,
+    prepared: PreparedCreate,
+) -> Result<Arc<Obj>, ApiError> {
+    let PreparedCreate { key, name, object } = prepared;
+    let group_resource = resource.group_resource();
+    if store.get(&group_resource, &key).is_some() {
+        return Err(ApiError::already_exists(target(resource, &name)));
     }
-    Ok(stored)
+    Ok(store.commit(&group_resource, &key, Some(object)))
 }
 
 /// Which part of an object a write may change.

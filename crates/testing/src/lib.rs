@@ -58,6 +58,13 @@
 //! [`FakeApiServer::stop_listener`] and [`FakeApiServer::restart_listener`] take the port down
 //! and up again (connection refused in between), keeping every object.
 //!
+//! # Benchmarks
+//!
+//! With [`ServerConfig::admin_endpoints`] on, the server also answers the endpoints that
+//! `cargo xtask bench` drives (timed updates, a forced relist, a checksum of its objects,
+//! response counts by Content-Type); [`bench`](mod@bench) describes them and holds the
+//! [`checksum`](bench::checksum) the benchmark peers compare with the server's.
+//!
 //! # What it does not emulate
 //!
 //! Admission (no namespace lifecycle, no defaulting, no quota), validation beyond object names
@@ -69,6 +76,7 @@
 //! watch caches (one history window is shared by every resource, as etcd's is).
 
 mod admin;
+pub mod bench;
 mod crd;
 mod error;
 mod faults;
@@ -76,6 +84,7 @@ pub mod fixtures;
 mod handler;
 mod patch;
 mod resources;
+mod restamp;
 mod selector;
 mod server;
 mod status;

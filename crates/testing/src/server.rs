@@ -1,9 +1,11 @@
 //! The server handle: configuration, the listener, start/stop/restart, programmatic access.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -112,6 +114,13 @@ pub(crate) struct Shared {
     pub(crate) addr: Mutex<SocketAddr>,
     /// The accept loop; aborting it drops every connection with it.
     pub(crate) listener: Mutex<Option<JoinHandle<()>>>,
+    /// Responses to get, list and watch requests by `Content-Type`, for `/admin/content-types`.
+    pub(crate) content_types: Mutex<BTreeMap<String, u64>>,
+    /// Bench sentinels handed out so far: names count from 1 per server.
+    pub(crate) sentinels: AtomicU64,
+    /// Work started by admin calls that outlives the call (bench updates); dropping the
+    /// server aborts it rather than letting it write into a store nobody reads.
+    pub(crate) background: Mutex<JoinSet<()>>,
 }
 
 impl Shared {
@@ -124,6 +133,30 @@ impl Shared {
             }
             advanced
         });
+    }
+
+    /// Counts one response to a get, list or watch by its `Content-Type`.
+    pub(crate) fn count_content_type(&self, response: &http::Response<ResponseBody>) {
+        let content_type = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let mut counts = self.content_types.lock();
+        match counts.get_mut(content_type) {
+            Some(count) => *count += 1,
+            None => {
+                counts.insert(content_type.to_owned(), 1);
+            }
+        }
+    }
+
+    /// Runs `task` until it ends or the server is dropped.
+    pub(crate) fn spawn_background(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let mut background = self.background.lock();
+        // Reap what has finished, so a long-lived server does not keep every old task's slot.
+        while background.try_join_next().is_some() {}
+        background.spawn(task);
     }
 }
 
@@ -171,6 +204,9 @@ impl FakeApiServer {
                 config,
                 addr: Mutex::new(listen),
                 listener: Mutex::new(None),
+                content_types: Mutex::new(BTreeMap::new()),
+                sentinels: AtomicU64::new(0),
+                background: Mutex::new(JoinSet::new()),
             }
         });
         let (addr, task) = spawn_listener(shared.clone(), listen).await?;
@@ -364,6 +400,7 @@ impl Drop for FakeApiServer {
         if let Some(task) = self.shared.listener.lock().take() {
             task.abort();
         }
+        self.shared.background.lock().abort_all();
         self.shared.store.lock().close_watchers();
     }
 }

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::restamp::restamp;
 use crate::selector::Selectors;
 use crate::status::ApiError;
 
@@ -53,6 +54,41 @@ impl Obj {
                 .unwrap_or(0),
             labels: meta("labels").and_then(Value::as_object).cloned(),
         })
+    }
+
+    /// The same object at revision `rv`, with the annotation `(key, value)` set when given.
+    ///
+    /// Deletions and the bench updates change nothing else, so the stored JSON is edited in
+    /// place (see `restamp`) instead of being parsed and encoded again.
+    pub(crate) fn restamped(&self, rv: u64, annotation: Option<(&str, &str)>) -> Arc<Self> {
+        let keep_before = self.untyped_from.unwrap_or(0);
+        if let Some(json) = restamp(&self.json, keep_before, rv, annotation) {
+            return Arc::new(Self {
+                json: Bytes::from(json),
+                untyped_from: self.untyped_from,
+                api_version: self.api_version.clone(),
+                name: self.name.clone(),
+                namespace: self.namespace.clone(),
+                rv,
+                labels: self.labels.clone(),
+            });
+        }
+        let mut value = self.value();
+        set_resource_version(&mut value, rv);
+        if let Some((key, text)) = annotation
+            && let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            let annotations = metadata
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if !annotations.is_object() {
+                *annotations = Value::Object(serde_json::Map::new());
+            }
+            if let Some(annotations) = annotations.as_object_mut() {
+                annotations.insert(key.to_owned(), Value::String(text.to_owned()));
+            }
+        }
+        Obj::new(&value)
     }
 
     /// The whole object, parsed from its stored JSON.
@@ -349,25 +385,49 @@ impl Store {
         key: &str,
         new: Option<Value>,
     ) -> Arc<Obj> {
+        match new {
+            Some(mut value) => self.commit_with(group_resource, key, |rv| {
+                set_resource_version(&mut value, rv);
+                Obj::new(&value)
+            }),
+            None => self.record(group_resource, key, |rv, prev| {
+                let last = match prev {
+                    Some(prev) => prev.restamped(rv, None),
+                    None => Obj::new(&Value::Null),
+                };
+                (EventType::Deleted, last)
+            }),
+        }
+    }
+
+    /// Writes one object that `build` makes for the new revision (its JSON must carry that
+    /// revision as `metadata.resourceVersion`), as [`Store::commit`] does.
+    pub(crate) fn commit_with(
+        &mut self,
+        group_resource: &str,
+        key: &str,
+        build: impl FnOnce(u64) -> Arc<Obj>,
+    ) -> Arc<Obj> {
+        self.record(group_resource, key, |rv, prev| {
+            let kind = if prev.is_some() {
+                EventType::Modified
+            } else {
+                EventType::Added
+            };
+            (kind, build(rv))
+        })
+    }
+
+    fn record(
+        &mut self,
+        group_resource: &str,
+        key: &str,
+        build: impl FnOnce(u64, Option<&Arc<Obj>>) -> (EventType, Arc<Obj>),
+    ) -> Arc<Obj> {
         self.rv += 1;
         let rv = self.rv;
         let prev = self.get(group_resource, key);
-        let (kind, object) = match new {
-            Some(mut value) => {
-                set_resource_version(&mut value, rv);
-                let kind = if prev.is_some() {
-                    EventType::Modified
-                } else {
-                    EventType::Added
-                };
-                (kind, Obj::new(&value))
-            }
-            None => {
-                let mut last = prev.as_ref().map(|p| p.value()).unwrap_or(Value::Null);
-                set_resource_version(&mut last, rv);
-                (EventType::Deleted, Obj::new(&last))
-            }
-        };
+        let (kind, object) = build(rv, prev.as_ref());
         let stored = (kind != EventType::Deleted).then(|| object.clone());
         let delta: isize = match (prev.is_some(), stored.is_some()) {
             (false, true) => 1,
@@ -402,6 +462,26 @@ impl Store {
             self.drop_oldest_event();
         }
         object
+    }
+
+    /// The current objects of one group resource with their keys, in key order.
+    pub(crate) fn current(&self, group_resource: &str) -> impl Iterator<Item = (&str, &Arc<Obj>)> {
+        self.data
+            .get(group_resource)
+            .into_iter()
+            .flat_map(|objects| objects.iter())
+            .filter_map(|(key, chain)| Some((key.as_str(), chain.last()?.obj.as_ref()?)))
+    }
+
+    /// The fewest free buffer slots among the open watches of one group resource (`None`
+    /// without any): how many events can be written before the slowest watcher is closed.
+    pub(crate) fn watch_room(&self, group_resource: &str) -> Option<usize> {
+        self.watchers
+            .get(group_resource)?
+            .iter()
+            .filter(|slot| !slot.tx.is_closed())
+            .map(|slot| slot.tx.capacity())
+            .min()
     }
 
     fn dispatch(&mut self, event: &Arc<StoredEvent>) {

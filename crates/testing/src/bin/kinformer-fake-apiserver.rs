@@ -11,6 +11,15 @@
 //! `POST /admin/faults/unknown-event`, `POST /admin/faults/delay?ms=100`,
 //! `POST /admin/faults/outage?ms=2000`, `POST /admin/faults/clear`, `POST /admin/compact`,
 //! `GET /admin/requests`.
+//!
+//! The benchmark endpoints of `xtask/peers/BENCH-PROTOCOL.md` (`R` is `pods` or `configmaps`;
+//! see `kinformer_testing::bench`):
+//! `POST /admin/bench/update?resource=R&count=C&rate=S` (C updates in the background, S a
+//! second or 0 for as fast as possible, then a sentinel object),
+//! `POST /admin/bench/relist?resource=R&fraction=F` (close every watch, update and delete every
+//! round(1/F)-th object, create a sentinel, compact: every resume gets 410),
+//! `GET /admin/bench/checksum?resource=R` and `GET /admin/content-types` (responses to get,
+//! list and watch by Content-Type).
 
 // A command-line tool reports on stdout and stderr by design.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
