@@ -13,6 +13,11 @@
 //! in its own process group stops them too if xtask itself dies (Ctrl-C, SIGTERM, SIGKILL),
 //! so a run leaves no process behind. `control-plane up` instead detaches them and records their
 //! PIDs in a state file for `control-plane down`.
+//!
+//! kube-apiserver can be killed and started again mid-run ([`ApiServerOutage`], for the e2e test
+//! that restarts it under a watching informer, and `control-plane restart-apiserver`): it comes
+//! back with the very flags it was first given, so the port, serving certificate, token file,
+//! service-account keys and etcd are the same and every kubeconfig written for it stays valid.
 
 #![allow(clippy::print_stderr, reason = "xtask reports its progress on stderr")]
 
@@ -78,11 +83,12 @@ pub(crate) fn control_plane(args: &[String]) -> Result<(), String> {
         Some("down") => down(),
         Some("env") => print_env(),
         Some("build") => ensure_binaries().map(|_| ()),
+        Some("restart-apiserver") => restart_detached(),
         Some(other) => Err(format!(
-            "unknown control-plane command {other:?}; expected up, down, env or build"
+            "unknown control-plane command {other:?}; expected up, down, env, build or restart-apiserver"
         )),
         None => Err(
-            "usage: cargo xtask control-plane up [--no-watch-cache] [--etcd-compaction-interval D] | down | env | build"
+            "usage: cargo xtask control-plane up [--no-watch-cache] [--etcd-compaction-interval D] | down | env | build | restart-apiserver"
                 .to_owned(),
         ),
     }
@@ -196,7 +202,10 @@ fn go_build(module: &Path, output: &Path, package: &str, ldflags: &[String]) -> 
 #[derive(Debug)]
 pub(crate) struct ControlPlane {
     etcd: Option<Child>,
+    /// `None` before start, after [`ApiServerOutage::kill_apiserver`] and after stop.
     kube_apiserver: Option<Child>,
+    /// How kube-apiserver was started, to start it again the same way.
+    launch: Option<ApiServerLaunch>,
     watchdog: Option<Child>,
     /// The folder with the kubeconfig, certificates, tokens and logs.
     pub(crate) dir: PathBuf,
@@ -206,8 +215,68 @@ pub(crate) struct ControlPlane {
     pub(crate) etcd_url: String,
     /// `https://127.0.0.1:PORT`.
     pub(crate) server: String,
+    /// Its processes have their own process group and no watchdog (`up`).
+    detached: bool,
     /// Removes `dir` at teardown (a temporary run), or keeps it (`up`).
     remove_dir: bool,
+}
+
+/// How kube-apiserver was started: enough to start it again exactly the same way, from this
+/// process ([`ControlPlane`]) or from a later one (the state file of `control-plane up`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ApiServerLaunch {
+    binary: PathBuf,
+    args: Vec<String>,
+    log: PathBuf,
+    /// `https://127.0.0.1:PORT`, for probing `/readyz`.
+    server: String,
+    /// The admin bearer token, for probing `/readyz`.
+    token: String,
+}
+
+impl ApiServerLaunch {
+    /// Starts kube-apiserver; `again` appends to the log (keeping the first run's lines)
+    /// instead of starting a new one.
+    fn spawn(&self, detached: bool, again: bool) -> Result<Child, String> {
+        let mut command = Command::new(&self.binary);
+        command.args(&self.args);
+        spawn_logged(command, &self.log, detached, again)
+    }
+
+    fn ready(&self) -> bool {
+        let auth = format!("Authorization: Bearer {}", self.token);
+        curl(&["-skf", "-H", &auth, &format!("{}/readyz", self.server)])
+            .is_some_and(|body| body.trim() == "ok")
+    }
+
+    /// `key=value` lines for the state file; arguments are paths and flags, never multi-line.
+    fn state_lines(&self) -> String {
+        let mut lines = format!(
+            "apiserver_binary={}\napiserver_log={}\ntoken={}\n",
+            self.binary.display(),
+            self.log.display(),
+            self.token
+        );
+        for arg in &self.args {
+            lines.push_str(&format!("apiserver_arg={arg}\n"));
+        }
+        lines
+    }
+}
+
+/// Takes kube-apiserver down and brings it back, leaving etcd running: what the e2e test that
+/// restarts kube-apiserver under a watching informer asks xtask for.
+pub(crate) trait ApiServerOutage {
+    /// SIGKILLs kube-apiserver (no graceful shutdown: every client sees its connections cut, as
+    /// in a crash) and waits until it is gone.
+    fn kill_apiserver(&mut self) -> Result<(), String>;
+
+    /// Starts kube-apiserver again with the flags it was first started with, and waits for
+    /// `/readyz`.
+    fn start_apiserver(&mut self) -> Result<(), String>;
+
+    /// Whether kube-apiserver is down (after [`kill_apiserver`](Self::kill_apiserver)).
+    fn apiserver_down(&mut self) -> bool;
 }
 
 impl ControlPlane {
@@ -228,11 +297,13 @@ impl ControlPlane {
         let mut plane = Self {
             etcd: None,
             kube_apiserver: None,
+            launch: None,
             watchdog: None,
             dir: dir.to_path_buf(),
             kubeconfig: dir.join("kubeconfig"),
             etcd_url: etcd_url.clone(),
             server: server.clone(),
+            detached,
             remove_dir: !detached,
         };
 
@@ -250,10 +321,8 @@ impl ControlPlane {
             ))
             .arg("--unsafe-no-fsync")
             .arg("--log-level=warn");
-        plane.etcd = Some(spawn_logged(etcd, &dir.join("etcd.log"), detached)?);
-        if !detached {
-            plane.start_watchdog()?;
-        }
+        plane.etcd = Some(spawn_logged(etcd, &dir.join("etcd.log"), detached, false)?);
+        plane.rearm_watchdog()?;
         plane.wait_ready("etcd to report healthy", || {
             curl(&["-sf", &format!("{etcd_url}/health")]).is_some_and(|body| body.contains("true"))
         })?;
@@ -288,55 +357,51 @@ impl ControlPlane {
         run_quiet(public)?;
 
         let cert_dir = dir.join("certs");
-        let mut apiserver = Command::new(&binaries.kube_apiserver);
-        apiserver
-            .arg(format!("--etcd-servers={etcd_url}"))
-            .arg("--bind-address=127.0.0.1")
+        let mut args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".to_owned(),
             // Without it kube-apiserver advertises a host interface, and the `kubernetes`
             // endpoints and its own loopback client would point off the machine.
-            .arg("--advertise-address=127.0.0.1")
+            "--advertise-address=127.0.0.1".to_owned(),
             // The endpoint reconciler refuses a loopback address, and nothing here needs the
             // `kubernetes` Service's endpoints.
-            .arg("--endpoint-reconciler-type=none")
-            .arg(format!("--secure-port={secure_port}"))
-            .arg(format!("--cert-dir={}", cert_dir.display()))
-            .arg(format!(
-                "--token-auth-file={}",
-                dir.join("tokens.csv").display()
-            ))
-            .arg("--authorization-mode=RBAC")
-            .arg("--service-cluster-ip-range=10.96.0.0/24")
-            .arg(format!("--service-account-key-file={}", sa_pub.display()))
-            .arg(format!(
-                "--service-account-signing-key-file={}",
-                sa_key.display()
-            ))
-            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-            .arg("--api-audiences=https://kubernetes.default.svc.cluster.local")
-            .arg("--anonymous-auth=false")
-            .arg("--v=1");
+            "--endpoint-reconciler-type=none".to_owned(),
+            format!("--secure-port={secure_port}"),
+            // Generated on the first start and reused on a restart, so the kubeconfig's CA holds.
+            format!("--cert-dir={}", cert_dir.display()),
+            format!("--token-auth-file={}", dir.join("tokens.csv").display()),
+            "--authorization-mode=RBAC".to_owned(),
+            "--service-cluster-ip-range=10.96.0.0/24".to_owned(),
+            format!("--service-account-key-file={}", sa_pub.display()),
+            format!("--service-account-signing-key-file={}", sa_key.display()),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
+            "--api-audiences=https://kubernetes.default.svc.cluster.local".to_owned(),
+            "--anonymous-auth=false".to_owned(),
+            "--v=1".to_owned(),
+        ];
         if let Some(interval) = &options.etcd_compaction_interval {
-            apiserver.arg(format!("--etcd-compaction-interval={interval}"));
+            args.push(format!("--etcd-compaction-interval={interval}"));
         }
         if options.no_watch_cache {
-            apiserver.arg("--watch-cache=false");
+            args.push("--watch-cache=false".to_owned());
         } else {
             // Secrets skip the watch cache so the suite can watch through to etcd and see a
             // compaction it forced (410 Expired); every other resource is cached as usual.
-            apiserver.arg("--watch-cache-sizes=secrets#0");
+            args.push("--watch-cache-sizes=secrets#0".to_owned());
         }
-        plane.kube_apiserver = Some(spawn_logged(
-            apiserver,
-            &dir.join("kube-apiserver.log"),
-            detached,
-        )?);
-        plane.restart_watchdog(detached)?;
+        let launch = ApiServerLaunch {
+            binary: binaries.kube_apiserver.clone(),
+            args,
+            log: dir.join("kube-apiserver.log"),
+            server: server.clone(),
+            token: token.clone(),
+        };
+        plane.kube_apiserver = Some(launch.spawn(detached, false)?);
+        plane.launch = Some(launch.clone());
+        plane.rearm_watchdog()?;
 
+        plane.wait_ready("kube-apiserver /readyz", || launch.ready())?;
         let auth = format!("Authorization: Bearer {token}");
-        plane.wait_ready("kube-apiserver /readyz", || {
-            curl(&["-skf", "-H", &auth, &format!("{server}/readyz")])
-                .is_some_and(|body| body.trim() == "ok")
-        })?;
         plane.wait_ready("the default namespace", || {
             curl(&[
                 "-skf",
@@ -412,14 +477,19 @@ impl ControlPlane {
         Ok(())
     }
 
-    fn restart_watchdog(&mut self, detached: bool) -> Result<(), String> {
-        if detached {
+    /// Points the watchdog at the processes running now. The new watchdog starts before the
+    /// old one is stopped, so there is no moment in which xtask could die unwatched; and a
+    /// killed kube-apiserver's PID is dropped from it, so a reused PID is never hit.
+    fn rearm_watchdog(&mut self) -> Result<(), String> {
+        if self.detached {
             return Ok(());
         }
-        if let Some(old) = self.watchdog.take() {
+        let old = self.watchdog.take();
+        let started = self.start_watchdog();
+        if let Some(old) = old {
             stop_watchdog(old);
         }
-        self.start_watchdog()
+        started
     }
 
     /// Polls `ready` until it holds, failing early (with the logs) if a process has exited.
@@ -450,27 +520,51 @@ impl ControlPlane {
 
     /// Adds the log tails to a startup error, for a failure that explains itself.
     fn failure(&self, err: String) -> String {
-        let mut message = err;
-        for log in ["etcd.log", "kube-apiserver.log"] {
-            if let Ok(text) = fs::read_to_string(self.dir.join(log)) {
-                let tail: Vec<&str> = text.lines().rev().take(20).collect();
-                message.push_str(&format!("\n--- last lines of {log} ---\n"));
-                for line in tail.into_iter().rev() {
-                    message.push_str(line);
-                    message.push('\n');
-                }
-            }
-        }
-        message
+        with_log_tails(err, &self.dir)
     }
 
-    /// Hands the processes over to whoever reads the state file (`control-plane up`).
-    fn detach(mut self) -> Vec<u32> {
+    /// Hands the processes over to whoever reads the state file (`control-plane up`), with
+    /// what it takes to restart kube-apiserver.
+    fn detach(mut self) -> (Vec<u32>, Option<u32>, Option<ApiServerLaunch>) {
         let pids = self.pids();
+        let apiserver_pid = self.kube_apiserver.as_ref().map(Child::id);
         self.etcd = None;
         self.kube_apiserver = None;
         self.remove_dir = false;
-        pids
+        (pids, apiserver_pid, self.launch.take())
+    }
+}
+
+impl ApiServerOutage for ControlPlane {
+    fn kill_apiserver(&mut self) -> Result<(), String> {
+        let mut child = self
+            .kube_apiserver
+            .take()
+            .ok_or("kube-apiserver is not running")?;
+        child
+            .kill()
+            .map_err(|err| format!("killing kube-apiserver: {err}"))?;
+        child
+            .wait()
+            .map_err(|err| format!("waiting for kube-apiserver to exit: {err}"))?;
+        self.rearm_watchdog()
+    }
+
+    fn start_apiserver(&mut self) -> Result<(), String> {
+        if self.kube_apiserver.is_some() {
+            return Err("kube-apiserver is already running".to_owned());
+        }
+        let launch = self
+            .launch
+            .clone()
+            .ok_or("this control plane never started kube-apiserver")?;
+        self.kube_apiserver = Some(launch.spawn(self.detached, true)?);
+        self.rearm_watchdog()?;
+        self.wait_ready("kube-apiserver /readyz after a restart", || launch.ready())
+    }
+
+    fn apiserver_down(&mut self) -> bool {
+        self.kube_apiserver.is_none()
     }
 }
 
@@ -489,8 +583,25 @@ fn kubeconfig(server: &str, ca: &Path, token: &str) -> String {
     )
 }
 
-fn spawn_logged(mut command: Command, log: &Path, detached: bool) -> Result<Child, String> {
-    let file = fs::File::create(log).map_err(|err| format!("creating {}: {err}", log.display()))?;
+/// Starts `command` with stdout and stderr in `log`; `again` appends to it (with a line saying
+/// so) rather than starting it afresh.
+fn spawn_logged(
+    mut command: Command,
+    log: &Path,
+    detached: bool,
+    again: bool,
+) -> Result<Child, String> {
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(again)
+        .truncate(!again)
+        .open(log)
+        .map_err(|err| format!("opening {}: {err}", log.display()))?;
+    if again {
+        writeln!(file, "\n=== started again by xtask ===")
+            .map_err(|err| format!("writing {}: {err}", log.display()))?;
+    }
     let err_file = file
         .try_clone()
         .map_err(|err| format!("opening {}: {err}", log.display()))?;
@@ -603,17 +714,22 @@ fn up(options: &Options) -> Result<(), String> {
     let _ = fs::remove_dir_all(&dir);
     let started = Instant::now();
     let plane = ControlPlane::start(&binaries, options, &dir, true)?;
-    let state = format!(
-        "kubeconfig={}\netcd_url={}\nserver={}\nwatch_cache={}\n",
-        plane.kubeconfig.display(),
-        plane.etcd_url,
-        plane.server,
-        !options.no_watch_cache
+    let (kubeconfig, etcd_url, server) = (
+        plane.kubeconfig.display().to_string(),
+        plane.etcd_url.clone(),
+        plane.server.clone(),
     );
-    let pids = plane.detach();
-    let pid_lines: String = pids.iter().map(|pid| format!("pid={pid}\n")).collect();
-    fs::write(dir.join("state"), format!("{state}{pid_lines}"))
-        .map_err(|err| format!("writing the state file: {err}"))?;
+    let (pids, apiserver_pid, launch) = plane.detach();
+    let state = State {
+        kubeconfig,
+        etcd_url,
+        server,
+        watch_cache: !options.no_watch_cache,
+        pids: pids.clone(),
+        apiserver_pid,
+        launch,
+    };
+    write_state(&dir, &state)?;
     eprintln!(
         "xtask: control plane up in {:.1?} (PIDs {pids:?}); stop it with `cargo xtask control-plane down`",
         started.elapsed()
@@ -621,12 +737,44 @@ fn up(options: &Options) -> Result<(), String> {
     print_env()
 }
 
-#[derive(Debug)]
+/// What `control-plane up` leaves for `down`, `env`, `restart-apiserver` and `e2e --local`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct State {
     kubeconfig: String,
     etcd_url: String,
+    server: String,
     watch_cache: bool,
     pids: Vec<u32>,
+    /// Which of `pids` is kube-apiserver (absent in state files of an older xtask).
+    apiserver_pid: Option<u32>,
+    launch: Option<ApiServerLaunch>,
+}
+
+impl State {
+    fn render(&self) -> String {
+        let mut text = format!(
+            "kubeconfig={}\netcd_url={}\nserver={}\nwatch_cache={}\n",
+            self.kubeconfig, self.etcd_url, self.server, self.watch_cache
+        );
+        for pid in &self.pids {
+            text.push_str(&format!("pid={pid}\n"));
+        }
+        if let Some(pid) = self.apiserver_pid {
+            text.push_str(&format!("apiserver_pid={pid}\n"));
+        }
+        if let Some(launch) = &self.launch {
+            text.push_str(&launch.state_lines());
+        }
+        text
+    }
+}
+
+fn write_state(dir: &Path, state: &State) -> Result<(), String> {
+    // Written aside and renamed, so a reader never sees half a state file.
+    let partial = dir.join("state.partial");
+    fs::write(&partial, state.render())
+        .and_then(|()| fs::rename(&partial, dir.join("state")))
+        .map_err(|err| format!("writing the state file: {err}"))
 }
 
 fn read_state(dir: &Path) -> Option<State> {
@@ -634,19 +782,182 @@ fn read_state(dir: &Path) -> Option<State> {
     let mut state = State {
         kubeconfig: String::new(),
         etcd_url: String::new(),
+        server: String::new(),
         watch_cache: true,
         pids: Vec::new(),
+        apiserver_pid: None,
+        launch: None,
     };
+    let (mut binary, mut log, mut token, mut args) = (None, None, None, Vec::new());
     for line in text.lines() {
         match line.split_once('=') {
             Some(("kubeconfig", value)) => state.kubeconfig = value.to_owned(),
             Some(("etcd_url", value)) => state.etcd_url = value.to_owned(),
+            Some(("server", value)) => state.server = value.to_owned(),
             Some(("watch_cache", value)) => state.watch_cache = value != "false",
             Some(("pid", value)) => state.pids.extend(value.parse::<u32>().ok()),
+            Some(("apiserver_pid", value)) => state.apiserver_pid = value.parse().ok(),
+            Some(("apiserver_binary", value)) => binary = Some(PathBuf::from(value)),
+            Some(("apiserver_log", value)) => log = Some(PathBuf::from(value)),
+            Some(("token", value)) => token = Some(value.to_owned()),
+            Some(("apiserver_arg", value)) => args.push(value.to_owned()),
             _ => {}
         }
     }
+    if let (Some(binary), Some(log), Some(token)) = (binary, log, token) {
+        state.launch = Some(ApiServerLaunch {
+            binary,
+            args,
+            log,
+            server: state.server.clone(),
+            token,
+        });
+    }
     Some(state)
+}
+
+/// The control plane `control-plane up` left running, as its state file describes it: what
+/// `control-plane restart-apiserver`, and `e2e --local` when it reuses that plane, restart.
+#[derive(Debug)]
+pub(crate) struct Detached {
+    dir: PathBuf,
+    state: State,
+    /// The kube-apiserver this process started, reaped when it is killed again.
+    spawned: Option<Child>,
+}
+
+impl Detached {
+    /// The control plane that is up, if its kube-apiserver can be restarted.
+    pub(crate) fn load() -> Result<Self, String> {
+        let dir = state_dir();
+        let state = read_state(&dir)
+            .ok_or("no control plane is up; start one with `cargo xtask control-plane up`")?;
+        if state.launch.is_none() || state.apiserver_pid.is_none() {
+            return Err(
+                "the control plane that is up was started by an older xtask, which did not record \
+                 how it started kube-apiserver; replace it with `cargo xtask control-plane down` \
+                 and `up`"
+                    .to_owned(),
+            );
+        }
+        Ok(Self {
+            dir,
+            state,
+            spawned: None,
+        })
+    }
+}
+
+impl ApiServerOutage for Detached {
+    fn kill_apiserver(&mut self) -> Result<(), String> {
+        let pid = self
+            .state
+            .apiserver_pid
+            .filter(|pid| alive(*pid))
+            .ok_or("kube-apiserver is not running")?;
+        match self.spawned.take() {
+            Some(mut child) if child.id() == pid => {
+                child
+                    .kill()
+                    .map_err(|err| format!("killing kube-apiserver: {err}"))?;
+                child
+                    .wait()
+                    .map_err(|err| format!("waiting for kube-apiserver to exit: {err}"))?;
+            }
+            _ => {
+                // Another process's child (the `up` that started it is gone): init reaps it.
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while !exited(pid) {
+                    if Instant::now() > deadline {
+                        return Err(format!("kube-apiserver (PID {pid}) outlived SIGKILL"));
+                    }
+                    thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start_apiserver(&mut self) -> Result<(), String> {
+        if !self.apiserver_down() {
+            return Err("kube-apiserver is already running".to_owned());
+        }
+        let launch = self
+            .state
+            .launch
+            .clone()
+            .ok_or("the state file does not say how kube-apiserver was started")?;
+        let mut child = launch.spawn(true, true)?;
+        let pid = child.id();
+        if let Some(old) = self.state.apiserver_pid.replace(pid) {
+            self.state.pids.retain(|known| *known != old);
+        }
+        self.state.pids.push(pid);
+        let recorded = write_state(&self.dir, &self.state);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let outcome = loop {
+            if launch.ready() {
+                break Ok(());
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                break Err(with_log_tails(
+                    format!("kube-apiserver exited with {status} after a restart"),
+                    &self.dir,
+                ));
+            }
+            if Instant::now() > deadline {
+                break Err(with_log_tails(
+                    format!(
+                        "timed out after {READY_TIMEOUT:?} waiting for kube-apiserver /readyz after a restart"
+                    ),
+                    &self.dir,
+                ));
+            }
+            thread::sleep(Duration::from_millis(250));
+        };
+        self.spawned = Some(child);
+        recorded.and(outcome)
+    }
+
+    fn apiserver_down(&mut self) -> bool {
+        !self.state.apiserver_pid.is_some_and(alive)
+    }
+}
+
+/// `cargo xtask control-plane restart-apiserver`: SIGKILL kube-apiserver of the plane that is
+/// up (if it still runs) and start it again with the same flags.
+fn restart_detached() -> Result<(), String> {
+    let mut plane = Detached::load()?;
+    let started = Instant::now();
+    if !plane.apiserver_down() {
+        plane.kill_apiserver()?;
+    }
+    plane.start_apiserver()?;
+    eprintln!(
+        "xtask: kube-apiserver killed and ready again in {:.1?}",
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// Adds the tails of the control plane's logs in `dir` to `err`, for a failure that explains
+/// itself.
+fn with_log_tails(err: String, dir: &Path) -> String {
+    let mut message = err;
+    for log in ["etcd.log", "kube-apiserver.log"] {
+        if let Ok(text) = fs::read_to_string(dir.join(log)) {
+            let tail: Vec<&str> = text.lines().rev().take(20).collect();
+            message.push_str(&format!("\n--- last lines of {log} ---\n"));
+            for line in tail.into_iter().rev() {
+                message.push_str(line);
+                message.push('\n');
+            }
+        }
+    }
+    message
 }
 
 /// Whether `pid` is one of our binaries, not a reused PID of something else.
@@ -655,6 +966,17 @@ fn alive(pid: u32) -> bool {
         let binary_dir = binary_dir();
         let first = cmdline.split(|byte| *byte == 0).next().unwrap_or_default();
         Path::new(&*String::from_utf8_lossy(first)).starts_with(binary_dir)
+    })
+}
+
+/// Whether `pid` has finished exiting (a zombie, or reaped), so its sockets are closed and
+/// its port free. `alive` turns false earlier, once the memory map is gone.
+fn exited(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        // The state follows the parenthesised command name, which may itself hold spaces.
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| matches!(state, "Z" | "X"))
     })
 }
 
@@ -790,6 +1112,44 @@ mod tests {
         assert_eq!(state.etcd_url, "http://127.0.0.1:2379");
         assert!(!state.watch_cache);
         assert_eq!(state.pids, vec![12, 34]);
+    }
+
+    #[test]
+    fn the_state_file_keeps_how_kube_apiserver_was_started_for_a_restart() {
+        let dir = env::temp_dir().join(format!("kinformer-launch-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("temp dir");
+        let state = State {
+            kubeconfig: "/run/kubeconfig".to_owned(),
+            etcd_url: "http://127.0.0.1:2379".to_owned(),
+            server: "https://127.0.0.1:6443".to_owned(),
+            watch_cache: true,
+            pids: vec![12, 34],
+            apiserver_pid: Some(34),
+            launch: Some(ApiServerLaunch {
+                binary: PathBuf::from("/cache/kube-apiserver"),
+                args: vec![
+                    "--secure-port=6443".to_owned(),
+                    "--cert-dir=/run/certs".to_owned(),
+                    "--watch-cache-sizes=secrets#0".to_owned(),
+                ],
+                log: PathBuf::from("/run/kube-apiserver.log"),
+                server: "https://127.0.0.1:6443".to_owned(),
+                token: "abc".to_owned(),
+            }),
+        };
+        write_state(&dir, &state).expect("write state");
+        let read = read_state(&dir).expect("state parses");
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(read, state);
+    }
+
+    #[test]
+    fn a_running_process_has_not_exited_and_a_reaped_one_has() {
+        assert!(!exited(std::process::id()));
+        let mut child = Command::new("true").spawn().expect("spawn true");
+        let pid = child.id();
+        child.wait().expect("reap true");
+        assert!(exited(pid));
     }
 
     #[test]

@@ -13,6 +13,12 @@
 //!
 //! The suite learns its backend from `KINFORMER_E2E_BACKEND` and `KINFORMER_E2E_KUBECONFIG`
 //! (plus `KINFORMER_E2E_ETCD_URL` on the local backend, for forcing a compaction).
+//!
+//! On the local backend xtask also serves a restart hook while the tests run: the test that
+//! kills kube-apiserver under a watching informer writes `kill` or `start` into the file named
+//! by `KINFORMER_E2E_RESTART_FILE`, and xtask, which owns the process, does it and answers in
+//! the same path plus `.done` (`ok MILLIS` or `error MESSAGE`). kind and foreign clusters offer
+//! no such hook, so that test is skipped there, and xtask says so.
 
 #![allow(clippy::print_stderr, reason = "xtask reports its progress on stderr")]
 
@@ -20,15 +26,22 @@ use std::{
     env, fs,
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    time::Instant,
+    thread,
+    time::{Duration, Instant},
 };
 
-use crate::controlplane::{self, ControlPlane, Endpoint, Options};
+use crate::controlplane::{self, ApiServerOutage, ControlPlane, Detached, Endpoint, Options};
 
 /// The kind cluster's name unless `--kind-name` says otherwise.
 const KIND_CLUSTER: &str = "kinformer-e2e";
 /// The node image matching the one Kubernetes minor the project targets.
 const KIND_NODE_IMAGE: &str = "kindest/node:v1.37.2";
+/// Names the file through which the restart test asks xtask to kill or start kube-apiserver.
+const RESTART_FILE_ENV: &str = "KINFORMER_E2E_RESTART_FILE";
+/// The test (in `tests/tests/e2e_restart.rs`) that needs the restart hook.
+const RESTART_TEST: &str = "an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apiserver_is_killed_and_restarted";
+/// How often xtask looks for a restart request while the tests run.
+const HOOK_POLL: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Clone, PartialEq)]
 enum Backend {
@@ -109,12 +122,18 @@ pub(crate) fn e2e(args: &[String]) -> Result<(), String> {
     };
     let started = Instant::now();
     let result = match &backend {
-        Backend::Fake => run_suite("fake", None, None, &args.test_args),
+        Backend::Fake => run_suite("fake", None, None, Restart::InProcess, &args.test_args),
         Backend::Local => local(&args),
         Backend::Kind => kind(&args),
         Backend::Kubeconfig(path) => {
             refuse_production(path, args.yes)?;
-            run_suite("kubeconfig", Some(path), None, &args.test_args)
+            run_suite(
+                "kubeconfig",
+                Some(path),
+                None,
+                Restart::unavailable("kubeconfig"),
+                &args.test_args,
+            )
         }
     };
     eprintln!(
@@ -128,7 +147,18 @@ fn local(args: &Args) -> Result<(), String> {
     if let Some(endpoint) = controlplane::running() {
         eprintln!("xtask: reusing the control plane from `cargo xtask control-plane up`");
         let kubeconfig = endpoint.kubeconfig.clone();
-        return run_suite("local", Some(&kubeconfig), Some(&endpoint), &args.test_args);
+        let mut detached = Detached::load();
+        let restart = match &mut detached {
+            Ok(detached) => Restart::Hook(detached),
+            Err(why) => Restart::Unavailable(why.clone()),
+        };
+        return run_suite(
+            "local",
+            Some(&kubeconfig),
+            Some(&endpoint),
+            restart,
+            &args.test_args,
+        );
     }
     let binaries = controlplane::ensure_binaries()?;
     let dir = env::temp_dir().join(format!("kinformer-e2e-{}", std::process::id()));
@@ -145,6 +175,7 @@ fn local(args: &Args) -> Result<(), String> {
         "local",
         Some(&endpoint.kubeconfig),
         Some(&endpoint),
+        Restart::Hook(&mut plane),
         &args.test_args,
     );
     plane.stop();
@@ -194,7 +225,13 @@ fn kind(args: &Args) -> Result<(), String> {
     }
     fs::write(&kubeconfig, &output.stdout)
         .map_err(|err| format!("writing {}: {err}", kubeconfig.display()))?;
-    let result = run_suite("kind", Some(&kubeconfig), None, &args.test_args);
+    let result = run_suite(
+        "kind",
+        Some(&kubeconfig),
+        None,
+        Restart::unavailable("kind"),
+        &args.test_args,
+    );
     let _ = fs::remove_file(&kubeconfig);
     if !args.keep {
         let mut delete = Command::new("kind");
@@ -204,10 +241,32 @@ fn kind(args: &Args) -> Result<(), String> {
     result
 }
 
+/// How the restart test gets its API server killed and started on a backend.
+enum Restart<'a> {
+    /// The fake runs inside the test process, which restarts it itself.
+    InProcess,
+    /// xtask serves the hook while the tests run.
+    Hook(&'a mut dyn ApiServerOutage),
+    /// Not on this backend, for this reason: the test is skipped, and xtask says so.
+    Unavailable(String),
+}
+
+impl Restart<'_> {
+    fn unavailable(backend: &str) -> Self {
+        Self::Unavailable(format!(
+            "it kills and restarts kube-apiserver, which only the local control plane (--local) \
+             and the fake let the suite do, not {backend}"
+        ))
+    }
+}
+
+/// Runs the e2e test binaries against `backend`, serving the restart hook while they run
+/// when `restart` has one.
 fn run_suite(
     backend: &str,
     kubeconfig: Option<&Path>,
     local: Option<&Endpoint>,
+    restart: Restart<'_>,
     test_args: &[String],
 ) -> Result<(), String> {
     let mut command = crate::cargo();
@@ -224,7 +283,8 @@ fn run_suite(
         .env("KINFORMER_E2E_BACKEND", backend)
         .env_remove("KINFORMER_E2E_KUBECONFIG")
         .env_remove("KINFORMER_E2E_ETCD_URL")
-        .env_remove("KINFORMER_E2E_WATCH_CACHE");
+        .env_remove("KINFORMER_E2E_WATCH_CACHE")
+        .env_remove(RESTART_FILE_ENV);
     if let Some(path) = kubeconfig {
         let absolute =
             fs::canonicalize(path).map_err(|err| format!("reading {}: {err}", path.display()))?;
@@ -238,7 +298,117 @@ fn run_suite(
                 endpoint.watch_cache.to_string(),
             );
     }
-    crate::run(command)
+    let outage = match restart {
+        Restart::InProcess => return crate::run(command),
+        Restart::Hook(outage) => outage,
+        Restart::Unavailable(why) => {
+            // The test would fail for want of the hook; skipping it with a line of its own keeps
+            // it from looking run.
+            eprintln!("xtask: skipping {RESTART_TEST}: {why}");
+            command.args(["--skip", RESTART_TEST]);
+            return crate::run(command);
+        }
+    };
+    let dir = env::temp_dir().join(format!("kinformer-e2e-hook-{}", std::process::id()));
+    let mut hook = RestartHook::new(dir, outage)?;
+    command.env(RESTART_FILE_ENV, hook.request());
+    let result = run_serving(command, &mut hook);
+    hook.finish();
+    result
+}
+
+/// Runs `command` (like `crate::run`), answering restart requests until it exits.
+fn run_serving(mut command: Command, hook: &mut RestartHook<'_>) -> Result<(), String> {
+    eprintln!("xtask: running {command:?}");
+    let mut child = command
+        .spawn()
+        .map_err(|err| format!("could not start {command:?}: {err}"))?;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {
+                hook.serve();
+                thread::sleep(HOOK_POLL);
+            }
+            Err(err) => return Err(format!("waiting for {command:?}: {err}")),
+        }
+    };
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{command:?} failed with {status}"))
+    }
+}
+
+/// The file-based hook through which a test asks xtask to kill or start kube-apiserver.
+///
+/// A file, not a socket or a signal: the test binaries are grandchildren of xtask (through
+/// cargo), run one at a time, and need nothing but `std::fs` to use it. Both sides write a
+/// file aside and rename it into place, so neither ever reads half a request or answer.
+struct RestartHook<'a> {
+    dir: PathBuf,
+    outage: &'a mut dyn ApiServerOutage,
+}
+
+impl<'a> RestartHook<'a> {
+    /// A hook whose files live in `dir` (created, and removed by [`finish`](Self::finish)).
+    fn new(dir: PathBuf, outage: &'a mut dyn ApiServerOutage) -> Result<Self, String> {
+        // A leftover of an earlier xtask with the same PID must not pass for a request.
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).map_err(|err| format!("creating {}: {err}", dir.display()))?;
+        Ok(Self { dir, outage })
+    }
+
+    /// Where a test writes `kill` or `start`.
+    fn request(&self) -> PathBuf {
+        self.dir.join("request")
+    }
+
+    /// Where xtask answers a request: the request's path plus `.done`.
+    fn answer(&self) -> PathBuf {
+        self.dir.join("request.done")
+    }
+
+    /// Carries out the pending request, if there is one, and answers it.
+    fn serve(&mut self) {
+        let Ok(request) = fs::read_to_string(self.request()) else {
+            return;
+        };
+        let _ = fs::remove_file(self.request());
+        let started = Instant::now();
+        let outcome = match request.trim() {
+            "kill" => self.outage.kill_apiserver(),
+            "start" => self.outage.start_apiserver(),
+            other => Err(format!("unknown request {other:?}; expected kill or start")),
+        };
+        let answer = match outcome {
+            Ok(()) => format!("ok {}", started.elapsed().as_millis()),
+            Err(err) => format!("error {err}"),
+        };
+        eprintln!(
+            "xtask: restart hook: {} -> {}",
+            request.trim(),
+            answer.lines().next().unwrap_or_default()
+        );
+        let partial = self.dir.join("request.done.partial");
+        if let Err(err) =
+            fs::write(&partial, &answer).and_then(|()| fs::rename(&partial, self.answer()))
+        {
+            eprintln!("xtask: restart hook: could not answer: {err}");
+        }
+    }
+
+    /// Brings kube-apiserver back if a test left it down (it failed between `kill` and
+    /// `start`): a control plane kept up by `control-plane up` must outlive the run intact.
+    fn finish(self) {
+        if self.outage.apiserver_down() {
+            eprintln!("xtask: a test left kube-apiserver down; starting it again");
+            if let Err(err) = self.outage.start_apiserver() {
+                eprintln!("xtask: {err}");
+            }
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
 }
 
 fn docker_answers() -> bool {
@@ -310,6 +480,84 @@ mod tests {
         );
         assert!(args.yes);
         assert_eq!(args.test_args, strings(&["paging"]));
+    }
+
+    #[test]
+    fn the_skipped_restart_test_is_the_one_the_suite_defines() {
+        let suite = include_str!("../../tests/tests/e2e_restart.rs");
+        assert!(
+            suite.contains(&format!("async fn {RESTART_TEST}()")),
+            "tests/tests/e2e_restart.rs defines no test named {RESTART_TEST}"
+        );
+        assert!(suite.contains(RESTART_FILE_ENV));
+    }
+
+    /// Kills and starts nothing; records what it was asked.
+    #[derive(Default)]
+    struct Recorder {
+        calls: Vec<&'static str>,
+        down: bool,
+    }
+
+    impl ApiServerOutage for Recorder {
+        fn kill_apiserver(&mut self) -> Result<(), String> {
+            self.calls.push("kill");
+            self.down = true;
+            Ok(())
+        }
+
+        fn start_apiserver(&mut self) -> Result<(), String> {
+            self.calls.push("start");
+            if !self.down {
+                return Err("kube-apiserver is already running".to_owned());
+            }
+            self.down = false;
+            Ok(())
+        }
+
+        fn apiserver_down(&mut self) -> bool {
+            self.down
+        }
+    }
+
+    fn ask(hook: &mut RestartHook<'_>, request: &str) -> String {
+        fs::write(hook.request(), request).expect("write the request");
+        hook.serve();
+        let answer = fs::read_to_string(hook.answer()).expect("an answer");
+        fs::remove_file(hook.answer()).expect("remove the answer");
+        assert!(!hook.request().exists(), "the request is consumed");
+        answer
+    }
+
+    #[test]
+    fn the_hook_kills_and_starts_on_request_and_answers_each() {
+        let mut recorder = Recorder::default();
+        let dir = env::temp_dir().join(format!("kinformer-hook-test-a-{}", std::process::id()));
+        let mut hook = RestartHook::new(dir, &mut recorder).expect("hook");
+        hook.serve();
+        assert!(!hook.answer().exists(), "no request, no answer");
+        assert!(ask(&mut hook, "kill\n").starts_with("ok "));
+        assert!(ask(&mut hook, "start").starts_with("ok "));
+        assert_eq!(
+            ask(&mut hook, "start"),
+            "error kube-apiserver is already running"
+        );
+        assert!(ask(&mut hook, "reboot").starts_with("error unknown request"));
+        let dir = hook.dir.clone();
+        hook.finish();
+        assert!(!dir.exists());
+        assert_eq!(recorder.calls, ["kill", "start", "start"]);
+    }
+
+    #[test]
+    fn a_run_that_ends_with_kube_apiserver_down_brings_it_back() {
+        let mut recorder = Recorder::default();
+        let dir = env::temp_dir().join(format!("kinformer-hook-test-b-{}", std::process::id()));
+        let mut hook = RestartHook::new(dir, &mut recorder).expect("hook");
+        assert!(ask(&mut hook, "kill").starts_with("ok "));
+        hook.finish();
+        assert!(!recorder.down);
+        assert_eq!(recorder.calls, ["kill", "start"]);
     }
 
     #[test]

@@ -3,14 +3,16 @@
 //! the backend-specific ways to force a compaction or get a client without RBAC.
 //!
 //! `cargo xtask e2e` sets `KINFORMER_E2E_BACKEND` (`local`, `kind`, `kubeconfig` or `fake`) and,
-//! for a real cluster, `KINFORMER_E2E_KUBECONFIG` (and `KINFORMER_E2E_ETCD_URL` on the local
-//! control plane). Without them (a plain `cargo test`) every test starts kinformer-testing's
-//! in-process fake server, so the suite always runs and keeps the fake honest.
+//! for a real cluster, `KINFORMER_E2E_KUBECONFIG` (and, on the local control plane,
+//! `KINFORMER_E2E_ETCD_URL` and `KINFORMER_E2E_RESTART_FILE`, the hook through which xtask kills
+//! and starts kube-apiserver). Without them (a plain `cargo test`) every test starts
+//! kinformer-testing's in-process fake server, so the suite always runs and keeps the fake honest.
 
 use std::{
     fmt::Debug,
     future::Future,
     panic::AssertUnwindSafe,
+    path::PathBuf,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -53,6 +55,8 @@ pub(crate) struct Backend {
     fake: Option<FakeApiServer>,
     etcd_url: Option<String>,
     watch_cache: bool,
+    /// xtask's restart hook (`KINFORMER_E2E_RESTART_FILE`), on the local control plane.
+    restart_file: Option<PathBuf>,
 }
 
 impl Debug for Backend {
@@ -87,6 +91,7 @@ impl Backend {
                 fake: Some(fake),
                 etcd_url: None,
                 watch_cache: true,
+                restart_file: None,
             };
         }
         let path = std::env::var("KINFORMER_E2E_KUBECONFIG")
@@ -103,6 +108,7 @@ impl Backend {
             fake: None,
             etcd_url: std::env::var("KINFORMER_E2E_ETCD_URL").ok(),
             watch_cache: std::env::var("KINFORMER_E2E_WATCH_CACHE").as_deref() != Ok("false"),
+            restart_file: std::env::var_os("KINFORMER_E2E_RESTART_FILE").map(PathBuf::from),
         }
     }
 
@@ -451,5 +457,110 @@ impl Backend {
                 .times(times),
         );
         true
+    }
+}
+
+/// What the restart test (`e2e_restart.rs`) adds.
+#[allow(
+    dead_code,
+    reason = "e2e_support is compiled into every e2e binary, and only e2e_restart uses these"
+)]
+impl Backend {
+    /// Why the suite cannot kill and restart this backend's API server, or `None` when it can:
+    /// the fake (in process) and the local control plane (through xtask's hook) can; kind and a
+    /// foreign cluster cannot, their kube-apiserver is not ours to kill.
+    pub(crate) fn api_server_restart_unavailable(&self) -> Option<String> {
+        match self.kind {
+            BackendKind::Fake => None,
+            BackendKind::Local if self.restart_file.is_some() => None,
+            BackendKind::Local => Some(
+                "this test restarts kube-apiserver through a hook that `cargo xtask e2e --local` \
+                 serves (KINFORMER_E2E_RESTART_FILE is not set): run it through xtask"
+                    .to_owned(),
+            ),
+            BackendKind::Kind | BackendKind::Kubeconfig => Some(format!(
+                "this test does not apply to the {:?} backend: it kills and restarts \
+                 kube-apiserver, which only the fake and the local control plane let the suite \
+                 do (`cargo xtask e2e` skips it there)",
+                self.kind
+            )),
+        }
+    }
+
+    /// Takes the API server down the way a crash does: the fake closes its listener and every
+    /// connection (keeping objects and history, as etcd does); on the local control plane
+    /// xtask SIGKILLs kube-apiserver. Returns once it is down.
+    ///
+    /// # Panics
+    ///
+    /// When [`api_server_restart_unavailable`](Self::api_server_restart_unavailable) says why,
+    /// or xtask reports a failure.
+    pub(crate) async fn kill_api_server(&self) -> Duration {
+        if let Some(fake) = &self.fake {
+            let started = tokio::time::Instant::now();
+            fake.stop_listener().await;
+            return started.elapsed();
+        }
+        self.ask_xtask("kill").await
+    }
+
+    /// Brings the API server back on the same address, with the same certificates, tokens and
+    /// storage, and returns once it is ready (kube-apiserver: `/readyz`).
+    ///
+    /// # Panics
+    ///
+    /// As for [`kill_api_server`](Self::kill_api_server).
+    pub(crate) async fn start_api_server(&self) -> Duration {
+        if let Some(fake) = &self.fake {
+            let started = tokio::time::Instant::now();
+            fake.restart_listener()
+                .await
+                .expect("the fake listens again on its port");
+            return started.elapsed();
+        }
+        self.ask_xtask("start").await
+    }
+
+    /// Writes `request` to xtask's hook and waits for its answer (`ok MILLIS` or `error MESSAGE`
+    /// in the request's path plus `.done`); how long xtask took.
+    async fn ask_xtask(&self, request: &str) -> Duration {
+        if let Some(why) = self.api_server_restart_unavailable() {
+            panic!("{why}");
+        }
+        let path = self
+            .restart_file
+            .clone()
+            .expect("the local backend has a restart hook");
+        let answer = PathBuf::from(format!("{}.done", path.display()));
+        let partial = PathBuf::from(format!("{}.partial", path.display()));
+        let _ = std::fs::remove_file(&answer);
+        // Renamed into place, so xtask never reads half a request.
+        std::fs::write(&partial, request).expect("writing the restart request");
+        std::fs::rename(&partial, &path).expect("handing the restart request to xtask");
+        // Starting waits up to 90 s for /readyz on xtask's side.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        let text = loop {
+            if let Ok(text) = std::fs::read_to_string(&answer) {
+                let _ = std::fs::remove_file(&answer);
+                break text;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "xtask did not answer {request:?} within 120 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        match text.split_once(' ') {
+            Some(("ok", millis)) => Duration::from_millis(
+                millis
+                    .trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("xtask answered {text:?}")),
+            ),
+            Some(("error", message)) => {
+                panic!("xtask could not {request} kube-apiserver: {message}")
+            }
+            _ => panic!("xtask answered {text:?} to {request:?}"),
+        }
     }
 }
