@@ -122,18 +122,20 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             .join(", ")
     };
     match args.first().map(String::as_str) {
-        Some(name) => match SUITES.iter().find(|suite| suite.name == name) {
-            Some(suite) => compare(suite),
-            None => Err(format!("unknown bench suite {name:?}; known: {}", known())),
-        },
-        None => Err(format!(
-            "usage: cargo xtask bench <suite>; suites: {}",
-            known()
-        )),
+        Some(name) if !name.starts_with('-') => {
+            match SUITES.iter().find(|suite| suite.name == name) {
+                Some(suite) => compare(suite),
+                None => Err(format!(
+                    "unknown bench suite {name:?}; known: {} (or no suite: the informer scenarios)",
+                    known()
+                )),
+            }
+        }
+        _ => crate::benchsuite::run(args),
     }
 }
 
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 
@@ -369,7 +371,7 @@ fn table(rust: &BTreeMap<String, Measurement>, go: &BTreeMap<String, Measurement
 }
 
 /// `nproc` and the CPU model from /proc/cpuinfo.
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     let model = fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -388,7 +390,7 @@ fn machine() -> String {
     format!("{cores} cores ({model}), 1-minute load average {load} when the run started")
 }
 
-fn go_version(module: &Path) -> String {
+pub(crate) fn go_version(module: &Path) -> String {
     Command::new("go")
         .arg("version")
         .current_dir(module)
@@ -399,7 +401,7 @@ fn go_version(module: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn today() -> String {
+pub(crate) fn today() -> String {
     Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
         .output()

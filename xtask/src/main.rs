@@ -2,11 +2,14 @@
 //!
 //! - `ci`: what CI checks: formatting, clippy with warnings denied, every test (doc tests
 //!   included) and the docs with warnings denied.
-//! - `bench fifo`: kinformer-fifo's criterion benchmarks and client-go's, back to back, with
-//!   ratios written to `docs/bench-sections/fifo.md`.
+//! - `bench [--quick] [--scenario NAME]... [--runs K]`: kinformer, kube-runtime and client-go
+//!   informers on the same scenarios against the same server, alternately, written to
+//!   `docs/benchmarks.md` (see `xtask/peers/BENCH-PROTOCOL.md`).
+//! - `bench fifo|store|workqueue`: a crate's criterion benchmarks and client-go's `go test
+//!   -bench`, back to back, with ratios written to `docs/bench-sections/`.
 //! - `fake-apiserver [FLAGS]`: the fake API server from kinformer-testing, standalone.
-//! - `control-plane up|down|env|build`: a real kube-apiserver and etcd, built from the Go module
-//!   proxy and cached by version, on loopback.
+//! - `control-plane up|down|env|build|restart-apiserver`: a real kube-apiserver and etcd, built
+//!   from the Go module proxy and cached by version, on loopback.
 //! - `e2e [--local|--kind|--kubeconfig PATH|--fake]`: the end-to-end suite against a backend.
 //!
 //! The tidy checks (crate docs, no ignored tests, layering) live in `tidy.rs` and run as
@@ -22,6 +25,7 @@ use std::{
 };
 
 mod bench;
+mod benchsuite;
 mod controlplane;
 mod e2e;
 #[cfg(test)]
@@ -55,10 +59,11 @@ fn print_usage() {
         "cargo xtask <task>\n\n\
          tasks:\n  \
          ci                     fmt check, clippy -D warnings, cargo test --workspace, docs\n  \
+         bench [--quick] [--scenario NAME]... [--runs K]\n                         kinformer vs kube-runtime vs client-go informers, side by side\n  \
          bench fifo             kinformer-fifo vs client-go DeltaFIFO/RealFIFO benchmarks\n  \
          bench store|workqueue  kinformer vs client-go indexer / workqueue benchmarks\n  \
          fake-apiserver [FLAGS] run kinformer-testing's fake API server standalone\n  \
-         control-plane up|down|env|build\n                         a local kube-apiserver + etcd (built from Go modules)\n  \
+         control-plane up|down|env|build|restart-apiserver\n                         a local kube-apiserver + etcd (built from Go modules)\n  \
          e2e [--local|--kind|--kubeconfig PATH|--fake] [--keep] [--yes] [-- TEST ARGS]\n                         the end-to-end suite"
     );
 }

@@ -47,8 +47,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("kinformer-testing", &["kinformer-wait", "kinformer-store"]),
 ];
 
-/// Crates that may depend on any layer: the umbrella and the workspace-level tests and tools.
-const UNRESTRICTED: &[&str] = &["kinformer", "kinformer-tests", "xtask"];
+/// Crates that may depend on any layer: the umbrella and the workspace-level tests and tools
+/// (the benchmark peers among them: they are run, never depended on).
+const UNRESTRICTED: &[&str] = &[
+    "kinformer",
+    "kinformer-tests",
+    "xtask",
+    "kinformer-bench-peers",
+];
 
 struct Manifest {
     path: PathBuf,
@@ -67,6 +73,7 @@ fn manifests() -> Vec<Manifest> {
         .collect();
     dirs.push(root.join("tests"));
     dirs.push(root.join("xtask"));
+    dirs.push(root.join("xtask/peers/rust"));
     dirs.sort();
     dirs.iter()
         .map(|dir| parse_manifest(&dir.join("Cargo.toml")))

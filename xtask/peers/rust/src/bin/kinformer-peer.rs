@@ -1,0 +1,151 @@
+//! `kinformer-peer`: the benchmark scenarios of BENCH-PROTOCOL.md through kinformer's
+//! `SharedInformerFactory`, written the way a kinformer user would write them: one informer
+//! from the factory, handlers registered with `HandlerFuncs` (sync closures, each handler on
+//! its own OS thread, so the slow one blocks with `std::thread::sleep`), synced when every
+//! registration's `has_synced` holds, lookups through the informer's indexer.
+
+use std::{process::ExitCode, sync::Arc, time::Duration};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kinformer::prelude::*;
+use kinformer_bench_peers::{
+    APP_LABEL, Args, Handler, Lookup, Mode, Peer, Query, Resource, Scenario, Views, key_of,
+};
+use kube_client::Client;
+
+/// The index the `lookups` scenario adds beside the built-in namespace index.
+const APP_INDEX: &str = "by-app";
+
+/// The slow handler's pause per call.
+const SLOW_CALL: Duration = Duration::from_millis(1);
+
+/// Holds the factory for the life of the process: dropping it would stop the informer.
+#[derive(Debug, Default)]
+struct Kinformer {
+    factory: Option<SharedInformerFactory>,
+}
+
+impl Peer for Kinformer {
+    const NAME: &'static str = "kinformer";
+
+    fn unsupported(&self, args: &Args) -> Option<String> {
+        (args.mode == Mode::Protobuf)
+            .then(|| "kinformer decodes JSON only: protobuf decoding is not built yet".to_owned())
+    }
+
+    fn notes(&self, _: &Args) -> Option<String> {
+        None
+    }
+
+    async fn start(
+        &mut self,
+        client: Client,
+        args: &Args,
+        views: &Arc<Views>,
+    ) -> Result<Lookup, String> {
+        let factory = match args.mode {
+            Mode::Stripped => SharedInformerFactory::builder(client)
+                .strip_managed_fields()
+                .build(),
+            _ => SharedInformerFactory::new(client),
+        };
+        let factory = self.factory.insert(factory);
+        let error = |error: kinformer::factory::Error| error.to_string();
+        match (args.scenario.resource(), args.mode) {
+            (Resource::ConfigMaps, _) => {
+                let informer = factory.informer::<ConfigMap>().map_err(error)?;
+                inform(factory, &informer, views).await
+            }
+            (Resource::Pods, Mode::Metadata) => {
+                let informer = factory.metadata_informer::<Pod>().map_err(error)?;
+                inform(factory, &informer, views).await
+            }
+            (Resource::Pods, _) => {
+                let informer = factory.informer::<Pod>().map_err(error)?;
+                if args.scenario == Scenario::Lookups {
+                    let by_app: IndexFunc<Pod> = Arc::new(|pod: &Pod| {
+                        let labels = pod.metadata.labels.as_ref();
+                        labels
+                            .and_then(|labels| labels.get(APP_LABEL))
+                            .cloned()
+                            .into_iter()
+                            .collect()
+                    });
+                    informer
+                        .add_indexers(Indexers::from([(APP_INDEX.to_owned(), by_app)]))
+                        .map_err(|error| error.to_string())?;
+                }
+                inform(factory, &informer, views).await
+            }
+        }
+    }
+}
+
+/// Registers one handler per view, starts the factory and waits until every registration
+/// has synced.
+async fn inform<K>(
+    factory: &SharedInformerFactory,
+    informer: &SharedIndexInformer<K>,
+    views: &Arc<Views>,
+) -> Result<Lookup, String>
+where
+    K: kube_core::Resource + Send + Sync + 'static,
+{
+    let registrations = views
+        .handlers()
+        .into_iter()
+        .map(|handler| informer.add_event_handler(handler_funcs::<K>(handler)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| error.to_string())?;
+    factory.start().map_err(|error| error.to_string())?;
+    for registration in &registrations {
+        if !registration.synced().await {
+            return Err(format!(
+                "handler {} stopped before it synced",
+                registration.name()
+            ));
+        }
+    }
+    let indexer = informer.get_indexer();
+    Ok(Arc::new(move |query: Query<'_>| {
+        let found = match query {
+            Query::Namespace(namespace) => indexer.by_index(NAMESPACE_INDEX, namespace),
+            Query::App(app) => indexer.by_index(APP_INDEX, app),
+        };
+        found.map_or(0, |objects| objects.len())
+    }))
+}
+
+fn handler_funcs<K>(handler: Handler) -> HandlerFuncs<K>
+where
+    K: kube_core::Resource + Send + Sync + 'static,
+{
+    let (on_add, on_update, on_delete) = (handler.clone(), handler.clone(), handler);
+    HandlerFuncs::new()
+        .add_func(move |obj: Arc<K>, _is_in_initial_list| {
+            on_add.upsert(&*obj, false);
+            pause_if_slow(&on_add);
+        })
+        .update_func(move |_old: Arc<K>, new: Arc<K>| {
+            on_update.upsert(&*new, true);
+            pause_if_slow(&on_update);
+        })
+        .delete_func(move |obj: ObjectOrTombstone<K>| {
+            match &obj {
+                ObjectOrTombstone::Tombstone(tombstone) => on_delete.delete(&tombstone.key),
+                ObjectOrTombstone::Object(obj) => on_delete.delete(&key_of(&**obj)),
+            }
+            pause_if_slow(&on_delete);
+        })
+}
+
+/// After the bookkeeping, so the latency sample is the moment the call arrived.
+fn pause_if_slow(handler: &Handler) {
+    if handler.is_slow() {
+        std::thread::sleep(SLOW_CALL);
+    }
+}
+
+fn main() -> ExitCode {
+    kinformer_bench_peers::main(Kinformer::default())
+}

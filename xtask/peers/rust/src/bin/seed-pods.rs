@@ -1,0 +1,122 @@
+//! `seed-pods --kubeconfig PATH --n N`: fills a real cluster with the benchmark's Pods.
+//!
+//! Creates the fixture namespaces of `kinformer_testing::fixtures`, each with the `default`
+//! ServiceAccount (Pod admission requires it, and no controller-manager runs beside the e2e
+//! control plane to create it), then `N` fixture Pods, 32 requests in flight. An object that
+//! already exists is left as it is, so a second run only adds what is missing.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::{path::PathBuf, process::ExitCode, time::Instant};
+
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use kinformer_testing::fixtures;
+use kube_client::{
+    Api, Client, Config,
+    api::PostParams,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use serde_json::{Value, json};
+
+const IN_FLIGHT: usize = 32;
+
+async fn create<K>(api: &Api<K>, object: Value) -> Result<(), String>
+where
+    K: kube_client::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object).map_err(|err| err.to_string())?;
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => Ok(()),
+        Err(kube_client::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+/// The fixture Pod as a real API server takes it: no status (a create ignores it anyway),
+/// no managedFields (the server writes its own), no UID in the owner reference's way.
+fn pod(i: usize) -> Value {
+    let mut pod = fixtures::pod(i);
+    if let Some(meta) = pod.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    if let Some(object) = pod.as_object_mut() {
+        object.remove("status");
+    }
+    pod
+}
+
+async fn run(path: PathBuf, count: usize) -> Result<(), String> {
+    let kubeconfig =
+        Kubeconfig::read_from(&path).map_err(|err| format!("{}: {err}", path.display()))?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|err| format!("{}: {err}", path.display()))?;
+    let client = Client::try_from(config).map_err(|err| err.to_string())?;
+    let started = Instant::now();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for n in 0..fixtures::NAMESPACES.min(count.max(1)) {
+        let name = fixtures::namespace_of(n);
+        create(&namespaces, json!({ "metadata": { "name": name } })).await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+        create(&accounts, json!({ "metadata": { "name": "default" } })).await?;
+    }
+    stream::iter(0..count)
+        .map(|i| {
+            let client = client.clone();
+            async move {
+                let object = pod(i);
+                let namespace = fixtures::namespace_of(i);
+                let pods: Api<Pod> = Api::namespaced(client, &namespace);
+                create(&pods, object).await
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await?;
+    eprintln!(
+        "seed-pods: {count} Pods in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn parse() -> Result<(PathBuf, usize), String> {
+    let mut path = None;
+    let mut count = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--kubeconfig" => path = Some(PathBuf::from(value)),
+            "--n" => count = Some(value.parse().map_err(|err| format!("--n: {err}"))?),
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    Ok((
+        path.ok_or("--kubeconfig is required")?,
+        count.ok_or("--n is required")?,
+    ))
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let (path, count) = match parse() {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            eprintln!("usage: seed-pods --kubeconfig PATH --n N ({message})");
+            return ExitCode::from(2);
+        }
+    };
+    match run(path, count).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("seed-pods: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! The scenarios, driven the same way for every peer: a peer only builds its informer and
+//! says how it looks objects up; sync, settle, the admin calls, the phases and the
+//! measurements are here.
+
+use std::{
+    future::Future,
+    path::Path,
+    process::ExitCode,
+    sync::{
+        Arc, Barrier,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use kube_client::{
+    Client,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+use crate::{
+    admin::Admin,
+    cli::{Args, Scenario, USAGE},
+    latency::Percentiles,
+    procfs,
+    report::{Report, Unsupported, print_result, progress},
+    view::{View, Views},
+};
+
+/// How long a peer may take to sync before it gives up.
+const SYNC_LIMIT: Duration = Duration::from_secs(600);
+/// The protocol's settle after sync, before the steady reading.
+const SETTLE: Duration = Duration::from_secs(2);
+/// The protocol's relist polling period and limit.
+const RELIST_POLL: Duration = Duration::from_millis(100);
+const RELIST_LIMIT: Duration = Duration::from_secs(120);
+/// Slack beyond `count / rate` for an update phase to end.
+const PHASE_SLACK: Duration = Duration::from_secs(300);
+
+/// One index lookup of the `lookups` scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Query<'a> {
+    /// The objects of a namespace.
+    Namespace(&'a str),
+    /// The objects labelled `app.kubernetes.io/name=<value>`.
+    App(&'a str),
+}
+
+/// A peer's way of answering a [`Query`]: how many objects it returned.
+pub type Lookup = Arc<dyn Fn(Query<'_>) -> usize + Send + Sync>;
+
+/// The label the `lookups` scenario indexes by.
+pub const APP_LABEL: &str = "app.kubernetes.io/name";
+
+/// What a peer binary implements; [`main`] does the rest.
+pub trait Peer {
+    /// `kinformer` or `kube-runtime`, as in the result.
+    const NAME: &'static str;
+
+    /// Why the peer cannot run `args`, if it cannot.
+    fn unsupported(&self, args: &Args) -> Option<String>;
+
+    /// What the peer emulates for `args` that its library does not do, for the result.
+    fn notes(&self, args: &Args) -> Option<String>;
+
+    /// Builds the informer for `args` over `client`, with one handler per view of `views`,
+    /// starts it, and resolves once it is synced (the informer says so and every handler has
+    /// every initial object). Resolves to the peer's lookup for the `lookups` scenario.
+    fn start(
+        &mut self,
+        client: Client,
+        args: &Args,
+        views: &Arc<Views>,
+    ) -> impl Future<Output = Result<Lookup, String>>;
+}
+
+/// Parses the command line, runs the scenario and prints the result line; exits non-zero
+/// with a message on stderr when that fails.
+pub fn main<P: Peer>(mut peer: P) -> ExitCode {
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(message) => {
+            progress(format!("{message}\n{USAGE}"));
+            return ExitCode::from(2);
+        }
+    };
+    let name = P::NAME;
+    // The libraries' own warnings (watch errors, retries) go to stderr beside the progress.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    if let Some(why) = peer.unsupported(&args) {
+        print_result(&Unsupported {
+            peer: name,
+            mode: args.mode.name(),
+            scenario: args.scenario.name(),
+            unsupported: why,
+        });
+        return ExitCode::SUCCESS;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            progress(format!("cannot start tokio: {error}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(&mut peer, &args)) {
+        Ok(report) => {
+            print_result(&report);
+            // The informer's threads and tasks are not shut down: the process ends here.
+            runtime.shutdown_background();
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            progress(format!("{name} {}: {message}", args.scenario));
+            runtime.shutdown_background();
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A client for the kubeconfig at `path` (its current context).
+///
+/// # Errors
+///
+/// When the file cannot be read or describes no usable cluster.
+pub async fn client(path: &Path) -> Result<Client, String> {
+    let kubeconfig = Kubeconfig::read_from(path)
+        .map_err(|error| format!("kubeconfig {}: {error}", path.display()))?;
+    let config =
+        kube_client::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|error| format!("kubeconfig {}: {error}", path.display()))?;
+    Client::try_from(config).map_err(|error| format!("building the client: {error}"))
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn memory() -> Result<procfs::Memory, String> {
+    procfs::memory().map_err(|error| format!("reading /proc/self/status: {error}"))
+}
+
+fn cpu_ms() -> Result<u64, String> {
+    procfs::cpu_ms().map_err(|error| format!("reading /proc/self/stat: {error}"))
+}
+
+/// Wall and CPU time of a phase, from the admin call on.
+struct PhaseClock {
+    wall: Instant,
+    cpu_ms: u64,
+}
+
+impl PhaseClock {
+    fn start() -> Result<Self, String> {
+        Ok(Self {
+            cpu_ms: cpu_ms()?,
+            wall: Instant::now(),
+        })
+    }
+
+    /// Fills in `phase_ms` and `phase_cpu_ms`; returns the wall time.
+    fn stop(&self, report: &mut Report) -> Result<Duration, String> {
+        let elapsed = self.wall.elapsed();
+        report.phase_ms = Some(millis(elapsed));
+        report.phase_cpu_ms = Some(cpu_ms()?.saturating_sub(self.cpu_ms));
+        Ok(elapsed)
+    }
+}
+
+async fn run<P: Peer>(peer: &mut P, args: &Args) -> Result<Report, String> {
+    let client = client(&args.kubeconfig).await?;
+    let admin = Admin::new(client.clone());
+    let baseline_rss_kib = memory()?.rss_kib;
+    let views = Views::new(args.handlers, args.scenario.slow_handler());
+
+    progress(format!(
+        "{}: informing {}",
+        P::NAME,
+        args.scenario.resource().plural()
+    ));
+    let started = Instant::now();
+    let lookup = tokio::time::timeout(SYNC_LIMIT, peer.start(client, args, &views))
+        .await
+        .map_err(|_| format!("not synced after {SYNC_LIMIT:?}"))??;
+    let sync_ms = millis(started.elapsed());
+    let synced_objects = views.with(0, View::len);
+    progress(format!("synced {synced_objects} objects in {sync_ms} ms"));
+    if let Some(expected) = args.expected_objects.filter(|&n| n != synced_objects) {
+        progress(format!(
+            "warning: the harness seeded {expected} objects, handler 0 has {synced_objects}"
+        ));
+    }
+    tokio::time::sleep(SETTLE).await;
+    let steady_rss_kib = memory()?.rss_kib;
+
+    let mut report = Report {
+        peer: P::NAME,
+        mode: args.mode.name(),
+        scenario: args.scenario.name(),
+        objects: 0,
+        sync_ms,
+        cpu_ms: 0,
+        peak_rss_kib: 0,
+        baseline_rss_kib,
+        steady_rss_kib,
+        events: 0,
+        checksum: String::new(),
+        views_agree: false,
+        phase_ms: None,
+        phase_cpu_ms: None,
+        latency_us: None,
+        slow_latency_us: None,
+        relist_peak_rss_kib: None,
+        relist_updates: None,
+        relist_deletes: None,
+        reads: None,
+        reads_per_s: None,
+        notes: peer.notes(args),
+    };
+    let mut peak_rss_kib = None;
+    match args.scenario {
+        Scenario::SyncPods | Scenario::SyncConfigMaps | Scenario::Memory | Scenario::SyncReal => {}
+        Scenario::Watch | Scenario::Fanout => {
+            // Samples of the sync (none carry the annotation) are not the phase's.
+            views.take_latencies(0..views.count());
+            views.begin_slow_calls();
+            let clock = PhaseClock::start()?;
+            let sentinel = admin
+                .update(args.scenario.resource(), args.count, args.rate)
+                .await?;
+            wait_for_sentinel(&views, &sentinel, args).await?;
+            clock.stop(&mut report)?;
+            let slow = args.scenario.slow_handler();
+            let fast = (0..views.count()).filter(|&index| Some(index) != slow);
+            report.latency_us = Some(Percentiles::of(&mut views.take_latencies(fast)));
+            report.slow_latency_us =
+                slow.map(|slow| Percentiles::of(&mut views.take_latencies([slow])));
+        }
+        Scenario::Lookups => {
+            views.take_latencies(0..views.count());
+            lookups(&admin, &views, args, &lookup, &mut report).await?;
+        }
+        Scenario::Relist => {
+            peak_rss_kib = Some(memory()?.peak_kib);
+            procfs::reset_peak().map_err(|error| format!("resetting VmHWM: {error}"))?;
+            relist(&admin, &views, args, &mut report).await?;
+            report.relist_peak_rss_kib = Some(memory()?.peak_kib);
+        }
+    }
+
+    report.objects = views.with(0, View::len);
+    report.cpu_ms = cpu_ms()?;
+    report.peak_rss_kib = match peak_rss_kib {
+        Some(before_reset) => before_reset,
+        None => memory()?.peak_kib,
+    };
+    report.events = views.events();
+    report.checksum = views.with(0, View::checksum);
+    report.views_agree = views.agree();
+    Ok(report)
+}
+
+async fn wait_for_sentinel(views: &Views, sentinel: &str, args: &Args) -> Result<(), String> {
+    let paced = match args.rate {
+        0 => Duration::ZERO,
+        rate => Duration::from_secs(args.count / rate + 1),
+    };
+    let limit = paced + PHASE_SLACK;
+    tokio::time::timeout(limit, views.wait_until(|views| views.all_saw(sentinel)))
+        .await
+        .map_err(|_| format!("the handlers did not all see {sentinel} within {limit:?}"))
+}
+
+async fn lookups(
+    admin: &Admin,
+    views: &Views,
+    args: &Args,
+    lookup: &Lookup,
+    report: &mut Report,
+) -> Result<(), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let go = Arc::new(Barrier::new(args.readers + 1));
+    let readers: Vec<_> = (0..args.readers)
+        .map(|reader| {
+            let (lookup, stop, go) = (Arc::clone(lookup), Arc::clone(&stop), Arc::clone(&go));
+            thread::Builder::new()
+                .name(format!("reader-{reader}"))
+                .spawn(move || read_until(&lookup, reader, &stop, &go))
+                .map_err(|error| format!("starting reader {reader}: {error}"))
+        })
+        .collect::<Result<_, _>>()?;
+    // Every reader is already waiting, so this returns at once.
+    tokio::task::block_in_place(|| go.wait());
+    let clock = PhaseClock::start()?;
+    let sentinel = admin
+        .update(args.scenario.resource(), args.count, args.rate)
+        .await;
+    let waited = match &sentinel {
+        Ok(sentinel) => wait_for_sentinel(views, sentinel, args).await,
+        Err(error) => Err(error.clone()),
+    };
+    let elapsed = clock.stop(report);
+    stop.store(true, Ordering::Relaxed);
+    let mut reads = 0;
+    for reader in readers {
+        reads += reader.join().map_err(|_| "a reader panicked".to_owned())?;
+    }
+    waited?;
+    let elapsed = elapsed?;
+    report.reads = Some(reads);
+    // Reads are counted in the billions at most: exact enough in an f64.
+    let per_second = (reads as f64 / elapsed.as_secs_f64().max(1e-3)).round() as u64;
+    report.reads_per_s = Some(per_second);
+    report.latency_us = Some(Percentiles::of(&mut views.take_latencies(0..views.count())));
+    Ok(())
+}
+
+/// One reader: alternately a namespace and a label lookup (`namespace_of(i)`, `app-(i mod
+/// 20)`), readers starting at different `i`, until `stop`. Returns the lookups done.
+fn read_until(lookup: &Lookup, reader: usize, stop: &AtomicBool, go: &Barrier) -> u64 {
+    let namespaces: Vec<String> = (0..kinformer_testing::fixtures::NAMESPACES)
+        .map(kinformer_testing::fixtures::namespace_of)
+        .collect();
+    let apps: Vec<String> = (0..20).map(|app| format!("app-{app}")).collect();
+    go.wait();
+    let mut reads = 0;
+    let mut found = 0;
+    let mut i = reader * 7;
+    while !stop.load(Ordering::Relaxed) {
+        found += lookup(Query::Namespace(&namespaces[i % namespaces.len()]));
+        found += lookup(Query::App(&apps[i % apps.len()]));
+        reads += 2;
+        i += 1;
+    }
+    std::hint::black_box(found);
+    reads
+}
+
+async fn relist(
+    admin: &Admin,
+    views: &Views,
+    args: &Args,
+    report: &mut Report,
+) -> Result<(), String> {
+    let resource = args.scenario.resource();
+    let (updates_before, deletes_before) = views.updates_and_deletes(0);
+    let clock = PhaseClock::start()?;
+    let relisted = admin.relist(resource, args.fraction).await?;
+    progress(format!(
+        "relist: the server updated {} and deleted {} objects",
+        relisted.updated, relisted.deleted
+    ));
+    let server = admin.checksum(resource).await?;
+    let mut poll = tokio::time::interval(RELIST_POLL);
+    loop {
+        poll.tick().await;
+        // The checksum is only worth computing once the relist has reached the handler.
+        let converged = views.with(0, |view| {
+            view.saw(&relisted.sentinel) && view.checksum() == server.checksum
+        });
+        if converged {
+            break;
+        }
+        if clock.wall.elapsed() > RELIST_LIMIT {
+            let (objects, checksum) = views.with(0, |view| (view.len(), view.checksum()));
+            return Err(format!(
+                "handler 0 did not converge within {RELIST_LIMIT:?}: {objects} objects, \
+                 checksum {checksum}; the server has {} objects, checksum {}",
+                server.count, server.checksum
+            ));
+        }
+    }
+    clock.stop(report)?;
+    let (updates, deletes) = views.updates_and_deletes(0);
+    report.relist_updates = Some(updates - updates_before);
+    report.relist_deletes = Some(deletes - deletes_before);
+    Ok(())
+}
