@@ -541,6 +541,16 @@ impl<K: Object> SharedIndexInformer<K> {
                 warn!(%error, resource_version, "queue refused a bookmark");
             }
         });
+        // A relist keeps the cached Arc of every object that did not change, so it holds the
+        // changed objects twice rather than the whole cache. Not under a transform: the queue
+        // would transform a cached object a second time, and transforms need not be idempotent.
+        if settings.transform.is_none() {
+            let indexer = Arc::clone(&self.inner.applier.indexer);
+            let key_func = Arc::clone(&self.inner.applier.key_func);
+            builder = builder.reuse_known_objects(move |object| {
+                indexer.get_by_key(&key_func(object).ok()?)
+            });
+        }
         let reflector = Arc::new(builder.build());
         // Both cells are set once, here, under the settings lock that guards the phase.
         let _ = self.inner.queue.set(Arc::clone(&queue));

@@ -9,7 +9,7 @@ use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData, sync::Ar
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::value::RawValue;
 
-use crate::{Error, INITIAL_EVENTS_END_ANNOTATION, ListPage, Result, WatchEvent};
+use crate::{Error, INITIAL_EVENTS_END_ANNOTATION, ListPage, Result, ReuseObject, WatchEvent};
 
 /// Turns response bytes into list pages and watch events.
 ///
@@ -30,6 +30,19 @@ pub trait Decoder<K>: Send + Sync + 'static {
     /// [`Error::Decode`] when the body is not a list of `K`; [`Error::WrongKind`] when it is a
     /// list of another kind.
     fn decode_list(&self, body: &[u8]) -> Result<ListPage<K>>;
+
+    /// Decodes one list response body, passing each object through `reuse` as soon as it is
+    /// decoded (see [`ListerWatcher::list_reusing`](crate::ListerWatcher::list_reusing)). The
+    /// default decodes the whole list first; override it to free replaced copies early.
+    ///
+    /// # Errors
+    ///
+    /// As for [`decode_list`](Decoder::decode_list).
+    fn decode_list_reusing(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {
+        let mut page = self.decode_list(body)?;
+        page.items = page.items.into_iter().map(reuse).collect();
+        Ok(page)
+    }
 
     /// Reads only the `continue` token of a list body, so that the next page can be requested
     /// while this one is decoded. `None` (the default) turns that prefetching off.
@@ -230,6 +243,10 @@ where
     }
 
     fn decode_list(&self, body: &[u8]) -> Result<ListPage<K>> {
+        self.decode_list_reusing(body, &|item| item)
+    }
+
+    fn decode_list_reusing(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {
         let list: RawList<'_> = serde_json::from_slice(body)
             .map_err(|error| Error::decode("list", error.to_string(), body))?;
         self.check_kind(&list.types, true)?;
@@ -237,7 +254,7 @@ where
             .items
             .unwrap_or_default()
             .into_iter()
-            .map(|raw| self.decode_object(raw, "list item"))
+            .map(|raw| self.decode_object(raw, "list item").map(reuse))
             .collect::<Result<Vec<_>>>()?;
         Ok(ListPage {
             items,

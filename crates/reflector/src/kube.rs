@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     Decoder, Error, ExpectedType, JsonDecoder, ListOptions, ListPage, ListerWatcher, Result,
-    VersionMatch, WatchEvent, WatchStream,
+    ReuseObject, VersionMatch, WatchEvent, WatchStream,
 };
 
 /// A list body at least this large is decoded on a blocking thread, so decoding a big page does
@@ -325,6 +325,37 @@ where
     }
 }
 
+impl<K, D> KubeListerWatcher<K, D>
+where
+    K: Send + Sync + 'static,
+    D: Decoder<K>,
+{
+    async fn list_page(
+        &self,
+        options: ListOptions,
+        reuse: Option<Arc<ReuseObject<K>>>,
+    ) -> Result<ListPage<K>> {
+        let options = self.scoped(options);
+        let body = self.list_body(&options).await?;
+        let prefetching = self.prefetch_next_page(&options, &body)?;
+        let decode = move |decoder: &D, body: &[u8]| match &reuse {
+            Some(reuse) => decoder.decode_list_reusing(body, &**reuse),
+            None => decoder.decode_list(body),
+        };
+        // While the next page is in flight, decode on a blocking thread even a small page: inline,
+        // the spawned request would wait for this task to yield.
+        if body.len() < DECODE_OFF_TASK_THRESHOLD && !prefetching {
+            return decode(&self.decoder, &body);
+        }
+        let decoder = Arc::clone(&self.decoder);
+        tokio::task::spawn_blocking(move || decode(&decoder, &body))
+            .await
+            .map_err(|error| Error::Transport {
+                message: format!("the list decoder did not finish: {error}"),
+            })?
+    }
+}
+
 /// A list page requested ahead of the reflector asking for it.
 struct Prefetch {
     options: ListOptions,
@@ -393,20 +424,15 @@ where
     D: Decoder<K>,
 {
     async fn list(&self, options: ListOptions) -> Result<ListPage<K>> {
-        let options = self.scoped(options);
-        let body = self.list_body(&options).await?;
-        let prefetching = self.prefetch_next_page(&options, &body)?;
-        // While the next page is in flight, decode on a blocking thread even a small page: inline,
-        // the spawned request would wait for this task to yield.
-        if body.len() < DECODE_OFF_TASK_THRESHOLD && !prefetching {
-            return self.decoder.decode_list(&body);
-        }
-        let decoder = Arc::clone(&self.decoder);
-        tokio::task::spawn_blocking(move || decoder.decode_list(&body))
-            .await
-            .map_err(|error| Error::Transport {
-                message: format!("the list decoder did not finish: {error}"),
-            })?
+        self.list_page(options, None).await
+    }
+
+    async fn list_reusing(
+        &self,
+        options: ListOptions,
+        reuse: Arc<ReuseObject<K>>,
+    ) -> Result<ListPage<K>> {
+        self.list_page(options, Some(reuse)).await
     }
 
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>> {

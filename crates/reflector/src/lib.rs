@@ -88,7 +88,7 @@ pub use crate::{
     error::{DECODE_EXCERPT_LIMIT, Error, Result},
     event::{INITIAL_EVENTS_END_ANNOTATION, ListPage, WatchEvent, WatchStream},
     kube::KubeListerWatcher,
-    lister_watcher::ListerWatcher,
+    lister_watcher::{ListerWatcher, ReuseObject},
     options::{ListOptions, VersionMatch},
     reflector::{
         DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Reflector, ReflectorBuilder, WATCH_IDLE_GRACE,

@@ -6,6 +6,10 @@ use async_trait::async_trait;
 
 use crate::{ListOptions, ListPage, Result, WatchStream};
 
+/// Maps a freshly decoded object to the one to keep: itself, or an equal copy the consumer
+/// already holds (see [`ListerWatcher::list_reusing`]).
+pub type ReuseObject<K> = dyn Fn(Arc<K>) -> Arc<K> + Send + Sync;
+
 /// Lists and watches one kind of object.
 ///
 /// The reflector calls [`list`](ListerWatcher::list) page by page (it sets `limit` and
@@ -25,6 +29,31 @@ pub trait ListerWatcher<K>: Send + Sync {
     /// The server's refusal mapped to an [`Error`](crate::Error) variant, a transport failure or
     /// an undecodable body.
     async fn list(&self, options: ListOptions) -> Result<ListPage<K>>;
+
+    /// Lists one page, passing every object through `reuse` as it is decoded, so that a copy
+    /// `reuse` replaces is freed before the next object is decoded. A relist uses it to keep
+    /// the cached copy of every unchanged object: without it, one unpaginated relist holds the
+    /// whole new list beside the whole cache.
+    ///
+    /// The default lists the page, then maps it: correct, but without the memory saving.
+    /// Implementations that decode should apply `reuse` per object, as
+    /// [`KubeListerWatcher`](crate::KubeListerWatcher) does.
+    ///
+    /// # Errors
+    ///
+    /// As for [`list`](ListerWatcher::list).
+    async fn list_reusing(
+        &self,
+        options: ListOptions,
+        reuse: Arc<ReuseObject<K>>,
+    ) -> Result<ListPage<K>>
+    where
+        K: 'static,
+    {
+        let mut page = self.list(options).await?;
+        page.items = page.items.into_iter().map(|item| reuse(item)).collect();
+        Ok(page)
+    }
 
     /// Opens a watch.
     ///
@@ -53,6 +82,14 @@ where
 {
     async fn list(&self, options: ListOptions) -> Result<ListPage<K>> {
         (**self).list(options).await
+    }
+
+    async fn list_reusing(
+        &self,
+        options: ListOptions,
+        reuse: Arc<ReuseObject<K>>,
+    ) -> Result<ListPage<K>> {
+        (**self).list_reusing(options, reuse).await
     }
 
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>> {

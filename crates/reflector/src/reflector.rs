@@ -28,7 +28,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use crate::{Error, ListOptions, ListerWatcher, Result, VersionMatch, WatchEvent, WatchStream};
+use crate::{
+    Error, ListOptions, ListerWatcher, Result, ReuseObject, VersionMatch, WatchEvent, WatchStream,
+};
 
 /// client-go's `pager.PageSize`: the page size when the caller asked for none.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -48,6 +50,7 @@ const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
 type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
 type BookmarkHandler = Arc<dyn Fn(&str) + Send + Sync>;
+type KnownObject<K> = Arc<dyn Fn(&K) -> Option<Arc<K>> + Send + Sync>;
 
 /// Configures and builds a [`Reflector`]; start from [`Reflector::builder`].
 #[doc(alias = "ReflectorOptions")]
@@ -61,6 +64,7 @@ pub struct ReflectorBuilder<K, S: ?Sized> {
     use_watch_list: bool,
     watch_error_handler: Option<WatchErrorHandler>,
     bookmark_handler: Option<BookmarkHandler>,
+    known_object: Option<KnownObject<K>>,
     backoff: Option<Box<dyn BackoffManager>>,
     min_watch_timeout: Duration,
 }
@@ -146,6 +150,25 @@ where
         self
     }
 
+    /// Lets a relist keep the objects the consumer already holds: `known` answers the object
+    /// cached under a listed object's key, and when both carry the same non-empty
+    /// resourceVersion the listed copy is dropped as soon as its page is decoded and the cached
+    /// `Arc` goes into the list instead.
+    ///
+    /// Without it a relist holds the whole new list beside the whole cache until the store's
+    /// `replace`, so its peak memory is twice the cache's; with it, only the objects that changed
+    /// are held twice. `known` runs once per listed object and should be a map lookup. Do not
+    /// combine it with a queue transform that is not idempotent: a reused object is one the
+    /// transform has already seen.
+    #[must_use]
+    pub fn reuse_known_objects(
+        mut self,
+        known: impl Fn(&K) -> Option<Arc<K>> + Send + Sync + 'static,
+    ) -> Self {
+        self.known_object = Some(Arc::new(known));
+        self
+    }
+
     /// Replaces the backoff between failed attempts (by default
     /// [`ExponentialBackoffManager::for_reflector`]: 800ms doubling to 30s, with jitter, reset
     /// after two quiet minutes).
@@ -179,6 +202,7 @@ where
             use_watch_list: self.use_watch_list,
             watch_error_handler: self.watch_error_handler,
             bookmark_handler: self.bookmark_handler,
+            known_object: self.known_object,
             min_watch_timeout: self.min_watch_timeout,
             backoff: Mutex::new(
                 self.backoff
@@ -217,6 +241,7 @@ pub struct Reflector<K, S: ?Sized> {
     use_watch_list: bool,
     watch_error_handler: Option<WatchErrorHandler>,
     bookmark_handler: Option<BookmarkHandler>,
+    known_object: Option<KnownObject<K>>,
     min_watch_timeout: Duration,
     backoff: Mutex<Box<dyn BackoffManager>>,
     versions: RwLock<Versions>,
@@ -275,6 +300,7 @@ where
             page_size: None,
             resync_period: None,
             should_resync: None,
+            known_object: None,
             use_watch_list: false,
             watch_error_handler: None,
             bookmark_handler: None,
@@ -506,8 +532,19 @@ where
         let mut options = first.clone();
         let mut items: Vec<Arc<K>> = Vec::new();
         let mut paginated = false;
+        let reuse = self.reuse_function();
+        let list = |options: ListOptions| async {
+            match &reuse {
+                Some(reuse) => {
+                    self.lister_watcher
+                        .list_reusing(options, Arc::clone(reuse))
+                        .await
+                }
+                None => self.lister_watcher.list(options).await,
+            }
+        };
         loop {
-            let page = match self.lister_watcher.list(options.clone()).await {
+            let page = match list(options.clone()).await {
                 Ok(page) => page,
                 Err(error @ Error::Expired { .. }) if options.continue_token.is_some() => {
                     info!(%error, "a continuation page expired, listing everything at once");
@@ -516,7 +553,7 @@ where
                         limit: None,
                         ..first
                     };
-                    let page = self.lister_watcher.list(full).await?;
+                    let page = list(full).await?;
                     return Ok((page.items, page.resource_version, paginated));
                 }
                 Err(error) => return Err(error),
@@ -540,6 +577,15 @@ where
                 }
             }
         }
+    }
+
+    /// Maps a listed object to the consumer's own copy when it holds one at the same version
+    /// (see [`ReflectorBuilder::reuse_known_objects`]).
+    fn reuse_function(&self) -> Option<Arc<ReuseObject<K>>> {
+        let known_object = self.known_object.clone()?;
+        Some(Arc::new(move |listed: Arc<K>| {
+            reusable(&known_object, &listed).unwrap_or(listed)
+        }))
     }
 
     /// Opens a watch at the last synced version; `None` when the token fired first.
@@ -784,6 +830,10 @@ where
                         if let Some(object_version) = object.resource_version() {
                             object_version.clone_into(&mut version);
                         }
+                        let object = match &self.known_object {
+                            Some(known_object) => reusable(known_object, &object).unwrap_or(object),
+                            None => object,
+                        };
                         scratch.update(object).map_err(Error::from)
                     }
                     Some(Ok(WatchEvent::Deleted(object))) => {
@@ -845,6 +895,14 @@ where
         }
         false
     }
+}
+
+/// The consumer's copy of `listed`, when it has one at the same non-empty resourceVersion.
+fn reusable<K: Object>(known_object: &KnownObject<K>, listed: &Arc<K>) -> Option<Arc<K>> {
+    let version = listed
+        .resource_version()
+        .filter(|version| !version.is_empty())?;
+    known_object(listed).filter(|known| known.resource_version() == Some(version))
 }
 
 fn relist_reason(error: &Error) -> &'static str {

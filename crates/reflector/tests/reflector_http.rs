@@ -287,6 +287,60 @@ async fn compaction_while_disconnected_makes_the_reflector_relist() {
     running.stop().await;
 }
 
+/// A relist over HTTP with `reuse_known_objects` keeps the cached `Arc` of every Pod that did
+/// not change while the watch was down (the decoded copy is dropped as it is decoded), and the
+/// listed copy of the one that did.
+#[tokio::test]
+async fn a_relist_over_http_keeps_the_cached_copy_of_unchanged_objects() {
+    // Pods 0 and NAMESPACES share a namespace.
+    let server = server_with_pods(2 * fixtures::NAMESPACES).await;
+    let cache = Arc::new(Cache::<Pod>::default());
+    let known = Arc::clone(&cache);
+    let running = start(
+        pods_reflector(&server, &cache)
+            .reuse_known_objects(move |pod: &Pod| known.get(pod).ok().flatten()),
+    );
+    converges(&server, &cache).await;
+    watch_settles(&server).await;
+    let before = |name: &str| {
+        cache
+            .get_by_key(&format!("{}/{name}", fixtures::namespace_of(0)))
+            .expect("cached")
+    };
+    let changed = before("pod-0");
+    server.stop_listener().await;
+    let mut updated = server
+        .get_object("v1", "Pod", Some(&fixtures::namespace_of(0)), "pod-0")
+        .expect("the pod exists");
+    updated["metadata"]["labels"]["touched"] = serde_json::json!("yes");
+    let other_name = format!("pod-{}", fixtures::NAMESPACES);
+    let other = before(&other_name);
+    server.update_object(updated).expect("pod updated");
+    server.compact();
+    server
+        .restart_listener()
+        .await
+        .expect("the port is free again");
+    converges(&server, &cache).await;
+    eventually("the relist ran", || {
+        server.faults().request_count(Verb::List, "pods") == 2
+    })
+    .await;
+    assert!(
+        Arc::ptr_eq(&before(&other_name), &other),
+        "an unchanged Pod keeps its cached Arc"
+    );
+    assert!(
+        !Arc::ptr_eq(&before("pod-0"), &changed),
+        "a changed Pod is the listed copy"
+    );
+    assert_ne!(
+        before("pod-0").metadata.resource_version,
+        changed.metadata.resource_version
+    );
+    running.stop().await;
+}
+
 /// A 410 answered to the watch request itself (not inside the stream) also leads to a relist.
 #[tokio::test]
 async fn a_410_status_on_the_watch_request_relists() {

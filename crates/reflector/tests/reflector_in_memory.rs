@@ -1342,3 +1342,85 @@ async fn a_streaming_list_without_its_bookmark_falls_back_to_a_list() {
     assert_eq!(lister_watcher.list_calls().len(), 1);
     stop(token, running).await;
 }
+
+/// A relist keeps the cached `Arc` of every object whose resourceVersion did not change and
+/// drops the listed copy, so only changed objects are ever held twice; changed, new and
+/// version-less objects keep their listed copy.
+#[tokio::test(start_paused = true)]
+async fn a_relist_reuses_the_cached_copy_of_every_unchanged_object() {
+    let versionless = || {
+        let mut pod = (*pod("d", "")).clone();
+        pod.metadata.resource_version = None;
+        Arc::new(pod)
+    };
+    let lister_watcher = Scripted::new(
+        move |options, _| match options.resource_version() {
+            "0" => Ok(page(
+                "10",
+                vec![pod("a", "1"), pod("b", "2"), versionless()],
+                Some("next"),
+            )),
+            "" if options.continue_token.as_deref() == Some("next") => {
+                Ok(page("10", vec![pod("c", "3")], None))
+            }
+            "10" => Ok(page(
+                "12",
+                vec![pod("a", "1"), pod("b", "12"), pod("c", "3"), versionless()],
+                None,
+            )),
+            other => panic!("unexpected list at {other:?}"),
+        },
+        |_, call| match call {
+            0 => Ok(futures::stream::iter([Err(Error::Expired {
+                message: "gone".into(),
+            })])
+            .boxed()),
+            _ => pending_watch(),
+        },
+    );
+    let cache = Arc::new(Cache::<Pod>::default());
+    let known = Arc::clone(&cache);
+    let reflector = Arc::new(
+        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
+            .reuse_known_objects(move |pod: &Pod| known.get(pod).ok().flatten())
+            .build(),
+    );
+    let (token, running) = spawn(&reflector);
+    eventually("the first list ran", || {
+        reflector.last_sync_resource_version() == "10"
+    })
+    .await;
+    let before: BTreeMap<String, Arc<Pod>> = cache
+        .list()
+        .into_iter()
+        .map(|pod| (pod.metadata.name.clone().unwrap_or_default(), pod))
+        .collect();
+    eventually("the relist ran", || {
+        reflector.last_sync_resource_version() == "12"
+    })
+    .await;
+    let after = |name: &str| {
+        cache
+            .get_by_key(&format!("ns/{name}"))
+            .expect("listed objects are cached")
+    };
+    assert!(Arc::ptr_eq(&after("a"), &before["a"]), "unchanged: reused");
+    assert!(
+        Arc::ptr_eq(&after("c"), &before["c"]),
+        "unchanged, second page: reused"
+    );
+    assert!(
+        !Arc::ptr_eq(&after("b"), &before["b"]),
+        "changed: the listed copy"
+    );
+    assert_eq!(after("b").metadata.resource_version.as_deref(), Some("12"));
+    assert!(
+        !Arc::ptr_eq(&after("d"), &before["d"]),
+        "no version to compare: the listed copy"
+    );
+    assert_eq!(
+        contents(&cache),
+        expected(&[("a", "1"), ("b", "12"), ("c", "3"), ("d", "")])
+    );
+    stop(token, running).await;
+}
