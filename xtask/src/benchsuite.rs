@@ -443,6 +443,8 @@ struct Options {
     quick: bool,
     scenarios: Vec<String>,
     runs: Option<usize>,
+    /// Rewrite the report from saved results instead of running anything.
+    report_from: Option<PathBuf>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -450,6 +452,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         quick: false,
         scenarios: Vec::new(),
         runs: None,
+        report_from: None,
     };
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
@@ -465,6 +468,11 @@ fn parse(args: &[String]) -> Result<Options, String> {
                         .parse()
                         .map_err(|err| format!("--runs: {err}"))?,
                 );
+            }
+            "--report" => {
+                options.report_from = Some(PathBuf::from(
+                    iter.next().ok_or("--report needs a results file")?,
+                ));
             }
             other => return Err(format!("unknown bench flag {other:?}")),
         }
@@ -1176,7 +1184,31 @@ fn versions() -> String {
     )
 }
 
-fn report(results: &[ScenarioResults], floor: Option<&Value>, sizes: Sizes, quick: bool) -> String {
+/// When and where a run happened, kept with its results so a rewritten report keeps them.
+#[derive(Debug, Clone)]
+struct Header {
+    date: String,
+    machine: String,
+    versions: String,
+}
+
+impl Header {
+    fn now() -> Self {
+        Self {
+            date: crate::bench::today(),
+            machine: crate::bench::machine(),
+            versions: versions(),
+        }
+    }
+}
+
+fn report(
+    results: &[ScenarioResults],
+    floor: Option<&Value>,
+    header: &Header,
+    sizes: Sizes,
+    quick: bool,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Benchmarks\n");
     let _ = writeln!(
@@ -1184,13 +1216,12 @@ fn report(results: &[ScenarioResults], floor: Option<&Value>, sizes: Sizes, quic
         "Written by `cargo xtask bench{}` on {}. Do not edit by hand: the prose comes from \
          `xtask/src/benchsuite.rs` and `docs/bench-sections/*.md`.\n",
         if quick { " --quick" } else { "" },
-        crate::bench::today()
+        header.date
     );
     let _ = writeln!(
         out,
         "**Machine:** {}. **Versions:** {}.\n",
-        crate::bench::machine(),
-        versions()
+        header.machine, header.versions
     );
     let _ = writeln!(
         out,
@@ -1367,12 +1398,189 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             ));
         }
     }
+    let out_dir = crate::bench::target_dir(&project_root()).join("bench");
+    fs::create_dir_all(&out_dir).map_err(|err| format!("creating {}: {err}", out_dir.display()))?;
+    let to_docs = !options.quick && options.scenarios.is_empty();
+    let saved = match &options.report_from {
+        Some(path) => load_results(path)?,
+        None => {
+            let saved = run_all(&options, sizes, &all, &out_dir)?;
+            let path = out_dir.join(if to_docs {
+                "results.json"
+            } else {
+                "quick-results.json"
+            });
+            fs::write(&path, saved.to_json().to_string())
+                .map_err(|err| format!("writing {}: {err}", path.display()))?;
+            saved
+        }
+    };
+    let markdown = report(
+        &saved.results,
+        saved.floor.as_ref(),
+        &saved.header,
+        saved.sizes,
+        saved.quick,
+    );
+    let svg = chart_svg(&chart_bars(&saved.results));
+    let (md_path, svg_path) = if to_docs && !saved.quick {
+        let docs = project_root().join("docs");
+        (docs.join("benchmarks.md"), docs.join("bench-chart.svg"))
+    } else {
+        (out_dir.join("quick.md"), out_dir.join("bench-chart.svg"))
+    };
+    fs::write(&md_path, markdown).map_err(|err| format!("writing {}: {err}", md_path.display()))?;
+    fs::write(&svg_path, svg).map_err(|err| format!("writing {}: {err}", svg_path.display()))?;
+    eprintln!("bench: wrote {}", md_path.display());
+    Ok(())
+}
+
+/// Every result of one `cargo xtask bench`, as saved to `target/bench/results.json`.
+#[derive(Debug)]
+struct Saved {
+    header: Header,
+    quick: bool,
+    sizes: Sizes,
+    results: Vec<ScenarioResults>,
+    floor: Option<Value>,
+}
+
+impl Saved {
+    fn to_json(&self) -> Value {
+        let scenarios: Vec<Value> = self
+            .results
+            .iter()
+            .map(|result| {
+                let runs: Vec<Vec<Value>> = result
+                    .runs
+                    .iter()
+                    .map(|case| {
+                        case.iter()
+                            .map(|run| {
+                                serde_json::json!({
+                                    "result": run.result,
+                                    "content_types": run.content_types,
+                                })
+                            })
+                            .collect()
+                    })
+                    .collect();
+                serde_json::json!({
+                    "name": result.scenario.name,
+                    "preparation": result.preparation,
+                    "runs": runs,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "date": self.header.date,
+            "machine": self.header.machine,
+            "versions": self.header.versions,
+            "quick": self.quick,
+            "runs": self.sizes.runs,
+            "floor": self.floor,
+            "scenarios": scenarios,
+        })
+    }
+}
+
+fn load_results(path: &Path) -> Result<Saved, String> {
+    let text =
+        fs::read_to_string(path).map_err(|err| format!("reading {}: {err}", path.display()))?;
+    let saved: Value =
+        serde_json::from_str(&text).map_err(|err| format!("{}: {err}", path.display()))?;
+    let string = |key: &str| {
+        saved
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let quick = saved.get("quick").and_then(Value::as_bool).unwrap_or(false);
+    let mut sizes = if quick { QUICK } else { FULL };
+    sizes.runs = saved
+        .get("runs")
+        .and_then(Value::as_u64)
+        .map_or(sizes.runs, |runs| runs as usize);
+    let all = scenarios(sizes);
+    let mut results = Vec::new();
+    for entry in saved
+        .get("scenarios")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let name = entry
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let scenario = all
+            .iter()
+            .find(|s| s.name == name)
+            .ok_or_else(|| format!("{}: unknown scenario {name:?}", path.display()))?
+            .clone();
+        let runs: Vec<Vec<Run>> = entry
+            .get("runs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|case| {
+                case.as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|run| Run {
+                        result: run.get("result").cloned().unwrap_or(Value::Null),
+                        content_types: run
+                            .get("content_types")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                    })
+                    .collect()
+            })
+            .collect();
+        if runs.len() != scenario.cases.len() {
+            return Err(format!(
+                "{}: {name} has {} cases saved but {} now",
+                path.display(),
+                runs.len(),
+                scenario.cases.len()
+            ));
+        }
+        results.push(ScenarioResults {
+            scenario,
+            runs,
+            preparation: entry
+                .get("preparation")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        });
+    }
+    Ok(Saved {
+        header: Header {
+            date: string("date"),
+            machine: string("machine"),
+            versions: string("versions"),
+        },
+        quick,
+        sizes,
+        results,
+        floor: saved.get("floor").cloned().filter(|floor| !floor.is_null()),
+    })
+}
+
+fn run_all(
+    options: &Options,
+    sizes: Sizes,
+    all: &[Scenario],
+    out_dir: &Path,
+) -> Result<Saved, String> {
     let chosen =
         |name: &str| options.scenarios.is_empty() || options.scenarios.iter().any(|s| s == name);
+    let header = Header::now();
     let programs = build(options.quick)?;
-    let work = crate::bench::target_dir(&project_root())
-        .join("bench")
-        .join("work");
+    let work = out_dir.join("work");
     fs::create_dir_all(&work).map_err(|err| format!("creating {}: {err}", work.display()))?;
     let started = Instant::now();
     let mut results = Vec::new();
@@ -1384,24 +1592,18 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     } else {
         None
     };
-    let markdown = report(&results, floor.as_ref(), sizes, options.quick);
-    let svg = chart_svg(&chart_bars(&results));
-    let (md_path, svg_path) = if options.quick || !options.scenarios.is_empty() {
-        let dir = crate::bench::target_dir(&project_root()).join("bench");
-        (dir.join("quick.md"), dir.join("bench-chart.svg"))
-    } else {
-        let docs = project_root().join("docs");
-        (docs.join("benchmarks.md"), docs.join("bench-chart.svg"))
-    };
-    fs::write(&md_path, markdown).map_err(|err| format!("writing {}: {err}", md_path.display()))?;
-    fs::write(&svg_path, svg).map_err(|err| format!("writing {}: {err}", svg_path.display()))?;
     eprintln!(
-        "bench: {} scenario(s) in {:.0} s; every peer ran and agreed with the server; wrote {}",
+        "bench: {} scenario(s) in {:.0} s; every peer ran and agreed with the server",
         results.len(),
-        started.elapsed().as_secs_f64(),
-        md_path.display()
+        started.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(Saved {
+        header,
+        quick: options.quick,
+        sizes,
+        results,
+        floor,
+    })
 }
 
 #[cfg(test)]
@@ -1465,6 +1667,42 @@ mod tests {
             count_difference(&after, &before),
             json!({ "application/json": 4, "application/vnd.kubernetes.protobuf": 2 })
         );
+    }
+
+    #[test]
+    fn saved_results_load_back_into_the_same_report() {
+        let scenario = scenarios(QUICK)
+            .into_iter()
+            .find(|s| s.name == "sync-configmaps")
+            .expect("scenario");
+        let run = |sync_ms: u64| Run {
+            result: json!({ "sync_ms": sync_ms, "objects": 10, "views_agree": true }),
+            content_types: "application/json ×1".into(),
+        };
+        let saved = Saved {
+            header: Header {
+                date: "2026-11-23 01:00 UTC".into(),
+                machine: "2 cores".into(),
+                versions: "kinformer 0.1.0".into(),
+            },
+            quick: true,
+            sizes: QUICK,
+            results: vec![ScenarioResults {
+                runs: vec![vec![run(10)], vec![run(20)], vec![run(40)]],
+                scenario,
+                preparation: "seeded".into(),
+            }],
+            floor: Some(json!({ "objects": 10, "single_ms": 5.0 })),
+        };
+        let dir = std::env::temp_dir().join(format!("kinformer-bench-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("results.json");
+        fs::write(&path, saved.to_json().to_string()).expect("written");
+        let loaded = load_results(&path).expect("loads");
+        let _ = fs::remove_dir_all(&dir);
+        let render = |s: &Saved| report(&s.results, s.floor.as_ref(), &s.header, s.sizes, s.quick);
+        assert_eq!(render(&loaded), render(&saved));
+        assert!(render(&loaded).contains("| kube-runtime | 20 |"));
     }
 
     #[test]
