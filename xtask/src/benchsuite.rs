@@ -70,6 +70,9 @@ const QUICK: Sizes = Sizes {
     runs: 1,
 };
 
+/// How long one peer run may take before it is stopped and reported as not finishing.
+const CASE_TIME_LIMIT: Duration = Duration::from_secs(300);
+
 /// Writes to the rate at which `lookups` updates objects.
 const LOOKUP_WRITE_RATE: usize = 5_000;
 
@@ -268,6 +271,8 @@ struct Scenario {
     seeded: usize,
     /// Whether each run needs a server of its own (runs change what the next would see).
     fresh_server_per_run: bool,
+    /// A peer still running after this long is stopped and reported as not finishing.
+    time_limit: Duration,
     peer_args: Vec<String>,
     cases: Vec<Case>,
     /// The first is the headline: it gets the ratio columns and the chart bar.
@@ -324,6 +329,7 @@ fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             server: Server::Fake,
             seeded: n,
             fresh_server_per_run: false,
+            time_limit: CASE_TIME_LIMIT,
             peer_args: Vec::new(),
             cases: json_cases(true),
             metrics: sync_metrics.clone(),
@@ -336,6 +342,7 @@ fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             server: Server::Fake,
             seeded: n,
             fresh_server_per_run: false,
+            time_limit: CASE_TIME_LIMIT,
             peer_args: Vec::new(),
             cases: json_cases(false),
             metrics: sync_metrics.clone(),
@@ -349,6 +356,7 @@ fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             server: Server::Fake,
             seeded: n,
             fresh_server_per_run: false,
+            time_limit: CASE_TIME_LIMIT,
             peer_args: args(&[
                 ("count", sizes.watch_updates.to_string()),
                 ("rate", "0".into()),
@@ -365,6 +373,7 @@ fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             server: Server::Fake,
             seeded: sizes.fanout_objects,
             fresh_server_per_run: false,
+            time_limit: CASE_TIME_LIMIT,
             peer_args: args(&[
                 ("count", sizes.fanout_updates.to_string()),
                 ("rate", sizes.fanout_rate.to_string()),
@@ -382,6 +391,7 @@ fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             server: Server::Fake,
             seeded: n,
             fresh_server_per_run: true,
+            time_limit: CASE_TIME_LIMIT,
             peer_args: args(&[("fraction", "0.1".into())]),
             cases: json_cases(false),
             metrics: vec![
@@ -402,6 +412,7 @@ fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             server: Server::Fake,
             seeded: sizes.lookup_objects,
             fresh_server_per_run: false,
+            time_limit: Duration::from_secs(120),
             peer_args: args(&[
                 ("count", sizes.lookup_updates.to_string()),
                 ("rate", LOOKUP_WRITE_RATE.to_string()),
@@ -418,6 +429,7 @@ fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             server: Server::Fake,
             seeded: n,
             fresh_server_per_run: false,
+            time_limit: CASE_TIME_LIMIT,
             peer_args: Vec::new(),
             cases: memory_cases,
             metrics: vec![KIB_PER_OBJECT, STEADY_MIB, PEAK_MIB, SYNC_MS],
@@ -431,6 +443,7 @@ fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             server: Server::Real,
             seeded: sizes.real_objects,
             fresh_server_per_run: false,
+            time_limit: CASE_TIME_LIMIT,
             peer_args: Vec::new(),
             cases: json_cases(true),
             metrics: sync_metrics,
@@ -705,19 +718,19 @@ fn run_case(
         .stderr(Stdio::piped())
         .stdout(Stdio::piped());
     let started = Instant::now();
-    let output = command
-        .output()
-        .map_err(|err| format!("running {}: {err}", case.label))?;
+    let output = match run_with_limit(command, scenario.time_limit) {
+        Ok(output) => output,
+        Err(why) => return Ok(Run::did_not_finish(&why)),
+    };
     let stderr = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {
-        return Err(format!(
-            "{} {} failed with {} after {:.1?}:\n{}",
-            case.label,
-            scenario.name,
+        eprintln!("{}", tail(&stderr, 30));
+        return Ok(Run::did_not_finish(&format!(
+            "exited with {} after {:.0} s: {}",
             output.status,
-            started.elapsed(),
-            tail(&stderr, 30)
-        ));
+            started.elapsed().as_secs_f64(),
+            tail(&stderr, 1)
+        )));
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
     let last = stdout
@@ -778,6 +791,50 @@ fn run_case(
     })
 }
 
+/// Runs `command` to completion, or kills it once `limit` has passed.
+fn run_with_limit(mut command: Command, limit: Duration) -> Result<std::process::Output, String> {
+    let mut child = command
+        .spawn()
+        .map_err(|err| format!("could not start: {err}"))?;
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let out = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(pipe) = stdout.as_mut() {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        bytes
+    });
+    let err = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(pipe) = stderr.as_mut() {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        bytes
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "still running after {} s, stopped",
+                    limit.as_secs()
+                ));
+            }
+            Err(err) => return Err(format!("waiting for it: {err}")),
+        }
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
 fn flag_value(args: &[String], flag: &str) -> Option<u64> {
     let at = args.iter().position(|arg| arg == flag)?;
     args.get(at + 1)?.parse().ok()
@@ -822,6 +879,20 @@ fn describe_content_types(counts: &Value) -> String {
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+impl Run {
+    /// A run that produced no result: it failed or ran out of time.
+    fn did_not_finish(why: &str) -> Self {
+        Self {
+            result: serde_json::json!({ "did_not_finish": why }),
+            content_types: String::new(),
+        }
+    }
+
+    fn failure(&self) -> Option<&str> {
+        self.result.get("did_not_finish").and_then(Value::as_str)
+    }
 }
 
 /// Median, min and max of some figures.
@@ -889,7 +960,7 @@ fn format_ratio(ratio: f64) -> String {
 }
 
 /// The results of one scenario, case by case, run by run.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct ScenarioResults {
     scenario: Scenario,
     runs: Vec<Vec<Run>>,
@@ -942,6 +1013,10 @@ impl ScenarioResults {
         let _ = writeln!(out, " ---: | --- |");
         for (index, case) in scenario.cases.iter().enumerate() {
             let _ = write!(out, "| {} |", case.label);
+            if let Some(why) = self.runs[index].iter().find_map(Run::failure) {
+                let _ = writeln!(out, " **did not finish**: {why} |");
+                continue;
+            }
             if let Some(why) = self.runs[index]
                 .first()
                 .and_then(|run| run.result.get("unsupported"))
@@ -989,6 +1064,7 @@ fn run_scenario(
     scenario: &Scenario,
     runs: usize,
     work: &Path,
+    strict: bool,
 ) -> Result<ScenarioResults, String> {
     let mut plane = None;
     let mut preparation = format!(
@@ -1033,6 +1109,13 @@ fn run_scenario(
     let mut results = vec![Vec::new(); scenario.cases.len()];
     for run in 0..runs {
         for (index, case) in scenario.cases.iter().enumerate() {
+            // A case that failed once is not run again: it would only fail slowly again.
+            if results[index]
+                .iter()
+                .any(|run: &Run| run.failure().is_some())
+            {
+                continue;
+            }
             eprintln!(
                 "bench: {} run {}/{runs}: {}",
                 scenario.name,
@@ -1050,6 +1133,15 @@ fn run_scenario(
                 (None, None, None) => unreachable!("every fake scenario has a server"),
             };
             let outcome = run_case(programs, scenario, case, target)?;
+            if let Some(why) = outcome.failure() {
+                if strict {
+                    return Err(format!("{} {}: {why}", case.label, scenario.name));
+                }
+                eprintln!(
+                    "bench: {} {} did not finish: {why}",
+                    case.label, scenario.name
+                );
+            }
             results[index].push(outcome);
         }
     }
@@ -1585,7 +1677,24 @@ fn run_all(
     let started = Instant::now();
     let mut results = Vec::new();
     for scenario in all.iter().filter(|s| chosen(s.name)) {
-        results.push(run_scenario(&programs, scenario, sizes.runs, &work)?);
+        results.push(run_scenario(
+            &programs,
+            scenario,
+            sizes.runs,
+            &work,
+            options.quick,
+        )?);
+        // Saved after every scenario, so a run cut short keeps what it measured.
+        let partial = Saved {
+            header: header.clone(),
+            quick: options.quick,
+            sizes,
+            results: results.clone(),
+            floor: None,
+        };
+        let path = out_dir.join("partial-results.json");
+        fs::write(&path, partial.to_json().to_string())
+            .map_err(|err| format!("writing {}: {err}", path.display()))?;
     }
     let floor = if chosen("decode-floor") {
         Some(decode_floor(&programs, sizes.objects, &work)?)
