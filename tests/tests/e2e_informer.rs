@@ -9,6 +9,8 @@
 //! bounded, since the real server is slower than the fake. docs/e2e.md lists what each proves.
 
 // The conformance suite uses the rest of the shared module.
+#[path = "e2e_support/config_maps.rs"]
+mod config_maps;
 #[allow(
     dead_code,
     reason = "e2e_support serves every e2e binary; this one uses part of it"
@@ -26,6 +28,7 @@ use std::{
 };
 
 use async_trait::async_trait;
+use config_maps::{config_map, value_of};
 use e2e_support::{Ctx, eventually, run};
 use futures::StreamExt as _;
 use k8s_openapi::{
@@ -78,30 +81,6 @@ fn push(log: &Log, line: String) {
     log.lock()
         .expect("a handler never panics holding the log")
         .push(line);
-}
-
-fn config_map(name: &str, value: &str, labels: &[(&str, &str)]) -> ConfigMap {
-    let labels: BTreeMap<String, String> = labels
-        .iter()
-        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
-        .collect();
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: (!labels.is_empty()).then_some(labels),
-            ..ObjectMeta::default()
-        },
-        data: Some(BTreeMap::from([("key".to_owned(), value.to_owned())])),
-        ..ConfigMap::default()
-    }
-}
-
-fn value_of(config_map: &ConfigMap) -> String {
-    config_map
-        .data
-        .as_ref()
-        .and_then(|data| data.get("key").cloned())
-        .unwrap_or_default()
 }
 
 fn config_maps(ctx: &Ctx) -> Api<ConfigMap> {

@@ -10,6 +10,8 @@
 //!
 //! The test has a binary of its own so that no other test runs while the server is down.
 
+#[path = "e2e_support/config_maps.rs"]
+mod config_maps;
 #[allow(
     dead_code,
     reason = "e2e_support serves every e2e binary; this one uses part of it"
@@ -23,6 +25,7 @@ use std::{
 };
 
 use async_trait::async_trait;
+use config_maps::{config_map, value_of};
 use e2e_support::{Ctx, eventually, run};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::{
@@ -38,7 +41,6 @@ use kinformer::{
 use kube_client::{
     Api, ResourceExt as _,
     api::{DeleteParams, ListParams, PostParams},
-    core::ObjectMeta,
 };
 
 /// The longest the test waits for the informer to catch up with the server.
@@ -224,25 +226,6 @@ impl View {
     }
 }
 
-fn config_map(name: &str, value: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        data: Some(BTreeMap::from([("key".to_owned(), value.to_owned())])),
-        ..ConfigMap::default()
-    }
-}
-
-fn value_of(config_map: &ConfigMap) -> String {
-    config_map
-        .data
-        .as_ref()
-        .and_then(|data| data.get("key").cloned())
-        .unwrap_or_default()
-}
-
 fn versioned_value(config_map: &ConfigMap) -> String {
     format!(
         "{}@{}",
@@ -330,7 +313,7 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
         for index in 0..6 {
             let name = format!("cm-{index}");
             let object = api
-                .create(&post, &config_map(&name, "v1"))
+                .create(&post, &config_map(&name, "v1", &[]))
                 .await
                 .expect("create");
             created.insert(name, object);
@@ -417,7 +400,7 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
         // name.
         let back_before_the_writes = attempts.reconnected(down_at, Instant::now());
         for name in ["cm-6", "cm-7"] {
-            api.create(&post, &config_map(name, "v1"))
+            api.create(&post, &config_map(name, "v1", &[]))
                 .await
                 .expect("create after the restart");
         }
@@ -428,7 +411,7 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
                 .await
                 .expect("delete after the restart");
         }
-        api.create(&post, &config_map("cm-5", "v9"))
+        api.create(&post, &config_map("cm-5", "v9", &[]))
             .await
             .expect("create cm-5 again");
 

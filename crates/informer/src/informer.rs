@@ -547,9 +547,8 @@ impl<K: Object> SharedIndexInformer<K> {
         if settings.transform.is_none() {
             let indexer = Arc::clone(&self.inner.applier.indexer);
             let key_func = Arc::clone(&self.inner.applier.key_func);
-            builder = builder.reuse_known_objects(move |object| {
-                indexer.get_by_key(&key_func(object).ok()?)
-            });
+            builder = builder
+                .reuse_known_objects(move |object| indexer.get_by_key(&key_func(object).ok()?));
         }
         let reflector = Arc::new(builder.build());
         // Both cells are set once, here, under the settings lock that guards the phase.

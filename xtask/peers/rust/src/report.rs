@@ -11,7 +11,7 @@ use crate::latency::Percentiles;
 
 /// A result as BENCH-PROTOCOL.md's "Result fields" lists them; the optional fields are
 /// left out of the JSON when the scenario has none.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Report {
     /// `kinformer` or `kube-runtime`.
     pub peer: &'static str,
@@ -115,16 +115,7 @@ mod tests {
             events: 9,
             checksum: "cbf29ce484222325".into(),
             views_agree: true,
-            phase_ms: None,
-            phase_cpu_ms: None,
-            latency_us: None,
-            slow_latency_us: None,
-            relist_peak_rss_kib: None,
-            relist_updates: None,
-            relist_deletes: None,
-            reads: None,
-            reads_per_s: None,
-            notes: None,
+            ..Report::default()
         };
         let json = serde_json::to_value(&report).expect("serializes");
         let keys: Vec<&str> = json

@@ -213,19 +213,8 @@ async fn run<P: Peer>(peer: &mut P, args: &Args) -> Result<Report, String> {
         peak_rss_kib: 0,
         baseline_rss_kib,
         steady_rss_kib,
-        events: 0,
-        checksum: String::new(),
-        views_agree: false,
-        phase_ms: None,
-        phase_cpu_ms: None,
-        latency_us: None,
-        slow_latency_us: None,
-        relist_peak_rss_kib: None,
-        relist_updates: None,
-        relist_deletes: None,
-        reads: None,
-        reads_per_s: None,
         notes: peer.notes(args),
+        ..Report::default()
     };
     let mut peak_rss_kib = None;
     match args.scenario {
