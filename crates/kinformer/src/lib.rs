@@ -152,6 +152,21 @@ pub use kinformer_workqueue as workqueue;
 struct ReadmeDoctests;
 
 /// What a controller uses every day, in one import: `use kinformer::prelude::*;`.
+///
+/// kube's accessors come with it (`ResourceExt`), and nothing in it shadows them:
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer::prelude::*;
+///
+/// let pod = Pod::default();
+/// assert!(pod.labels().is_empty());
+/// assert_eq!(pod.name_any(), "");
+/// assert_eq!(pod.namespace(), None);
+/// ```
+///
+/// kinformer-store's own accessor trait, `Object`, is left out for that reason; bring it in by
+/// name (`use kinformer::store::Object;`) where a generic bound needs it.
 pub mod prelude {
     pub use std::sync::Arc;
 
@@ -162,8 +177,10 @@ pub mod prelude {
         ResourceEventHandler,
     };
     pub use kinformer_reflector::{KubeListerWatcher, ListerWatcher};
+    // `Object` stays out: its accessors share names with `ResourceExt`'s (`labels()`,
+    // `namespace()`), and with both in scope every such call would be ambiguous.
     pub use kinformer_store::{
-        DeletedFinalStateUnknown, IndexFunc, Indexer, Indexers, Lister, NAMESPACE_INDEX, Object,
+        DeletedFinalStateUnknown, IndexFunc, Indexer, Indexers, Lister, NAMESPACE_INDEX,
         ObjectOrTombstone, Store,
     };
     pub use kinformer_wait::CancellationToken;
