@@ -7,10 +7,17 @@
 //! real server as expected and that the fake answers the way the real server does. Where the
 //! two differ by design the test says so next to the branch; docs/e2e.md keeps the list.
 
+#[allow(
+    dead_code,
+    reason = "this binary builds ConfigMaps but never reads their value back"
+)]
+#[path = "e2e_support/config_maps.rs"]
+mod config_maps;
 mod e2e_support;
 
 use std::{collections::BTreeMap, time::Duration};
 
+use config_maps::config_map;
 use e2e_support::{BackendKind, Ctx, next_change, next_within, run, shape};
 use futures::StreamExt as _;
 use k8s_openapi::{
@@ -29,22 +36,6 @@ use kube_client::{
 /// How long a test waits for an event that should come promptly.
 const PROMPT: Duration = Duration::from_secs(10);
 
-fn config_map(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
-    let labels: BTreeMap<String, String> = labels
-        .iter()
-        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
-        .collect();
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: (!labels.is_empty()).then_some(labels),
-            ..ObjectMeta::default()
-        },
-        data: Some(BTreeMap::from([("key".to_owned(), "value".to_owned())])),
-        ..ConfigMap::default()
-    }
-}
-
 fn config_maps(ctx: &Ctx) -> Api<ConfigMap> {
     Api::namespaced(ctx.client(), &ctx.namespace)
 }
@@ -61,7 +52,7 @@ async fn paged_list_returns_every_object_once_in_name_order_from_one_snapshot() 
         for index in 0..7 {
             api.create(
                 &PostParams::default(),
-                &config_map(&format!("cm-{index}"), &[]),
+                &config_map(&format!("cm-{index}"), "value", &[]),
             )
             .await
             .expect("create");
@@ -83,7 +74,7 @@ async fn paged_list_returns_every_object_once_in_name_order_from_one_snapshot() 
             assert_eq!(remaining, 4);
         }
         // Written after the first page: a continued list reads the first page's snapshot.
-        api.create(&PostParams::default(), &config_map("cm-9", &[]))
+        api.create(&PostParams::default(), &config_map("cm-9", "value", &[]))
             .await
             .expect("create during paging");
 
@@ -131,7 +122,7 @@ async fn paged_list_returns_every_object_once_in_name_order_from_one_snapshot() 
 async fn watch_from_a_lists_resource_version_sees_later_writes_in_order() {
     run("watch-order", |ctx| async move {
         let api = config_maps(&ctx);
-        api.create(&PostParams::default(), &config_map("before", &[]))
+        api.create(&PostParams::default(), &config_map("before", "value", &[]))
             .await
             .expect("create before the list");
         let list = api.list(&ListParams::default()).await.expect("list");
@@ -147,7 +138,7 @@ async fn watch_from_a_lists_resource_version_sees_later_writes_in_order() {
             .boxed();
 
         let created = api
-            .create(&PostParams::default(), &config_map("web", &[]))
+            .create(&PostParams::default(), &config_map("web", "value", &[]))
             .await
             .expect("create");
         let mut changed = created.clone();
@@ -202,7 +193,7 @@ async fn bookmarks_arrive_on_watches_that_allow_them() {
     run("bookmarks", |ctx| async move {
         let api = config_maps(&ctx);
         let created = api
-            .create(&PostParams::default(), &config_map("one", &[]))
+            .create(&PostParams::default(), &config_map("one", "value", &[]))
             .await
             .expect("create");
         let rv = created
@@ -338,7 +329,7 @@ async fn a_streaming_list_sends_added_events_then_the_initial_events_end_bookmar
         let mut last_rv = 0;
         for name in ["a", "b", "c"] {
             let created = api
-                .create(&PostParams::default(), &config_map(name, &[]))
+                .create(&PostParams::default(), &config_map(name, "value", &[]))
                 .await
                 .expect("create");
             last_rv = rv_number(created.metadata.resource_version.as_ref());
@@ -386,7 +377,7 @@ async fn a_streaming_list_sends_added_events_then_the_initial_events_end_bookmar
             "the end bookmark is at least as new as the last write"
         );
 
-        api.create(&PostParams::default(), &config_map("d", &[]))
+        api.create(&PostParams::default(), &config_map("d", "value", &[]))
             .await
             .expect("create after");
         let event = next_change(&mut watch, PROMPT)
@@ -412,12 +403,15 @@ async fn a_label_selector_watch_sees_objects_enter_and_leave_the_selection() {
         let mut web = api
             .create(
                 &PostParams::default(),
-                &config_map("web", &[("app", "web")]),
+                &config_map("web", "value", &[("app", "web")]),
             )
             .await
             .expect("create web");
         let mut db = api
-            .create(&PostParams::default(), &config_map("db", &[("app", "db")]))
+            .create(
+                &PostParams::default(),
+                &config_map("db", "value", &[("app", "db")]),
+            )
             .await
             .expect("create db");
         // web leaves the selection, db enters it.
@@ -530,7 +524,7 @@ async fn an_update_with_a_stale_resource_version_is_refused_with_409_conflict() 
     run("conflict", |ctx| async move {
         let api = config_maps(&ctx);
         let stale = api
-            .create(&PostParams::default(), &config_map("one", &[]))
+            .create(&PostParams::default(), &config_map("one", "value", &[]))
             .await
             .expect("create");
         let mut fresh = stale.clone();

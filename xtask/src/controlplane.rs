@@ -541,12 +541,7 @@ impl ApiServerOutage for ControlPlane {
             .kube_apiserver
             .take()
             .ok_or("kube-apiserver is not running")?;
-        child
-            .kill()
-            .map_err(|err| format!("killing kube-apiserver: {err}"))?;
-        child
-            .wait()
-            .map_err(|err| format!("waiting for kube-apiserver to exit: {err}"))?;
+        kill_kube_apiserver(&mut child)?;
         self.rearm_watchdog()
     }
 
@@ -628,6 +623,17 @@ fn stop_child(mut child: Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// SIGKILLs a kube-apiserver this process started and reaps it.
+fn kill_kube_apiserver(child: &mut Child) -> Result<(), String> {
+    child
+        .kill()
+        .map_err(|err| format!("killing kube-apiserver: {err}"))?;
+    child
+        .wait()
+        .map_err(|err| format!("waiting for kube-apiserver to exit: {err}"))?;
+    Ok(())
 }
 
 /// Kills the watchdog's whole process group, so its `sleep` goes with it.
@@ -856,14 +862,7 @@ impl ApiServerOutage for Detached {
             .filter(|pid| alive(*pid))
             .ok_or("kube-apiserver is not running")?;
         match self.spawned.take() {
-            Some(mut child) if child.id() == pid => {
-                child
-                    .kill()
-                    .map_err(|err| format!("killing kube-apiserver: {err}"))?;
-                child
-                    .wait()
-                    .map_err(|err| format!("waiting for kube-apiserver to exit: {err}"))?;
-            }
+            Some(mut child) if child.id() == pid => kill_kube_apiserver(&mut child)?,
             _ => {
                 // Another process's child (the `up` that started it is gone): init reaps it.
                 let _ = Command::new("kill")
