@@ -11,6 +11,8 @@
 //! - `control-plane up|down|env|build|restart-apiserver`: a real kube-apiserver and etcd, built
 //!   from the Go module proxy and cached by version, on loopback.
 //! - `e2e [--local|--kind|--kubeconfig PATH|--fake]`: the end-to-end suite against a backend.
+//! - `protobuf-schema [--check]`: kinformer-protobuf's generated message tables, from the Go API
+//!   types (needs Go); `protobuf-fixtures`: its differential fixtures, encoded by client-go.
 //!
 //! The tidy checks (crate docs, no ignored tests, layering) live in `tidy.rs` and run as
 //! ordinary tests, so `cargo test --workspace` enforces them.
@@ -28,6 +30,7 @@ mod bench;
 mod benchsuite;
 mod controlplane;
 mod e2e;
+mod protobuf;
 #[cfg(test)]
 mod tidy;
 
@@ -39,6 +42,8 @@ fn main() -> ExitCode {
         Some("fake-apiserver") => fake_apiserver(&args[1..]),
         Some("control-plane") => controlplane::control_plane(&args[1..]),
         Some("e2e") => e2e::e2e(&args[1..]),
+        Some("protobuf-schema") => protobuf::schema(&args[1..]),
+        Some("protobuf-fixtures") => protobuf::fixtures(),
         Some("help" | "--help" | "-h") | None => {
             print_usage();
             Ok(())
@@ -64,7 +69,9 @@ fn print_usage() {
          bench store|workqueue  kinformer vs client-go indexer / workqueue benchmarks\n  \
          fake-apiserver [FLAGS] run kinformer-testing's fake API server standalone\n  \
          control-plane up|down|env|build|restart-apiserver\n                         a local kube-apiserver + etcd (built from Go modules)\n  \
-         e2e [--local|--kind|--kubeconfig PATH|--fake] [--keep] [--yes] [-- TEST ARGS]\n                         the end-to-end suite"
+         e2e [--local|--kind|--kubeconfig PATH|--fake] [--keep] [--yes] [-- TEST ARGS]\n                         the end-to-end suite\n  \
+         protobuf-schema [--check]\n                         regenerate kinformer-protobuf's tables from the Go API types\n  \
+         protobuf-fixtures      re-encode kinformer-protobuf's fixtures with client-go"
     );
 }
 
