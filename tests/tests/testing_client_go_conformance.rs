@@ -43,8 +43,8 @@ enum ClientSetup {
     /// (`sendInitialEvents=true`) ending in a bookmark, never a LIST.
     Defaults,
     /// What kube-controller-manager configures:
-    /// `Accept: application/vnd.kubernetes.protobuf,application/json`. The fake serves JSON
-    /// only, so client-go must decode by the response's Content-Type.
+    /// `Accept: application/vnd.kubernetes.protobuf,application/json`. The fake answers in
+    /// protobuf, so client-go's own decoder reads kinformer-protobuf's encoding.
     ProtobufThenJson,
     /// `KUBE_FEATURE_WatchListClient=false`: the classic reflector, LIST then WATCH, and a
     /// LIST again after the 410.
@@ -393,7 +393,7 @@ async fn a_client_go_informer_factory_sees_exactly_what_the_fake_serves_across_a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_go_informer_factory_preferring_protobuf_falls_back_to_the_fakes_json() {
+async fn a_client_go_informer_factory_preferring_protobuf_decodes_the_fakes_protobuf() {
     informer_factory_scenario(ClientSetup::ProtobufThenJson).await;
 }
 
@@ -609,5 +609,15 @@ async fn informer_factory_scenario(setup: ClientSetup) {
             "client-go asked for protobuf first; stderr:\n{log}"
         );
     }
+    let served = fake.server.content_types();
+    let protobuf_served = served
+        .keys()
+        .any(|content_type| content_type.starts_with("application/vnd.kubernetes.protobuf"));
+    // client-go's clientsets ask for protobuf by default (as -protobuf does explicitly), so
+    // in every setup client-go decoded the fake's protobuf.
+    assert!(
+        protobuf_served,
+        "the fake answered client-go in protobuf: {served:?}"
+    );
     let _ = fs::remove_dir_all(&work_dir);
 }

@@ -32,6 +32,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "kinformer-fifo",
             "kinformer-reflector",
             "kinformer-processor",
+            "kinformer-protobuf",
         ],
     ),
     (

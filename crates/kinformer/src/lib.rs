@@ -135,6 +135,8 @@ pub use kinformer_informer as informer;
 #[doc(inline)]
 pub use kinformer_processor as processor;
 #[doc(inline)]
+pub use kinformer_protobuf as protobuf;
+#[doc(inline)]
 pub use kinformer_reflector as reflector;
 #[doc(inline)]
 pub use kinformer_store as store;
@@ -176,7 +178,7 @@ pub mod prelude {
         EventStream, HandlerFuncs, ListenerOptions, Notification, Registration,
         ResourceEventHandler,
     };
-    pub use kinformer_reflector::{KubeListerWatcher, ListerWatcher};
+    pub use kinformer_reflector::{KubeDecoder, KubeListerWatcher, ListerWatcher, WireFormat};
     // `Object` stays out: its accessors share names with `ResourceExt`'s (`labels()`,
     // `namespace()`), and with both in scope every such call would be ambiguous.
     pub use kinformer_store::{

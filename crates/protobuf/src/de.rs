@@ -107,7 +107,7 @@ fn single_field(bytes: &[u8], number: u32) -> Result<Option<WireValue<'_>>, Erro
     Ok(found)
 }
 
-fn json_error(error: serde_json::Error) -> Error {
+fn json_error(error: &serde_json::Error) -> Error {
     Error::custom(format_args!("embedded JSON: {error}"))
 }
 
@@ -193,7 +193,7 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
             Ty::FieldsV1 | Ty::RawExtension => {
                 serde_json::Deserializer::from_slice(self.embedded_json()?)
                     .deserialize_any(visitor)
-                    .map_err(json_error)
+                    .map_err(|error| json_error(&error))
             }
             Ty::StringList => visitor.visit_seq(RepeatedAccess {
                 reader: &mut Reader::new(self.bytes()?),
@@ -223,7 +223,7 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
             Ty::FieldsV1 | Ty::RawExtension => {
                 serde_json::Deserializer::from_slice(self.embedded_json()?)
                     .deserialize_newtype_struct(name, visitor)
-                    .map_err(json_error)
+                    .map_err(|error| json_error(&error))
             }
             _ => visitor.visit_newtype_struct(self),
         }
@@ -234,9 +234,24 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
         visitor.visit_unit()
     }
 
+    /// A Rust enum of unit variants over a Go string type (`StatusSummary`, a phase...).
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        match self.ty {
+            Ty::String => visitor.visit_enum(BorrowedStrDeserializer::new(self.str()?)),
+            _ => self.deserialize_any(visitor).map_err(|error| {
+                Error::custom(format_args!("{name} (one of {variants:?}): {error}"))
+            }),
+        }
+    }
+
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier
     }
 }
 

@@ -113,11 +113,7 @@ fn utf8(bytes: &[u8]) -> Result<&str, Error> {
 pub fn encode_envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
     let mut writer = Writer::default();
     writer.buf.extend_from_slice(MAGIC);
-    let _ = writer.message_field::<Error>(1, |type_meta| {
-        type_meta.bytes_field(1, api_version.as_bytes());
-        type_meta.bytes_field(2, kind.as_bytes());
-        Ok(())
-    });
+    write_type_meta(&mut writer, api_version, kind);
     writer.bytes_field(2, raw);
     writer.bytes_field(3, b"");
     writer.bytes_field(4, b"");
@@ -273,12 +269,42 @@ pub fn encode_list<'a>(
     api_version: &str,
     kind: &str,
     list_meta: &[u8],
-    items: impl IntoIterator<Item = &'a [u8]>,
+    items: impl IntoIterator<Item = &'a [u8]> + Clone,
 ) -> Vec<u8> {
-    let mut list = Writer::default();
-    list.bytes_field(1, list_meta);
+    // The list is written once, straight into the envelope: a 100k-Pod list is large enough
+    // that building it apart and copying it in shows up.
+    let entry_len = |len: usize| 1 + varint_len(len as u64) + len;
+    let raw_len = entry_len(list_meta.len())
+        + items
+            .clone()
+            .into_iter()
+            .map(|item| entry_len(item.len()))
+            .sum::<usize>();
+    let mut writer = Writer::default();
+    writer
+        .buf
+        .reserve(raw_len + 64 + api_version.len() + kind.len());
+    writer.buf.extend_from_slice(MAGIC);
+    write_type_meta(&mut writer, api_version, kind);
+    writer.tag(2, 2);
+    writer.varint(raw_len as u64);
+    writer.bytes_field(1, list_meta);
     for item in items {
-        list.bytes_field(2, item);
+        writer.bytes_field(2, item);
     }
-    encode_envelope(api_version, kind, &list.buf)
+    writer.bytes_field(3, b"");
+    writer.bytes_field(4, b"");
+    writer.buf
+}
+
+fn varint_len(value: u64) -> usize {
+    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+fn write_type_meta(writer: &mut Writer, api_version: &str, kind: &str) {
+    let _ = writer.message_field::<Error>(1, |type_meta| {
+        type_meta.bytes_field(1, api_version.as_bytes());
+        type_meta.bytes_field(2, kind.as_bytes());
+        Ok(())
+    });
 }

@@ -204,9 +204,10 @@ fn write_value(writer: &mut Writer, number: u32, ty: Ty, value: &Value) -> Resul
                 .as_array()
                 .ok_or_else(|| Error::custom("expected an array of strings"))?;
             writer.message_field(number, |nested| {
-                items
-                    .iter()
-                    .try_for_each(|item| Ok(nested.bytes_field(1, text(item)?.as_bytes())))
+                items.iter().try_for_each(|item| {
+                    nested.bytes_field(1, text(item)?.as_bytes());
+                    Ok::<_, Error>(())
+                })
             })?;
         }
     }

@@ -231,3 +231,17 @@ fn an_oversized_frame_length_is_refused() {
     frames.push(&u32::MAX.to_be_bytes());
     assert!(frames.next_frame().is_err());
 }
+
+#[test]
+fn a_status_decodes_into_kube_core_with_its_enum() {
+    let body = encode_object(&json!({
+        "apiVersion": "v1", "kind": "Status", "metadata": {},
+        "status": "Failure", "message": "too old resource version: 1 (5)",
+        "reason": "Expired", "code": 410,
+    }))
+    .expect("encodes");
+    let status: kube_core::Status = decode(&body).expect("decodes");
+    assert_eq!(status.code, 410);
+    assert_eq!(status.reason, "Expired");
+    assert!(status.is_failure());
+}

@@ -51,13 +51,31 @@ pub trait Decoder<K>: Send + Sync + 'static {
         None
     }
 
-    /// Decodes one line of a watch stream.
+    /// How a watch body whose `Content-Type` is `content_type` is cut into the frames
+    /// [`decode_event`](Decoder::decode_event) reads: lines (JSON, the default) or
+    /// length-prefixed frames (protobuf).
+    fn framing(&self, content_type: Option<&str>) -> Framing {
+        let _ = content_type;
+        Framing::Lines
+    }
+
+    /// Decodes one frame (a line of JSON, or a protobuf `WatchEvent`) of a watch stream.
     ///
     /// # Errors
     ///
     /// The mapped status of an `ERROR` event (see [`Error::from_status`]), [`Error::WrongKind`]
     /// for an object of another kind, [`Error::Decode`] for anything unreadable.
     fn decode_event(&self, line: &[u8]) -> Result<WatchEvent<K>>;
+}
+
+/// How a watch body is cut into events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Framing {
+    /// One event a line (JSON).
+    Lines,
+    /// A big-endian `u32` length before every event (Kubernetes protobuf).
+    LengthPrefixed,
 }
 
 /// The `apiVersion` and `kind` a decoder expects, for client-go's expected-type check.
@@ -90,6 +108,7 @@ impl ExpectedType {
 pub struct JsonDecoder<K> {
     expected: Option<ExpectedType>,
     accept: Option<String>,
+    prepare: Option<fn(&mut K)>,
     _objects: PhantomData<fn() -> K>,
 }
 
@@ -99,6 +118,17 @@ impl<K> fmt::Debug for JsonDecoder<K> {
             .field("expected", &self.expected)
             .field("accept", &self.accept)
             .finish()
+    }
+}
+
+impl<K> Clone for JsonDecoder<K> {
+    fn clone(&self) -> Self {
+        Self {
+            expected: self.expected.clone(),
+            accept: self.accept.clone(),
+            prepare: self.prepare,
+            _objects: PhantomData,
+        }
     }
 }
 
@@ -114,8 +144,27 @@ impl<K> JsonDecoder<K> {
         Self {
             expected,
             accept: None,
+            prepare: None,
             _objects: PhantomData,
         }
+    }
+
+    /// Drops `metadata.managedFields` from every object after it is decoded, before it is
+    /// shared (so no copy is made, and a relist can still reuse cached objects).
+    #[must_use]
+    pub fn dropping_managed_fields(self) -> Self
+    where
+        K: kube_core::Resource,
+    {
+        self.prepare_with(Some(|object: &mut K| {
+            object.meta_mut().managed_fields = None;
+        }))
+    }
+
+    /// Runs `prepare` on every object after it is decoded, before it is shared.
+    pub(crate) fn prepare_with(mut self, prepare: Option<fn(&mut K)>) -> Self {
+        self.prepare = prepare;
+        self
     }
 
     /// Sends `accept` as the `Accept` header (metadata-only lists use this).
@@ -191,17 +240,17 @@ struct RawEvent<'a> {
 }
 
 #[derive(Deserialize)]
-struct BookmarkObject {
+pub(crate) struct BookmarkObject {
     #[serde(default)]
-    metadata: BookmarkMeta,
+    pub(crate) metadata: BookmarkMeta,
 }
 
 #[derive(Deserialize, Default)]
-struct BookmarkMeta {
+pub(crate) struct BookmarkMeta {
     #[serde(rename = "resourceVersion", default)]
-    resource_version: Option<String>,
+    pub(crate) resource_version: Option<String>,
     #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
+    pub(crate) annotations: Option<BTreeMap<String, String>>,
 }
 
 impl<K> JsonDecoder<K>
@@ -210,7 +259,12 @@ where
 {
     fn decode_object(&self, raw: &RawValue, what: &'static str) -> Result<Arc<K>> {
         match serde_json::from_str::<K>(raw.get()) {
-            Ok(object) => Ok(Arc::new(object)),
+            Ok(mut object) => {
+                if let Some(prepare) = self.prepare {
+                    prepare(&mut object);
+                }
+                Ok(Arc::new(object))
+            }
             Err(error) => {
                 // A typed struct refuses a foreign kind inside serde; say so in kind terms.
                 if let Ok(types) = serde_json::from_str::<TypeFields<'_>>(raw.get()) {

@@ -15,8 +15,8 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 
 use crate::{
-    Decoder, Error, ExpectedType, JsonDecoder, ListOptions, ListPage, ListerWatcher, Result,
-    ReuseObject, VersionMatch, WatchEvent, WatchStream,
+    Decoder, Error, ExpectedType, Framing, JsonDecoder, KubeDecoder, ListOptions, ListPage,
+    ListerWatcher, Result, ReuseObject, VersionMatch, WatchEvent, WatchStream, WireFormat,
 };
 
 /// A list body at least this large is decoded on a blocking thread, so decoding a big page does
@@ -50,7 +50,7 @@ type TweakListOptions = Arc<dyn Fn(&mut ListOptions) + Send + Sync>;
 /// The Rust shape of client-go's `cache.NewFilteredListWatchFromClient`.
 #[doc(alias = "NewListWatchFromClient")]
 #[doc(alias = "NewFilteredListWatchFromClient")]
-pub struct KubeListerWatcher<K, D = JsonDecoder<K>> {
+pub struct KubeListerWatcher<K, D = KubeDecoder<K>> {
     client: Client,
     request: kube_core::Request,
     namespace: Option<String>,
@@ -87,14 +87,33 @@ impl<K> KubeListerWatcher<K>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
 {
-    /// Lists and watches the typed resource `K` in `api`'s scope (one namespace or all).
+    /// Lists and watches the typed resource `K` in `api`'s scope (one namespace or all), in
+    /// protobuf when `K` is a built-in kind (JSON when the server answers JSON, and for custom
+    /// resources): see [`KubeDecoder`] and [`WireFormat::default`].
     pub fn new(api: Api<K>) -> Self {
-        let expected = ExpectedType::new(K::api_version(&()), K::kind(&()));
-        Self::with_decoder(api, JsonDecoder::new(Some(expected)))
+        Self::with_decoder(api, KubeDecoder::for_resource::<K>(WireFormat::default()))
+    }
+
+    /// Asks for `format`: [`WireFormat::Json`] turns protobuf off.
+    #[must_use]
+    pub fn wire_format(self, format: WireFormat) -> Self {
+        self.map_decoder(|decoder| decoder.format(format))
+    }
+
+    /// Drops `metadata.managedFields` as objects are decoded (never decoded at all in
+    /// protobuf), instead of caching them: often a third of an object, read by no controller.
+    #[must_use]
+    pub fn drop_managed_fields(self) -> Self {
+        self.map_decoder(|decoder| decoder.drop_managed_fields(true))
+    }
+
+    fn map_decoder(mut self, map: impl FnOnce(KubeDecoder<K>) -> KubeDecoder<K>) -> Self {
+        self.decoder = Arc::new(map((*self.decoder).clone()));
+        self
     }
 }
 
-impl KubeListerWatcher<DynamicObject> {
+impl KubeListerWatcher<DynamicObject, JsonDecoder<DynamicObject>> {
     /// Lists and watches any resource, described by `resource`, as [`DynamicObject`]s.
     pub fn dynamic(api: Api<DynamicObject>, resource: &ApiResource) -> Self {
         let expected = ExpectedType::new(resource.api_version.clone(), resource.kind.clone());
@@ -103,7 +122,7 @@ impl KubeListerWatcher<DynamicObject> {
     }
 }
 
-impl<K> KubeListerWatcher<PartialObjectMeta<K>>
+impl<K> KubeListerWatcher<PartialObjectMeta<K>, JsonDecoder<PartialObjectMeta<K>>>
 where
     K: Resource<DynamicType = ()> + Send + Sync + 'static,
 {
@@ -128,6 +147,18 @@ where
             prefetch: Mutex::new(None),
             _objects: std::marker::PhantomData,
         }
+    }
+}
+
+impl<K> KubeListerWatcher<K, JsonDecoder<K>>
+where
+    K: Resource,
+{
+    /// Drops `metadata.managedFields` from every object as it is decoded, before it is shared.
+    #[must_use]
+    pub fn drop_managed_fields(mut self) -> Self {
+        self.decoder = Arc::new((*self.decoder).clone().dropping_managed_fields());
+        self
     }
 }
 
@@ -383,6 +414,21 @@ async fn fetch_body(client: Client, request: http::Request<Vec<u8>>) -> Result<B
         .to_bytes())
 }
 
+/// A `Status` body in JSON, or in protobuf (what kube-apiserver sends a client that accepts
+/// protobuf).
+fn decode_status(body: &[u8]) -> Option<kube_core::Status> {
+    if body.starts_with(kinformer_protobuf::MAGIC) {
+        let envelope = kinformer_protobuf::Envelope::parse(body).ok()?;
+        return kinformer_protobuf::from_message(
+            envelope.raw,
+            &kinformer_protobuf::generated::META_V1_STATUS,
+            kinformer_protobuf::DecodeOptions::default(),
+        )
+        .ok();
+    }
+    serde_json::from_slice(body).ok()
+}
+
 fn request_error(error: &kube_core::request::Error) -> Error {
     Error::Transport {
         message: format!("cannot build the request: {error}"),
@@ -403,8 +449,7 @@ async fn status_error(response: http::Response<Body>) -> Error {
         Err(error) => return Error::from_transport(&error),
     };
     let body = &body[..body.len().min(ERROR_BODY_LIMIT)];
-    let status = serde_json::from_slice::<kube_core::Status>(body)
-        .ok()
+    let status = decode_status(body)
         .filter(|status| status.code != 0)
         .unwrap_or_else(|| {
             let mut status = kube_core::Status::failure(
@@ -438,12 +483,17 @@ where
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>> {
         let request = self.watch_request(&self.scoped(options))?;
         let response = self.send(request).await?;
+        let content_type = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok());
+        let framing = self.decoder.framing(content_type);
         let chunks = response
             .into_body()
             .into_data_stream()
             .map_err(|error| Error::from_transport(&error))
             .boxed();
-        Ok(watch_lines(chunks, Arc::clone(&self.decoder)))
+        Ok(watch_events(chunks, Arc::clone(&self.decoder), framing))
     }
 
     fn type_description(&self) -> String {
@@ -455,15 +505,21 @@ where
     }
 }
 
-struct LineReader<K, D> {
+/// Cuts a watch body into the frames its decoder reads.
+enum Frames {
+    Lines(Vec<u8>),
+    LengthPrefixed(kinformer_protobuf::FrameReader),
+}
+
+struct FrameDecoder<K, D> {
     chunks: BoxStream<'static, Result<Bytes>>,
-    buffer: Vec<u8>,
+    frames: Frames,
     ready: VecDeque<Result<WatchEvent<K>>>,
     decoder: Arc<D>,
     finished: bool,
 }
 
-impl<K, D: Decoder<K>> LineReader<K, D> {
+impl<K, D: Decoder<K>> FrameDecoder<K, D> {
     fn decode_line(&mut self, line: &[u8]) {
         let line = line.trim_ascii();
         if !line.is_empty() {
@@ -471,29 +527,79 @@ impl<K, D: Decoder<K>> LineReader<K, D> {
         }
     }
 
-    fn take_complete_lines(&mut self) {
-        let mut consumed = 0;
-        while let Some(end) = self.buffer[consumed..]
-            .iter()
-            .position(|&byte| byte == b'\n')
-        {
-            let line = self.buffer[consumed..consumed + end].to_vec();
-            self.decode_line(&line);
-            consumed += end + 1;
+    fn take_complete_frames(&mut self, chunk: &[u8]) {
+        match &mut self.frames {
+            Frames::Lines(buffer) => {
+                buffer.extend_from_slice(chunk);
+                let mut buffer = std::mem::take(buffer);
+                let mut consumed = 0;
+                while let Some(end) = buffer[consumed..].iter().position(|&byte| byte == b'\n') {
+                    self.decode_line(&buffer[consumed..consumed + end]);
+                    consumed += end + 1;
+                }
+                buffer.drain(..consumed);
+                self.frames = Frames::Lines(buffer);
+            }
+            Frames::LengthPrefixed(reader) => {
+                reader.push(chunk);
+                loop {
+                    match reader.next_frame() {
+                        Ok(Some(frame)) => self.ready.push_back(self.decoder.decode_event(&frame)),
+                        Ok(None) => break,
+                        Err(error) => {
+                            // A corrupt length cannot be resynchronised: end the stream.
+                            self.finished = true;
+                            self.ready.push_back(Err(Error::decode(
+                                "watch frame",
+                                format!("protobuf: {error}"),
+                                &[],
+                            )));
+                            break;
+                        }
+                    }
+                }
+            }
         }
-        self.buffer.drain(..consumed);
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+        match &mut self.frames {
+            Frames::Lines(buffer) => {
+                let rest = std::mem::take(buffer);
+                self.decode_line(&rest);
+            }
+            Frames::LengthPrefixed(reader) => {
+                if reader.pending() > 0 {
+                    tracing::debug!(
+                        bytes = reader.pending(),
+                        "a protobuf watch stream ended inside a frame"
+                    );
+                }
+            }
+        }
     }
 }
 
-/// Splits a watch body into lines and decodes each; a broken body ends the stream with its error.
-fn watch_lines<K, D>(chunks: BoxStream<'static, Result<Bytes>>, decoder: Arc<D>) -> WatchStream<K>
+/// Cuts a watch body into frames and decodes each; a broken body ends the stream with its error.
+fn watch_events<K, D>(
+    chunks: BoxStream<'static, Result<Bytes>>,
+    decoder: Arc<D>,
+    framing: Framing,
+) -> WatchStream<K>
 where
     K: Send + Sync + 'static,
     D: Decoder<K>,
 {
-    let reader = LineReader {
+    let frames = match framing {
+        Framing::LengthPrefixed => {
+            Frames::LengthPrefixed(kinformer_protobuf::FrameReader::default())
+        }
+        _ => Frames::Lines(Vec::new()),
+    };
+    let reader = FrameDecoder {
         chunks,
-        buffer: Vec::new(),
+        frames,
         ready: VecDeque::new(),
         decoder,
         finished: false,
@@ -507,19 +613,12 @@ where
                 return None;
             }
             match reader.chunks.next().await {
-                Some(Ok(chunk)) => {
-                    reader.buffer.extend_from_slice(&chunk);
-                    reader.take_complete_lines();
-                }
+                Some(Ok(chunk)) => reader.take_complete_frames(&chunk),
                 Some(Err(error)) => {
                     reader.finished = true;
                     reader.ready.push_back(Err(error));
                 }
-                None => {
-                    reader.finished = true;
-                    let rest = std::mem::take(&mut reader.buffer);
-                    reader.decode_line(&rest);
-                }
+                None => reader.finish(),
             }
         }
     })

@@ -81,15 +81,17 @@ mod event;
 mod kube;
 mod lister_watcher;
 mod options;
+mod protobuf;
 mod reflector;
 
 pub use crate::{
-    decoder::{Decoder, ExpectedType, JsonDecoder},
+    decoder::{Decoder, ExpectedType, Framing, JsonDecoder},
     error::{DECODE_EXCERPT_LIMIT, Error, Result},
     event::{INITIAL_EVENTS_END_ANNOTATION, ListPage, WatchEvent, WatchStream},
     kube::KubeListerWatcher,
     lister_watcher::{ListerWatcher, ReuseObject},
     options::{ListOptions, VersionMatch},
+    protobuf::{KubeDecoder, WIRE_FORMAT_ENV, WireFormat},
     reflector::{
         DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Reflector, ReflectorBuilder, WATCH_IDLE_GRACE,
     },

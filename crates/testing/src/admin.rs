@@ -11,7 +11,7 @@ use http::Response;
 use serde_json::json;
 
 use crate::faults::{Fault, Verb};
-use crate::handler::{json_response, to_bytes};
+use crate::handler::{body_response, to_bytes};
 use crate::server::{ResponseBody, Shared, restart_listener, stop_listener};
 use crate::status::ApiError;
 
@@ -42,7 +42,7 @@ fn number(query: &HashMap<String, String>, name: &str) -> Result<Option<u64>, Ap
 }
 
 fn done() -> Response<ResponseBody> {
-    json_response(
+    body_response(
         200,
         "application/json",
         Bytes::from_static(b"{\"ok\":true}"),
@@ -75,7 +75,7 @@ async fn serve(
                 .into_iter()
                 .map(|(verb, resource, count)| json!({ "verb": verb.as_str(), "resource": resource, "count": count }))
                 .collect();
-            Ok(json_response(
+            Ok(body_response(
                 200,
                 "application/json",
                 to_bytes(&json!(counts)),

@@ -38,7 +38,7 @@ use http::Response;
 use serde_json::{Value, json};
 
 use crate::fixtures;
-use crate::handler::{create_locked, json_response, prepare_create, to_bytes};
+use crate::handler::{body_response, create_locked, prepare_create, to_bytes};
 use crate::resources::ResourceType;
 use crate::server::{ResponseBody, Shared};
 use crate::status::ApiError;
@@ -148,7 +148,7 @@ fn is_sentinel(key: &str) -> bool {
 }
 
 fn ok(value: &Value) -> Response<ResponseBody> {
-    json_response(200, "application/json", to_bytes(value))
+    body_response(200, "application/json", to_bytes(value))
 }
 
 /// The resource a bench call names: `pods` or `configmaps`.
@@ -467,7 +467,7 @@ pub(crate) fn server_checksum(
 /// `GET /admin/content-types`.
 pub(crate) fn content_types(shared: &Shared) -> Response<ResponseBody> {
     let body = serde_json::to_vec(&*shared.content_types.lock()).unwrap_or_default();
-    json_response(200, "application/json", Bytes::from(body))
+    body_response(200, "application/json", Bytes::from(body))
 }
 
 #[cfg(test)]

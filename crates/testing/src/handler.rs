@@ -9,6 +9,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use kinformer_protobuf::{encode_list, encode_message, generated, schema::Message};
 use serde_json::{Map, Value, json};
 
 use crate::faults::{Faults, Verb};
@@ -19,6 +20,7 @@ use crate::server::{ResponseBody, Shared};
 use crate::status::{self, ApiError, Target};
 use crate::store::{ListQuery, Obj, Store, object_key, valid_dns_subdomain};
 use crate::watch;
+use crate::wire::{self, Encoding};
 
 const JSON: &str = "application/json";
 const AGGREGATED_DISCOVERY: &str =
@@ -34,13 +36,22 @@ pub(crate) async fn handle(
     if let Some(delay) = shared.faults.delay() {
         tokio::time::sleep(delay).await;
     }
+    // Requests on a served resource answer their errors themselves; this is for the rest.
+    let status_encoding = Encoding::for_status(
+        request
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or(JSON),
+    );
     match route(&shared, request).await {
         Ok(response) => response,
-        Err(error) => status_response(&error),
+        Err(error) => status_response(&error, status_encoding),
     }
 }
 
-pub(crate) fn json_response(code: u16, content_type: &str, body: Bytes) -> Response<ResponseBody> {
+/// A whole response: `body`, sent as `content_type`.
+pub(crate) fn body_response(code: u16, content_type: &str, body: Bytes) -> Response<ResponseBody> {
     let mut response = Response::new(ResponseBody::Full(Some(body)));
     *response.status_mut() =
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -51,7 +62,7 @@ pub(crate) fn json_response(code: u16, content_type: &str, body: Bytes) -> Respo
 }
 
 fn value_response(code: u16, value: &Value) -> Response<ResponseBody> {
-    json_response(code, JSON, to_bytes(value))
+    body_response(code, JSON, to_bytes(value))
 }
 
 pub(crate) fn to_bytes(value: &Value) -> Bytes {
@@ -60,8 +71,10 @@ pub(crate) fn to_bytes(value: &Value) -> Bytes {
         .unwrap_or_default()
 }
 
-pub(crate) fn status_response(error: &ApiError) -> Response<ResponseBody> {
-    let mut response = value_response(error.code, &error.to_status());
+/// A failure as its `Status`, in `encoding`.
+pub(crate) fn status_response(error: &ApiError, encoding: Encoding) -> Response<ResponseBody> {
+    let (content_type, body) = encoding.status(&error.to_status());
+    let mut response = body_response(error.code, content_type, body);
     if let Some(seconds) = error.retry_after_seconds {
         response
             .headers_mut()
@@ -107,6 +120,21 @@ pub(crate) fn wire_json(obj: &Obj, resource: &ResourceType, shape: Shape) -> Byt
     }
 }
 
+/// One object as the request negotiated it: [`wire_json`] or its enveloped protobuf.
+fn object_response(
+    code: u16,
+    obj: &Obj,
+    resource: &ResourceType,
+    shape: Shape,
+    encoding: Encoding,
+) -> Reply {
+    let body = match encoding {
+        Encoding::Json => wire_json(obj, resource, shape),
+        Encoding::Protobuf(message) => wire::envelope(resource, &obj.protobuf(message)?),
+    };
+    Ok(body_response(code, encoding.content_type(), body))
+}
+
 /// One list item, in two pieces written one after the other: kube-apiserver leaves
 /// `apiVersion` and `kind` out of the items of a typed list (the list's own kind names them),
 /// while unstructured lists (custom resources) and metadata-only lists keep them per item.
@@ -146,7 +174,7 @@ async fn route(shared: &Arc<Shared>, request: Request<Incoming>) -> Reply {
     let is_get = parts.method == Method::GET;
     match segments.as_slice() {
         ["healthz" | "livez" | "readyz"] => {
-            Ok(json_response(200, "text/plain", Bytes::from_static(b"ok")))
+            Ok(body_response(200, "text/plain", Bytes::from_static(b"ok")))
         }
         ["version"] if is_get => Ok(value_response(200, &version_info())),
         ["api"] if is_get => Ok(core_versions(shared, &accept)),
@@ -217,7 +245,7 @@ fn core_versions(shared: &Shared, accept: &str) -> Response<ResponseBody> {
             "metadata": {},
             "items": [{ "metadata": {}, "versions": [{ "version": "v1", "resources": resources, "freshness": "Current" }] }],
         });
-        return json_response(200, AGGREGATED_DISCOVERY, to_bytes(&list));
+        return body_response(200, AGGREGATED_DISCOVERY, to_bytes(&list));
     }
     let addr = *shared.addr.lock();
     value_response(
@@ -265,7 +293,7 @@ fn api_groups(shared: &Shared, accept: &str) -> Response<ResponseBody> {
             "metadata": {},
             "items": items,
         });
-        return json_response(200, AGGREGATED_DISCOVERY, to_bytes(&list));
+        return body_response(200, AGGREGATED_DISCOVERY, to_bytes(&list));
     }
     let groups: Vec<Value> = registry
         .groups()
@@ -376,28 +404,35 @@ async fn resource_request(
             ));
         }
     };
+    let shape = shape_of(&call.accept);
+    let encoding = Encoding::negotiate(&call.accept, &resource, shape);
     let targeted = Targeted {
         resource,
         namespace,
         name,
         subresource,
+        shape,
+        encoding,
     };
     let reply = serve_verb(shared, verb, targeted, call).await;
-    if !matches!(verb, Verb::Get | Verb::List | Verb::Watch) {
-        return reply;
-    }
+    let response = reply.unwrap_or_else(|error| status_response(&error, encoding));
     // Failures are counted too: a client sees their Content-Type as well.
-    let response = reply.unwrap_or_else(|error| status_response(&error));
-    shared.count_content_type(&response);
+    if matches!(verb, Verb::Get | Verb::List | Verb::Watch) {
+        shared.count_content_type(&response);
+    }
     Ok(response)
 }
 
-/// What a resource request names, once its path has been resolved.
+/// What a resource request names, once its path has been resolved, and how it is answered.
 struct Targeted<'a> {
     resource: Arc<ResourceType>,
     namespace: Option<&'a str>,
     name: Option<&'a str>,
     subresource: Option<&'a str>,
+    /// The representation the client asked for.
+    shape: Shape,
+    /// The encoding of every body the request answers, errors included.
+    encoding: Encoding,
 }
 
 async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, call: Call) -> Reply {
@@ -406,6 +441,8 @@ async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, ca
         namespace,
         name,
         subresource,
+        shape,
+        encoding,
     } = targeted;
     let label = match subresource {
         Some(sub) => format!("{}/{sub}", resource.plural),
@@ -427,7 +464,6 @@ async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, ca
             "the server does not allow this method on the requested resource",
         ));
     }
-    let shape = shape_of(&call.accept);
     let namespace = namespace.map(str::to_owned);
     let update_kind = if subresource.is_some() {
         UpdateKind::Status
@@ -443,20 +479,28 @@ async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, ca
                 .lock()
                 .get(&resource.group_resource(), &key)
                 .ok_or_else(|| ApiError::not_found(target(&resource, name)))?;
-            Ok(json_response(200, JSON, wire_json(&obj, &resource, shape)))
+            object_response(200, &obj, &resource, shape, encoding)
         }
         Verb::List => {
             let params = ListParams::parse(&call.query, &resource)?;
-            list(shared, &resource, namespace.as_deref(), &params, shape).await
+            list(
+                shared,
+                &resource,
+                namespace.as_deref(),
+                &params,
+                shape,
+                encoding,
+            )
+            .await
         }
         Verb::Watch => {
             let params = ListParams::parse(&call.query, &resource)?;
-            watch::serve(shared.clone(), resource, namespace, params, shape).await
+            watch::serve(shared.clone(), resource, namespace, params, shape, encoding).await
         }
         Verb::Create => {
             let body = parse_json(&read_body(call.body).await?)?;
             let obj = create(shared, &resource, namespace.as_deref(), body)?;
-            Ok(json_response(201, JSON, wire_json(&obj, &resource, shape)))
+            object_response(201, &obj, &resource, shape, encoding)
         }
         Verb::Update => {
             let body = parse_json(&read_body(call.body).await?)?;
@@ -469,7 +513,7 @@ async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, ca
                 body,
                 update_kind,
             )?;
-            Ok(json_response(200, JSON, wire_json(&obj, &resource, shape)))
+            object_response(200, &obj, &resource, shape, encoding)
         }
         Verb::Patch => {
             let body = parse_json(&read_body(call.body).await?)?;
@@ -483,7 +527,7 @@ async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, ca
                 &body,
                 update_kind,
             )?;
-            Ok(json_response(200, JSON, wire_json(&obj, &resource, shape)))
+            object_response(200, &obj, &resource, shape, encoding)
         }
         Verb::Delete => {
             let raw = read_body(call.body).await?;
@@ -494,23 +538,23 @@ async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, ca
             };
             let name = name.unwrap_or_default();
             let outcome = delete(shared, &resource, namespace.as_deref(), name, &options)?;
-            Ok(match outcome {
-                Deleted::Pending(obj) => {
-                    json_response(200, JSON, wire_json(&obj, &resource, shape))
-                }
+            match outcome {
+                Deleted::Pending(obj) => object_response(200, &obj, &resource, shape, encoding),
                 Deleted::Gone(obj) if resource.returns_deleted_object => {
-                    json_response(200, JSON, wire_json(&obj, &resource, shape))
+                    object_response(200, &obj, &resource, shape, encoding)
                 }
                 Deleted::Gone(obj) => {
                     let value = obj.value();
                     let uid = meta_str(&value, "uid");
-                    value_response(200, &status::delete_success(target(&resource, name), uid))
+                    let success = status::delete_success(target(&resource, name), uid);
+                    let (content_type, body) = encoding.status(&success);
+                    Ok(body_response(200, content_type, body))
                 }
-            })
+            }
         }
         Verb::DeleteCollection => {
             let params = ListParams::parse(&call.query, &resource)?;
-            delete_collection(shared, &resource, namespace.as_deref(), &params)
+            delete_collection(shared, &resource, namespace.as_deref(), &params, encoding)
         }
     }
 }
@@ -761,6 +805,7 @@ async fn list(
     namespace: Option<&str>,
     params: &ListParams,
     shape: Shape,
+    encoding: Encoding,
 ) -> Reply {
     let rv = params.numeric_resource_version();
     let mut limit = params.limit;
@@ -841,16 +886,48 @@ async fn list(
         ),
         Shape::Full => (resource.list_kind(), resource.api_version()),
     };
-    let items: Vec<_> = page
-        .items
+    let metadata = Value::Object(metadata);
+    let body = match encoding {
+        Encoding::Json => {
+            let items: Vec<_> = page
+                .items
+                .iter()
+                .map(|o| list_item(o, resource, shape))
+                .collect();
+            list_body(&kind, &api_version, &metadata, &items)
+        }
+        Encoding::Protobuf(message) => {
+            protobuf_list_body(&kind, &api_version, &metadata, &page.items, message)?
+        }
+    };
+    Ok(body_response(200, encoding.content_type(), body))
+}
+
+/// A protobuf list: the `ListMeta`, then each item's cached message.
+fn protobuf_list_body(
+    kind: &str,
+    api_version: &str,
+    metadata: &Value,
+    items: &[Arc<Obj>],
+    message: &'static Message,
+) -> Result<Bytes, ApiError> {
+    let list_meta = encode_message(metadata, &generated::META_V1_LIST_META).map_err(|error| {
+        ApiError::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: unable to encode the list metadata: {error}"),
+        )
+    })?;
+    let items = items
         .iter()
-        .map(|o| list_item(o, resource, shape))
-        .collect();
-    Ok(json_response(
-        200,
-        JSON,
-        list_body(&kind, &api_version, &Value::Object(metadata), &items),
-    ))
+        .map(|obj| obj.protobuf(message))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Bytes::from(encode_list(
+        api_version,
+        kind,
+        &list_meta,
+        items.iter().map(|item| &item[..]),
+    )))
 }
 
 fn list_body(
@@ -1416,6 +1493,7 @@ fn delete_collection(
     resource: &ResourceType,
     namespace: Option<&str>,
     params: &ListParams,
+    encoding: Encoding,
 ) -> Reply {
     let group_resource = resource.group_resource();
     let mut deleted = Vec::new();
@@ -1452,20 +1530,21 @@ fn delete_collection(
         }
     }
     let rv = shared.store.lock().resource_version();
-    let items: Vec<_> = deleted
-        .iter()
-        .map(|o| list_item(o, resource, Shape::Full))
-        .collect();
-    Ok(json_response(
-        200,
-        JSON,
-        list_body(
-            &resource.list_kind(),
-            &resource.api_version(),
-            &json!({ "resourceVersion": rv.to_string() }),
-            &items,
-        ),
-    ))
+    let (kind, api_version) = (resource.list_kind(), resource.api_version());
+    let metadata = json!({ "resourceVersion": rv.to_string() });
+    let body = match encoding {
+        Encoding::Json => {
+            let items: Vec<_> = deleted
+                .iter()
+                .map(|o| list_item(o, resource, Shape::Full))
+                .collect();
+            list_body(&kind, &api_version, &metadata, &items)
+        }
+        Encoding::Protobuf(message) => {
+            protobuf_list_body(&kind, &api_version, &metadata, &deleted, message)?
+        }
+    };
+    Ok(body_response(200, encoding.content_type(), body))
 }
 
 #[cfg(test)]

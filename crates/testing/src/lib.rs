@@ -1,13 +1,15 @@
 //! An in-process fake Kubernetes API server over real HTTP, for testing informers and
 //! controllers built on kube-client.
 //!
-//! [`FakeApiServer`] listens on 127.0.0.1 and speaks the JSON dialect of kube-apiserver 1.37:
+//! [`FakeApiServer`] listens on 127.0.0.1 and speaks the dialect of kube-apiserver 1.37:
 //! discovery (`/api`, `/apis`, aggregated discovery too), get/list/create/update/patch/delete
 //! for the core and apps built-ins and for CRDs created at run time, paging with continue
 //! tokens, list and watch at a resourceVersion, label and field selectors, bookmarks, streaming
 //! lists (`sendInitialEvents`), a bounded event history whose compaction gives 410 Expired, and
-//! metadata-only (`PartialObjectMetadata`) responses. One global revision counter plays etcd's
-//! revision. [`Faults`] breaks it on purpose: close watches, fail requests with a status, write
+//! metadata-only (`PartialObjectMetadata`) responses. It answers JSON, and Kubernetes protobuf
+//! (`application/vnd.kubernetes.protobuf`: objects, lists, watch frames and error `Status`es of
+//! the built-in kinds) to a client that prefers it in `Accept`, as client-go does by default.
+//! One global revision counter plays etcd's revision. [`Faults`] breaks it on purpose: close watches, fail requests with a status, write
 //! garbage into watch streams, delay responses, compact, drop the listener, count requests.
 //!
 //! **Start here:** [`FakeApiServer::start`], then [`FakeApiServer::client`] (or point any client
@@ -68,12 +70,14 @@
 //! # What it does not emulate
 //!
 //! Admission (no namespace lifecycle, no defaulting, no quota), validation beyond object names
-//! and the list/watch options, authentication and RBAC, protobuf and CBOR (JSON only), Table
-//! output, server-side apply (`application/apply-patch+yaml` answers 415), strategic merge
-//! patch semantics (applied as a JSON merge patch, so list fields are replaced, not merged),
-//! graceful pod deletion (a delete removes at once unless finalizers remain), garbage
-//! collection of dependents, CRD conversion webhooks and schema validation, and per-resource
-//! watch caches (one history window is shared by every resource, as etcd's is).
+//! and the list/watch options, authentication and RBAC, CBOR, protobuf request bodies (writes
+//! take JSON), protobuf for metadata-only (`PartialObjectMetadata`) answers and for discovery
+//! (both JSON), Table output, server-side apply (`application/apply-patch+yaml` answers 415),
+//! strategic merge patch semantics (applied as a JSON merge patch, so list fields are
+//! replaced, not merged), graceful pod deletion (a delete removes at once unless finalizers
+//! remain), garbage collection of dependents, CRD conversion webhooks and schema validation,
+//! and per-resource watch caches (one history window is shared by every resource, as etcd's
+//! is).
 
 mod admin;
 pub mod bench;
@@ -90,6 +94,7 @@ mod server;
 mod status;
 mod store;
 mod watch;
+mod wire;
 
 pub use error::{Error, Result};
 pub use faults::{Fault, Faults, Verb};

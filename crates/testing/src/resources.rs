@@ -298,6 +298,11 @@ impl Registry {
             .cloned()
     }
 
+    /// Every served type.
+    pub(crate) fn all(&self) -> &[Arc<ResourceType>] {
+        &self.types
+    }
+
     pub(crate) fn find_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceType>> {
         self.types
             .iter()

@@ -6,6 +6,9 @@
 //! was stored, byte for byte, at a fraction of the cost. Anything the scan does not expect
 //! (not an object, no resourceVersion, an annotation that is not a string map) makes it give
 //! up, and the caller takes the parse-and-encode path instead.
+//!
+//! [`restamp_protobuf`] does the same to an object's cached protobuf message, so a bench
+//! update served to protobuf watchers costs a copy instead of a parse and an encode.
 
 use std::ops::Range;
 
@@ -175,6 +178,167 @@ pub(crate) fn restamp(
     Some(out)
 }
 
+/// Every Kubernetes kind carries its `ObjectMeta` as field 1.
+const METADATA: u32 = 1;
+/// `ObjectMeta.resourceVersion`.
+const RESOURCE_VERSION: u32 = 6;
+/// `ObjectMeta.annotations`: one entry per pair, a message with the key as field 1.
+const ANNOTATIONS: u32 = 12;
+/// The wire type of strings, bytes and messages.
+const LENGTH_DELIMITED: u64 = 2;
+
+/// One field of a protobuf message.
+#[derive(Debug)]
+struct WireField {
+    number: u32,
+    wire_type: u64,
+    /// The whole field, tag included.
+    whole: Range<usize>,
+    /// The value of a length-delimited field, after its length.
+    payload: Range<usize>,
+}
+
+fn read_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes.get(*at)?;
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+fn write_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+fn write_bytes_field(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+    write_varint(out, (u64::from(number) << 3) | LENGTH_DELIMITED);
+    write_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// The fields of a message in wire order, or `None` when the bytes are not a well-formed
+/// message (groups, which Kubernetes never uses, included).
+fn wire_fields(bytes: &[u8]) -> Option<Vec<WireField>> {
+    let mut fields = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let start = at;
+        let tag = read_varint(bytes, &mut at)?;
+        let number = u32::try_from(tag >> 3).ok()?;
+        let wire_type = tag & 7;
+        let mut payload = at..at;
+        match wire_type {
+            0 => {
+                read_varint(bytes, &mut at)?;
+            }
+            1 => at += 8,
+            LENGTH_DELIMITED => {
+                let len = usize::try_from(read_varint(bytes, &mut at)?).ok()?;
+                payload = at..at.checked_add(len)?;
+                at = payload.end;
+            }
+            5 => at += 4,
+            _ => return None,
+        }
+        if at > bytes.len() {
+            return None;
+        }
+        fields.push(WireField {
+            number,
+            wire_type,
+            whole: start..at,
+            payload,
+        });
+    }
+    Some(fields)
+}
+
+/// One `annotations` entry: a map entry message with the key as field 1, the value as field 2.
+fn write_annotation(metadata: &mut Vec<u8>, key: &str, value: &str) {
+    let mut entry = Vec::with_capacity(key.len() + value.len() + 4);
+    write_bytes_field(&mut entry, 1, key.as_bytes());
+    write_bytes_field(&mut entry, 2, value.as_bytes());
+    write_bytes_field(metadata, ANNOTATIONS, &entry);
+}
+
+/// The key of one `annotations` entry.
+fn entry_key<'a>(metadata: &'a [u8], entry: &WireField) -> Option<&'a [u8]> {
+    let entry = &metadata[entry.payload.clone()];
+    let key = wire_fields(entry)?
+        .into_iter()
+        .find(|field| field.number == 1 && field.wire_type == LENGTH_DELIMITED)?;
+    Some(&entry[key.payload])
+}
+
+/// A protobuf object `message` (no envelope) with `metadata.resourceVersion` set to `rv` and,
+/// when given, the annotation `(key, value)` set, or `None` when the message is not shaped as
+/// expected (no single metadata field, no resourceVersion).
+///
+/// The result is what encoding the restamped JSON gives: a new annotation goes where Go's
+/// encoder (and the fake's, over sorted JSON maps) puts it, in key order.
+pub(crate) fn restamp_protobuf(
+    message: &[u8],
+    rv: u64,
+    annotation: Option<(&str, &str)>,
+) -> Option<Vec<u8>> {
+    let top = wire_fields(message)?;
+    let mut metadata_fields = top.iter().filter(|field| field.number == METADATA);
+    let metadata_field = metadata_fields.next()?;
+    if metadata_field.wire_type != LENGTH_DELIMITED || metadata_fields.next().is_some() {
+        return None;
+    }
+    let metadata = &message[metadata_field.payload.clone()];
+    let fields = wire_fields(metadata)?;
+    if !fields
+        .iter()
+        .any(|field| field.number == RESOURCE_VERSION && field.wire_type == LENGTH_DELIMITED)
+    {
+        return None;
+    }
+    let mut stamped = Vec::with_capacity(metadata.len() + 64);
+    let mut pending = annotation;
+    for field in &fields {
+        if let Some((key, value)) = pending
+            && field.number >= ANNOTATIONS
+        {
+            let existing = if field.number == ANNOTATIONS {
+                Some(entry_key(metadata, field)?)
+            } else {
+                None
+            };
+            if existing.is_none_or(|existing| existing >= key.as_bytes()) {
+                write_annotation(&mut stamped, key, value);
+                pending = None;
+                if existing == Some(key.as_bytes()) {
+                    continue;
+                }
+            }
+        }
+        if field.number == RESOURCE_VERSION {
+            write_bytes_field(&mut stamped, RESOURCE_VERSION, rv.to_string().as_bytes());
+        } else {
+            stamped.extend_from_slice(&metadata[field.whole.clone()]);
+        }
+    }
+    if let Some((key, value)) = pending {
+        write_annotation(&mut stamped, key, value);
+    }
+    let mut out = Vec::with_capacity(message.len() + 64);
+    out.extend_from_slice(&message[..metadata_field.whole.start]);
+    write_bytes_field(&mut out, METADATA, &stamped);
+    out.extend_from_slice(&message[metadata_field.whole.end..]);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +373,56 @@ mod tests {
                 let parsed: Value = serde_json::from_slice(&twice).expect("valid JSON");
                 assert_eq!(parsed, slow(&value, 100, annotation));
             }
+        }
+    }
+
+    #[test]
+    fn a_restamped_protobuf_message_equals_the_encoded_restamped_json() {
+        use kinformer_protobuf::{encode_message, generated};
+        let mut pod = crate::fixtures::pod(7);
+        pod["metadata"]["resourceVersion"] = json!("12");
+        let bare = json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "a", "resourceVersion": "3" }, "data": { "k": "v" } });
+        let mut annotated = bare.clone();
+        annotated["metadata"]["annotations"] = json!({ "a": "1", "z": "2" });
+        let key = "bench.kinformer.dev/emit-ns";
+        for (value, message) in [
+            (pod, &generated::CORE_V1_POD),
+            (bare, &generated::CORE_V1_CONFIG_MAP),
+            (annotated, &generated::CORE_V1_CONFIG_MAP),
+        ] {
+            let encoded = encode_message(&value, message).expect("encodes");
+            for annotation in [None, Some((key, "17")), Some(("a", "x")), Some(("zz", "y"))] {
+                let once = restamp_protobuf(&encoded, 99, annotation).expect("restamped");
+                let expected = encode_message(&slow(&value, 99, annotation), message);
+                assert_eq!(Ok(once.clone()), expected, "{annotation:?}");
+                let twice = restamp_protobuf(&once, 100, annotation).expect("restamped again");
+                let expected = encode_message(&slow(&value, 100, annotation), message);
+                assert_eq!(Ok(twice), expected, "{annotation:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_protobuf_field_numbers_are_the_object_meta_ones() {
+        use kinformer_protobuf::generated;
+        let number = |message: &kinformer_protobuf::schema::Message, name: &str| {
+            message
+                .fields
+                .iter()
+                .find(|field| field.name == name)
+                .map(|field| field.number)
+        };
+        assert_eq!(number(&generated::CORE_V1_POD, "metadata"), Some(METADATA));
+        let meta = &generated::META_V1_OBJECT_META;
+        assert_eq!(number(meta, "resourceVersion"), Some(RESOURCE_VERSION));
+        assert_eq!(number(meta, "annotations"), Some(ANNOTATIONS));
+    }
+
+    #[test]
+    fn an_unexpected_protobuf_shape_is_left_to_the_slow_path() {
+        // No metadata; a metadata without resourceVersion; a truncated field.
+        for odd in [&b""[..], b"\x12\x00", b"\x0a\x02\x0a\x00", b"\x0a\x05\x32"] {
+            assert_eq!(restamp_protobuf(odd, 2, None), None, "{odd:?}");
         }
     }
 

@@ -8,19 +8,24 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use kinformer_protobuf::schema::Message;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::restamp::restamp;
+use crate::restamp::{restamp, restamp_protobuf};
 use crate::selector::Selectors;
 use crate::status::ApiError;
 
 /// One stored object state: its JSON, encoded once so lists and watches copy bytes, plus the
 /// few metadata fields every request reads. The full tree is parsed again only for writes and
 /// non-metadata field selectors, which keeps a cached 6 KB Pod near 6 KB of memory.
+///
+/// The protobuf form is encoded on the first protobuf request for this state and kept, so a
+/// protobuf list or watch copies bytes as well; a server nobody asks for protobuf never pays
+/// for it.
 #[derive(Debug)]
 pub(crate) struct Obj {
     /// The object as kube-apiserver sends it alone: `apiVersion` and `kind` first.
@@ -28,6 +33,8 @@ pub(crate) struct Obj {
     /// Where the object's JSON resumes after `apiVersion` and `kind`, so a typed list item
     /// (which kube-apiserver sends without them) is `{` plus `json[untyped_from..]`, no re-encoding.
     untyped_from: Option<usize>,
+    /// The protobuf form, once a protobuf request asked for it; see [`Obj::protobuf`].
+    protobuf: OnceLock<Encoded>,
     pub(crate) api_version: String,
     pub(crate) name: String,
     pub(crate) namespace: Option<String>,
@@ -42,6 +49,7 @@ impl Obj {
         Arc::new(Self {
             json: Bytes::from(json),
             untyped_from,
+            protobuf: OnceLock::new(),
             api_version: value["apiVersion"].as_str().unwrap_or_default().to_owned(),
             name: meta("name")
                 .and_then(Value::as_str)
@@ -59,13 +67,27 @@ impl Obj {
     /// The same object at revision `rv`, with the annotation `(key, value)` set when given.
     ///
     /// Deletions and the bench updates change nothing else, so the stored JSON is edited in
-    /// place (see `restamp`) instead of being parsed and encoded again.
+    /// place (see `restamp`) instead of being parsed and encoded again, and so is the protobuf
+    /// form when this state has one.
     pub(crate) fn restamped(&self, rv: u64, annotation: Option<(&str, &str)>) -> Arc<Self> {
         let keep_before = self.untyped_from.unwrap_or(0);
         if let Some(json) = restamp(&self.json, keep_before, rv, annotation) {
+            let protobuf = self
+                .protobuf
+                .get()
+                .and_then(|encoded| {
+                    let bytes = encoded.bytes.as_ref().ok()?;
+                    let restamped = restamp_protobuf(bytes, rv, annotation)?;
+                    Some(OnceLock::from(Encoded {
+                        message: encoded.message,
+                        bytes: Ok(Bytes::from(restamped)),
+                    }))
+                })
+                .unwrap_or_default();
             return Arc::new(Self {
                 json: Bytes::from(json),
                 untyped_from: self.untyped_from,
+                protobuf,
                 api_version: self.api_version.clone(),
                 name: self.name.clone(),
                 namespace: self.namespace.clone(),
@@ -96,6 +118,41 @@ impl Obj {
         serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }
 
+    /// The object as the protobuf `message` (no envelope), encoded from its JSON on the first
+    /// call and kept.
+    ///
+    /// `message` is the table of the kind the object is served as. Every built-in is served
+    /// at one version, so that is always the same table; should a test serve one resource at
+    /// two protobuf versions, the other version is encoded on every call rather than cached.
+    ///
+    /// # Errors
+    ///
+    /// A 500 `InternalError` when the stored JSON does not fit the message (a test stored a
+    /// value of the wrong type, which kube-apiserver's validation would have refused).
+    pub(crate) fn protobuf(&self, message: &'static Message) -> Result<Bytes, ApiError> {
+        let cached = self
+            .protobuf
+            .get_or_init(|| Encoded::new(&self.value(), message));
+        let uncached;
+        let encoded = if std::ptr::eq(cached.message, message) {
+            cached
+        } else {
+            uncached = Encoded::new(&self.value(), message);
+            &uncached
+        };
+        encoded.bytes.clone().map_err(|error| {
+            ApiError::new(
+                500,
+                "InternalError",
+                format!(
+                    "Internal error occurred: unable to encode {} as {}: {error}",
+                    object_key(self.namespace.as_deref(), &self.name),
+                    message.name
+                ),
+            )
+        })
+    }
+
     /// The object's JSON without `apiVersion` and `kind`, as two pieces to write one after the
     /// other: what a typed list of a built-in carries per item.
     pub(crate) fn untyped_json(&self) -> (&'static [u8], Bytes) {
@@ -103,6 +160,23 @@ impl Obj {
             Some(from) => (b"{", self.json.slice(from..)),
             None => (b"", self.json.clone()),
         }
+    }
+}
+
+/// An object's protobuf form: the message it was encoded as and the bytes (no envelope), or
+/// why the JSON does not fit that message.
+#[derive(Debug, Clone)]
+struct Encoded {
+    message: &'static Message,
+    bytes: Result<Bytes, Box<str>>,
+}
+
+impl Encoded {
+    fn new(value: &Value, message: &'static Message) -> Self {
+        let bytes = kinformer_protobuf::encode_message(value, message)
+            .map(Bytes::from)
+            .map_err(|error| error.to_string().into_boxed_str());
+        Self { message, bytes }
     }
 }
 
@@ -660,6 +734,43 @@ mod tests {
             map.remove("kind");
             assert_eq!(item, expected);
         }
+    }
+
+    #[test]
+    fn a_restamped_object_carries_its_protobuf_form_along() {
+        let message = &kinformer_protobuf::generated::CORE_V1_POD;
+        let mut value = crate::fixtures::pod(3);
+        value["metadata"]["resourceVersion"] = json!("5");
+        let obj = Obj::new(&value);
+        let unencoded = obj.restamped(6, None);
+        assert!(unencoded.protobuf.get().is_none(), "encoded only on demand");
+        obj.protobuf(message).expect("a fixture pod encodes");
+        let restamped = obj.restamped(7, Some(("k", "v")));
+        let carried = restamped
+            .protobuf
+            .get()
+            .cloned()
+            .expect("restamped along with the JSON")
+            .bytes
+            .expect("encoded");
+        let encoded = kinformer_protobuf::encode_message(&restamped.value(), message)
+            .expect("the restamped JSON encodes");
+        assert_eq!(carried, encoded);
+    }
+
+    #[test]
+    fn an_object_that_does_not_fit_its_message_is_an_internal_error() {
+        let obj = Obj::new(&json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": { "name": "odd", "namespace": "ns" },
+            "spec": { "containers": "not a list" },
+        }));
+        let error = obj
+            .protobuf(&kinformer_protobuf::generated::CORE_V1_POD)
+            .expect_err("containers must be a list");
+        assert_eq!(error.code, 500);
+        assert!(error.message.contains("ns/odd"), "{}", error.message);
     }
 
     fn pod(name: &str) -> Value {

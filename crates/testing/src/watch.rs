@@ -1,10 +1,12 @@
-//! Watch streams: newline-delimited JSON events over a chunked response.
+//! Watch streams: newline-delimited JSON events, or length-prefixed protobuf `WatchEvent`
+//! frames for a client that negotiated protobuf, over a chunked response.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, Response, header};
+use kinformer_protobuf::{encode_message, encode_object, encode_watch_frame};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
@@ -14,6 +16,7 @@ use crate::resources::ResourceType;
 use crate::server::{ResponseBody, Shared};
 use crate::status::ApiError;
 use crate::store::{EventType, Obj, StoredEvent, WatchItem, WatchStart};
+use crate::wire::{self, Encoding};
 
 /// apiserver's default `--min-request-timeout` (1800 s) bounds a watch without timeoutSeconds.
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -30,12 +33,56 @@ fn line(event_type: &str, object: &[u8]) -> Bytes {
     out.freeze()
 }
 
+/// One event in the stream's framing: a JSON line, or a length-prefixed protobuf frame whose
+/// object is an enveloped body. `object` is already in the stream's encoding.
+fn event(encoding: Encoding, event_type: &str, object: &[u8]) -> Bytes {
+    match encoding {
+        Encoding::Json => line(event_type, object),
+        Encoding::Protobuf(_) => Bytes::from(encode_watch_frame(event_type, object)),
+    }
+}
+
+/// An ERROR event carrying `error`'s Status.
+fn error_event(encoding: Encoding, error: &ApiError) -> Bytes {
+    event(encoding, "ERROR", &encoding.status(&error.to_status()).1)
+}
+
+/// What an injected raw line becomes in a stream of `encoding`: the line itself in JSON; in
+/// protobuf, the event it spells (`{"type":...,"object":...}`) as a frame, or else its bytes
+/// as one frame of garbage, so the stream stays framed and the client sees one bad event.
+fn raw_chunk(encoding: Encoding, raw: String) -> Bytes {
+    match encoding {
+        Encoding::Json => {
+            let mut raw = raw.into_bytes();
+            raw.push(b'\n');
+            Bytes::from(raw)
+        }
+        Encoding::Protobuf(_) => {
+            let spelled = serde_json::from_str::<Value>(&raw).ok().and_then(|line| {
+                let event_type = line.get("type")?.as_str()?.to_owned();
+                let object = encode_object(line.get("object")?).ok()?;
+                Some((event_type, object))
+            });
+            match spelled {
+                Some((event_type, object)) => Bytes::from(encode_watch_frame(&event_type, &object)),
+                None => {
+                    let mut frame = BytesMut::with_capacity(raw.len() + 4);
+                    frame.put_u32(u32::try_from(raw.len()).unwrap_or(u32::MAX));
+                    frame.put_slice(raw.as_bytes());
+                    frame.freeze()
+                }
+            }
+        }
+    }
+}
+
 pub(crate) async fn serve(
     shared: Arc<Shared>,
     resource: Arc<ResourceType>,
     namespace: Option<String>,
     params: ListParams,
     shape: Shape,
+    encoding: Encoding,
 ) -> Result<Response<ResponseBody>, ApiError> {
     let requested = params.numeric_resource_version();
     let current = shared.store.lock().resource_version();
@@ -59,13 +106,12 @@ pub(crate) async fn serve(
     let mut response = Response::new(ResponseBody::Stream(body_rx));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
+        HeaderValue::from_static(encoding.watch_content_type()),
     );
     match registered {
         Err(expired) => {
             // An expired version is not an HTTP error: the stream opens and carries one ERROR event.
-            let event = line("ERROR", &to_bytes(&expired.to_status()));
-            let _ = body_tx.try_send(event);
+            let _ = body_tx.try_send(error_event(encoding, &expired));
         }
         Ok((id, backlog, events, registered_at)) => {
             let watcher = Watcher {
@@ -76,6 +122,7 @@ pub(crate) async fn serve(
                 id,
                 params,
                 shape,
+                encoding,
                 out: body_tx,
             };
             tokio::spawn(watcher.run(backlog, events, initial_events.then_some(registered_at)));
@@ -91,6 +138,7 @@ struct Watcher {
     id: u64,
     params: ListParams,
     shape: Shape,
+    encoding: Encoding,
     out: mpsc::Sender<Bytes>,
     faults: broadcast::Receiver<WatchFault>,
 }
@@ -110,9 +158,7 @@ impl Watcher {
             }
         }
         if let Some(rv) = initial_events_end
-            && !self
-                .send(line("BOOKMARK", &self.bookmark_object(rv, true)))
-                .await
+            && !self.send_bookmark(rv, true).await
         {
             return;
         }
@@ -133,9 +179,7 @@ impl Watcher {
                 fault = self.faults.recv() => match fault {
                     Ok(WatchFault::Close) | Err(broadcast::error::RecvError::Closed) => break,
                     Ok(WatchFault::RawLine(raw)) => {
-                        let mut raw = raw.into_bytes();
-                        raw.push(b'\n');
-                        if !self.send(Bytes::from(raw)).await {
+                        if !self.send(raw_chunk(self.encoding, raw)).await {
                             break;
                         }
                     }
@@ -167,51 +211,83 @@ impl Watcher {
                 if !self.params.allow_bookmarks {
                     return true;
                 }
-                self.send(line("BOOKMARK", &self.bookmark_object(rv, false)))
-                    .await
+                self.send_bookmark(rv, false).await
             }
             WatchItem::Event(event) => match self.render(&event) {
-                Some(chunk) => self.send(chunk).await,
-                None => true,
+                Ok(Some(chunk)) => self.send(chunk).await,
+                Ok(None) => true,
+                Err(error) => {
+                    // An object the stream cannot encode ends it, as apiserver ends a watch
+                    // whose encoder fails: the client relists.
+                    tracing::error!(message = %error.message, "ending a watch on an unencodable object");
+                    let _ = self.send(error_event(self.encoding, &error)).await;
+                    false
+                }
             },
         }
     }
 
     /// Applies the selectors the way the cacher does: an object that stops matching is sent
     /// as DELETED (its previous state with the new revision), one that starts matching as ADDED.
-    fn render(&self, event: &StoredEvent) -> Option<Bytes> {
+    fn render(&self, event: &StoredEvent) -> Result<Option<Bytes>, ApiError> {
         let selectors = &self.params.selectors;
         if selectors.is_empty() {
-            return Some(line(
-                event.kind.as_str(),
-                &wire_json(&event.object, &self.resource, self.shape),
-            ));
+            return self
+                .object_event(event.kind.as_str(), &event.object)
+                .map(Some);
         }
         let now = selectors.matches(&event.object);
         let before = event.prev.as_ref().is_some_and(|p| selectors.matches(p));
-        match event.kind {
-            EventType::Added if now => Some(self.full_line("ADDED", &event.object)),
-            EventType::Deleted if now => Some(self.full_line("DELETED", &event.object)),
-            EventType::Modified => match (before, now) {
-                (true, true) => Some(self.full_line("MODIFIED", &event.object)),
-                (false, true) => Some(self.full_line("ADDED", &event.object)),
-                (true, false) => {
-                    let prev = event.prev.as_ref()?;
+        let (event_type, object) = match event.kind {
+            EventType::Added if now => ("ADDED", event.object.clone()),
+            EventType::Deleted if now => ("DELETED", event.object.clone()),
+            EventType::Modified => match (before, now, &event.prev) {
+                (true, true, _) => ("MODIFIED", event.object.clone()),
+                (false, true, _) => ("ADDED", event.object.clone()),
+                (true, false, Some(prev)) => {
                     let mut value = prev.value();
                     value["metadata"]["resourceVersion"] = json!(event.rv.to_string());
-                    Some(self.full_line("DELETED", &Obj::new(&value)))
+                    ("DELETED", Obj::new(&value))
                 }
-                (false, false) => None,
+                _ => return Ok(None),
             },
-            _ => None,
+            _ => return Ok(None),
+        };
+        self.object_event(event_type, &object).map(Some)
+    }
+
+    /// An event carrying `obj` as this stream presents objects.
+    fn object_event(&self, event_type: &str, obj: &Obj) -> Result<Bytes, ApiError> {
+        let object = match self.encoding {
+            Encoding::Json => wire_json(obj, &self.resource, self.shape),
+            Encoding::Protobuf(message) => wire::envelope(&self.resource, &obj.protobuf(message)?),
+        };
+        Ok(event(self.encoding, event_type, &object))
+    }
+
+    /// Sends a BOOKMARK at `rv`: an object of the watched kind carrying only its
+    /// resourceVersion (and the end-of-initial-events annotation when `initial_events_end`).
+    async fn send_bookmark(&self, rv: u64, initial_events_end: bool) -> bool {
+        let mut metadata = json!({ "resourceVersion": rv.to_string() });
+        if initial_events_end {
+            metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
         }
+        let object = match self.encoding {
+            Encoding::Json => self.bookmark_json(metadata),
+            Encoding::Protobuf(message) => {
+                match encode_message(&json!({ "metadata": metadata }), message) {
+                    Ok(bookmark) => wire::envelope(&self.resource, &bookmark),
+                    Err(error) => {
+                        tracing::error!(%error, "cannot encode a bookmark in protobuf");
+                        return false;
+                    }
+                }
+            }
+        };
+        self.send(event(self.encoding, "BOOKMARK", &object)).await
     }
 
-    fn full_line(&self, event_type: &str, obj: &Obj) -> Bytes {
-        line(event_type, &wire_json(obj, &self.resource, self.shape))
-    }
-
-    fn bookmark_object(&self, rv: u64, initial_events_end: bool) -> Bytes {
+    fn bookmark_json(&self, metadata: Value) -> Bytes {
         let (kind, api_version) = match self.shape {
             Shape::Metadata => (
                 "PartialObjectMetadata".to_owned(),
@@ -219,10 +295,6 @@ impl Watcher {
             ),
             Shape::Full => (self.resource.kind.clone(), self.resource.api_version()),
         };
-        let mut metadata = json!({ "resourceVersion": rv.to_string() });
-        if initial_events_end {
-            metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
-        }
         to_bytes(&Value::Object(
             [
                 ("kind".to_owned(), json!(kind)),

@@ -3,9 +3,15 @@
 //! ```text
 //! kinformer-fake-apiserver [--listen 127.0.0.1:PORT] [--kubeconfig PATH] [--seed RESOURCE=N]...
 //!                          [--churn EVENTS_PER_SEC] [--history EVENTS] [--bookmark-interval-ms MS]
+//!                          [--lazy-protobuf]
 //! ```
 //!
-//! The bound address is the first line of stdout. Faults are steered over HTTP under `/admin/`:
+//! The bound address is the first line of stdout; `serving ...` on stderr says the seeded
+//! objects are in place. Seeded built-ins are encoded in protobuf before that (see
+//! `FakeApiServer::warm_protobuf`), so the first protobuf client does not pay for the
+//! server's cache; `--lazy-protobuf` leaves it to the first protobuf request instead.
+//!
+//! Faults are steered over HTTP under `/admin/`:
 //! `POST /admin/faults/status?code=429&verb=list&resource=pods&times=2&retryAfter=1`,
 //! `POST /admin/faults/close-watches`, `POST /admin/faults/watch-line` (body = the line),
 //! `POST /admin/faults/unknown-event`, `POST /admin/faults/delay?ms=100`,
@@ -39,10 +45,12 @@ struct Options {
     churn: u64,
     history: usize,
     bookmark_interval: Duration,
+    lazy_protobuf: bool,
 }
 
 const USAGE: &str = "usage: kinformer-fake-apiserver [--listen 127.0.0.1:PORT] [--kubeconfig PATH] \
-[--seed RESOURCE=N]... [--churn EVENTS_PER_SEC] [--history EVENTS] [--bookmark-interval-ms MS]";
+[--seed RESOURCE=N]... [--churn EVENTS_PER_SEC] [--history EVENTS] [--bookmark-interval-ms MS] \
+[--lazy-protobuf]";
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
     let mut options = Options {
@@ -52,6 +60,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
         churn: 0,
         history: 10_000,
         bookmark_interval: Duration::from_secs(60),
+        lazy_protobuf: false,
     };
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
@@ -87,6 +96,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
                     .map_err(|e| format!("--bookmark-interval-ms: {e}"))?;
                 options.bookmark_interval = Duration::from_millis(ms);
             }
+            "--lazy-protobuf" => options.lazy_protobuf = true,
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown flag {other}\n{USAGE}")),
         }
@@ -236,6 +246,14 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if !options.lazy_protobuf && !seeded.is_empty() {
+        let started = std::time::Instant::now();
+        let encoded = server.warm_protobuf();
+        eprintln!(
+            "encoded {encoded} objects in protobuf in {:?}",
+            started.elapsed()
+        );
+    }
     eprintln!(
         "serving {} at {} (resourceVersion {})",
         seeded.len(),

@@ -116,11 +116,40 @@ pub struct RawWatch {
 
 impl RawWatch {
     pub async fn open(server: &FakeApiServer, path: &str) -> Self {
-        let mut reader = send_request(server, "GET", path, &[], b"").await;
-        let (status, _) = tokio::time::timeout(PATIENCE, read_head(&mut reader))
+        Self::open_with(server, path, &[]).await.0
+    }
+
+    /// Opens a watch with request headers; also returns the response headers.
+    pub async fn open_with(
+        server: &FakeApiServer,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> (Self, String) {
+        let mut reader = send_request(server, "GET", path, headers, b"").await;
+        let (status, headers) = tokio::time::timeout(PATIENCE, read_head(&mut reader))
             .await
             .expect("watch headers in time");
-        Self { status, reader }
+        (Self { status, reader }, headers)
+    }
+
+    /// The next length-prefixed frame of a protobuf watch, or `None` when the stream ended.
+    pub async fn next_frame(&mut self) -> Option<Vec<u8>> {
+        tokio::time::timeout(PATIENCE, async {
+            let mut prefix = [0u8; 4];
+            match self.reader.read_exact(&mut prefix).await {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return None,
+                Err(e) => panic!("watch read failed: {e}"),
+            }
+            let mut frame = vec![0u8; u32::from_be_bytes(prefix) as usize];
+            self.reader
+                .read_exact(&mut frame)
+                .await
+                .expect("a whole frame");
+            Some(frame)
+        })
+        .await
+        .expect("a frame or the end in time")
     }
 
     /// The next line as JSON, or `None` when the server ended the stream.

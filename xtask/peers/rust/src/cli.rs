@@ -115,6 +115,8 @@ pub enum Mode {
     Stripped,
     /// `memory`: metadata-only objects.
     Metadata,
+    /// `memory`: a slim projection of each object (the peer's own type).
+    Projection,
 }
 
 impl Mode {
@@ -126,6 +128,7 @@ impl Mode {
             Self::Full => "full",
             Self::Stripped => "stripped",
             Self::Metadata => "metadata",
+            Self::Projection => "projection",
         }
     }
 
@@ -136,13 +139,17 @@ impl Mode {
             "full" => Self::Full,
             "stripped" => Self::Stripped,
             "metadata" => Self::Metadata,
+            "projection" => Self::Projection,
             other => return Err(format!("--mode: unknown mode {other:?}")),
         };
-        let for_memory = matches!(mode, Self::Full | Self::Stripped | Self::Metadata);
+        let for_memory = matches!(
+            mode,
+            Self::Full | Self::Stripped | Self::Metadata | Self::Projection
+        );
         if for_memory != (scenario == Scenario::Memory) {
             return Err(format!(
                 "--mode {name} does not apply to scenario {scenario}: memory takes \
-                 full|stripped|metadata, the others json|protobuf"
+                 full|stripped|metadata|projection, the others json|protobuf"
             ));
         }
         Ok(mode)

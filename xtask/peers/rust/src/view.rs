@@ -160,26 +160,56 @@ impl View {
     }
 }
 
+/// What a view reads of an object: every kube `Resource` has it, and a peer's projection type
+/// implements it by hand.
+pub trait Viewed {
+    /// `metadata.name`.
+    fn name(&self) -> &str;
+    /// `metadata.namespace`, `None` when cluster-scoped.
+    fn namespace(&self) -> Option<&str>;
+    /// `metadata.resourceVersion`.
+    fn resource_version(&self) -> &str;
+    /// The emit timestamp annotation of the bench protocol, if the projection keeps it.
+    fn emit_ns(&self) -> Option<&str>;
+}
+
+impl<K: Resource> Viewed for K {
+    fn name(&self) -> &str {
+        self.meta().name.as_deref().unwrap_or_default()
+    }
+
+    fn namespace(&self) -> Option<&str> {
+        self.meta().namespace.as_deref()
+    }
+
+    fn resource_version(&self) -> &str {
+        self.meta().resource_version.as_deref().unwrap_or_default()
+    }
+
+    fn emit_ns(&self) -> Option<&str> {
+        self.meta()
+            .annotations
+            .as_ref()?
+            .get(EMIT_NS_ANNOTATION)
+            .map(String::as_str)
+    }
+}
+
 /// The key the protocol sorts by: `namespace/name`, or `name` when cluster-scoped.
-pub fn key_of<K: Resource>(obj: &K) -> String {
-    let meta = obj.meta();
-    let name = meta.name.as_deref().unwrap_or_default();
-    match meta.namespace.as_deref() {
+pub fn key_of<K: Viewed + ?Sized>(obj: &K) -> String {
+    let name = obj.name();
+    match obj.namespace() {
         Some(namespace) => format!("{namespace}/{name}"),
         None => name.to_owned(),
     }
 }
 
-fn resource_version_of<K: Resource>(obj: &K) -> &str {
-    obj.meta().resource_version.as_deref().unwrap_or_default()
+fn resource_version_of<K: Viewed + ?Sized>(obj: &K) -> &str {
+    obj.resource_version()
 }
 
-fn emit_ns_of<K: Resource>(obj: &K) -> Option<&str> {
-    obj.meta()
-        .annotations
-        .as_ref()?
-        .get(EMIT_NS_ANNOTATION)
-        .map(String::as_str)
+fn emit_ns_of<K: Viewed + ?Sized>(obj: &K) -> Option<&str> {
+    obj.emit_ns()
 }
 
 /// Every handler's [`View`], and a signal for whoever waits on them.
@@ -320,7 +350,7 @@ impl Handler {
     }
 
     /// An add (`is_update` false) or an update of `obj`.
-    pub fn upsert<K: Resource>(&self, obj: &K, is_update: bool) {
+    pub fn upsert<K: Viewed>(&self, obj: &K, is_update: bool) {
         let handled_ns = now_unix_ns();
         let key = key_of(obj);
         self.update_view(|view| {
@@ -340,7 +370,7 @@ impl Handler {
     }
 
     /// kube-runtime's `Apply` of `obj`.
-    pub fn apply<K: Resource>(&self, obj: &K) {
+    pub fn apply<K: Viewed>(&self, obj: &K) {
         let handled_ns = now_unix_ns();
         let key = key_of(obj);
         self.update_view(|view| {
@@ -354,7 +384,7 @@ impl Handler {
     }
 
     /// kube-runtime's `InitApply`.
-    pub fn init_apply<K: Resource>(&self, obj: &K) {
+    pub fn init_apply<K: Viewed>(&self, obj: &K) {
         let handled_ns = now_unix_ns();
         let key = key_of(obj);
         self.update_view(|view| {

@@ -1,0 +1,478 @@
+//! [`KubeDecoder`]: protobuf for built-in kinds, JSON for the rest and as the fallback.
+
+use std::{fmt, sync::Arc};
+
+use kinformer_protobuf::{DecodeOptions, Envelope, WatchFrame};
+use kube_core::Resource;
+use serde::de::DeserializeOwned;
+
+use crate::{
+    Decoder, Error, ExpectedType, INITIAL_EVENTS_END_ANNOTATION, JsonDecoder, ListPage, Result,
+    ReuseObject, WatchEvent,
+    decoder::{BookmarkObject, Framing},
+};
+
+const PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
+
+/// The environment variable that overrides the default [`WireFormat`]: `json` or
+/// `protobuf`. Like client-go's `KUBE_FEATURE_*` gates for its content type, it is a switch for
+/// running a whole test suite in either format and for emergencies, not a configuration API.
+pub const WIRE_FORMAT_ENV: &str = "KINFORMER_WIRE_FORMAT";
+
+/// What a [`KubeDecoder`] asks the server for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireFormat {
+    /// Protobuf when the kind has a protobuf form (every built-in kind), with JSON as the
+    /// fallback the server may answer with; JSON for the rest (custom resources).
+    Protobuf,
+    /// JSON only.
+    Json,
+}
+
+impl Default for WireFormat {
+    /// [`WireFormat::Protobuf`], unless [`WIRE_FORMAT_ENV`] says `json`.
+    fn default() -> Self {
+        match std::env::var(WIRE_FORMAT_ENV).as_deref() {
+            Ok("json") => WireFormat::Json,
+            Ok("protobuf") | Err(_) => WireFormat::Protobuf,
+            Ok(other) => {
+                tracing::warn!(
+                    value = other,
+                    "{WIRE_FORMAT_ENV} is neither json nor protobuf; using protobuf"
+                );
+                WireFormat::Protobuf
+            }
+        }
+    }
+}
+
+/// The decoder [`KubeListerWatcher::new`](crate::KubeListerWatcher::new) uses: it asks for
+/// protobuf for built-in kinds (what client-go does since 1.32 for its typed clients), decodes
+/// whichever format the response carries, and can drop `managedFields` while decoding.
+///
+/// Protobuf decodes straight into `K` through serde (see `kinformer-protobuf`), so `K` can be a
+/// k8s-openapi struct or a slim projection of one that names only the fields it needs: the
+/// rest are skipped on the wire.
+pub struct KubeDecoder<K> {
+    json: JsonDecoder<K>,
+    expected: ExpectedType,
+    protobuf: bool,
+    options: DecodeOptions,
+}
+
+impl<K> Clone for KubeDecoder<K> {
+    fn clone(&self) -> Self {
+        Self {
+            json: self.json.clone(),
+            expected: self.expected.clone(),
+            protobuf: self.protobuf,
+            options: self.options,
+        }
+    }
+}
+
+impl<K> fmt::Debug for KubeDecoder<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KubeDecoder")
+            .field("expected", &self.expected)
+            .field("protobuf", &self.protobuf)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl<K> KubeDecoder<K> {
+    /// A decoder for objects of `expected` kind, asking for `format`.
+    pub fn new(expected: ExpectedType, format: WireFormat) -> Self {
+        Self {
+            json: JsonDecoder::new(Some(expected.clone())),
+            expected,
+            protobuf: false,
+            options: DecodeOptions::default(),
+        }
+        .format(format)
+    }
+
+    /// Asks for `format` from now on (protobuf only where the kind has a protobuf form).
+    #[must_use]
+    pub fn format(mut self, format: WireFormat) -> Self {
+        let has_protobuf =
+            kinformer_protobuf::message_for(&self.expected.api_version, &self.expected.kind)
+                .is_some();
+        self.protobuf = has_protobuf && format == WireFormat::Protobuf;
+        self
+    }
+
+    /// A decoder for the typed resource `R` (whose kind `K` may be a projection of).
+    pub fn for_resource<R: Resource<DynamicType = ()>>(format: WireFormat) -> Self {
+        Self::new(ExpectedType::new(R::api_version(&()), R::kind(&())), format)
+    }
+
+    /// Skips `metadata.managedFields` while decoding protobuf: they are never decoded. For a
+    /// projection type that does not name them, there is nothing to drop in JSON either.
+    #[must_use]
+    pub fn skip_managed_fields_on_the_wire(mut self, skip: bool) -> Self {
+        self.options.drop_managed_fields = skip;
+        self
+    }
+
+    /// Whether this decoder asks for protobuf.
+    pub fn asks_for_protobuf(&self) -> bool {
+        self.protobuf
+    }
+
+    fn check_kind(&self, envelope: &Envelope<'_>, list: bool) -> Result<()> {
+        let kind_matches = if list {
+            envelope.kind.strip_suffix("List") == Some(self.expected.kind.as_str())
+        } else {
+            envelope.kind == self.expected.kind
+        };
+        if kind_matches && envelope.api_version == self.expected.api_version {
+            return Ok(());
+        }
+        Err(Error::WrongKind {
+            expected: format!("{}/{}", self.expected.api_version, self.expected.kind),
+            found: format!("{}/{}", envelope.api_version, envelope.kind),
+        })
+    }
+}
+
+fn protobuf_error(what: &'static str, error: &kinformer_protobuf::Error, bytes: &[u8]) -> Error {
+    Error::decode(what, format!("protobuf: {error}"), bytes)
+}
+
+fn envelope<'a>(what: &'static str, body: &'a [u8]) -> Result<Envelope<'a>> {
+    Envelope::parse(body).map_err(|error| protobuf_error(what, &error, body))
+}
+
+/// `metadata` of a protobuf list: `ListMeta` is field 1 of every `...List` message, with
+/// `resourceVersion` = 2 and `continue` = 3.
+#[derive(serde::Deserialize, Default)]
+struct ListMeta {
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: Option<String>,
+    #[serde(rename = "continue", default)]
+    continue_token: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct ListOnlyMeta {
+    #[serde(default)]
+    metadata: ListMeta,
+}
+
+impl<K: Resource> KubeDecoder<K> {
+    /// Drops `metadata.managedFields`: skipped on the wire in protobuf (never decoded), removed
+    /// before the object is shared when the server answers JSON.
+    #[must_use]
+    pub fn drop_managed_fields(self, drop: bool) -> Self {
+        let mut decoder = self.skip_managed_fields_on_the_wire(drop);
+        if drop {
+            decoder.json = decoder.json.dropping_managed_fields();
+        }
+        decoder
+    }
+}
+
+impl<K> KubeDecoder<K>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    fn decode_protobuf_list(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {
+        let list = envelope("list", body)?;
+        self.check_kind(&list, true)?;
+        let message = list
+            .message()
+            .map_err(|error| protobuf_error("list", &error, body))?;
+        let items = kinformer_protobuf::list_items(list.raw, message)
+            .map_err(|error| protobuf_error("list", &error, body))?;
+        // The items are skipped, not decoded, by this pass.
+        let ListOnlyMeta { metadata } = list
+            .decode(DecodeOptions::default())
+            .map_err(|error| protobuf_error("list metadata", &error, body))?;
+        let decoded = items
+            .bytes
+            .iter()
+            .map(|item| {
+                kinformer_protobuf::from_message::<K>(item, items.message, self.options)
+                    .map(|object| reuse(Arc::new(object)))
+                    .map_err(|error| protobuf_error("list item", &error, item))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ListPage {
+            items: decoded,
+            resource_version: metadata.resource_version.unwrap_or_default(),
+            continue_token: metadata.continue_token.filter(|token| !token.is_empty()),
+        })
+    }
+
+    fn decode_protobuf_event(&self, frame: &[u8]) -> Result<WatchEvent<K>> {
+        let event = WatchFrame::parse(frame)
+            .map_err(|error| protobuf_error("watch event", &error, frame))?;
+        let object = envelope("watch object", event.object)?;
+        let decode = |what| -> Result<Arc<K>> {
+            self.check_kind(&object, false)?;
+            object
+                .decode::<K>(self.options)
+                .map(Arc::new)
+                .map_err(|error| protobuf_error(what, &error, event.object))
+        };
+        match event.event_type {
+            "ADDED" => Ok(WatchEvent::Added(decode("ADDED object")?)),
+            "MODIFIED" => Ok(WatchEvent::Modified(decode("MODIFIED object")?)),
+            "DELETED" => Ok(WatchEvent::Deleted(decode("DELETED object")?)),
+            "BOOKMARK" => {
+                let bookmark: BookmarkObject = object
+                    .decode(DecodeOptions::dropping_managed_fields())
+                    .map_err(|error| protobuf_error("bookmark", &error, event.object))?;
+                let initial_events_end = bookmark
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|annotations| annotations.get(INITIAL_EVENTS_END_ANNOTATION))
+                    .is_some_and(|value| value == "true");
+                Ok(WatchEvent::Bookmark {
+                    resource_version: bookmark.metadata.resource_version.unwrap_or_default(),
+                    initial_events_end,
+                })
+            }
+            "ERROR" => {
+                let status: kube_core::Status = kinformer_protobuf::from_message(
+                    object.raw,
+                    &kinformer_protobuf::generated::META_V1_STATUS,
+                    DecodeOptions::default(),
+                )
+                .map_err(|error| protobuf_error("ERROR status", &error, event.object))?;
+                Err(Error::from_status(&status, None))
+            }
+            other => Err(Error::decode(
+                "watch event",
+                format!("unknown event type {other:?}"),
+                frame,
+            )),
+        }
+    }
+}
+
+impl<K> Decoder<K> for KubeDecoder<K>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    fn accept(&self) -> Option<&str> {
+        self.protobuf.then_some(PROTOBUF_ACCEPT)
+    }
+
+    fn framing(&self, content_type: Option<&str>) -> Framing {
+        if self.protobuf
+            && content_type.is_some_and(|value| value.starts_with(kinformer_protobuf::CONTENT_TYPE))
+        {
+            Framing::LengthPrefixed
+        } else {
+            Framing::Lines
+        }
+    }
+
+    fn continue_token(&self, body: &[u8]) -> Option<String> {
+        if !body.starts_with(kinformer_protobuf::MAGIC) {
+            return self.json.continue_token(body);
+        }
+        let list = Envelope::parse(body).ok()?;
+        let ListOnlyMeta { metadata } = list.decode(DecodeOptions::default()).ok()?;
+        metadata.continue_token.filter(|token| !token.is_empty())
+    }
+
+    fn decode_list(&self, body: &[u8]) -> Result<ListPage<K>> {
+        self.decode_list_reusing(body, &|item| item)
+    }
+
+    fn decode_list_reusing(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {
+        if body.starts_with(kinformer_protobuf::MAGIC) {
+            self.decode_protobuf_list(body, reuse)
+        } else {
+            self.json.decode_list_reusing(body, reuse)
+        }
+    }
+
+    fn decode_event(&self, frame: &[u8]) -> Result<WatchEvent<K>> {
+        if frame.first() == Some(&b'{') {
+            self.json.decode_event(frame)
+        } else {
+            self.decode_protobuf_event(frame)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+    use kinformer_protobuf::{encode_object, encode_watch_frame};
+    use serde_json::json;
+
+    use super::*;
+
+    fn decoder() -> KubeDecoder<Pod> {
+        KubeDecoder::for_resource::<Pod>(WireFormat::Protobuf)
+    }
+
+    fn pod_json(name: &str, rv: &str) -> serde_json::Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": name, "namespace": "ns", "resourceVersion": rv,
+                "managedFields": [{ "manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": { "f:spec": {} } }],
+            },
+            "spec": { "containers": [{ "name": "app", "image": "app:1" }] },
+        })
+    }
+
+    /// A watch frame as kube-apiserver sends it, without the length prefix.
+    fn frame(event_type: &str, object: &serde_json::Value) -> Vec<u8> {
+        let framed = encode_watch_frame(event_type, &encode_object(object).expect("encodes"));
+        framed[4..].to_vec()
+    }
+
+    #[test]
+    fn it_asks_for_protobuf_only_for_kinds_that_have_it() {
+        assert_eq!(decoder().accept(), Some(PROTOBUF_ACCEPT));
+        let json_only = KubeDecoder::<Pod>::for_resource::<Pod>(WireFormat::Json);
+        assert_eq!(json_only.accept(), None);
+        let custom = KubeDecoder::<Pod>::new(
+            ExpectedType::new("example.com/v1", "Widget"),
+            WireFormat::Protobuf,
+        );
+        assert!(
+            !custom.asks_for_protobuf(),
+            "custom resources have no protobuf form"
+        );
+    }
+
+    #[test]
+    fn framing_follows_the_response_content_type() {
+        let decoder = decoder();
+        assert_eq!(
+            decoder.framing(Some("application/vnd.kubernetes.protobuf;stream=watch")),
+            Framing::LengthPrefixed
+        );
+        assert_eq!(decoder.framing(Some("application/json")), Framing::Lines);
+        assert_eq!(decoder.framing(None), Framing::Lines);
+    }
+
+    #[test]
+    fn a_protobuf_list_decodes_with_its_metadata_and_reuses_objects() {
+        let list = json!({
+            "apiVersion": "v1", "kind": "PodList",
+            "metadata": { "resourceVersion": "12", "continue": "next" },
+            "items": [pod_json("a", "7"), pod_json("b", "9")],
+        });
+        let body = encode_object(&list).expect("encodes");
+        assert_eq!(decoder().continue_token(&body).as_deref(), Some("next"));
+        let kept = Arc::new(serde_json::from_value::<Pod>(pod_json("a", "7")).expect("pod"));
+        let reuse = {
+            let kept = Arc::clone(&kept);
+            move |pod: Arc<Pod>| {
+                if pod.metadata.name.as_deref() == Some("a") {
+                    Arc::clone(&kept)
+                } else {
+                    pod
+                }
+            }
+        };
+        let page = decoder()
+            .decode_list_reusing(&body, &reuse)
+            .expect("decodes");
+        assert_eq!(page.resource_version, "12");
+        assert_eq!(page.continue_token.as_deref(), Some("next"));
+        assert!(Arc::ptr_eq(&page.items[0], &kept));
+        assert_eq!(
+            page.items[1].metadata.resource_version.as_deref(),
+            Some("9")
+        );
+    }
+
+    #[test]
+    fn a_json_answer_to_a_protobuf_request_still_decodes() {
+        let body = serde_json::to_vec(&json!({
+            "kind": "PodList", "apiVersion": "v1", "metadata": { "resourceVersion": "3" },
+            "items": [pod_json("a", "2")],
+        }))
+        .expect("JSON");
+        let page = decoder().decode_list(&body).expect("decodes");
+        assert_eq!(page.items.len(), 1);
+        let line = serde_json::to_vec(&json!({ "type": "ADDED", "object": pod_json("b", "4") }))
+            .expect("JSON");
+        assert!(matches!(
+            decoder().decode_event(&line),
+            Ok(WatchEvent::Added(pod)) if pod.metadata.name.as_deref() == Some("b")
+        ));
+    }
+
+    #[test]
+    fn managed_fields_are_dropped_in_both_formats_when_asked() {
+        let decoder = decoder().drop_managed_fields(true);
+        let protobuf = decoder
+            .decode_event(&frame("ADDED", &pod_json("a", "1")))
+            .expect("decodes");
+        let line = serde_json::to_vec(&json!({ "type": "ADDED", "object": pod_json("a", "1") }))
+            .expect("JSON");
+        let json = decoder.decode_event(&line).expect("decodes");
+        for event in [protobuf, json] {
+            let WatchEvent::Added(pod) = event else {
+                panic!("expected an add, got {event:?}");
+            };
+            assert_eq!(pod.metadata.managed_fields, None);
+            assert_eq!(pod.metadata.name.as_deref(), Some("a"));
+        }
+    }
+
+    #[test]
+    fn watch_frames_decode_to_events() {
+        let decoder = decoder();
+        assert!(matches!(
+            decoder.decode_event(&frame("MODIFIED", &pod_json("a", "5"))),
+            Ok(WatchEvent::Modified(pod)) if pod.metadata.resource_version.as_deref() == Some("5")
+        ));
+        let bookmark = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "resourceVersion": "8",
+                "annotations": { (INITIAL_EVENTS_END_ANNOTATION): "true" },
+            },
+        });
+        assert!(matches!(
+            decoder.decode_event(&frame("BOOKMARK", &bookmark)),
+            Ok(WatchEvent::Bookmark { resource_version, initial_events_end: true }) if resource_version == "8"
+        ));
+        let gone = json!({
+            "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+            "message": "too old resource version: 1 (5)", "reason": "Expired", "code": 410,
+        });
+        let error = decoder
+            .decode_event(&frame("ERROR", &gone))
+            .expect_err("an error event");
+        assert!(error.is_resource_version_unavailable(), "{error}");
+    }
+
+    #[test]
+    fn bad_frames_are_decode_or_kind_errors() {
+        let decoder = decoder();
+        let service = json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": "s" } });
+        assert!(matches!(
+            decoder.decode_event(&frame("ADDED", &service)),
+            Err(Error::WrongKind { .. })
+        ));
+        let mut truncated = frame("ADDED", &pod_json("a", "1"));
+        truncated.truncate(truncated.len() / 2);
+        assert!(matches!(
+            decoder.decode_event(&truncated),
+            Err(Error::Decode { .. })
+        ));
+        assert!(matches!(
+            decoder.decode_event(&[0xff, 0xff, 0xff]),
+            Err(Error::Decode { .. })
+        ));
+        assert!(matches!(
+            decoder.decode_event(&frame("SURPRISE", &pod_json("a", "1"))),
+            Err(Error::Decode { .. })
+        ));
+    }
+}
