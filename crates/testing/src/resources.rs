@@ -215,7 +215,7 @@ macro_rules! builtin_table {
 pub fn builtin_resources() -> Vec<ResourceType> {
     use k8s_openapi::api::core::v1 as core;
     use k8s_openapi::api::{
-        apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination,
+        apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, rbac::v1 as rbac,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
     builtin_table! {
@@ -251,6 +251,10 @@ pub fn builtin_resources() -> Vec<ResourceType> {
         batch::Job => with_generation().with_status_subresource();
         batch::CronJob => with_generation().with_short_names(&["cj"]).with_status_subresource();
         coordination::Lease;
+        rbac::Role;
+        rbac::RoleBinding;
+        rbac::ClusterRole;
+        rbac::ClusterRoleBinding;
         apiextensions::CustomResourceDefinition => with_short_names(&["crd", "crds"])
             .with_status_subresource().with_generation();
     }
