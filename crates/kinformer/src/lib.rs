@@ -125,6 +125,82 @@
 //!
 //! A controller turns notifications into keys on a [`RateLimitingQueue`](workqueue::RateLimitingQueue)
 //! and reconciles from the cache; see the `quickstart` example and the `workqueue` module.
+//!
+//! # 4. Cache less: protobuf, no managedFields, projections
+//!
+//! Built-in kinds already travel in protobuf ([`WireFormat`](reflector::WireFormat)).
+//! [`FactoryBuilder::strip_managed_fields`](factory::FactoryBuilder::strip_managed_fields) skips
+//! `managedFields` on the wire. To cache far less, declare the fields a controller reads as a
+//! projection: any `Deserialize` type shaped like the object's JSON, plus the five
+//! [`Object`](store::Object) accessors. It decodes straight from protobuf (or JSON); every field
+//! it does not name is skipped without being decoded. [`Interned`](store::Interned) strings
+//! share one copy of each repeated value.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//!
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer::prelude::*;
+//! use kinformer::store::{Interned, Object};
+//! use kinformer_testing::{FakeApiServer, fixtures};
+//! use serde::Deserialize;
+//!
+//! #[derive(Debug, Deserialize)]
+//! struct SlimPod {
+//!     metadata: SlimMeta,
+//!     #[serde(default)]
+//!     spec: SlimSpec,
+//! }
+//!
+//! #[derive(Debug, Deserialize)]
+//! struct SlimMeta {
+//!     name: Option<String>,
+//!     namespace: Option<Interned>,
+//!     #[serde(rename = "resourceVersion")]
+//!     resource_version: Option<String>,
+//!     uid: Option<String>,
+//!     labels: Option<BTreeMap<String, String>>,
+//! }
+//!
+//! #[derive(Debug, Default, Deserialize)]
+//! struct SlimSpec {
+//!     #[serde(rename = "nodeName")]
+//!     node_name: Option<Interned>,
+//! }
+//!
+//! impl Object for SlimPod {
+//!     fn name(&self) -> Option<&str> { self.metadata.name.as_deref() }
+//!     fn namespace(&self) -> Option<&str> { self.metadata.namespace.as_deref() }
+//!     fn resource_version(&self) -> Option<&str> { self.metadata.resource_version.as_deref() }
+//!     fn uid(&self) -> Option<&str> { self.metadata.uid.as_deref() }
+//!     fn labels(&self) -> Option<&BTreeMap<String, String>> { self.metadata.labels.as_ref() }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = FakeApiServer::start().await?;
+//! for i in 0..20 {
+//!     server.create_object(fixtures::pod(i))?;
+//! }
+//! // Pods on the wire (what to ask the server for), SlimPods in the cache.
+//! let decoder = KubeDecoder::<SlimPod>::for_resource::<Pod>(WireFormat::Protobuf);
+//! let api = kube_client::Api::<Pod>::all(server.client()?);
+//! let informer = SharedIndexInformer::new(
+//!     KubeListerWatcher::with_decoder(api, decoder),
+//!     InformerOptions::new(),
+//! );
+//! let token = CancellationToken::new();
+//! tokio::spawn({
+//!     let (informer, token) = (informer.clone(), token.clone());
+//!     async move { informer.run(token).await }
+//! });
+//! assert!(informer.wait_for_cache_sync(&token).await);
+//! let pod = informer.get_store().get_by_key("ns-7/pod-7").expect("cached");
+//! assert_eq!(pod.spec.node_name.as_deref(), Some("node-7"));
+//! token.cancel();
+//! # Ok(())
+//! # }
+//! ```
 
 #[doc(inline)]
 pub use kinformer_factory as factory;

@@ -1,8 +1,9 @@
 //! The decoding seam: bytes from the API server in, objects out.
 //!
 //! The reflector owns decoding instead of leaving it to kube-client so that it can choose the
-//! wire format (JSON now, protobuf later), decode a large page off the I/O task, check kinds and
-//! turn a malformed line into an [`Error::Decode`] instead of a panic or a silent skip.
+//! wire format (protobuf for built-in kinds, see [`KubeDecoder`](crate::KubeDecoder); JSON), decode
+//! a large page off the I/O task, check kinds and turn a malformed frame into an
+//! [`Error::Decode`] instead of a panic or a silent skip.
 
 use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData, sync::Arc};
 

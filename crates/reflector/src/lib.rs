@@ -7,9 +7,13 @@
 //! - **[`KubeListerWatcher`]**: the implementation over kube-client, for typed resources,
 //!   [`DynamicObject`](kube_core::DynamicObject)s and metadata only, with namespace, label and
 //!   field selectors and a tweak hook;
-//! - **the [`Decoder`] seam**: response bytes to objects ([`JsonDecoder`] now; room for protobuf
-//!   and slim projections), with malformed input reported as [`Error::Decode`]. List pages are
-//!   decoded on a blocking thread while the next page is already in flight;
+//! - **the [`Decoder`] seam**: response bytes to objects, with malformed input reported as
+//!   [`Error::Decode`]. [`KubeDecoder`] (the default) asks for Kubernetes protobuf for built-in
+//!   kinds and decodes whichever format arrives, straight into `K`: a k8s-openapi struct, or a
+//!   projection type that names only what a controller reads (the rest is skipped on the wire).
+//!   It can drop `managedFields` without decoding them. [`JsonDecoder`] is JSON only.
+//!   [`WireFormat`] (or `KINFORMER_WIRE_FORMAT=json`) turns protobuf off. List pages are decoded
+//!   on a blocking thread while the next page is already in flight;
 //! - **[`Reflector`]**: client-go's `ListAndWatch` loop. A paged list (resource version "0"
 //!   first, a consistent read when that version is unusable), `Replace` into any
 //!   [`Store`](kinformer_store::Store), a watch with bookmarks from the list's version, resume

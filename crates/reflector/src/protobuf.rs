@@ -12,6 +12,10 @@ use crate::{
     decoder::{BookmarkObject, Framing},
 };
 
+/// A protobuf page with at least this many items decodes on every core; smaller pages are
+/// decoded one after another while the next is fetched.
+const PARALLEL_ITEMS: usize = 2048;
+
 const PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
 
 /// The environment variable that overrides the default [`WireFormat`]: `json` or
@@ -190,15 +194,42 @@ where
         let ListOnlyMeta { metadata } = list
             .decode(DecodeOptions::default())
             .map_err(|error| protobuf_error("list metadata", &error, body))?;
-        let decoded = items
-            .bytes
-            .iter()
-            .map(|item| {
-                kinformer_protobuf::from_message::<K>(item, items.message, self.options)
-                    .map(|object| reuse(Arc::new(object)))
-                    .map_err(|error| protobuf_error("list item", &error, item))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let decode_item = |item: &&[u8]| -> Result<Arc<K>> {
+            kinformer_protobuf::from_message::<K>(item, items.message, self.options)
+                .map(|object| reuse(Arc::new(object)))
+                .map_err(|error| protobuf_error("list item", &error, item))
+        };
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        let decoded = if items.bytes.len() >= PARALLEL_ITEMS && threads > 1 {
+            // One large page (a resourceVersion="0" list is served whole): its items decode on
+            // every core, each thread a contiguous run, so the order is kept.
+            let run = items.bytes.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = items
+                    .bytes
+                    .chunks(run)
+                    .map(|chunk| {
+                        scope.spawn(move || {
+                            chunk.iter().map(decode_item).collect::<Result<Vec<_>>>()
+                        })
+                    })
+                    .collect();
+                let mut decoded = Vec::with_capacity(items.bytes.len());
+                for worker in workers {
+                    let run = worker
+                        .join()
+                        .map_err(|_| Error::decode("list", "a decoding thread panicked", &[]))??;
+                    decoded.extend(run);
+                }
+                Ok::<_, Error>(decoded)
+            })?
+        } else {
+            items
+                .bytes
+                .iter()
+                .map(decode_item)
+                .collect::<Result<Vec<_>>>()?
+        };
         Ok(ListPage {
             items: decoded,
             resource_version: metadata.resource_version.unwrap_or_default(),
@@ -386,6 +417,49 @@ mod tests {
         assert_eq!(
             page.items[1].metadata.resource_version.as_deref(),
             Some("9")
+        );
+    }
+
+    #[test]
+    fn a_page_large_enough_to_decode_on_every_core_keeps_its_order() {
+        let count = PARALLEL_ITEMS * 2 + 7;
+        let items: Vec<_> = (0..count)
+            .map(|i| pod_json(&format!("pod-{i}"), &i.to_string()))
+            .collect();
+        let list = json!({
+            "apiVersion": "v1", "kind": "PodList", "metadata": { "resourceVersion": "99" },
+            "items": items,
+        });
+        let body = encode_object(&list).expect("encodes");
+        let reused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let reuse = {
+            let reused = Arc::clone(&reused);
+            move |pod: Arc<Pod>| {
+                reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                pod
+            }
+        };
+        let page = decoder()
+            .decode_list_reusing(&body, &reuse)
+            .expect("decodes");
+        assert_eq!(page.items.len(), count);
+        assert_eq!(
+            reused.load(std::sync::atomic::Ordering::Relaxed),
+            count,
+            "every item passed through reuse once"
+        );
+        for (i, pod) in page.items.iter().enumerate() {
+            assert_eq!(
+                pod.metadata.name.as_deref(),
+                Some(format!("pod-{i}").as_str())
+            );
+        }
+        let mut broken = body;
+        let at = broken.len() * 3 / 4;
+        broken[at..at + 8].fill(0xff);
+        assert!(
+            decoder().decode_list(&broken).is_err(),
+            "a broken item fails the page"
         );
     }
 

@@ -6,7 +6,8 @@
 //! - **keys**: `namespace/name` or `name` ([`meta_namespace_key_func`], [`split_key`]), and
 //!   [`DeletedFinalStateUnknown`] tombstones with a key func that unwraps them;
 //! - **the [`Object`] trait**: the few metadata fields every layer above reads, implemented for
-//!   every kube `Resource` and implementable for your own slim types;
+//!   every kube `Resource` and implementable for your own slim types (projections), whose
+//!   repeated strings can be [`Interned`];
 //! - **the seams**: [`Store`] (what a reflector writes into), [`Indexer`] (a store with
 //!   secondary indexes) and [`KeyListerGetter`] (what a queue asks of the cache behind it);
 //! - **[`ThreadSafeStore`] and [`Cache`]**: objects and indexes under one lock, so an object and
@@ -128,6 +129,7 @@
 
 mod cache;
 mod error;
+mod intern;
 mod key;
 mod lister;
 mod object;
@@ -139,6 +141,7 @@ mod traits;
 pub use crate::{
     cache::Cache,
     error::{Error, Result},
+    intern::Interned,
     key::{
         KeyFunc, default_key_func, deletion_handling_meta_namespace_key_func,
         meta_namespace_key_func, object_key, split_key,

@@ -19,6 +19,10 @@ use kube_client::{
     config::{KubeConfigOptions, Kubeconfig},
 };
 
+/// The same allocator as the Rust peers, so the floor is theirs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const PAGE: usize = 500;
 
 async fn client(path: &PathBuf) -> Result<Client, String> {

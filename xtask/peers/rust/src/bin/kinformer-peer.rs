@@ -7,11 +7,19 @@
 use std::{collections::BTreeMap, process::ExitCode, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kinformer::{prelude::*, store::Object};
+use kinformer::{
+    prelude::*,
+    store::{Interned, Object},
+};
 use kinformer_bench_peers::{
     APP_LABEL, Args, Handler, Lookup, Mode, Peer, Query, Resource, Scenario, Viewed, Views, key_of,
 };
 use kube_client::Client;
+
+/// Both Rust peers use mimalloc: glibc's per-thread arenas grow when objects are decoded on one
+/// thread and freed on another, and fresh pages cost a fault each (see docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The index the `lookups` scenario adds beside the built-in namespace index.
 const APP_INDEX: &str = "by-app";
@@ -154,7 +162,8 @@ where
 }
 
 /// The projection a controller that places Pods would keep: identity, labels, node, phase and
-/// the containers' images, decoded straight from the wire with everything else skipped.
+/// the containers' images, decoded straight from the wire with everything else skipped. The
+/// values many Pods share (namespace, node, phase, container names and images) are interned.
 #[expect(dead_code, reason = "spec and status are what the projection keeps")]
 #[derive(Debug, serde::Deserialize)]
 struct SlimPod {
@@ -168,7 +177,7 @@ struct SlimPod {
 #[derive(Debug, serde::Deserialize)]
 struct SlimMeta {
     name: Option<String>,
-    namespace: Option<String>,
+    namespace: Option<Interned>,
     #[serde(rename = "resourceVersion")]
     resource_version: Option<String>,
     uid: Option<String>,
@@ -179,7 +188,7 @@ struct SlimMeta {
 #[derive(Debug, Default, serde::Deserialize)]
 struct SlimSpec {
     #[serde(rename = "nodeName")]
-    node_name: Option<String>,
+    node_name: Option<Interned>,
     #[serde(default)]
     containers: Vec<SlimContainer>,
 }
@@ -187,14 +196,14 @@ struct SlimSpec {
 #[expect(dead_code, reason = "the fields are what the projection keeps")]
 #[derive(Debug, serde::Deserialize)]
 struct SlimContainer {
-    name: String,
-    image: Option<String>,
+    name: Interned,
+    image: Option<Interned>,
 }
 
 #[expect(dead_code, reason = "the fields are what the projection keeps")]
 #[derive(Debug, Default, serde::Deserialize)]
 struct SlimStatus {
-    phase: Option<String>,
+    phase: Option<Interned>,
 }
 
 impl Object for SlimPod {

@@ -22,6 +22,10 @@ use kube_core::PartialObjectMeta;
 use kube_runtime::{WatchStreamExt, reflector, watcher, watcher::Event};
 use tokio::sync::mpsc;
 
+/// Both Rust peers use mimalloc, as the kinformer peer does (see its note).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The slow handler's pause per call.
 const SLOW_CALL: Duration = Duration::from_millis(1);
 
