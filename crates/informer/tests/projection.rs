@@ -9,7 +9,7 @@ use common::eventually;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{InformerOptions, SharedIndexInformer};
 use kinformer_reflector::{KubeDecoder, KubeListerWatcher, WireFormat};
-use kinformer_store::Object;
+use kinformer_store::{Object, ProjectedMeta, impl_object};
 use kinformer_testing::{FakeApiServer, fixtures};
 use kube_client::Api;
 use serde::Deserialize;
@@ -21,21 +21,11 @@ const WAIT: Duration = Duration::from_secs(20);
 /// What a scheduler-side controller keeps of a Pod.
 #[derive(Debug, Deserialize)]
 struct SlimPod {
-    metadata: SlimMeta,
+    metadata: ProjectedMeta,
     #[serde(default)]
     spec: SlimSpec,
     #[serde(default)]
     status: SlimStatus,
-}
-
-#[derive(Debug, Deserialize)]
-struct SlimMeta {
-    name: Option<String>,
-    namespace: Option<String>,
-    #[serde(rename = "resourceVersion")]
-    resource_version: Option<String>,
-    uid: Option<String>,
-    labels: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -49,24 +39,7 @@ struct SlimStatus {
     phase: Option<String>,
 }
 
-/// The five accessors that let the store key, index and version a projection.
-impl Object for SlimPod {
-    fn name(&self) -> Option<&str> {
-        self.metadata.name.as_deref()
-    }
-    fn namespace(&self) -> Option<&str> {
-        self.metadata.namespace.as_deref()
-    }
-    fn resource_version(&self) -> Option<&str> {
-        self.metadata.resource_version.as_deref()
-    }
-    fn uid(&self) -> Option<&str> {
-        self.metadata.uid.as_deref()
-    }
-    fn labels(&self) -> Option<&BTreeMap<String, String>> {
-        self.metadata.labels.as_ref()
-    }
-}
+impl_object!(SlimPod, metadata);
 
 /// `{key: (nodeName, phase, resourceVersion)}` as the informer's cache holds them.
 fn cached(informer: &SharedIndexInformer<SlimPod>) -> BTreeMap<String, (String, String, String)> {

@@ -131,35 +131,24 @@
 //! Built-in kinds already travel in protobuf ([`WireFormat`](reflector::WireFormat)).
 //! [`FactoryBuilder::strip_managed_fields`](factory::FactoryBuilder::strip_managed_fields) skips
 //! `managedFields` on the wire. To cache far less, declare the fields a controller reads as a
-//! projection: any `Deserialize` type shaped like the object's JSON, plus the five
-//! [`Object`](store::Object) accessors. It decodes straight from protobuf (or JSON); every field
-//! it does not name is skipped without being decoded. [`Interned`](store::Interned) strings
+//! projection: any `Deserialize` type shaped like the object's JSON, whose `metadata` is a
+//! [`ProjectedMeta`](store::ProjectedMeta), and one [`impl_object!`](store::impl_object) line.
+//! It decodes straight from protobuf (or JSON); every field it does not name is skipped
+//! without being decoded. [`Interned`](store::Interned) strings
 //! share one copy of each repeated value.
 //!
 //! ```
-//! use std::collections::BTreeMap;
-//!
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer::prelude::*;
-//! use kinformer::store::{Interned, Object};
+//! use kinformer::store::{Interned, ProjectedMeta};
 //! use kinformer_testing::{FakeApiServer, fixtures};
 //! use serde::Deserialize;
 //!
 //! #[derive(Debug, Deserialize)]
 //! struct SlimPod {
-//!     metadata: SlimMeta,
+//!     metadata: ProjectedMeta, // name, namespace, resourceVersion, uid, labels
 //!     #[serde(default)]
 //!     spec: SlimSpec,
-//! }
-//!
-//! #[derive(Debug, Deserialize)]
-//! struct SlimMeta {
-//!     name: Option<String>,
-//!     namespace: Option<Interned>,
-//!     #[serde(rename = "resourceVersion")]
-//!     resource_version: Option<String>,
-//!     uid: Option<String>,
-//!     labels: Option<BTreeMap<String, String>>,
 //! }
 //!
 //! #[derive(Debug, Default, Deserialize)]
@@ -168,13 +157,7 @@
 //!     node_name: Option<Interned>,
 //! }
 //!
-//! impl Object for SlimPod {
-//!     fn name(&self) -> Option<&str> { self.metadata.name.as_deref() }
-//!     fn namespace(&self) -> Option<&str> { self.metadata.namespace.as_deref() }
-//!     fn resource_version(&self) -> Option<&str> { self.metadata.resource_version.as_deref() }
-//!     fn uid(&self) -> Option<&str> { self.metadata.uid.as_deref() }
-//!     fn labels(&self) -> Option<&BTreeMap<String, String>> { self.metadata.labels.as_ref() }
-//! }
+//! kinformer::store::impl_object!(SlimPod, metadata);
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {

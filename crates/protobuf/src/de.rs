@@ -458,29 +458,43 @@ impl<'de> SeqAccess<'de> for RepeatedAccess<'_, 'de> {
     }
 }
 
-/// A repeated field as a serde sequence.
-struct RepeatedDeserializer<'a, 'de>(RepeatedAccess<'a, 'de>);
+/// A deserializer over an access type: a repeated field as a serde sequence, a map field as a
+/// serde map. Present means `Some`; skipping needs no work, the entries are consumed after.
+macro_rules! collection_deserializer {
+    ($(#[$doc:meta])* $name:ident($access:ident) => $visit:ident) => {
+        $(#[$doc])*
+        struct $name<'a, 'de>($access<'a, 'de>);
 
-impl<'de> Deserializer<'de> for RepeatedDeserializer<'_, 'de> {
-    type Error = Error;
+        impl<'de> Deserializer<'de> for $name<'_, 'de> {
+            type Error = Error;
 
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_seq(self.0)
-    }
+            fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+                visitor.$visit(self.0)
+            }
 
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_some(self)
-    }
+            fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+                visitor.visit_some(self)
+            }
 
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_unit()
-    }
+            fn deserialize_ignored_any<V: Visitor<'de>>(
+                self,
+                visitor: V,
+            ) -> Result<V::Value, Error> {
+                visitor.visit_unit()
+            }
 
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
-        identifier
-    }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+                bytes byte_buf unit unit_struct newtype_struct seq tuple tuple_struct map struct
+                enum identifier
+            }
+        }
+    };
+}
+
+collection_deserializer! {
+    /// A repeated field as a serde sequence.
+    RepeatedDeserializer(RepeatedAccess) => visit_seq
 }
 
 /// The consecutive entries of one `map<…>` field.
@@ -549,27 +563,7 @@ impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
     }
 }
 
-/// A map field as a serde map.
-struct MapDeserializer<'a, 'de>(MapEntries<'a, 'de>);
-
-impl<'de> Deserializer<'de> for MapDeserializer<'_, 'de> {
-    type Error = Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_map(self.0)
-    }
-
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_some(self)
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_unit()
-    }
-
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
-        identifier
-    }
+collection_deserializer! {
+    /// A map field as a serde map.
+    MapDeserializer(MapEntries) => visit_map
 }

@@ -246,6 +246,23 @@ pub(crate) struct BookmarkObject {
     pub(crate) metadata: BookmarkMeta,
 }
 
+impl BookmarkObject {
+    /// The bookmark event: its resourceVersion, and whether it ends a streaming list's initial
+    /// events.
+    pub(crate) fn into_event<K>(self) -> WatchEvent<K> {
+        let initial_events_end = self
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(INITIAL_EVENTS_END_ANNOTATION))
+            .is_some_and(|value| value == "true");
+        WatchEvent::Bookmark {
+            resource_version: self.metadata.resource_version.unwrap_or_default(),
+            initial_events_end,
+        }
+    }
+}
+
 #[derive(Deserialize, Default)]
 pub(crate) struct BookmarkMeta {
     #[serde(rename = "resourceVersion", default)]
@@ -344,16 +361,7 @@ where
                     serde_json::from_str(object.get()).map_err(|error| {
                         Error::decode("bookmark", error.to_string(), object.get().as_bytes())
                     })?;
-                let initial_events_end = bookmark
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|annotations| annotations.get(INITIAL_EVENTS_END_ANNOTATION))
-                    .is_some_and(|value| value == "true");
-                Ok(WatchEvent::Bookmark {
-                    resource_version: bookmark.metadata.resource_version.unwrap_or_default(),
-                    initial_events_end,
-                })
+                Ok(bookmark.into_event())
             }
             "ERROR" => {
                 let status: kube_core::Status =

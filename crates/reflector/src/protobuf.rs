@@ -7,8 +7,7 @@ use kube_core::Resource;
 use serde::de::DeserializeOwned;
 
 use crate::{
-    Decoder, Error, ExpectedType, INITIAL_EVENTS_END_ANNOTATION, JsonDecoder, ListPage, Result,
-    ReuseObject, WatchEvent,
+    Decoder, Error, ExpectedType, JsonDecoder, ListPage, Result, ReuseObject, WatchEvent,
     decoder::{BookmarkObject, Framing},
 };
 
@@ -256,16 +255,7 @@ where
                 let bookmark: BookmarkObject = object
                     .decode(DecodeOptions::dropping_managed_fields())
                     .map_err(|error| protobuf_error("bookmark", &error, event.object))?;
-                let initial_events_end = bookmark
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|annotations| annotations.get(INITIAL_EVENTS_END_ANNOTATION))
-                    .is_some_and(|value| value == "true");
-                Ok(WatchEvent::Bookmark {
-                    resource_version: bookmark.metadata.resource_version.unwrap_or_default(),
-                    initial_events_end,
-                })
+                Ok(bookmark.into_event())
             }
             "ERROR" => {
                 let status: kube_core::Status = kinformer_protobuf::from_message(
@@ -340,6 +330,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::INITIAL_EVENTS_END_ANNOTATION;
 
     fn decoder() -> KubeDecoder<Pod> {
         KubeDecoder::for_resource::<Pod>(WireFormat::Protobuf)

@@ -6,8 +6,8 @@
 //! - **keys**: `namespace/name` or `name` ([`meta_namespace_key_func`], [`split_key`]), and
 //!   [`DeletedFinalStateUnknown`] tombstones with a key func that unwraps them;
 //! - **the [`Object`] trait**: the few metadata fields every layer above reads, implemented for
-//!   every kube `Resource` and implementable for your own slim types (projections), whose
-//!   repeated strings can be [`Interned`];
+//!   every kube `Resource` and, for your own slim types (projections), one [`impl_object!`]
+//!   line over a [`ProjectedMeta`]; their repeated strings can be [`Interned`];
 //! - **the seams**: [`Store`] (what a reflector writes into), [`Indexer`] (a store with
 //!   secondary indexes) and [`KeyListerGetter`] (what a queue asks of the cache behind it);
 //! - **[`ThreadSafeStore`] and [`Cache`]**: objects and indexes under one lock, so an object and
@@ -133,6 +133,7 @@ mod intern;
 mod key;
 mod lister;
 mod object;
+mod projection;
 mod selector;
 mod thread_safe;
 mod tombstone;
@@ -148,6 +149,7 @@ pub use crate::{
     },
     lister::{Lister, NamespaceLister, list_all, list_all_by_namespace},
     object::Object,
+    projection::ProjectedMeta,
     selector::{parse_selector, selector_matches},
     thread_safe::ThreadSafeStore,
     tombstone::{DeletedFinalStateUnknown, ObjectOrTombstone},

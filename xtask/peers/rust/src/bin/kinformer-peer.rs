@@ -4,12 +4,12 @@
 //! its own OS thread, so the slow one blocks with `std::thread::sleep`), synced when every
 //! registration's `has_synced` holds, lookups through the informer's indexer.
 
-use std::{collections::BTreeMap, process::ExitCode, sync::Arc, time::Duration};
+use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer::{
     prelude::*,
-    store::{Interned, Object},
+    store::{Interned, Object, ProjectedMeta},
 };
 use kinformer_bench_peers::{
     APP_LABEL, Args, Handler, Lookup, Mode, Peer, Query, Resource, Scenario, Viewed, Views, key_of,
@@ -167,21 +167,11 @@ where
 #[expect(dead_code, reason = "spec and status are what the projection keeps")]
 #[derive(Debug, serde::Deserialize)]
 struct SlimPod {
-    metadata: SlimMeta,
+    metadata: ProjectedMeta,
     #[serde(default)]
     spec: SlimSpec,
     #[serde(default)]
     status: SlimStatus,
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct SlimMeta {
-    name: Option<String>,
-    namespace: Option<Interned>,
-    #[serde(rename = "resourceVersion")]
-    resource_version: Option<String>,
-    uid: Option<String>,
-    labels: Option<BTreeMap<String, String>>,
 }
 
 #[expect(dead_code, reason = "the fields are what the projection keeps")]
@@ -206,23 +196,7 @@ struct SlimStatus {
     phase: Option<Interned>,
 }
 
-impl Object for SlimPod {
-    fn name(&self) -> Option<&str> {
-        self.metadata.name.as_deref()
-    }
-    fn namespace(&self) -> Option<&str> {
-        self.metadata.namespace.as_deref()
-    }
-    fn resource_version(&self) -> Option<&str> {
-        self.metadata.resource_version.as_deref()
-    }
-    fn uid(&self) -> Option<&str> {
-        self.metadata.uid.as_deref()
-    }
-    fn labels(&self) -> Option<&BTreeMap<String, String>> {
-        self.metadata.labels.as_ref()
-    }
-}
+kinformer::store::impl_object!(SlimPod, metadata);
 
 impl Viewed for SlimPod {
     fn name(&self) -> &str {
