@@ -795,7 +795,14 @@ fn run_case(
             result
                 .get("content_types")
                 .map(describe_content_types)
-                .unwrap_or_else(|| "application/json (kube-client asks only for JSON)".into())
+                .unwrap_or_else(|| {
+                    let asked = if case.mode == "protobuf" {
+                        "protobuf first"
+                    } else {
+                        "JSON"
+                    };
+                    format!("not counted on a real server; asked for {asked}")
+                })
         }
     };
     Ok(Run {
@@ -1345,10 +1352,11 @@ fn report(
     let _ = writeln!(
         out,
         "**Method.** Each implementation runs as its own process against the same server: \
-         kinformer-testing's fake API server (JSON over HTTP on loopback; one seeded server \
-         per scenario, a fresh one per run for the relist), or a real kube-apiserver for \
-         scenario 7. Implementations alternate (A B C A B C ...), {runs} run{s} each; cells \
-         are the median with min–max. Every run's final \
+         kinformer-testing's fake API server (JSON or protobuf over HTTP on loopback; one \
+         seeded server per scenario, a fresh one per run for the relist), or a real \
+         kube-apiserver for scenario 7. Implementations alternate (A B C A B C ...), {runs} \
+         run{s} each unless the notes below say otherwise; cells are the median with min–max \
+         over a case's runs. Every run's final \
          handler view was checked against the server's objects by checksum (see \
          [the protocol](../xtask/peers/BENCH-PROTOCOL.md)); a run that disagreed would have \
          failed the command. \"kinformer's advantage\" is the other implementation's figure \
