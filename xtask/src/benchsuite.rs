@@ -1397,7 +1397,7 @@ fn report(
                 "**Decode floor** (scenario 8): the same {} Pods' list pages, fetched once and \
                  decoded into k8s-openapi `Pod`s with no informer. JSON ({} MiB, serde_json): \
                  {} ms on one thread, {} ms on {} threads; kinformer's JSON sync above is {} of \
-                 the one-thread floor. Protobuf ({} MiB, kinformer-protobuf): {} ms on one \
+                 the one-thread floor. Protobuf ({} MiB, kinformer_store::protobuf): {} ms on one \
                  thread, {} ms on {} threads; kinformer's protobuf sync is {} of the faster.\n",
                 format_figure(field(floor, "/objects").unwrap_or(0.0), 0),
                 format_figure(field(floor, "/bytes").unwrap_or(0.0) / (1 << 20) as f64, 0),

@@ -1,4 +1,4 @@
-//! `cargo xtask protobuf-schema` and `cargo xtask protobuf-fixtures`: kinformer-protobuf's
+//! `cargo xtask protobuf-schema` and `cargo xtask protobuf-fixtures`: kinformer-store's protobuf
 //! generated tables and its differential fixtures, both made by Go programs over client-go's own
 //! types and serializers (xtask/peers/client-go/cmd/proto-schema and cmd/proto-fixtures).
 
@@ -6,8 +6,8 @@ use std::{fs, process::Command};
 
 use crate::{project_root, run};
 
-const GENERATED: &str = "crates/protobuf/src/generated.rs";
-const FIXTURES: &str = "crates/protobuf/tests/fixtures";
+const GENERATED: &str = "crates/store/src/protobuf/generated.rs";
+const FIXTURES: &str = "crates/store/tests/protobuf-fixtures";
 
 fn go_in_peer(args: &[&str]) -> Command {
     let mut command = Command::new("go");

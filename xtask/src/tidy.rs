@@ -12,13 +12,11 @@ use crate::project_root;
 /// DESIGN.md's dependency direction. A crate missing here fails the check until it is placed.
 const LAYERS: &[(&str, &[&str])] = &[
     ("kinformer-wait", &[]),
-    // The wire format knows nothing of our other layers.
-    ("kinformer-protobuf", &[]),
     ("kinformer-store", &["kinformer-wait"]),
     ("kinformer-fifo", &["kinformer-wait", "kinformer-store"]),
     (
         "kinformer-reflector",
-        &["kinformer-wait", "kinformer-store", "kinformer-protobuf"],
+        &["kinformer-wait", "kinformer-store"],
     ),
     (
         "kinformer-processor",
@@ -32,7 +30,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "kinformer-fifo",
             "kinformer-reflector",
             "kinformer-processor",
-            "kinformer-protobuf",
         ],
     ),
     (
@@ -44,14 +41,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "kinformer-reflector",
             "kinformer-processor",
             "kinformer-informer",
-            "kinformer-protobuf",
         ],
     ),
     ("kinformer-workqueue", &["kinformer-wait"]),
-    (
-        "kinformer-testing",
-        &["kinformer-wait", "kinformer-store", "kinformer-protobuf"],
-    ),
+    ("kinformer-testing", &["kinformer-wait", "kinformer-store"]),
 ];
 
 /// Crates that may depend on any layer: the umbrella and the workspace-level tests and tools

@@ -8,6 +8,9 @@
 //! - **the [`Object`] trait**: the few metadata fields every layer above reads, implemented for
 //!   every kube `Resource` and, for your own slim types (projections), one [`impl_object!`]
 //!   line over a [`ProjectedMeta`]; their repeated strings can be [`Interned`];
+//! - **the objects' wire form**: [`protobuf`], Kubernetes protobuf decoded through serde into
+//!   k8s-openapi types or projections (and encoded, for servers), from tables generated out of
+//!   the Go API types;
 //! - **the seams**: [`Store`] (what a reflector writes into), [`Indexer`] (a store with
 //!   secondary indexes) and [`KeyListerGetter`] (what a queue asks of the cache behind it);
 //! - **[`ThreadSafeStore`] and [`Cache`]**: objects and indexes under one lock, so an object and
@@ -134,6 +137,7 @@ mod key;
 mod lister;
 mod object;
 mod projection;
+pub mod protobuf;
 mod selector;
 mod thread_safe;
 mod tombstone;

@@ -9,7 +9,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use kinformer_protobuf::{encode_list, encode_message, generated, schema::Message};
+use kinformer_store::protobuf::{encode_list, encode_message, generated, schema::Message};
 use serde_json::{Map, Value, json};
 
 use crate::faults::{Faults, Verb};

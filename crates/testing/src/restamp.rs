@@ -378,7 +378,7 @@ mod tests {
 
     #[test]
     fn a_restamped_protobuf_message_equals_the_encoded_restamped_json() {
-        use kinformer_protobuf::{encode_message, generated};
+        use kinformer_store::protobuf::{encode_message, generated};
         let mut pod = crate::fixtures::pod(7);
         pod["metadata"]["resourceVersion"] = json!("12");
         let bare = json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "a", "resourceVersion": "3" }, "data": { "k": "v" } });
@@ -404,8 +404,8 @@ mod tests {
 
     #[test]
     fn the_protobuf_field_numbers_are_the_object_meta_ones() {
-        use kinformer_protobuf::generated;
-        let number = |message: &kinformer_protobuf::schema::Message, name: &str| {
+        use kinformer_store::protobuf::generated;
+        let number = |message: &kinformer_store::protobuf::schema::Message, name: &str| {
             message
                 .fields
                 .iter()

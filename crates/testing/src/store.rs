@@ -11,7 +11,7 @@ use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use kinformer_protobuf::schema::Message;
+use kinformer_store::protobuf::schema::Message;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -173,7 +173,7 @@ struct Encoded {
 
 impl Encoded {
     fn new(value: &Value, message: &'static Message) -> Self {
-        let bytes = kinformer_protobuf::encode_message(value, message)
+        let bytes = kinformer_store::protobuf::encode_message(value, message)
             .map(Bytes::from)
             .map_err(|error| error.to_string().into_boxed_str());
         Self { message, bytes }
@@ -738,7 +738,7 @@ mod tests {
 
     #[test]
     fn a_restamped_object_carries_its_protobuf_form_along() {
-        let message = &kinformer_protobuf::generated::CORE_V1_POD;
+        let message = &kinformer_store::protobuf::generated::CORE_V1_POD;
         let mut value = crate::fixtures::pod(3);
         value["metadata"]["resourceVersion"] = json!("5");
         let obj = Obj::new(&value);
@@ -753,7 +753,7 @@ mod tests {
             .expect("restamped along with the JSON")
             .bytes
             .expect("encoded");
-        let encoded = kinformer_protobuf::encode_message(&restamped.value(), message)
+        let encoded = kinformer_store::protobuf::encode_message(&restamped.value(), message)
             .expect("the restamped JSON encodes");
         assert_eq!(carried, encoded);
     }
@@ -767,7 +767,7 @@ mod tests {
             "spec": { "containers": "not a list" },
         }));
         let error = obj
-            .protobuf(&kinformer_protobuf::generated::CORE_V1_POD)
+            .protobuf(&kinformer_store::protobuf::generated::CORE_V1_POD)
             .expect_err("containers must be a list");
         assert_eq!(error.code, 500);
         assert!(error.message.contains("ns/odd"), "{}", error.message);

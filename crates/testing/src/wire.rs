@@ -8,7 +8,9 @@
 //! request: a client that gets its objects in protobuf gets its `Status` in protobuf too.
 
 use bytes::Bytes;
-use kinformer_protobuf::{encode_envelope, encode_object, generated, message_for, schema::Message};
+use kinformer_store::protobuf::{
+    encode_envelope, encode_object, generated, message_for, schema::Message,
+};
 use serde_json::Value;
 
 use crate::handler::{Shape, to_bytes};
@@ -49,7 +51,7 @@ impl Encoding {
     pub(crate) fn content_type(self) -> &'static str {
         match self {
             Self::Json => JSON,
-            Self::Protobuf(_) => kinformer_protobuf::CONTENT_TYPE,
+            Self::Protobuf(_) => kinformer_store::protobuf::CONTENT_TYPE,
         }
     }
 
@@ -57,7 +59,7 @@ impl Encoding {
     pub(crate) fn watch_content_type(self) -> &'static str {
         match self {
             Self::Json => JSON,
-            Self::Protobuf(_) => kinformer_protobuf::WATCH_CONTENT_TYPE,
+            Self::Protobuf(_) => kinformer_store::protobuf::WATCH_CONTENT_TYPE,
         }
     }
 
@@ -96,7 +98,7 @@ pub(crate) fn prefers_protobuf(accept: &str) -> bool {
         let mut parts = range.split(';').map(str::trim);
         let media_type = parts.next().unwrap_or_default().to_ascii_lowercase();
         let protobuf = match media_type.as_str() {
-            kinformer_protobuf::CONTENT_TYPE => true,
+            kinformer_store::protobuf::CONTENT_TYPE => true,
             JSON | "application/*" | "*/*" => false,
             _ => continue,
         };

@@ -5,7 +5,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_protobuf::{DecodeOptions, Envelope, encode_object};
+use kinformer_store::protobuf::{DecodeOptions, Envelope, encode_object};
 
 #[derive(serde::Deserialize)]
 #[allow(dead_code)]
@@ -31,7 +31,7 @@ struct SlimSpec {
 }
 
 fn decode(c: &mut Criterion) {
-    let json = include_bytes!("../tests/fixtures/pod.json");
+    let json = include_bytes!("../tests/protobuf-fixtures/pod.json");
     let value: serde_json::Value = serde_json::from_slice(json).expect("fixture");
     let json = serde_json::to_vec(&value).expect("compact JSON");
     let protobuf = encode_object(&value).expect("encodes");

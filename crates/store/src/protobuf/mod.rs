@@ -1,5 +1,5 @@
 //! Kubernetes protobuf (`application/vnd.kubernetes.protobuf`), decoded straight into the types
-//! users already have.
+//! users already have: the wire form of the objects this crate caches.
 //!
 //! kube-apiserver serves every built-in kind in protobuf as well as JSON, and protobuf is
 //! several times cheaper to decode: no number or escape parsing, and every value arrives with
@@ -18,6 +18,10 @@
 //!   envelope and the length-prefixed watch frames.
 //! - [`encode_object`]: JSON to protobuf, for servers (kinformer-testing's fake) and tests.
 //!
+//! It lives in kinformer-store, beside [`Object`](crate::Object), [`ProjectedMeta`](crate::ProjectedMeta)
+//! and [`Interned`](crate::Interned), because it is about objects, not transport: the reflector
+//! decodes with it and the fake API server encodes with it, and both sit above this layer.
+//!
 //! Custom resources have no protobuf form; they stay JSON. The layer knows nothing of HTTP or
 //! kube-client: the reflector asks for protobuf and hands the bytes here.
 //!
@@ -25,7 +29,7 @@
 //!
 //! ```
 //! use k8s_openapi::api::core::v1::Pod;
-//! use kinformer_protobuf::{DecodeOptions, Envelope, encode_object};
+//! use kinformer_store::protobuf::{DecodeOptions, Envelope, encode_object};
 //! use serde_json::json;
 //!
 //! let body = encode_object(&json!({
@@ -39,7 +43,7 @@
 //! let pod: Pod = envelope.decode(DecodeOptions::default())?;
 //! assert_eq!(pod.metadata.name.as_deref(), Some("web-0"));
 //! assert_eq!(pod.spec.unwrap().containers[0].image.as_deref(), Some("nginx:1.27"));
-//! # Ok::<(), kinformer_protobuf::Error>(())
+//! # Ok::<(), kinformer_store::protobuf::Error>(())
 //! ```
 
 mod de;

@@ -1,6 +1,6 @@
 //! The shape of Kubernetes' protobuf messages, as the generated tables describe them.
 //!
-//! Every table in [`generated`](crate::generated) is written by `cargo xtask protobuf-schema`
+//! Every table in [`generated`](crate::protobuf::generated) is written by `cargo xtask protobuf-schema`
 //! from the Go API types themselves (reflection over client-go's scheme), so field numbers, JSON
 //! names, pointer-ness and `omitempty` are exactly what kube-apiserver's encoders use.
 
