@@ -4,7 +4,7 @@
 use std::{collections::HashSet, sync::Arc};
 
 use kinformer_fifo::{Delta, DeltaType, Popped, ReplacedAll};
-use kinformer_processor::{Notification, SharedProcessor};
+use kinformer_processor::{DistributionBatch, Notification, SharedProcessor};
 use kinformer_store::{DeletedFinalStateUnknown, Indexer, KeyFunc, Object};
 use tracing::{debug, trace};
 
@@ -23,10 +23,13 @@ impl<K: Object> Applier<K> {
         popped: &Popped<K>,
         is_in_initial_list: bool,
     ) -> kinformer_store::Result<()> {
+        // One popped item can carry a thousand deltas; handler threads are woken once per
+        // handoff of them, and for the rest when the item is done.
+        let out = self.processor.batch();
         match popped {
             Popped::Deltas(deltas) => {
                 for delta in deltas {
-                    self.apply_delta(delta, is_in_initial_list)?;
+                    self.apply_delta(delta, is_in_initial_list, &out)?;
                 }
                 Ok(())
             }
@@ -35,17 +38,18 @@ impl<K: Object> Applier<K> {
                 // and the first failure is reported after the rest went through.
                 let mut first_error = None;
                 for delta in batch {
-                    if let Err(error) = self.apply_delta(delta, is_in_initial_list) {
+                    if let Err(error) = self.apply_delta(delta, is_in_initial_list, &out) {
                         first_error.get_or_insert(error);
                     }
                 }
                 first_error.map_or(Ok(()), Err)
             }
-            Popped::ReplacedAll(replaced) => self.apply_replaced_all(replaced, is_in_initial_list),
+            Popped::ReplacedAll(replaced) => {
+                self.apply_replaced_all(replaced, is_in_initial_list, &out)
+            }
             Popped::SyncAll => {
                 for obj in self.indexer.list() {
-                    self.processor
-                        .distribute(Notification::update(Arc::clone(&obj), obj), true);
+                    out.distribute(Notification::update(Arc::clone(&obj), obj), true);
                 }
                 Ok(())
             }
@@ -64,24 +68,23 @@ impl<K: Object> Applier<K> {
         &self,
         delta: &Delta<K>,
         is_in_initial_list: bool,
+        out: &DistributionBatch<'_, K>,
     ) -> kinformer_store::Result<()> {
         match delta.kind {
             DeltaType::Deleted => {
                 self.indexer.delete(Arc::clone(delta.object()))?;
-                self.processor
-                    .distribute(Notification::delete(delta.object.clone()), false);
+                out.distribute(Notification::delete(delta.object.clone()), false);
             }
             DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
                 let obj = Arc::clone(delta.object());
                 match self.indexer.get(&obj)? {
                     Some(old) => {
                         self.indexer.update(Arc::clone(&obj))?;
-                        self.distribute_update(old, obj);
+                        distribute_update(out, old, obj);
                     }
                     None => {
                         self.indexer.add(Arc::clone(&obj))?;
-                        self.processor
-                            .distribute(add_notification(obj, is_in_initial_list), false);
+                        out.distribute(add_notification(obj, is_in_initial_list), false);
                     }
                 }
             }
@@ -96,6 +99,7 @@ impl<K: Object> Applier<K> {
         &self,
         replaced: &ReplacedAll<K>,
         is_in_initial_list: bool,
+        out: &DistributionBatch<'_, K>,
     ) -> kinformer_store::Result<()> {
         let mut listed_keys = HashSet::with_capacity(replaced.objects.len());
         let mut replacements = Vec::with_capacity(replaced.objects.len());
@@ -117,27 +121,23 @@ impl<K: Object> Applier<K> {
         self.indexer
             .replace(replaced.objects.clone(), &replaced.resource_version)?;
         for tombstone in deletions {
-            self.processor
-                .distribute(Notification::delete(tombstone), false);
+            out.distribute(Notification::delete(tombstone), false);
         }
         for (old, new) in replacements {
             match old {
-                Some(old) => self.distribute_update(old, new),
-                None => self
-                    .processor
-                    .distribute(add_notification(new, is_in_initial_list), false),
+                Some(old) => distribute_update(out, old, new),
+                None => out.distribute(add_notification(new, is_in_initial_list), false),
             }
         }
         Ok(())
     }
+}
 
-    /// An update whose resourceVersion did not change is a resync: only listeners due for one
-    /// receive it (client-go's `sharedIndexInformer.OnUpdate`).
-    fn distribute_update(&self, old: Arc<K>, new: Arc<K>) {
-        let is_sync = old.resource_version() == new.resource_version();
-        self.processor
-            .distribute(Notification::update(old, new), is_sync);
-    }
+/// An update whose resourceVersion did not change is a resync: only listeners due for one
+/// receive it (client-go's `sharedIndexInformer.OnUpdate`).
+fn distribute_update<K: Object>(out: &DistributionBatch<'_, K>, old: Arc<K>, new: Arc<K>) {
+    let is_sync = old.resource_version() == new.resource_version();
+    out.distribute(Notification::update(old, new), is_sync);
 }
 
 fn add_notification<K>(obj: Arc<K>, is_in_initial_list: bool) -> Notification<K> {

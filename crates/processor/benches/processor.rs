@@ -3,6 +3,7 @@
 //! | ID | scenario (timed part) |
 //! | --- | --- |
 //! | `processor/distribute/{1,3,10}_listeners` | distribute 10,000 adds to N listeners, each on its own handler thread, until every handler has received the last one (throughput counts distributed notifications) |
+//! | `processor/distribute_batched/{1,3,10}_listeners` | the same through `SharedProcessor::batch`, 1,000 adds a batch (what an informer does with a popped batch of deltas) |
 //! | `processor/registration/add_remove_running` | add a handler to a running processor (its thread starts) and remove it again, waiting until its thread has exited |
 //! | `processor/stuck_listener/fill_100k` | distribute 100,000 adds to one listener whose handler is blocked (pure buffer growth) |
 //!
@@ -96,8 +97,32 @@ impl Running {
     }
 }
 
+/// How many adds one `SharedProcessor::batch` carries in `distribute_batched`: the FIFO's
+/// default pop batch.
+const POP_BATCH: usize = 1_000;
+
 fn distribute(c: &mut Criterion) {
-    let mut group = c.benchmark_group("processor/distribute");
+    distribute_group(c, "processor/distribute", |processor, objects| {
+        for obj in objects {
+            processor.distribute(Notification::add(Arc::clone(obj)), false);
+        }
+    });
+    distribute_group(c, "processor/distribute_batched", |processor, objects| {
+        for chunk in objects.chunks(POP_BATCH) {
+            let batch = processor.batch();
+            for obj in chunk {
+                batch.distribute(Notification::add(Arc::clone(obj)), false);
+            }
+        }
+    });
+}
+
+fn distribute_group(
+    c: &mut Criterion,
+    name: &str,
+    send: impl Fn(&SharedProcessor<String>, &[Arc<String>]),
+) {
+    let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(BATCH as u64));
     let objects: Vec<Arc<String>> = (0..BATCH).map(|i| Arc::new(format!("pod-{i}"))).collect();
     for listeners in [1_usize, 3, 10] {
@@ -128,11 +153,7 @@ fn distribute(c: &mut Criterion) {
                     let mut total = Duration::ZERO;
                     for _ in 0..iterations {
                         let began = Instant::now();
-                        for obj in &objects {
-                            running
-                                .processor
-                                .distribute(Notification::add(Arc::clone(obj)), false);
-                        }
+                        send(&running.processor, &objects);
                         finish.wait_and_reset(listeners);
                         total += began.elapsed();
                     }

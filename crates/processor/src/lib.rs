@@ -71,6 +71,12 @@
 //! lock on the distributing side and one per batch of up to 64 on the handler's side; the
 //! figures are in `docs/benchmarks.md`. Streams need no thread: their consumer polls.
 //!
+//! A caller with many notifications in hand (the informer, for each popped batch of deltas or a
+//! relist) distributes them through [`SharedProcessor::batch`]: a sleeping consumer is woken once
+//! 64 notifications wait for it and when the batch ends, instead of once per notification. On
+//! this project's 2-core machine that makes 10,000 adds to 3 listeners 8.8x faster (21.4 ms to
+//! 2.4 ms) and to 10 listeners 18x (225 ms to 12.4 ms); `benches/processor.rs` has both.
+//!
 //! # Deviations from client-go
 //!
 //! - A panicking handler call is caught, logged and counted, and the next notification is
@@ -98,7 +104,8 @@ pub use crate::{
     handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
     listener::{ListenerOptions, ListenerStats, Registration},
     processor::{
-        MINIMUM_RESYNC_PERIOD, SharedProcessor, SharedProcessorBuilder, determine_resync_period,
+        DistributionBatch, MINIMUM_RESYNC_PERIOD, SharedProcessor, SharedProcessorBuilder,
+        determine_resync_period,
     },
     signal::UpstreamSynced,
     stream::EventStream,

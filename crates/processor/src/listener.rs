@@ -116,6 +116,17 @@ pub struct ListenerStats {
 /// The most notifications a handler thread takes from the ring per lock acquisition.
 const HANDOFF_BATCH: usize = 64;
 
+/// When a push wakes a sleeping consumer.
+#[derive(Clone, Copy)]
+enum Wake {
+    /// At once: the notification may be the last for a while.
+    Now,
+    /// Once a handoff batch waits: more notifications follow, and the distributor wakes the
+    /// consumer when its batch ends. Under a backlog this turns a futex wake (and a context
+    /// switch on each side) per notification into one per [`HANDOFF_BATCH`].
+    WhenBatchFull,
+}
+
 /// The state guarded by the buffer's lock.
 struct Queue<K> {
     ring: RingBuffer<K>,
@@ -216,8 +227,37 @@ impl<K: Send + Sync + 'static> Listener<K> {
         }
     }
 
-    /// Queues a notification without ever waiting for the consumer.
+    /// Queues a notification without ever waiting for the consumer, and wakes the consumer if
+    /// it sleeps.
     pub(crate) fn add(&self, notification: Notification<K>) {
+        self.push(notification, Wake::Now);
+    }
+
+    /// Queues a notification like [`add`](Self::add), but wakes a sleeping consumer only once
+    /// [`HANDOFF_BATCH`] notifications wait for it; the caller owes a
+    /// [`wake_pending`](Self::wake_pending) when its batch ends.
+    pub(crate) fn add_deferred(&self, notification: Notification<K>) {
+        self.push(notification, Wake::WhenBatchFull);
+    }
+
+    /// Wakes the consumer if it sleeps while notifications wait for it.
+    pub(crate) fn wake_pending(&self) {
+        let mut queue = self.queue.lock();
+        if queue.ring.len() == 0 {
+            return;
+        }
+        let wake_thread = queue.thread_waiting;
+        let waker = queue.waker.take();
+        drop(queue);
+        if wake_thread {
+            self.ready.notify_one();
+        }
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    fn push(&self, notification: Notification<K>, wake: Wake) {
         if notification.is_in_initial_list() {
             // Counted before it is queued, so the count can never read zero while an initial
             // notification is on its way (client-go's `syncTracker.Start`).
@@ -234,8 +274,12 @@ impl<K: Send + Sync + 'static> Listener<K> {
         let pushed = queue.ring.push(notification);
         let pending = queue.ring.len() + self.in_hand.load(Ordering::Relaxed);
         queue.peak = queue.peak.max(pending);
-        let wake_thread = queue.thread_waiting;
-        let waker = queue.waker.take();
+        let wake_now = match wake {
+            Wake::Now => true,
+            Wake::WhenBatchFull => queue.ring.len() >= HANDOFF_BATCH,
+        };
+        let wake_thread = wake_now && queue.thread_waiting;
+        let waker = if wake_now { queue.waker.take() } else { None };
         drop(queue);
         if wake_thread {
             self.ready.notify_one();

@@ -398,6 +398,37 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
     /// last [`should_resync`](Self::should_resync) found due. Never waits for a handler: each
     /// listener's buffer takes the notification.
     pub fn distribute(&self, notification: Notification<K>, is_sync: bool) {
+        self.distribute_with(notification, is_sync, Listener::add);
+    }
+
+    /// Opens a batch of distributions, for a caller that hands over many notifications in a
+    /// row (a batch of deltas, a relist): each reaches every buffer at once, as with
+    /// [`distribute`](Self::distribute), but a sleeping handler thread or stream consumer is
+    /// woken once a handoff's worth (64) waits for it, and when the batch is dropped, rather than
+    /// once per notification.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use kinformer_processor::{Notification, SharedProcessor};
+    ///
+    /// let processor = SharedProcessor::<String>::new();
+    /// let batch = processor.batch();
+    /// for name in ["a", "b", "c"] {
+    ///     batch.distribute(Notification::add(Arc::new(name.to_owned())), false);
+    /// }
+    /// drop(batch); // wakes the consumers that still sleep
+    /// ```
+    pub fn batch(&self) -> DistributionBatch<'_, K> {
+        DistributionBatch { processor: self }
+    }
+
+    fn distribute_with(
+        &self,
+        notification: Notification<K>,
+        is_sync: bool,
+        add: fn(&Listener<K>, Notification<K>),
+    ) {
         let state = self.shared.state.read();
         let mut targets = state
             .listeners
@@ -407,11 +438,11 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
             return;
         };
         for next in targets {
-            current.add(notification.clone());
+            add(current, notification.clone());
             current = next;
         }
         // The last listener takes the notification itself: one clone fewer per distribution.
-        current.add(notification);
+        add(current, notification);
     }
 
     /// Marks which listeners are due for a resync at `now` (their period has elapsed since
@@ -541,4 +572,34 @@ fn adjust_requested_period<K: Send + Sync + 'static>(
         }
     }
     requested
+}
+
+/// Distributions that wake consumers once per handoff rather than once per notification; made
+/// by [`SharedProcessor::batch`]. Dropping it wakes every consumer that still sleeps with
+/// notifications waiting.
+#[must_use = "dropping the batch at once wakes nothing it did not already wake"]
+pub struct DistributionBatch<'a, K: Send + Sync + 'static> {
+    processor: &'a SharedProcessor<K>,
+}
+
+impl<K: Send + Sync + 'static> DistributionBatch<'_, K> {
+    /// [`SharedProcessor::distribute`], with the wake deferred.
+    pub fn distribute(&self, notification: Notification<K>, is_sync: bool) {
+        self.processor
+            .distribute_with(notification, is_sync, Listener::add_deferred);
+    }
+}
+
+impl<K: Send + Sync + 'static> Drop for DistributionBatch<'_, K> {
+    fn drop(&mut self) {
+        for listener in &self.processor.shared.state.read().listeners {
+            listener.wake_pending();
+        }
+    }
+}
+
+impl<K: Send + Sync + 'static> fmt::Debug for DistributionBatch<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DistributionBatch").finish_non_exhaustive()
+    }
 }

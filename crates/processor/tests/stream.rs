@@ -131,3 +131,76 @@ async fn dropping_a_stream_removes_its_registration() {
     assert!(registration.is_stopped());
     assert!(!registration.is_active());
 }
+
+/// Counts the wakes a waiting consumer gets.
+struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A batch of distributions wakes a waiting consumer once a handoff's worth (64) waits, and
+/// otherwise when the batch ends; nothing is lost or reordered either way.
+#[tokio::test]
+async fn a_distribution_batch_wakes_once_per_handoff_and_at_its_end() {
+    use std::{
+        pin::Pin,
+        sync::{Arc, atomic::Ordering},
+        task::{Context, Poll},
+    };
+
+    let processor = SharedProcessor::<String>::new();
+    let mut events = processor
+        .subscribe(ListenerOptions::new())
+        .expect("subscribed");
+    let (token, running) = start(&processor).await;
+    let wakes = Arc::new(CountingWaker(Default::default()));
+    let waker = std::task::Waker::from(Arc::clone(&wakes));
+    let mut cx = Context::from_waker(&waker);
+    let mut poll = |events: &mut kinformer_processor::EventStream<String>| {
+        futures::Stream::poll_next(Pin::new(events), &mut cx)
+    };
+    assert!(poll(&mut events).is_pending(), "nothing distributed yet");
+
+    let batch = processor.batch();
+    for i in 0..63 {
+        batch.distribute(Notification::add(obj(&format!("o{i}"))), false);
+    }
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 0, "63 waiting: no wake yet");
+    batch.distribute(Notification::add(obj("o63")), false);
+    assert_eq!(
+        wakes.0.load(Ordering::SeqCst),
+        1,
+        "the 64th wakes the consumer"
+    );
+    let mut seen = Vec::new();
+    while let Poll::Ready(Some(event)) = poll(&mut events) {
+        seen.push(describe(&event));
+    }
+    assert_eq!(seen.len(), 64);
+    assert_eq!(seen.first().map(String::as_str), Some("add o0"));
+
+    batch.distribute(Notification::add(obj("last")), false);
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "one waiting: deferred");
+    drop(batch);
+    assert_eq!(
+        wakes.0.load(Ordering::SeqCst),
+        2,
+        "the batch's end wakes the consumer"
+    );
+    match poll(&mut events) {
+        Poll::Ready(Some(event)) => assert_eq!(describe(&event), "add last"),
+        other => panic!(
+            "expected the last add, got {:?}",
+            other.map(|e| e.map(|e| describe(&e)))
+        ),
+    }
+
+    // Dropping an empty batch wakes no one.
+    assert!(poll(&mut events).is_pending());
+    drop(processor.batch());
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 2);
+    stop(token, running).await;
+}
