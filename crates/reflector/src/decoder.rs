@@ -12,6 +12,39 @@ use serde_json::value::RawValue;
 
 use crate::{Error, INITIAL_EVENTS_END_ANNOTATION, ListPage, Result, ReuseObject, WatchEvent};
 
+/// A list page with at least this many items decodes on every core; smaller pages are decoded
+/// one after another while the next is fetched.
+pub(crate) const PARALLEL_ITEMS: usize = 2048;
+
+/// Decodes a page's `items` in order: on every core when there are at least
+/// [`PARALLEL_ITEMS`] (a `resourceVersion=0` list is served whole), each thread taking a
+/// contiguous run so the order is kept; otherwise on this thread.
+pub(crate) fn decode_items<T: Sync, K: Send + Sync>(
+    items: &[T],
+    decode: impl Fn(&T) -> Result<Arc<K>> + Sync,
+) -> Result<Vec<Arc<K>>> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    if items.len() < PARALLEL_ITEMS || threads < 2 {
+        return items.iter().map(decode).collect();
+    }
+    let run = items.len().div_ceil(threads);
+    let decode = &decode;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = items
+            .chunks(run)
+            .map(|chunk| scope.spawn(move || chunk.iter().map(decode).collect::<Result<Vec<_>>>()))
+            .collect();
+        let mut decoded = Vec::with_capacity(items.len());
+        for worker in workers {
+            let run = worker
+                .join()
+                .map_err(|_| Error::decode("list", "a decoding thread panicked", &[]))??;
+            decoded.extend(run);
+        }
+        Ok(decoded)
+    })
+}
+
 /// Turns response bytes into list pages and watch events.
 ///
 /// Implement it to decode another wire format or to decode straight into a slim projection
@@ -322,12 +355,9 @@ where
         let list: RawList<'_> = serde_json::from_slice(body)
             .map_err(|error| Error::decode("list", error.to_string(), body))?;
         self.check_kind(&list.types, true)?;
-        let items = list
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            .map(|raw| self.decode_object(raw, "list item").map(reuse))
-            .collect::<Result<Vec<_>>>()?;
+        let items = decode_items(&list.items.unwrap_or_default(), |raw| {
+            self.decode_object(raw, "list item").map(reuse)
+        })?;
         Ok(ListPage {
             items,
             resource_version: list.metadata.resource_version.unwrap_or_default(),

@@ -8,12 +8,8 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     Decoder, Error, ExpectedType, JsonDecoder, ListPage, Result, ReuseObject, WatchEvent,
-    decoder::{BookmarkObject, Framing},
+    decoder::{BookmarkObject, Framing, decode_items},
 };
-
-/// A protobuf page with at least this many items decodes on every core; smaller pages are
-/// decoded one after another while the next is fetched.
-const PARALLEL_ITEMS: usize = 2048;
 
 const PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
 
@@ -202,37 +198,7 @@ where
                 .map(|object| reuse(Arc::new(object)))
                 .map_err(|error| protobuf_error("list item", &error, item))
         };
-        let threads = std::thread::available_parallelism().map_or(1, usize::from);
-        let decoded = if items.bytes.len() >= PARALLEL_ITEMS && threads > 1 {
-            // One large page (a resourceVersion="0" list is served whole): its items decode on
-            // every core, each thread a contiguous run, so the order is kept.
-            let run = items.bytes.len().div_ceil(threads);
-            std::thread::scope(|scope| {
-                let workers: Vec<_> = items
-                    .bytes
-                    .chunks(run)
-                    .map(|chunk| {
-                        scope.spawn(move || {
-                            chunk.iter().map(decode_item).collect::<Result<Vec<_>>>()
-                        })
-                    })
-                    .collect();
-                let mut decoded = Vec::with_capacity(items.bytes.len());
-                for worker in workers {
-                    let run = worker
-                        .join()
-                        .map_err(|_| Error::decode("list", "a decoding thread panicked", &[]))??;
-                    decoded.extend(run);
-                }
-                Ok::<_, Error>(decoded)
-            })?
-        } else {
-            items
-                .bytes
-                .iter()
-                .map(decode_item)
-                .collect::<Result<Vec<_>>>()?
-        };
+        let decoded = decode_items(&items.bytes, decode_item)?;
         Ok(ListPage {
             items: decoded,
             resource_version: metadata.resource_version.unwrap_or_default(),
@@ -335,7 +301,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::INITIAL_EVENTS_END_ANNOTATION;
+    use crate::{INITIAL_EVENTS_END_ANNOTATION, decoder::PARALLEL_ITEMS};
 
     fn decoder() -> KubeDecoder<Pod> {
         KubeDecoder::for_resource::<Pod>(WireFormat::Protobuf)
@@ -426,36 +392,49 @@ mod tests {
             "apiVersion": "v1", "kind": "PodList", "metadata": { "resourceVersion": "99" },
             "items": items,
         });
-        let body = encode_object(&list).expect("encodes");
-        let reused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let reuse = {
-            let reused = Arc::clone(&reused);
-            move |pod: Arc<Pod>| {
-                reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                pod
-            }
-        };
-        let page = decoder()
-            .decode_list_reusing(&body, &reuse)
-            .expect("decodes");
-        assert_eq!(page.items.len(), count);
-        assert_eq!(
-            reused.load(std::sync::atomic::Ordering::Relaxed),
-            count,
-            "every item passed through reuse once"
-        );
-        for (i, pod) in page.items.iter().enumerate() {
+        let protobuf = encode_object(&list).expect("encodes");
+        let json = serde_json::to_vec(&list).expect("encodes");
+        for (format, body) in [("protobuf", protobuf), ("JSON", json)] {
+            let reused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let reuse = {
+                let reused = Arc::clone(&reused);
+                move |pod: Arc<Pod>| {
+                    reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    pod
+                }
+            };
+            let page = decoder()
+                .decode_list_reusing(&body, &reuse)
+                .expect("decodes");
+            assert_eq!(page.items.len(), count, "{format}");
+            assert_eq!(page.resource_version, "99", "{format}");
             assert_eq!(
-                pod.metadata.name.as_deref(),
-                Some(format!("pod-{i}").as_str())
+                reused.load(std::sync::atomic::Ordering::Relaxed),
+                count,
+                "{format}: every item passed through reuse once"
             );
+            for (i, pod) in page.items.iter().enumerate() {
+                assert_eq!(
+                    pod.metadata.name.as_deref(),
+                    Some(format!("pod-{i}").as_str()),
+                    "{format}"
+                );
+            }
         }
-        let mut broken = body;
+        let mut broken = encode_object(&list).expect("encodes");
         let at = broken.len() * 3 / 4;
         broken[at..at + 8].fill(0xff);
         assert!(
             decoder().decode_list(&broken).is_err(),
-            "a broken item fails the page"
+            "a broken protobuf item fails the page"
+        );
+        let mut wrong = list;
+        wrong["items"][count - 3]["metadata"]["name"] = json!(7);
+        assert!(
+            decoder()
+                .decode_list(&serde_json::to_vec(&wrong).expect("encodes"))
+                .is_err(),
+            "a JSON item of the wrong shape in the last run fails the page"
         );
     }
 
