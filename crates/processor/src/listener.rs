@@ -155,6 +155,8 @@ pub(crate) struct Listener<K> {
     closed: AtomicBool,
     /// Notifications the handler thread has taken from the ring but not yet delivered.
     in_hand: AtomicUsize,
+    /// A deferred push left the consumer asleep; the batch's end must wake it.
+    wake_owed: AtomicBool,
     delivered: AtomicU64,
     panicked: AtomicU64,
     dropped: AtomicU64,
@@ -208,6 +210,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
             ready: Condvar::new(),
             closed: AtomicBool::new(false),
             in_hand: AtomicUsize::new(0),
+            wake_owed: AtomicBool::new(false),
             delivered: AtomicU64::new(0),
             panicked: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -240,8 +243,12 @@ impl<K: Send + Sync + 'static> Listener<K> {
         self.push(notification, Wake::WhenBatchFull);
     }
 
-    /// Wakes the consumer if it sleeps while notifications wait for it.
+    /// Wakes the consumer if a deferred push left it sleeping with notifications waiting. A
+    /// listener whose consumer was busy at every deferred push owes no wake, and costs no lock.
     pub(crate) fn wake_pending(&self) {
+        if !self.wake_owed.swap(false, Ordering::AcqRel) {
+            return;
+        }
         let mut queue = self.queue.lock();
         if queue.ring.len() == 0 {
             return;
@@ -249,6 +256,10 @@ impl<K: Send + Sync + 'static> Listener<K> {
         let wake_thread = queue.thread_waiting;
         let waker = queue.waker.take();
         drop(queue);
+        self.wake_consumer(wake_thread, waker);
+    }
+
+    fn wake_consumer(&self, wake_thread: bool, waker: Option<Waker>) {
         if wake_thread {
             self.ready.notify_one();
         }
@@ -278,15 +289,14 @@ impl<K: Send + Sync + 'static> Listener<K> {
             Wake::Now => true,
             Wake::WhenBatchFull => queue.ring.len() >= HANDOFF_BATCH,
         };
+        let consumer_waits = queue.thread_waiting || queue.waker.is_some();
+        if !wake_now && consumer_waits {
+            self.wake_owed.store(true, Ordering::Release);
+        }
         let wake_thread = wake_now && queue.thread_waiting;
         let waker = if wake_now { queue.waker.take() } else { None };
         drop(queue);
-        if wake_thread {
-            self.ready.notify_one();
-        }
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+        self.wake_consumer(wake_thread, waker);
         if let Pushed::Dropped(lost) = pushed {
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             if dropped.is_power_of_two() {

@@ -23,8 +23,13 @@ pub(crate) fn decode_items<T: Sync, K: Send + Sync>(
     items: &[T],
     decode: impl Fn(&T) -> Result<Arc<K>> + Sync,
 ) -> Result<Vec<Arc<K>>> {
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    if items.len() < PARALLEL_ITEMS || threads < 2 {
+    // The length first: `available_parallelism` reads cgroup files on Linux.
+    let threads = if items.len() < PARALLEL_ITEMS {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    };
+    if threads < 2 {
         return items.iter().map(decode).collect();
     }
     let run = items.len().div_ceil(threads);
