@@ -443,6 +443,20 @@ where
         }
     }
 
+    /// Replaces the store's contents with a full list at `resource_version`. The version is
+    /// recorded before the store sees the items, so whoever the replace wakes (a consumer that
+    /// then reports synced) already reads it; a refused replace puts the previous version back.
+    fn replace_store(&self, items: Vec<Arc<K>>, resource_version: &str) -> Result<()> {
+        let previous = self.last_sync_resource_version();
+        self.set_last_sync(resource_version);
+        self.store
+            .replace(items, resource_version)
+            .map_err(|error| {
+                self.versions.write().last_sync = previous;
+                Error::from(error)
+            })
+    }
+
     fn set_unavailable(&self, unavailable: bool) {
         self.versions.write().unavailable = unavailable;
     }
@@ -508,8 +522,7 @@ where
         }
         self.set_unavailable(false);
         let count = items.len();
-        self.store.replace(items, &list_version)?;
-        self.set_last_sync(&list_version);
+        self.replace_store(items, &list_version)?;
         info!(items = count, resource_version = %list_version, duration = ?started.elapsed(), "list finished");
         Ok(true)
     }
@@ -761,12 +774,12 @@ where
         object: Arc<K>,
         write: impl FnOnce(&S, Arc<K>) -> kinformer_store::Result<()>,
     ) -> Result<()> {
-        let version = object.resource_version().map(str::to_owned);
-        let written = write(&self.store, object);
-        if let Some(version) = version {
-            self.set_last_sync(&version);
+        // As client-go, the version moves on even when the store refuses the object; it moves
+        // first so that a handler the write wakes reads a version that includes its event.
+        if let Some(version) = object.resource_version() {
+            self.set_last_sync(version);
         }
-        written.map_err(Error::from)
+        write(&self.store, object).map_err(Error::from)
     }
 
     fn resync(&self) -> Result<()> {
@@ -852,8 +865,7 @@ where
                             let items = scratch.list();
                             drop(scratch);
                             let count = items.len();
-                            self.store.replace(items, &version)?;
-                            self.set_last_sync(&version);
+                            self.replace_store(items, &version)?;
                             info!(items = count, resource_version = %version, duration = ?started.elapsed(), "streaming list finished");
                             return Ok(Some(OpenWatch {
                                 stream,
