@@ -308,3 +308,64 @@ async fn a_protobuf_watch_carries_what_a_json_get_returns() {
     })
     .await;
 }
+
+/// A metadata-only list as kinformer's metadata decoder asks for it: the server must answer
+/// `PartialObjectMetadataList` in protobuf (client-go's metadata client asks the same way),
+/// and the objects must equal those of the JSON answer, their type included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_only_lists_decode_the_same_in_protobuf_as_in_json() {
+    use kinformer::reflector::{Decoder as _, KubeDecoder, WireFormat};
+    use kube_core::PartialObjectMeta;
+
+    run("protobuf-metadata", |ctx| async move {
+        let client = ctx.client();
+        for name in ["meta-a", "meta-b"] {
+            let _: ConfigMap = create(
+                &ctx,
+                json!({
+                    "metadata": { "name": name, "labels": { "role": "meta" } },
+                    "data": { "big": "x".repeat(512) },
+                }),
+            )
+            .await;
+        }
+        let path = format!(
+            "/api/v1/namespaces/{}/configmaps?labelSelector=role%3Dmeta",
+            ctx.namespace
+        );
+        let mut pages = Vec::new();
+        for format in [WireFormat::Protobuf, WireFormat::Json] {
+            let decoder = KubeDecoder::<PartialObjectMeta<ConfigMap>>::metadata(format);
+            let accept = decoder.accept().expect("a metadata Accept header");
+            let (content_type, body) = get(&client, &path, accept).await;
+            match format {
+                WireFormat::Protobuf => assert_eq!(content_type, CONTENT_TYPE, "{accept}"),
+                WireFormat::Json => assert!(
+                    content_type.starts_with("application/json"),
+                    "{content_type}"
+                ),
+            }
+            let page = decoder
+                .decode_list(&body)
+                .unwrap_or_else(|error| panic!("{format:?}: {error}"));
+            let mut items: Vec<_> = page
+                .items
+                .iter()
+                .map(|item| (item.types.clone(), item.metadata.clone()))
+                .collect();
+            items.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+            pages.push(items);
+        }
+        assert_eq!(pages[0].len(), 2);
+        assert_eq!(pages[0], pages[1], "protobuf vs JSON");
+        let (types, metadata) = &pages[0][0];
+        assert_eq!(
+            types
+                .as_ref()
+                .map(|t| (t.api_version.as_str(), t.kind.as_str())),
+            Some(("meta.k8s.io/v1", "PartialObjectMetadata"))
+        );
+        assert_eq!(metadata.name.as_deref(), Some("meta-a"));
+    })
+    .await;
+}

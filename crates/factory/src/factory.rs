@@ -150,8 +150,9 @@ impl FactoryBuilder {
         self
     }
 
-    /// What typed informers ask the server for: protobuf (the default, for built-in kinds) or
-    /// JSON. Dynamic and metadata informers always use JSON.
+    /// What typed and metadata informers ask the server for: protobuf (the default; for
+    /// typed informers of built-in kinds, for metadata informers of any kind) or JSON.
+    /// Dynamic informers always use JSON.
     #[must_use]
     pub fn wire_format(mut self, format: WireFormat) -> Self {
         self.config.wire_format = format;
@@ -256,6 +257,20 @@ impl Config {
             options = options.transform(move |object| transform(object));
         }
         options
+    }
+
+    /// `lister_watcher` in the factory's wire format, dropping managedFields if the factory
+    /// was asked to.
+    fn wire<K>(&self, lister_watcher: KubeListerWatcher<K>) -> KubeListerWatcher<K>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    {
+        let lister_watcher = lister_watcher.wire_format(self.wire_format);
+        if self.drop_managed_fields {
+            lister_watcher.drop_managed_fields()
+        } else {
+            lister_watcher
+        }
     }
 
     /// `lister_watcher`, dropping managedFields if the factory was asked to.
@@ -455,11 +470,7 @@ impl SharedInformerFactory {
         self.get_or_insert(key, |config, client, key| {
             let selection = key.selection();
             let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());
-            let mut lister_watcher = KubeListerWatcher::new(api).wire_format(config.wire_format);
-            if config.drop_managed_fields {
-                lister_watcher = lister_watcher.drop_managed_fields();
-            }
-            let lister_watcher = config.narrow(lister_watcher, selection);
+            let lister_watcher = config.narrow(config.wire(KubeListerWatcher::new(api)), selection);
             SharedIndexInformer::new(lister_watcher, config.options::<K>(key))
         })
     }
@@ -596,7 +607,7 @@ impl SharedInformerFactory {
             let selection = key.selection();
             let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());
             let lister_watcher =
-                config.narrow(config.dropping(KubeListerWatcher::metadata(api)), selection);
+                config.narrow(config.wire(KubeListerWatcher::metadata(api)), selection);
             SharedIndexInformer::new(lister_watcher, config.options::<PartialObjectMeta<K>>(key))
         })
     }

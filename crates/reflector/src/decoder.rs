@@ -62,6 +62,13 @@ pub trait Decoder<K>: Send + Sync + 'static {
         None
     }
 
+    /// The `Accept` header value for watch requests, when it differs from the list's (a
+    /// metadata-only watch asks for `PartialObjectMetadata`, its list for
+    /// `PartialObjectMetadataList`). Defaults to [`accept`](Decoder::accept).
+    fn watch_accept(&self) -> Option<&str> {
+        self.accept()
+    }
+
     /// Decodes one list response body.
     ///
     /// # Errors
@@ -147,6 +154,7 @@ impl ExpectedType {
 pub struct JsonDecoder<K> {
     expected: Option<ExpectedType>,
     accept: Option<String>,
+    watch_accept: Option<String>,
     prepare: Option<fn(&mut K)>,
     _objects: PhantomData<fn() -> K>,
 }
@@ -156,6 +164,7 @@ impl<K> fmt::Debug for JsonDecoder<K> {
         f.debug_struct("JsonDecoder")
             .field("expected", &self.expected)
             .field("accept", &self.accept)
+            .field("watch_accept", &self.watch_accept)
             .finish()
     }
 }
@@ -165,6 +174,7 @@ impl<K> Clone for JsonDecoder<K> {
         Self {
             expected: self.expected.clone(),
             accept: self.accept.clone(),
+            watch_accept: self.watch_accept.clone(),
             prepare: self.prepare,
             _objects: PhantomData,
         }
@@ -183,6 +193,7 @@ impl<K> JsonDecoder<K> {
         Self {
             expected,
             accept: None,
+            watch_accept: None,
             prepare: None,
             _objects: PhantomData,
         }
@@ -206,10 +217,18 @@ impl<K> JsonDecoder<K> {
         self
     }
 
-    /// Sends `accept` as the `Accept` header (metadata-only lists use this).
+    /// Sends `accept` as the `Accept` header of lists, and of watches unless
+    /// [`with_watch_accept`](Self::with_watch_accept) says otherwise.
     #[must_use]
     pub fn with_accept(mut self, accept: impl Into<String>) -> Self {
         self.accept = Some(accept.into());
+        self
+    }
+
+    /// Sends `accept` as the `Accept` header of watches.
+    #[must_use]
+    pub fn with_watch_accept(mut self, accept: impl Into<String>) -> Self {
+        self.watch_accept = Some(accept.into());
         self
     }
 
@@ -338,6 +357,10 @@ where
 {
     fn accept(&self) -> Option<&str> {
         self.accept.as_deref()
+    }
+
+    fn watch_accept(&self) -> Option<&str> {
+        self.watch_accept.as_deref().or(self.accept.as_deref())
     }
 
     fn continue_token(&self, body: &[u8]) -> Option<String> {

@@ -26,11 +26,6 @@ const DECODE_OFF_TASK_THRESHOLD: usize = 256 * 1024;
 /// The most of an error body kept for the message.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
-const METADATA_LIST_ACCEPT: &str =
-    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
-const METADATA_WATCH_ACCEPT: &str =
-    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
-
 type TweakListOptions = Arc<dyn Fn(&mut ListOptions) + Send + Sync>;
 
 /// A [`ListerWatcher`] over kube-client: typed resources ([`KubeListerWatcher::new`]), any
@@ -58,7 +53,6 @@ pub struct KubeListerWatcher<K, D = KubeDecoder<K>> {
     label_selector: Option<String>,
     field_selector: Option<String>,
     tweak: Option<TweakListOptions>,
-    watch_accept: Option<&'static str>,
     decoder: Arc<D>,
     prefetch: Mutex<Option<Prefetch>>,
     _objects: std::marker::PhantomData<fn() -> K>,
@@ -122,31 +116,21 @@ impl KubeListerWatcher<DynamicObject, JsonDecoder<DynamicObject>> {
     }
 }
 
-impl<K> KubeListerWatcher<PartialObjectMeta<K>, JsonDecoder<PartialObjectMeta<K>>>
+impl<K> KubeListerWatcher<PartialObjectMeta<K>>
 where
     K: Resource<DynamicType = ()> + Send + Sync + 'static,
 {
     /// Lists and watches only the metadata of `K` (`PartialObjectMetadata`), which keeps a cache
-    /// several times smaller when a controller reads nothing else.
+    /// several times smaller when a controller reads nothing else. In protobuf, as client-go's
+    /// metadata client asks, for built-in kinds and custom resources alike (the server makes
+    /// the `PartialObjectMetadata`); see [`KubeDecoder::metadata`].
     pub fn metadata(api: Api<K>) -> Self {
-        let expected = ExpectedType::new("meta.k8s.io/v1", "PartialObjectMetadata");
-        let decoder = JsonDecoder::new(Some(expected)).with_accept(METADATA_LIST_ACCEPT);
         let description = format!("{}/{} (metadata)", K::api_version(&()), K::kind(&()));
-        let namespace = api.namespace().map(str::to_owned);
-        let request = kube_core::Request::new(api.resource_url());
-        KubeListerWatcher {
-            client: api.into_client(),
-            request,
-            namespace,
+        Self::from_parts(
+            api,
+            KubeDecoder::metadata(WireFormat::default()),
             description,
-            label_selector: None,
-            field_selector: None,
-            tweak: None,
-            watch_accept: Some(METADATA_WATCH_ACCEPT),
-            decoder: Arc::new(decoder),
-            prefetch: Mutex::new(None),
-            _objects: std::marker::PhantomData,
-        }
+        )
     }
 }
 
@@ -186,7 +170,6 @@ where
             label_selector: None,
             field_selector: None,
             tweak: None,
-            watch_accept: None,
             decoder: Arc::new(decoder),
             prefetch: Mutex::new(None),
             _objects: std::marker::PhantomData,
@@ -290,8 +273,7 @@ where
             .request
             .watch(&params, options.resource_version())
             .map_err(|error| request_error(&error))?;
-        let accept = self.watch_accept.or_else(|| self.decoder.accept());
-        if let Some(accept) = accept {
+        if let Some(accept) = self.decoder.watch_accept() {
             let value = http::HeaderValue::from_str(accept).map_err(|error| Error::Transport {
                 message: format!("invalid Accept header {accept:?}: {error}"),
             })?;

@@ -9,7 +9,8 @@
 //!   field selectors and a tweak hook;
 //! - **the [`Decoder`] seam**: response bytes to objects, with malformed input reported as
 //!   [`Error::Decode`]. [`KubeDecoder`] (the default) asks for Kubernetes protobuf for built-in
-//!   kinds and decodes whichever format arrives, straight into `K`: a k8s-openapi struct, or a
+//!   kinds (and for `PartialObjectMetadata` of any kind, [`KubeDecoder::metadata`]) and decodes
+//!   whichever format arrives, straight into `K`: a k8s-openapi struct, or a
 //!   projection type that names only what a controller reads (the rest is skipped on the wire).
 //!   It can drop `managedFields` without decoding them. [`JsonDecoder`] is JSON only.
 //!   [`WireFormat`] (or `KINFORMER_WIRE_FORMAT=json`) turns protobuf off. List pages are decoded

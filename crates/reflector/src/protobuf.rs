@@ -3,7 +3,7 @@
 use std::{fmt, sync::Arc};
 
 use kinformer_store::protobuf::{DecodeOptions, Envelope, WatchFrame};
-use kube_core::Resource;
+use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::{
@@ -12,6 +12,20 @@ use crate::{
 };
 
 const PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
+
+/// What client-go's metadata client sends for lists: protobuf, then JSON, of the metadata
+/// only, then whole objects in JSON from a server that cannot make `PartialObjectMetadata`.
+const METADATA_LIST_PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,\
+     application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+const METADATA_WATCH_PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,\
+     application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+const METADATA_LIST_JSON_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+const METADATA_WATCH_JSON_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+const METADATA_API_VERSION: &str = "meta.k8s.io/v1";
+const METADATA_KIND: &str = "PartialObjectMetadata";
 
 /// The environment variable that overrides the default [`WireFormat`]: `json` or
 /// `protobuf`. Like client-go's `KUBE_FEATURE_*` gates for its content type, it is a switch for
@@ -56,6 +70,8 @@ pub struct KubeDecoder<K> {
     json: JsonDecoder<K>,
     expected: ExpectedType,
     protobuf: bool,
+    /// The `Accept` headers of lists and watches when asking for protobuf.
+    protobuf_accept: (&'static str, &'static str),
     options: DecodeOptions,
 }
 
@@ -65,6 +81,7 @@ impl<K> Clone for KubeDecoder<K> {
             json: self.json.clone(),
             expected: self.expected.clone(),
             protobuf: self.protobuf,
+            protobuf_accept: self.protobuf_accept,
             options: self.options,
         }
     }
@@ -87,6 +104,7 @@ impl<K> KubeDecoder<K> {
             json: JsonDecoder::new(Some(expected.clone())),
             expected,
             protobuf: false,
+            protobuf_accept: (PROTOBUF_ACCEPT, PROTOBUF_ACCEPT),
             options: DecodeOptions::default(),
         }
         .format(format)
@@ -133,6 +151,30 @@ impl<K> KubeDecoder<K> {
             expected: format!("{}/{}", self.expected.api_version, self.expected.kind),
             found: format!("{}/{}", envelope.api_version, envelope.kind),
         })
+    }
+}
+
+impl<K> KubeDecoder<PartialObjectMeta<K>> {
+    /// A decoder for the metadata of `K` only, as client-go's metadata client asks for it:
+    /// `PartialObjectMetadata` lists and watches, in protobuf for any kind (the server builds
+    /// the `PartialObjectMetadata` from custom resources too) unless `format` says JSON. Each
+    /// object reads `meta.k8s.io/v1` `PartialObjectMetadata` as its type from either format.
+    pub fn metadata(format: WireFormat) -> Self {
+        let expected = ExpectedType::new(METADATA_API_VERSION, METADATA_KIND);
+        let json = JsonDecoder::new(Some(expected.clone()))
+            .with_accept(METADATA_LIST_JSON_ACCEPT)
+            .with_watch_accept(METADATA_WATCH_JSON_ACCEPT);
+        KubeDecoder {
+            json,
+            expected,
+            protobuf: false,
+            protobuf_accept: (
+                METADATA_LIST_PROTOBUF_ACCEPT,
+                METADATA_WATCH_PROTOBUF_ACCEPT,
+            ),
+            options: DecodeOptions::default().with_type_meta(METADATA_API_VERSION, METADATA_KIND),
+        }
+        .format(format)
     }
 }
 
@@ -250,7 +292,19 @@ where
     K: DeserializeOwned + Send + Sync + 'static,
 {
     fn accept(&self) -> Option<&str> {
-        self.protobuf.then_some(PROTOBUF_ACCEPT)
+        if self.protobuf {
+            Some(self.protobuf_accept.0)
+        } else {
+            self.json.accept()
+        }
+    }
+
+    fn watch_accept(&self) -> Option<&str> {
+        if self.protobuf {
+            Some(self.protobuf_accept.1)
+        } else {
+            self.json.watch_accept()
+        }
     }
 
     fn framing(&self, content_type: Option<&str>) -> Framing {
@@ -337,6 +391,100 @@ mod tests {
             !custom.asks_for_protobuf(),
             "custom resources have no protobuf form"
         );
+    }
+
+    fn metadata_json(name: &str, rv: &str) -> serde_json::Value {
+        let mut pod = pod_json(name, rv);
+        json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": pod["metadata"].take(),
+        })
+    }
+
+    #[test]
+    fn a_metadata_decoder_asks_for_partial_object_metadata_in_the_chosen_format() {
+        let protobuf = KubeDecoder::<PartialObjectMeta<Pod>>::metadata(WireFormat::Protobuf);
+        assert!(protobuf.asks_for_protobuf());
+        assert_eq!(protobuf.accept(), Some(METADATA_LIST_PROTOBUF_ACCEPT));
+        assert_eq!(
+            protobuf.watch_accept(),
+            Some(METADATA_WATCH_PROTOBUF_ACCEPT)
+        );
+        let json = KubeDecoder::<PartialObjectMeta<Pod>>::metadata(WireFormat::Json);
+        assert!(!json.asks_for_protobuf());
+        assert_eq!(json.accept(), Some(METADATA_LIST_JSON_ACCEPT));
+        assert_eq!(json.watch_accept(), Some(METADATA_WATCH_JSON_ACCEPT));
+        // Ranked first, and for metadata only: never whole objects in protobuf.
+        let first = |accept: &str| accept.split(',').next().map(str::to_owned);
+        assert_eq!(
+            first(METADATA_LIST_PROTOBUF_ACCEPT).as_deref(),
+            Some(
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+            )
+        );
+        assert_eq!(
+            first(METADATA_WATCH_PROTOBUF_ACCEPT).as_deref(),
+            Some("application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
+        );
+    }
+
+    #[test]
+    fn metadata_decodes_the_same_from_protobuf_and_json() {
+        let decoder = KubeDecoder::<PartialObjectMeta<Pod>>::metadata(WireFormat::Protobuf)
+            .drop_managed_fields(false);
+        let list = json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+            "metadata": { "resourceVersion": "12" },
+            "items": [metadata_json("a", "7"), metadata_json("b", "9")],
+        });
+        let from_json = decoder
+            .decode_list(&serde_json::to_vec(&list).expect("JSON"))
+            .expect("the JSON list decodes");
+        let from_protobuf = decoder
+            .decode_list(&encode_object(&list).expect("encodes"))
+            .expect("the protobuf list decodes");
+        assert_eq!(from_protobuf.resource_version, "12");
+        assert_eq!(from_protobuf.items.len(), 2);
+        for (protobuf, json) in from_protobuf.items.iter().zip(&from_json.items) {
+            assert_eq!(protobuf.metadata, json.metadata);
+            assert!(protobuf.metadata.managed_fields.is_some());
+            // The items of a protobuf list carry no type; the decoder presents the JSON's.
+            assert_eq!(protobuf.types, json.types);
+            assert_eq!(
+                protobuf
+                    .types
+                    .as_ref()
+                    .map(|t| (t.api_version.as_str(), t.kind.as_str())),
+                Some(("meta.k8s.io/v1", "PartialObjectMetadata"))
+            );
+        }
+
+        let object = metadata_json("c", "11");
+        let event = decoder
+            .decode_event(&frame("MODIFIED", &object))
+            .expect("a protobuf frame decodes");
+        let json_line =
+            serde_json::to_vec(&json!({ "type": "MODIFIED", "object": object })).expect("JSON");
+        let json_event = decoder
+            .decode_event(&json_line)
+            .expect("a JSON line decodes");
+        match (event, json_event) {
+            (WatchEvent::Modified(protobuf), WatchEvent::Modified(json)) => {
+                assert_eq!(protobuf.metadata, json.metadata);
+                assert_eq!(protobuf.types, json.types);
+            }
+            other => panic!("expected two MODIFIED events, got {other:?}"),
+        }
+
+        let dropping = decoder.drop_managed_fields(true);
+        let event = dropping
+            .decode_event(&frame("ADDED", &metadata_json("d", "12")))
+            .expect("decodes");
+        let WatchEvent::Added(object) = event else {
+            panic!("expected ADDED, got {event:?}");
+        };
+        assert_eq!(object.metadata.managed_fields, None);
+        assert_eq!(object.metadata.name.as_deref(), Some("d"));
     }
 
     #[test]

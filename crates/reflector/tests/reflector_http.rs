@@ -9,7 +9,7 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_reflector::{Error, KubeListerWatcher, Reflector};
+use kinformer_reflector::{Error, KubeListerWatcher, Reflector, WireFormat};
 use kinformer_store::{Cache, Object, Store};
 use kinformer_testing::{FakeApiServer, Fault, Verb, fixtures};
 use kinformer_wait::ExponentialBackoffManager;
@@ -704,6 +704,52 @@ async fn metadata_and_dynamic_lister_watchers_converge() {
     assert!(dynamic.errors().is_empty(), "{:?}", dynamic.errors());
     metadata.stop().await;
     dynamic.stop().await;
+}
+
+/// A metadata-only lister-watcher asks for protobuf by default, as client-go's metadata client
+/// does, and fills the same cache in either format.
+#[tokio::test]
+async fn metadata_lister_watchers_fill_the_cache_in_protobuf_and_in_json() {
+    for format in [WireFormat::Protobuf, WireFormat::Json] {
+        let server = server_with_pods(12).await;
+        let cache = Arc::new(Cache::<PartialObjectMeta<Pod>>::default());
+        let running = start(
+            Reflector::builder(
+                KubeListerWatcher::metadata(Api::<Pod>::all(client(&server))).wire_format(format),
+                Arc::clone(&cache),
+            )
+            .backoff(quick_backoff()),
+        );
+        converges(&server, &cache).await;
+        churn(&server, 60);
+        converges(&server, &cache).await;
+        assert!(
+            running.errors().is_empty(),
+            "{format:?}: {:?}",
+            running.errors()
+        );
+        for object in cache.list() {
+            let types = object.types.as_ref().expect("every object has its type");
+            assert_eq!(
+                (types.api_version.as_str(), types.kind.as_str()),
+                ("meta.k8s.io/v1", "PartialObjectMetadata"),
+                "{format:?}"
+            );
+        }
+        let served = server.content_types();
+        let protobuf_served = served
+            .keys()
+            .filter(|kind| kind.contains("protobuf"))
+            .count();
+        match format {
+            WireFormat::Protobuf => assert!(
+                protobuf_served > 0 && !served.contains_key("application/json"),
+                "{served:?}"
+            ),
+            WireFormat::Json => assert_eq!(protobuf_served, 0, "{served:?}"),
+        }
+        running.stop().await;
+    }
 }
 
 /// Decodes like `JsonDecoder`, but slowly, noting how many list requests the server had seen

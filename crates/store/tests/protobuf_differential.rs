@@ -209,3 +209,73 @@ fn a_projection_decodes_from_protobuf_as_from_json() {
             .is_some_and(|spec| spec.containers.len() == 2)
     );
 }
+
+/// `DecodeOptions::type_meta` shows `apiVersion` and `kind` to the outermost message only:
+/// a nested message that refuses unknown fields still decodes.
+#[test]
+fn a_type_is_presented_to_the_outermost_message_only() {
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Outer {
+        #[serde(rename = "apiVersion")]
+        api_version: String,
+        kind: String,
+        metadata: Inner,
+    }
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Inner {
+        name: String,
+    }
+    let body = encode_object(&serde_json::json!({
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "PartialObjectMetadata",
+        "metadata": { "name": "a" },
+    }))
+    .expect("encodes");
+    let envelope = Envelope::parse(&body).expect("an envelope");
+    let options =
+        DecodeOptions::default().with_type_meta("meta.k8s.io/v1", "PartialObjectMetadata");
+    let decoded: Outer = envelope.decode(options).expect("decodes");
+    assert_eq!(
+        decoded,
+        Outer {
+            api_version: "meta.k8s.io/v1".into(),
+            kind: "PartialObjectMetadata".into(),
+            metadata: Inner { name: "a".into() },
+        }
+    );
+    // Without the option the message has no type of its own.
+    let untyped = envelope.decode::<Outer>(DecodeOptions::default());
+    assert!(untyped.is_err(), "{untyped:?}");
+}
+
+/// Repeated fields become `Vec`s allocated once at their length: a cached object keeps no
+/// empty slots (growth by doubling would leave up to half of them, and a `Container` slot is
+/// over 2 KB).
+#[test]
+fn repeated_fields_decode_into_vecs_without_spare_capacity() {
+    fn tight<T>(what: &str, vec: Option<&Vec<T>>) {
+        let vec = vec.unwrap_or_else(|| panic!("the fixture has {what}"));
+        assert!(!vec.is_empty(), "{what}");
+        assert_eq!(vec.capacity(), vec.len(), "{what}");
+    }
+    let body = read("pod.pb");
+    let pod: Pod = Envelope::parse(&body)
+        .and_then(|envelope| envelope.decode(DecodeOptions::default()))
+        .expect("decodes");
+    let spec = pod.spec.as_ref().expect("a spec");
+    let status = pod.status.as_ref().expect("a status");
+    tight("containers", Some(&spec.containers));
+    tight("volumes", spec.volumes.as_ref());
+    let app = &spec.containers[0];
+    tight("ports", app.ports.as_ref());
+    tight("volume mounts", app.volume_mounts.as_ref());
+    tight("env", app.env.as_ref());
+    tight("command", app.command.as_ref());
+    tight("args", app.args.as_ref());
+    tight("tolerations", spec.tolerations.as_ref());
+    tight("conditions", status.conditions.as_ref());
+    tight("container statuses", status.container_statuses.as_ref());
+    tight("managedFields", pod.metadata.managed_fields.as_ref());
+    tight("ownerReferences", pod.metadata.owner_references.as_ref());
+}

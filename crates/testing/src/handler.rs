@@ -91,6 +91,19 @@ pub(crate) enum Shape {
     Metadata,
 }
 
+impl Shape {
+    /// `(kind, apiVersion)` of one object of `resource` in this shape.
+    pub(crate) fn object_type(self, resource: &ResourceType) -> (String, String) {
+        match self {
+            Shape::Metadata => (
+                "PartialObjectMetadata".to_owned(),
+                "meta.k8s.io/v1".to_owned(),
+            ),
+            Shape::Full => (resource.kind.clone(), resource.api_version()),
+        }
+    }
+}
+
 fn shape_of(accept: &str) -> Shape {
     if accept.contains("as=PartialObjectMetadata") {
         Shape::Metadata
@@ -130,7 +143,7 @@ fn object_response(
 ) -> Reply {
     let body = match encoding {
         Encoding::Json => wire_json(obj, resource, shape),
-        Encoding::Protobuf(message) => wire::envelope(resource, &obj.protobuf(message)?),
+        Encoding::Protobuf(message) => wire::envelope(resource, shape, &obj.protobuf(message)?),
     };
     Ok(body_response(code, encoding.content_type(), body))
 }
@@ -554,6 +567,8 @@ async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, ca
         }
         Verb::DeleteCollection => {
             let params = ListParams::parse(&call.query, &resource)?;
+            // Answered with whole objects whatever the shape asked (as the JSON body is).
+            let encoding = Encoding::negotiate(&call.accept, &resource, Shape::Full);
             delete_collection(shared, &resource, namespace.as_deref(), &params, encoding)
         }
     }

@@ -8,7 +8,8 @@
 //! lists (`sendInitialEvents`), a bounded event history whose compaction gives 410 Expired, and
 //! metadata-only (`PartialObjectMetadata`) responses. It answers JSON, and Kubernetes protobuf
 //! (`application/vnd.kubernetes.protobuf`: objects, lists, watch frames and error `Status`es of
-//! the built-in kinds) to a client that prefers it in `Accept`, as client-go does by default.
+//! the built-in kinds, and metadata-only answers of any kind) to a client that prefers it in
+//! `Accept`, as client-go does by default.
 //! One global revision counter plays etcd's revision. [`Faults`] breaks it on purpose: close watches, fail requests with a status, write
 //! garbage into watch streams, delay responses, compact, drop the listener, count requests.
 //!
@@ -71,8 +72,7 @@
 //!
 //! Admission (no namespace lifecycle, no defaulting, no quota), validation beyond object names
 //! and the list/watch options, authentication and RBAC, CBOR, protobuf request bodies (writes
-//! take JSON), protobuf for metadata-only (`PartialObjectMetadata`) answers and for discovery
-//! (both JSON), Table output, server-side apply (`application/apply-patch+yaml` answers 415),
+//! take JSON), protobuf for discovery (JSON only), Table output, server-side apply (`application/apply-patch+yaml` answers 415),
 //! strategic merge patch semantics (applied as a JSON merge patch, so list fields are
 //! replaced, not merged), graceful pod deletion (a delete removes at once unless finalizers
 //! remain), garbage collection of dependents, CRD conversion webhooks and schema validation,

@@ -124,17 +124,26 @@ impl Obj {
     /// `message` is the table of the kind the object is served as. Every built-in is served
     /// at one version, so that is always the same table; should a test serve one resource at
     /// two protobuf versions, the other version is encoded on every call rather than cached.
+    /// A metadata-only answer (`PartialObjectMetadata`) is encoded afresh too, as its JSON is,
+    /// so it never takes the slot of the whole object's encoding.
     ///
     /// # Errors
     ///
     /// A 500 `InternalError` when the stored JSON does not fit the message (a test stored a
     /// value of the wrong type, which kube-apiserver's validation would have refused).
     pub(crate) fn protobuf(&self, message: &'static Message) -> Result<Bytes, ApiError> {
-        let cached = self
-            .protobuf
-            .get_or_init(|| Encoded::new(&self.value(), message));
+        let metadata_only = std::ptr::eq(
+            message,
+            &kinformer_store::protobuf::generated::META_V1_PARTIAL_OBJECT_METADATA,
+        );
+        let cached = (!metadata_only).then(|| {
+            self.protobuf
+                .get_or_init(|| Encoded::new(&self.value(), message))
+        });
         let uncached;
-        let encoded = if std::ptr::eq(cached.message, message) {
+        let encoded = if let Some(cached) = cached
+            && std::ptr::eq(cached.message, message)
+        {
             cached
         } else {
             uncached = Encoded::new(&self.value(), message);

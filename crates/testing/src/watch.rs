@@ -260,7 +260,9 @@ impl Watcher {
     fn object_event(&self, event_type: &str, obj: &Obj) -> Result<Bytes, ApiError> {
         let object = match self.encoding {
             Encoding::Json => wire_json(obj, &self.resource, self.shape),
-            Encoding::Protobuf(message) => wire::envelope(&self.resource, &obj.protobuf(message)?),
+            Encoding::Protobuf(message) => {
+                wire::envelope(&self.resource, self.shape, &obj.protobuf(message)?)
+            }
         };
         Ok(event(self.encoding, event_type, &object))
     }
@@ -276,7 +278,7 @@ impl Watcher {
             Encoding::Json => self.bookmark_json(metadata),
             Encoding::Protobuf(message) => {
                 match encode_message(&json!({ "metadata": metadata }), message) {
-                    Ok(bookmark) => wire::envelope(&self.resource, &bookmark),
+                    Ok(bookmark) => wire::envelope(&self.resource, self.shape, &bookmark),
                     Err(error) => {
                         tracing::error!(%error, "cannot encode a bookmark in protobuf");
                         return false;
@@ -288,13 +290,7 @@ impl Watcher {
     }
 
     fn bookmark_json(&self, metadata: Value) -> Bytes {
-        let (kind, api_version) = match self.shape {
-            Shape::Metadata => (
-                "PartialObjectMetadata".to_owned(),
-                "meta.k8s.io/v1".to_owned(),
-            ),
-            Shape::Full => (self.resource.kind.clone(), self.resource.api_version()),
-        };
+        let (kind, api_version) = self.shape.object_type(&self.resource);
         to_bytes(&Value::Object(
             [
                 ("kind".to_owned(), json!(kind)),

@@ -3,9 +3,11 @@
 //!
 //! kube-apiserver answers protobuf when the client ranks `application/vnd.kubernetes.protobuf`
 //! first (client-go sends `application/vnd.kubernetes.protobuf, application/json` by default)
-//! and the kind has a protobuf form: every built-in does, custom resources never do. The fake
-//! also keeps metadata-only (`as=PartialObjectMetadata`) answers in JSON. Errors follow the
-//! request: a client that gets its objects in protobuf gets its `Status` in protobuf too.
+//! and the kind has a protobuf form: every built-in does, custom resources never do. A
+//! metadata-only answer (`as=PartialObjectMetadata[List]`) is a `meta.k8s.io/v1` kind, so it
+//! goes out in protobuf for any resource, custom ones included, as client-go's metadata client
+//! asks. Errors follow the request: a client that gets its objects in protobuf gets its
+//! `Status` in protobuf too.
 
 use bytes::Bytes;
 use kinformer_store::protobuf::{
@@ -31,10 +33,15 @@ pub(crate) enum Encoding {
 impl Encoding {
     /// The encoding of everything a request on `resource` answers, objects and errors alike.
     pub(crate) fn negotiate(accept: &str, resource: &ResourceType, shape: Shape) -> Self {
-        if shape != Shape::Full || resource.unstructured || !prefers_protobuf(accept) {
+        if !prefers_protobuf(accept) {
             return Self::Json;
         }
-        message_for(&resource.api_version(), &resource.kind).map_or(Self::Json, Self::Protobuf)
+        match shape {
+            Shape::Metadata => Self::Protobuf(&generated::META_V1_PARTIAL_OBJECT_METADATA),
+            Shape::Full if resource.unstructured => Self::Json,
+            Shape::Full => message_for(&resource.api_version(), &resource.kind)
+                .map_or(Self::Json, Self::Protobuf),
+        }
     }
 
     /// The encoding of a `Status` for a request that names no served resource (an unknown
@@ -80,13 +87,11 @@ impl Encoding {
     }
 }
 
-/// Wraps one object's message bytes in the `k8s\0` envelope of `resource`'s kind.
-pub(crate) fn envelope(resource: &ResourceType, message: &[u8]) -> Bytes {
-    Bytes::from(encode_envelope(
-        &resource.api_version(),
-        &resource.kind,
-        message,
-    ))
+/// Wraps one object's message bytes in the `k8s\0` envelope of `resource`'s kind, or of
+/// `PartialObjectMetadata` for the metadata shape.
+pub(crate) fn envelope(resource: &ResourceType, shape: Shape, message: &[u8]) -> Bytes {
+    let (kind, api_version) = shape.object_type(resource);
+    Bytes::from(encode_envelope(&api_version, &kind, message))
 }
 
 /// Whether the client ranks Kubernetes protobuf above JSON in `accept`: the media range with
@@ -149,7 +154,7 @@ mod tests {
     }
 
     #[test]
-    fn only_built_ins_in_full_shape_negotiate_protobuf() {
+    fn built_ins_and_any_metadata_only_answer_negotiate_protobuf() {
         let both = "application/vnd.kubernetes.protobuf, application/json";
         let pods = ResourceType::of::<k8s_openapi::api::core::v1::Pod>();
         let custom = ResourceType::custom("example.com", "v1", "Widget", "widgets", true);
@@ -157,10 +162,17 @@ mod tests {
             Encoding::negotiate(both, &pods, Shape::Full),
             Encoding::Protobuf(message) if message.name == "k8s.io.api.core.v1.Pod"
         ));
-        assert!(matches!(
-            Encoding::negotiate(both, &pods, Shape::Metadata),
-            Encoding::Json
-        ));
+        for resource in [&pods, &custom] {
+            assert!(matches!(
+                Encoding::negotiate(both, resource, Shape::Metadata),
+                Encoding::Protobuf(message)
+                    if message.name == "k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadata"
+            ));
+            assert!(matches!(
+                Encoding::negotiate("application/json", resource, Shape::Metadata),
+                Encoding::Json
+            ));
+        }
         assert!(matches!(
             Encoding::negotiate(both, &custom, Shape::Full),
             Encoding::Json

@@ -7,7 +7,7 @@ mod common;
 use common::{Raw, RawWatch, raw};
 use k8s_openapi::List;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, Status};
 use kinformer_store::protobuf::{
     CONTENT_TYPE, DecodeOptions, Envelope, WATCH_CONTENT_TYPE, WatchFrame,
 };
@@ -296,9 +296,9 @@ async fn writes_answer_in_protobuf_too() {
     assert_eq!(status.status.as_deref(), Some("Success"));
 }
 
-#[tokio::test]
-async fn custom_resources_asked_for_protobuf_answer_json() {
-    let server = FakeApiServer::start().await.expect("start");
+/// Serves the custom resource `example.com/v1` `Widget` and creates one, `w` (label
+/// `size=3`), in `namespace`.
+fn serve_widget(server: &FakeApiServer, namespace: &str) {
     server.register(ResourceType::custom(
         "example.com",
         "v1",
@@ -310,10 +310,16 @@ async fn custom_resources_asked_for_protobuf_answer_json() {
         .create_object(json!({
             "apiVersion": "example.com/v1",
             "kind": "Widget",
-            "metadata": { "name": "w", "namespace": "default" },
+            "metadata": { "name": "w", "namespace": namespace, "labels": { "size": "3" } },
             "spec": { "size": 3 },
         }))
         .expect("create a widget");
+}
+
+#[tokio::test]
+async fn custom_resources_asked_for_protobuf_answer_json() {
+    let server = FakeApiServer::start().await.expect("start");
+    serve_widget(&server, "default");
     for path in [
         "/apis/example.com/v1/namespaces/default/widgets/w",
         "/apis/example.com/v1/namespaces/default/widgets",
@@ -334,17 +340,101 @@ async fn custom_resources_asked_for_protobuf_answer_json() {
     assert_eq!(event["object"]["spec"]["size"], 3);
 }
 
+/// What client-go's metadata client sends for a list and for a watch.
+const METADATA_LIST_PROTOBUF: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, \
+     application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json";
+const METADATA_LIST_JSON: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+const METADATA_PROTOBUF: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, \
+     application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
+const METADATA_JSON: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+
+/// The metadata of an object as both formats give it; protobuf carries no `apiVersion` and
+/// `kind` per item, so they are compared through the envelope and the list's JSON instead.
+fn metadata_of(json: &Value) -> ObjectMeta {
+    serde_json::from_value(json["metadata"].clone()).expect("JSON metadata")
+}
+
+#[derive(serde::Deserialize)]
+struct MetadataOnly {
+    metadata: ObjectMeta,
+}
+
 #[tokio::test]
-async fn metadata_only_requests_asked_for_protobuf_answer_json() {
+async fn metadata_only_answers_come_in_protobuf_for_built_ins_and_custom_resources() {
     let server = FakeApiServer::start().await.expect("start");
     seed_pods(&server, 2);
-    // What client-go's metadata client sends.
-    let accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, \
-                  application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json";
-    let list: Value = from_json(&get_as(&server, "/api/v1/pods", accept).await);
-    assert_eq!(list["kind"], "PartialObjectMetadataList");
-    assert_eq!(list["items"].as_array().map(Vec::len), Some(2));
-    assert!(list["items"][0].get("spec").is_none());
+    serve_widget(&server, "ns-0");
+
+    for (path, count) in [
+        ("/api/v1/namespaces/ns-0/pods", 2),
+        ("/apis/example.com/v1/namespaces/ns-0/widgets", 1),
+    ] {
+        let json: Value = from_json(&get_as(&server, path, METADATA_LIST_JSON).await);
+        assert_eq!(json["kind"], "PartialObjectMetadataList");
+        let protobuf = get_as(&server, path, METADATA_LIST_PROTOBUF).await;
+        let list: MetadataList = decode(&protobuf, "meta.k8s.io/v1", "PartialObjectMetadataList");
+        assert_eq!(list.items.len(), count, "{path}");
+        for (item, json_item) in list
+            .items
+            .iter()
+            .zip(json["items"].as_array().into_iter().flatten())
+        {
+            assert_eq!(item.metadata, metadata_of(json_item), "{path}");
+            assert!(item.metadata.managed_fields.is_some() || path.contains("widgets"));
+        }
+        assert_eq!(
+            list.metadata.resource_version.as_deref(),
+            json["metadata"]["resourceVersion"].as_str()
+        );
+    }
+
+    let path = "/apis/example.com/v1/namespaces/ns-0/widgets/w";
+    let json: Value = from_json(&get_as(&server, path, METADATA_JSON).await);
+    let one: MetadataOnly = decode(
+        &get_as(&server, path, METADATA_PROTOBUF).await,
+        "meta.k8s.io/v1",
+        "PartialObjectMetadata",
+    );
+    assert_eq!(one.metadata, metadata_of(&json));
+    assert_eq!(
+        one.metadata
+            .labels
+            .and_then(|l| l.get("size").cloned())
+            .as_deref(),
+        Some("3")
+    );
+
+    // A watch frames each event's object as a PartialObjectMetadata.
+    let watch = "/api/v1/namespaces/ns-0/pods?watch=true&resourceVersion=0&timeoutSeconds=5";
+    let (mut frames, headers) =
+        RawWatch::open_with(&server, watch, &[("Accept", METADATA_PROTOBUF)]).await;
+    assert!(
+        headers.contains(&format!("content-type: {WATCH_CONTENT_TYPE}")),
+        "{headers}"
+    );
+    let frame = frames.next_frame().await.expect("a protobuf frame");
+    let frame = WatchFrame::parse(&frame).expect("a WatchEvent");
+    assert_eq!(frame.event_type, "ADDED");
+    let envelope = Envelope::parse(frame.object).expect("an enveloped object");
+    assert_eq!(
+        (envelope.api_version, envelope.kind),
+        ("meta.k8s.io/v1", "PartialObjectMetadata")
+    );
+    let object: MetadataOnly = envelope
+        .decode(DecodeOptions::default())
+        .expect("a decodable PartialObjectMetadata");
+    assert!(
+        object
+            .metadata
+            .name
+            .is_some_and(|name| name.starts_with("pod-"))
+    );
+}
+
+#[derive(serde::Deserialize)]
+struct MetadataList {
+    metadata: ListMeta,
+    items: Vec<MetadataOnly>,
 }
 
 #[tokio::test]

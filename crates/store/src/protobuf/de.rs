@@ -30,6 +30,12 @@ pub struct DecodeOptions {
     /// server-side-apply bookkeeping is often the largest part of an object and few controllers
     /// read it.
     pub drop_managed_fields: bool,
+    /// `(apiVersion, kind)` to present to the type as the message's first two fields. A
+    /// protobuf message never carries its own type (the envelope does), but the JSON items of
+    /// some lists do: a metadata-only list's items each say `meta.k8s.io/v1`
+    /// `PartialObjectMetadata`, and a type that keeps them (kube's `PartialObjectMeta`) should
+    /// read the same from either format. Applies to the outermost message only.
+    pub type_meta: Option<(&'static str, &'static str)>,
 }
 
 impl DecodeOptions {
@@ -37,7 +43,16 @@ impl DecodeOptions {
     pub fn dropping_managed_fields() -> Self {
         Self {
             drop_managed_fields: true,
+            ..Self::default()
         }
+    }
+
+    /// These options, presenting `api_version` and `kind` as the outermost message's first
+    /// fields (see [`type_meta`](Self::type_meta)).
+    #[must_use]
+    pub fn with_type_meta(mut self, api_version: &'static str, kind: &'static str) -> Self {
+        self.type_meta = Some((api_version, kind));
+        self
     }
 }
 
@@ -262,17 +277,52 @@ struct FieldAccess<'de> {
     /// The messages an inlined field was entered from, innermost last.
     outer: Vec<(Reader<'de>, &'static Message)>,
     pending: Option<(&'static Field, WireValue<'de>)>,
+    /// `apiVersion` and `kind` still to present before the message's own fields; the
+    /// `apiVersion` is emptied once presented.
+    type_meta: Option<(&'static str, &'static str)>,
     options: DecodeOptions,
 }
 
+/// The fields [`DecodeOptions::type_meta`] presents; no message numbers them.
+static API_VERSION: Field = Field {
+    number: 0,
+    name: "apiVersion",
+    ty: Ty::String,
+    shape: Shape::Single,
+    omit_zero: false,
+};
+static KIND: Field = Field {
+    number: 0,
+    name: "kind",
+    ty: Ty::String,
+    shape: Shape::Single,
+    omit_zero: false,
+};
+
 impl<'de> FieldAccess<'de> {
-    fn new(bytes: &'de [u8], message: &'static Message, options: DecodeOptions) -> Self {
+    fn new(bytes: &'de [u8], message: &'static Message, mut options: DecodeOptions) -> Self {
+        // Taken out of the options, so messages nested in this one present nothing.
+        let type_meta = options.type_meta.take();
         Self {
             reader: Reader::new(bytes),
             message,
             outer: Vec::new(),
             pending: None,
+            type_meta,
             options,
+        }
+    }
+
+    /// The next `apiVersion` or `kind` entry still to present, `apiVersion` first.
+    #[inline]
+    fn next_type_meta(&mut self) -> Option<(&'static Field, &'static str)> {
+        let (api_version, kind) = self.type_meta?;
+        if api_version.is_empty() {
+            self.type_meta = None;
+            Some((&KIND, kind))
+        } else {
+            self.type_meta = Some(("", kind));
+            Some((&API_VERSION, api_version))
         }
     }
 
@@ -297,6 +347,12 @@ impl<'de> MapAccess<'de> for FieldAccess<'de> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, Error> {
+        if let Some((field, text)) = self.next_type_meta() {
+            self.pending = Some((field, WireValue::Bytes(text.as_bytes())));
+            return seed
+                .deserialize(BorrowedStrDeserializer::new(field.name))
+                .map(Some);
+        }
         loop {
             let Some((number, value)) = self.reader.field()? else {
                 match self.outer.pop() {
@@ -438,8 +494,53 @@ fn packed_element<'de>(packed: &mut Reader<'de>, ty: Ty) -> Result<WireValue<'de
     }
 }
 
+impl RepeatedAccess<'_, '_> {
+    /// How many elements remain: what is left of a packed run, the entry in hand and the
+    /// consecutive entries of this field still ahead (Go writes a repeated field's entries
+    /// together). Told to serde as the sequence's size, so a `Vec` is allocated once at its
+    /// final length instead of doubling, which would leave up to half its slots (a
+    /// `Container` is 2,336 bytes) empty in every cached object.
+    fn remaining(&self) -> usize {
+        let packed = self
+            .packed
+            .as_ref()
+            .map_or(0, |run| packed_len(run.remaining(), self.ty));
+        let first = match self.first {
+            Some(WireValue::Bytes(bytes)) if is_packable(self.ty) => packed_len(bytes, self.ty),
+            Some(_) => 1,
+            None => 0,
+        };
+        let mut ahead = *self.reader;
+        let mut entries = 0;
+        while ahead.peek_number() == Some(self.number) {
+            match ahead.field() {
+                Ok(Some((_, WireValue::Bytes(bytes)))) if is_packable(self.ty) => {
+                    entries += packed_len(bytes, self.ty);
+                }
+                Ok(Some(_)) => entries += 1,
+                _ => break,
+            }
+        }
+        packed + first + entries
+    }
+}
+
+/// The elements in a packed run of `ty`: fixed-width ones by length, varints by their last
+/// bytes (the ones under 0x80).
+fn packed_len(bytes: &[u8], ty: Ty) -> usize {
+    match ty {
+        Ty::Double => bytes.len() / 8,
+        Ty::Float => bytes.len() / 4,
+        _ => bytes.iter().filter(|&&byte| byte < 0x80).count(),
+    }
+}
+
 impl<'de> SeqAccess<'de> for RepeatedAccess<'_, 'de> {
     type Error = Error;
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.remaining())
+    }
 
     fn next_element_seed<T: DeserializeSeed<'de>>(
         &mut self,

@@ -70,6 +70,11 @@ impl<'de> Reader<'de> {
         self.bytes.is_empty()
     }
 
+    /// The bytes not read yet.
+    pub(crate) fn remaining(&self) -> &'de [u8] {
+        self.bytes
+    }
+
     pub(crate) fn varint(&mut self) -> Result<u64, Error> {
         let mut value = 0u64;
         for (index, &byte) in self.bytes.iter().enumerate().take(10) {
