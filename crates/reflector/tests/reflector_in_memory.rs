@@ -742,23 +742,49 @@ async fn a_too_large_resource_version_relists_from_a_consistent_read() {
     stop(token, running).await;
 }
 
-/// A store that counts resyncs.
+/// A store that counts resyncs and notes, on every write, the version its reflector reports at
+/// that moment: what a consumer the write wakes (an informer reporting synced, a handler)
+/// would read.
 #[derive(Default)]
-struct CountingStore {
+struct RecordingStore {
     cache: Cache<Pod>,
     resyncs: AtomicUsize,
+    reflector: std::sync::OnceLock<std::sync::Weak<Reflector<Pod, RecordingStore>>>,
+    /// `(version written, version the reflector reported during the write)`.
+    seen: Mutex<Vec<(String, String)>>,
 }
 
-impl Store<Pod> for CountingStore {
+impl RecordingStore {
+    fn reported_version(&self) -> Option<String> {
+        self.reflector
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .map(|reflector| reflector.last_sync_resource_version())
+    }
+
+    fn note(&self, written: &str) {
+        let reported = self.reported_version().unwrap_or_default();
+        self.seen.lock().push((written.to_owned(), reported));
+    }
+
+    fn note_object(&self, obj: &Pod) {
+        self.note(obj.metadata.resource_version.as_deref().unwrap_or_default());
+    }
+}
+
+impl Store<Pod> for RecordingStore {
     type Item = Arc<Pod>;
 
     fn add(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
+        self.note_object(&obj);
         self.cache.add(obj)
     }
     fn update(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
+        self.note_object(&obj);
         self.cache.update(obj)
     }
     fn delete(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
+        self.note_object(&obj);
         self.cache.delete(obj)
     }
     fn list(&self) -> Vec<Arc<Pod>> {
@@ -774,6 +800,7 @@ impl Store<Pod> for CountingStore {
         self.cache.get_by_key(key)
     }
     fn replace(&self, list: Vec<Arc<Pod>>, resource_version: &str) -> kinformer_store::Result<()> {
+        self.note(resource_version);
         self.cache.replace(list, resource_version)
     }
     fn resync(&self) -> kinformer_store::Result<()> {
@@ -787,7 +814,7 @@ impl Store<Pod> for CountingStore {
 #[tokio::test(start_paused = true)]
 async fn the_store_is_resynced_every_resync_period() {
     let lister_watcher = Scripted::new(|_, _| Ok(page("1", vec![], None)), |_, _| pending_watch());
-    let store = Arc::new(CountingStore::default());
+    let store = Arc::new(RecordingStore::default());
     let reflector = Arc::new(
         Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&store))
             .resync_period(Duration::from_secs(30))
@@ -812,7 +839,7 @@ async fn the_store_is_resynced_every_resync_period() {
 #[tokio::test(start_paused = true)]
 async fn should_resync_gates_every_resync() {
     let lister_watcher = Scripted::new(|_, _| Ok(page("1", vec![], None)), |_, _| pending_watch());
-    let store = Arc::new(CountingStore::default());
+    let store = Arc::new(RecordingStore::default());
     let asked = Arc::new(AtomicUsize::new(0));
     let reflector = Arc::new(
         Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&store))
@@ -1425,68 +1452,6 @@ async fn a_relist_reuses_the_cached_copy_of_every_unchanged_object() {
     stop(token, running).await;
 }
 
-/// A store that notes, on every write, the version the reflector reports at that moment: what
-/// a consumer the write wakes (an informer reporting synced, a handler) would read.
-#[derive(Default)]
-struct ObservingStore {
-    cache: Cache<Pod>,
-    reflector: std::sync::OnceLock<std::sync::Weak<Reflector<Pod, ObservingStore>>>,
-    /// `(version written, version the reflector reported during the write)`.
-    seen: Mutex<Vec<(String, String)>>,
-}
-
-impl ObservingStore {
-    fn note(&self, written: &str) {
-        let reported = self
-            .reflector
-            .get()
-            .and_then(std::sync::Weak::upgrade)
-            .map(|reflector| reflector.last_sync_resource_version())
-            .unwrap_or_default();
-        self.seen.lock().push((written.to_owned(), reported));
-    }
-
-    fn note_object(&self, obj: &Pod) {
-        self.note(obj.metadata.resource_version.as_deref().unwrap_or_default());
-    }
-}
-
-impl Store<Pod> for ObservingStore {
-    type Item = Arc<Pod>;
-
-    fn add(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
-        self.note_object(&obj);
-        self.cache.add(obj)
-    }
-    fn update(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
-        self.note_object(&obj);
-        self.cache.update(obj)
-    }
-    fn delete(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
-        self.note_object(&obj);
-        self.cache.delete(obj)
-    }
-    fn list(&self) -> Vec<Arc<Pod>> {
-        self.cache.list()
-    }
-    fn list_keys(&self) -> Vec<String> {
-        self.cache.list_keys()
-    }
-    fn get(&self, obj: &Pod) -> kinformer_store::Result<Option<Arc<Pod>>> {
-        self.cache.get(obj)
-    }
-    fn get_by_key(&self, key: &str) -> Option<Arc<Pod>> {
-        self.cache.get_by_key(key)
-    }
-    fn replace(&self, list: Vec<Arc<Pod>>, resource_version: &str) -> kinformer_store::Result<()> {
-        self.note(resource_version);
-        self.cache.replace(list, resource_version)
-    }
-    fn resync(&self) -> kinformer_store::Result<()> {
-        Ok(())
-    }
-}
-
 /// client-go records the version after the store write, so an informer woken by its initial
 /// list could report synced with `LastSyncResourceVersion` still empty. kinformer records it
 /// first: every write already sees its own version. A replace the store refuses (an object
@@ -1511,7 +1476,7 @@ async fn every_store_write_already_sees_its_resource_version() {
         },
         move |_, _| stream.lock().take().map_or_else(pending_watch, Ok),
     );
-    let store = Arc::new(ObservingStore::default());
+    let store = Arc::new(RecordingStore::default());
     let reported_on_error = Arc::new(Mutex::new(Vec::new()));
     let reflector = Arc::new(
         Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&store))
@@ -1519,14 +1484,7 @@ async fn every_store_write_already_sees_its_resource_version() {
             .watch_error_handler({
                 let store = Arc::clone(&store);
                 let reported = Arc::clone(&reported_on_error);
-                move |_| {
-                    let version = store
-                        .reflector
-                        .get()
-                        .and_then(std::sync::Weak::upgrade)
-                        .map(|reflector| reflector.last_sync_resource_version());
-                    reported.lock().push(version);
-                }
+                move |_| reported.lock().push(store.reported_version())
             })
             .build(),
     );
