@@ -327,6 +327,10 @@ where
 
     /// The resource version of the last list, watch event or bookmark applied; empty before the
     /// first list.
+    ///
+    /// It moves just before the store receives the write, so anything the write wakes (an
+    /// informer reporting synced, a handler) reads a version that includes it. client-go moves
+    /// it just after, which lets an informer report synced while this is still empty.
     #[doc(alias = "LastSyncResourceVersion")]
     pub fn last_sync_resource_version(&self) -> String {
         self.versions.read().last_sync.clone()
