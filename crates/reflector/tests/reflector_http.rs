@@ -369,7 +369,9 @@ async fn pagination_and_its_fallback_when_a_continue_token_expires() {
     let server = server_with_pods(30).await;
     let faults = server.faults().clone();
     faults.inject(Fault::status(410).verb(Verb::List).resource("pods"));
-    faults.set_delay(Some(Duration::from_millis(300)));
+    // The compaction below must land while the continuation request waits out this delay; a
+    // second leaves room for a loaded machine.
+    faults.set_delay(Some(Duration::from_secs(1)));
     let cache = Arc::new(Cache::<Pod>::default());
     let running = start(pods_reflector(&server, &cache).page_size(7));
     // Request 1 is the faulted list at "0", request 2 the first page of the consistent read.
@@ -752,8 +754,9 @@ async fn metadata_lister_watchers_fill_the_cache_in_protobuf_and_in_json() {
     }
 }
 
-/// Decodes like `JsonDecoder`, but slowly, noting how many list requests the server had seen
-/// when each page finished decoding.
+/// Decodes like `JsonDecoder`, but holds each page that has a next one until the server has
+/// seen the next request, noting how many list requests the server had seen when each page
+/// finished decoding.
 struct SlowDecoder {
     inner: kinformer_reflector::JsonDecoder<Pod>,
     faults: kinformer_testing::Faults,
@@ -770,7 +773,18 @@ impl kinformer_reflector::Decoder<Pod> for SlowDecoder {
         body: &[u8],
     ) -> kinformer_reflector::Result<kinformer_reflector::ListPage<Pod>> {
         let page = self.inner.decode_list(body);
-        std::thread::sleep(Duration::from_millis(200));
+        // A page with a next one keeps decoding until that next request reaches the server (or
+        // 10 s pass): the request can only arrive meanwhile if it was sent ahead of this decode.
+        // Waiting on the count, not on a fixed sleep, keeps a loaded machine from failing it.
+        if self.inner.continue_token(body).is_some() {
+            let next_request = self.lists_seen.lock().len() as u64 + 3;
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while self.faults.request_count(Verb::List, "pods") < next_request
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         self.lists_seen
             .lock()
             .push(self.faults.request_count(Verb::List, "pods"));

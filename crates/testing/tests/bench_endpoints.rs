@@ -200,13 +200,16 @@ async fn update_keeps_to_the_requested_rate() {
     }
     let total = started.elapsed();
     assert_eq!(arrivals.len(), 200);
+    // Counted from the first arrival: the server paces from there, and a slow POST on a
+    // loaded machine must not shift the window.
+    let first = arrivals[0];
     let by_the_middle = arrivals
         .iter()
-        .filter(|at| **at <= Duration::from_secs(1))
+        .filter(|at| **at - first <= Duration::from_secs(1))
         .count();
     assert!(
         (50..=150).contains(&by_the_middle),
-        "{by_the_middle} of 200 updates at 100/s arrived in the first second"
+        "{by_the_middle} of 200 updates at 100/s arrived in the second after the first"
     );
     assert!(
         total >= Duration::from_millis(1800) && total <= Duration::from_secs(6),

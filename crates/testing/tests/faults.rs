@@ -195,14 +195,16 @@ async fn garbage_and_unknown_event_types_reach_open_watches() {
 #[tokio::test]
 async fn a_response_delay_holds_every_request() {
     let server = FakeApiServer::start().await.expect("start");
-    server.faults().set_delay(Some(Duration::from_millis(150)));
+    // Long enough that an undelayed request on a loaded machine still comes back sooner.
+    let delay = Duration::from_millis(500);
+    server.faults().set_delay(Some(delay));
     let started = Instant::now();
     assert_eq!(get(&server, "/api/v1/pods").await.status, 200);
-    assert!(started.elapsed() >= Duration::from_millis(150));
+    assert!(started.elapsed() >= delay);
     server.faults().clear();
     let started = Instant::now();
     get(&server, "/api/v1/pods").await;
-    assert!(started.elapsed() < Duration::from_millis(150));
+    assert!(started.elapsed() < delay);
 }
 
 #[tokio::test]
@@ -260,19 +262,27 @@ async fn the_admin_endpoints_steer_faults_over_http() {
             .status,
         200
     );
-    let outage = raw(&server, "POST", "/admin/faults/outage?ms=300", &[], b"").await;
+    // The outage starts 50 ms after the answer and lasts 2 s: polled, not slept through, so
+    // a stalled test thread cannot miss it or outlast it.
+    let outage = raw(&server, "POST", "/admin/faults/outage?ms=2000", &[], b"").await;
     assert_eq!(outage.status, 200);
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    assert!(
-        tokio::net::TcpStream::connect(server.addr()).await.is_err(),
-        "down during the outage"
-    );
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(
-        get(&server, "/healthz").await.status,
-        200,
-        "back after the outage"
-    );
+    let started = Instant::now();
+    while tokio::net::TcpStream::connect(server.addr()).await.is_ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "down during the outage"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let started = Instant::now();
+    while tokio::net::TcpStream::connect(server.addr()).await.is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "back after the outage"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(get(&server, "/healthz").await.status, 200);
     let without = FakeApiServer::start().await.expect("start");
     assert_eq!(
         get(&without, "/admin/requests").await.status,
