@@ -313,14 +313,34 @@ async fn wait_until_converged(
     deployments: &[usize],
 ) {
     let deadline = Instant::now() + Duration::from_secs(10);
+    // The queue's length counts ready keys only, not one a worker holds: a reconcile can still
+    // be on its way to a PATCH when the queue looks idle. Converged means three polls in a row
+    // (over 100 ms) agree, with no reconcile and no PATCH between them.
+    let mut agreeing = 0;
+    let mut last_activity = None;
     loop {
         let wrong = mislabelled(server, deployments);
         let (in_sync, cached) = controller.in_sync();
         let queue = controller.queue();
         let idle = queue.is_empty() && queue.waiting_len() == 0;
-        if wrong.is_empty() && in_sync == cached && cached == deployments.len() && idle {
-            return;
+        let activity = (
+            controller.counters().snapshot().reconciles,
+            server.faults().request_count(Verb::Patch, "deployments"),
+        );
+        if wrong.is_empty()
+            && in_sync == cached
+            && cached == deployments.len()
+            && idle
+            && last_activity == Some(activity)
+        {
+            agreeing += 1;
+            if agreeing == 3 {
+                return;
+            }
+        } else {
+            agreeing = 0;
         }
+        last_activity = Some(activity);
         assert!(
             Instant::now() < deadline,
             "no convergence after 10s: {wrong:?}; caches {in_sync}/{cached} in sync; \
