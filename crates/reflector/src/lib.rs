@@ -71,10 +71,11 @@
 //!     let (reflector, token) = (Arc::clone(&reflector), token.clone());
 //!     async move { reflector.run(token).await }
 //! });
-//! while reflector.last_sync_resource_version() != "7" {
+//! while cache.list_keys().len() != 2 {
 //!     tokio::task::yield_now().await;
 //! }
-//! assert_eq!(cache.list_keys().len(), 2);
+//! // The version moves before the store's write, so whoever sees the write sees it too.
+//! assert_eq!(reflector.last_sync_resource_version(), "7");
 //! token.cancel();
 //! running.await.expect("the reflector stops when its token fires");
 //! # }
