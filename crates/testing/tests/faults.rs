@@ -266,22 +266,14 @@ async fn the_admin_endpoints_steer_faults_over_http() {
     // a stalled test thread cannot miss it or outlast it.
     let outage = raw(&server, "POST", "/admin/faults/outage?ms=2000", &[], b"").await;
     assert_eq!(outage.status, 200);
-    let started = Instant::now();
-    while tokio::net::TcpStream::connect(server.addr()).await.is_ok() {
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "down during the outage"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let started = Instant::now();
-    while tokio::net::TcpStream::connect(server.addr()).await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "back after the outage"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(
+        connectable_within(&server, false, Duration::from_secs(2)).await,
+        "down during the outage"
+    );
+    assert!(
+        connectable_within(&server, true, Duration::from_secs(10)).await,
+        "back after the outage"
+    );
     assert_eq!(get(&server, "/healthz").await.status, 200);
     let without = FakeApiServer::start().await.expect("start");
     assert_eq!(
@@ -334,4 +326,16 @@ fn the_public_handles_can_be_shared_across_tasks() {
     assert_send_sync::<FakeApiServer>();
     assert_send_sync::<kinformer_testing::Faults>();
     assert_send_sync::<kinformer_testing::Error>();
+}
+
+/// Whether connecting to `server` comes to succeed (`wanted`) or to be refused within `limit`.
+async fn connectable_within(server: &FakeApiServer, wanted: bool, limit: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if tokio::net::TcpStream::connect(server.addr()).await.is_ok() == wanted {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
 }
