@@ -115,11 +115,7 @@ fn shape_of(accept: &str) -> Shape {
 /// The bytes of one object as this resource version and shape present it.
 pub(crate) fn wire_json(obj: &Obj, resource: &ResourceType, shape: Shape) -> Bytes {
     match shape {
-        Shape::Metadata => to_bytes(&json!({
-            "kind": "PartialObjectMetadata",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": obj.value().get_mut("metadata").map(Value::take).unwrap_or_else(|| json!({})),
-        })),
+        Shape::Metadata => obj.metadata_json(),
         Shape::Full => {
             if obj.api_version == resource.api_version() || resource.group.is_empty() {
                 obj.json.clone()

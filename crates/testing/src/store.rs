@@ -118,14 +118,41 @@ impl Obj {
         serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }
 
+    /// The object's `metadata` as it is stored, found without building the rest of the tree
+    /// (a metadata-only list of 100k Pods would otherwise parse every spec and status).
+    fn raw_metadata(&self) -> Option<&serde_json::value::RawValue> {
+        #[derive(serde::Deserialize)]
+        struct MetadataOnly<'a> {
+            #[serde(borrow)]
+            metadata: Option<&'a serde_json::value::RawValue>,
+        }
+        serde_json::from_slice::<MetadataOnly<'_>>(&self.json)
+            .ok()
+            .and_then(|object| object.metadata)
+    }
+
+    /// The object as a `meta.k8s.io/v1` `PartialObjectMetadata`, in JSON: its stored metadata
+    /// bytes, copied.
+    pub(crate) fn metadata_json(&self) -> Bytes {
+        const HEAD: &[u8] =
+            br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#;
+        let metadata = self.raw_metadata().map_or("{}", |raw| raw.get());
+        let mut json = Vec::with_capacity(HEAD.len() + metadata.len() + 1);
+        json.extend_from_slice(HEAD);
+        json.extend_from_slice(metadata.as_bytes());
+        json.push(b'}');
+        Bytes::from(json)
+    }
+
     /// The object as the protobuf `message` (no envelope), encoded from its JSON on the first
     /// call and kept.
     ///
     /// `message` is the table of the kind the object is served as. Every built-in is served
     /// at one version, so that is always the same table; should a test serve one resource at
     /// two protobuf versions, the other version is encoded on every call rather than cached.
-    /// A metadata-only answer (`PartialObjectMetadata`) is encoded afresh too, as its JSON is,
-    /// so it never takes the slot of the whole object's encoding.
+    /// A metadata-only answer (`PartialObjectMetadata`) is encoded afresh too, from the
+    /// metadata alone, as its JSON is, so it never takes the slot of the whole object's
+    /// encoding.
     ///
     /// # Errors
     ///
@@ -145,6 +172,14 @@ impl Obj {
             && std::ptr::eq(cached.message, message)
         {
             cached
+        } else if metadata_only {
+            let metadata = self
+                .raw_metadata()
+                .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
+                .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+            let partial = Value::Object([("metadata".to_owned(), metadata)].into_iter().collect());
+            uncached = Encoded::new(&partial, message);
+            &uncached
         } else {
             uncached = Encoded::new(&self.value(), message);
             &uncached
@@ -742,6 +777,34 @@ mod tests {
             map.remove("apiVersion");
             map.remove("kind");
             assert_eq!(item, expected);
+        }
+    }
+
+    #[test]
+    fn a_metadata_answer_is_the_stored_metadata_alone_in_either_format() {
+        let message = &kinformer_store::protobuf::generated::META_V1_PARTIAL_OBJECT_METADATA;
+        for value in [
+            crate::fixtures::pod(3),
+            json!({ "apiVersion": "v1", "kind": "ConfigMap", "data": { "metadata": "x" } }),
+        ] {
+            let obj = Obj::new(&value);
+            let answer: Value = serde_json::from_slice(&obj.metadata_json()).expect("valid JSON");
+            let metadata = value.get("metadata").cloned().unwrap_or_else(|| json!({}));
+            assert_eq!(
+                answer,
+                json!({
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": metadata,
+                })
+            );
+            let encoded = obj.protobuf(message).expect("encodes");
+            let expected = kinformer_store::protobuf::encode_message(
+                &json!({ "metadata": metadata }),
+                message,
+            )
+            .expect("encodes");
+            assert_eq!(&encoded[..], &expected[..]);
         }
     }
 
