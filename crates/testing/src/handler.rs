@@ -102,6 +102,17 @@ impl Shape {
             Shape::Full => (resource.kind.clone(), resource.api_version()),
         }
     }
+
+    /// `(kind, apiVersion)` of a list of `resource` in this shape.
+    pub(crate) fn list_type(self, resource: &ResourceType) -> (String, String) {
+        match self {
+            Shape::Metadata => (
+                "PartialObjectMetadataList".to_owned(),
+                "meta.k8s.io/v1".to_owned(),
+            ),
+            Shape::Full => (resource.list_kind(), resource.api_version()),
+        }
+    }
 }
 
 fn shape_of(accept: &str) -> Shape {
@@ -890,13 +901,7 @@ async fn list(
             metadata.insert("remainingItemCount".into(), json!(remaining));
         }
     }
-    let (kind, api_version) = match shape {
-        Shape::Metadata => (
-            "PartialObjectMetadataList".to_owned(),
-            "meta.k8s.io/v1".to_owned(),
-        ),
-        Shape::Full => (resource.list_kind(), resource.api_version()),
-    };
+    let (kind, api_version) = shape.list_type(resource);
     let metadata = Value::Object(metadata);
     let body = match encoding {
         Encoding::Json => {

@@ -131,6 +131,15 @@ impl Obj {
             .and_then(|object| object.metadata)
     }
 
+    /// `{"metadata": ...}` alone, parsed: what a `PartialObjectMetadata` message holds.
+    fn metadata_value(&self) -> Value {
+        let metadata = self
+            .raw_metadata()
+            .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
+            .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+        Value::Object([("metadata".to_owned(), metadata)].into_iter().collect())
+    }
+
     /// The object as a `meta.k8s.io/v1` `PartialObjectMetadata`, in JSON: its stored metadata
     /// bytes, copied.
     pub(crate) fn metadata_json(&self) -> Bytes {
@@ -159,30 +168,23 @@ impl Obj {
     /// A 500 `InternalError` when the stored JSON does not fit the message (a test stored a
     /// value of the wrong type, which kube-apiserver's validation would have refused).
     pub(crate) fn protobuf(&self, message: &'static Message) -> Result<Bytes, ApiError> {
-        let metadata_only = std::ptr::eq(
+        let uncached;
+        let encoded = if std::ptr::eq(
             message,
             &kinformer_store::protobuf::generated::META_V1_PARTIAL_OBJECT_METADATA,
-        );
-        let cached = (!metadata_only).then(|| {
-            self.protobuf
-                .get_or_init(|| Encoded::new(&self.value(), message))
-        });
-        let uncached;
-        let encoded = if let Some(cached) = cached
-            && std::ptr::eq(cached.message, message)
-        {
-            cached
-        } else if metadata_only {
-            let metadata = self
-                .raw_metadata()
-                .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
-                .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
-            let partial = Value::Object([("metadata".to_owned(), metadata)].into_iter().collect());
-            uncached = Encoded::new(&partial, message);
+        ) {
+            uncached = Encoded::new(&self.metadata_value(), message);
             &uncached
         } else {
-            uncached = Encoded::new(&self.value(), message);
-            &uncached
+            let cached = self
+                .protobuf
+                .get_or_init(|| Encoded::new(&self.value(), message));
+            if std::ptr::eq(cached.message, message) {
+                cached
+            } else {
+                uncached = Encoded::new(&self.value(), message);
+                &uncached
+            }
         };
         encoded.bytes.clone().map_err(|error| {
             ApiError::new(
