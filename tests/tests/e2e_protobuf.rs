@@ -2,7 +2,7 @@
 //! both formats, decoded into the same k8s-openapi types, and the two must be equal.
 //!
 //! Against a real kube-apiserver (`cargo xtask e2e --local | --kind | --kubeconfig PATH`) this
-//! holds kinformer_store::protobuf to Go's own encoder on objects the server defaulted and stamped
+//! holds kinformer_protobuf to Go's own encoder on objects the server defaulted and stamped
 //! (managedFields, timestamps, IntOrString ports, quantities); against the fake (plain
 //! `cargo test`) it holds the fake's encoder to the same standard.
 

@@ -44,7 +44,7 @@ enum ClientSetup {
     Defaults,
     /// What kube-controller-manager configures:
     /// `Accept: application/vnd.kubernetes.protobuf,application/json`. The fake answers in
-    /// protobuf, so client-go's own decoder reads kinformer_store::protobuf's encoding.
+    /// protobuf, so client-go's own decoder reads kinformer_protobuf's encoding.
     ProtobufThenJson,
     /// `KUBE_FEATURE_WatchListClient=false`: the classic reflector, LIST then WATCH, and a
     /// LIST again after the 410.

@@ -525,14 +525,7 @@ fn build(quick: bool) -> Result<Programs, String> {
     let root = project_root();
     let target = crate::bench::target_dir(&root);
     let mut cargo = crate::cargo();
-    cargo.args([
-        "build",
-        "--locked",
-        "-p",
-        "kinformer-bench-peers",
-        "-p",
-        "kinformer-testing",
-    ]);
+    cargo.args(["build", "--locked", "-p", "kinformer-bench-peers"]);
     if !quick {
         cargo.arg("--release");
     }
@@ -1397,7 +1390,7 @@ fn report(
                 "**Decode floor** (scenario 8): the same {} Pods' list pages, fetched once and \
                  decoded into k8s-openapi `Pod`s with no informer. JSON ({} MiB, serde_json): \
                  {} ms on one thread, {} ms on {} threads; kinformer's JSON sync above is {} of \
-                 the one-thread floor. Protobuf ({} MiB, kinformer_store::protobuf): {} ms on one \
+                 the one-thread floor. Protobuf ({} MiB, kinformer_protobuf): {} ms on one \
                  thread, {} ms on {} threads; kinformer's protobuf sync is {} of the faster.\n",
                 format_figure(field(floor, "/objects").unwrap_or(0.0), 0),
                 format_figure(field(floor, "/bytes").unwrap_or(0.0) / (1 << 20) as f64, 0),

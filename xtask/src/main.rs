@@ -11,8 +11,9 @@
 //! - `control-plane up|down|env|build|restart-apiserver`: a real kube-apiserver and etcd, built
 //!   from the Go module proxy and cached by version, on loopback.
 //! - `e2e [--local|--kind|--kubeconfig PATH|--fake]`: the end-to-end suite against a backend.
-//! - `protobuf-schema [--check]`: kinformer-store's protobuf message tables, from the Go API
-//!   types (needs Go); `protobuf-fixtures`: its differential fixtures, encoded by client-go.
+//! - `protobuf-schema [--check] [--from FILE]`: kinformer-protobuf's message tables, from the
+//!   Go API types (needs Go, or a saved run of the generator); `protobuf-fixtures`: its
+//!   differential fixtures, encoded by client-go.
 //!
 //! The tidy checks (crate docs, no ignored tests, layering) live in `tidy.rs` and run as
 //! ordinary tests, so `cargo test --workspace` enforces them.
@@ -70,7 +71,7 @@ fn print_usage() {
          fake-apiserver [FLAGS] run kinformer-testing's fake API server standalone\n  \
          control-plane up|down|env|build|restart-apiserver\n                         a local kube-apiserver + etcd (built from Go modules)\n  \
          e2e [--local|--kind|--kubeconfig PATH|--fake] [--keep] [--yes] [-- TEST ARGS]\n                         the end-to-end suite\n  \
-         protobuf-schema [--check]\n                         regenerate the protobuf tables from the Go API types\n  \
+         protobuf-schema [--check] [--from FILE]\n                         regenerate the protobuf tables from the Go API types\n  \
          protobuf-fixtures      re-encode the protobuf fixtures with client-go"
     );
 }
@@ -136,7 +137,7 @@ fn fake_apiserver(args: &[String]) -> Result<(), String> {
         "--quiet",
         "--release",
         "--package",
-        "kinformer-testing",
+        "kinformer-bench-peers",
         "--bin",
         "kinformer-fake-apiserver",
         "--",

@@ -8,15 +8,17 @@ use std::{
 
 use crate::project_root;
 
-/// Which of our crates each crate may depend on (normal and build dependencies), per
-/// DESIGN.md's dependency direction. A crate missing here fails the check until it is placed.
+/// Which of our crates each crate may depend on (normal and build dependencies), per the
+/// dependency direction of docs/architecture.md. A crate missing here fails the check until it
+/// is placed.
 const LAYERS: &[(&str, &[&str])] = &[
     ("kinformer-wait", &[]),
+    ("kinformer-protobuf", &[]),
     ("kinformer-store", &["kinformer-wait"]),
     ("kinformer-fifo", &["kinformer-wait", "kinformer-store"]),
     (
         "kinformer-reflector",
-        &["kinformer-wait", "kinformer-store"],
+        &["kinformer-wait", "kinformer-protobuf", "kinformer-store"],
     ),
     (
         "kinformer-processor",
@@ -26,6 +28,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "kinformer-informer",
         &[
             "kinformer-wait",
+            "kinformer-protobuf",
             "kinformer-store",
             "kinformer-fifo",
             "kinformer-reflector",
@@ -36,6 +39,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "kinformer-factory",
         &[
             "kinformer-wait",
+            "kinformer-protobuf",
             "kinformer-store",
             "kinformer-fifo",
             "kinformer-reflector",
@@ -44,8 +48,15 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("kinformer-workqueue", &["kinformer-wait"]),
-    ("kinformer-testing", &["kinformer-wait", "kinformer-store"]),
+    (
+        "kinformer-testing",
+        &["kinformer-wait", "kinformer-protobuf", "kinformer-store"],
+    ),
 ];
+
+/// The ground floor: crates that depend on no other of ours. Any crate's tests and benches may
+/// use them (the store's benches decode protobuf) without the crate itself depending on them.
+const GROUND_FLOOR: &[&str] = &["kinformer-wait", "kinformer-protobuf"];
 
 /// Crates that may depend on any layer: the umbrella and the workspace-level tests and tools
 /// (the benchmark peers among them: they are run, never depended on).
@@ -199,7 +210,7 @@ fn no_crate_depends_on_a_layer_above_it() {
         }
         let Some(allowed) = layers.get(manifest.name.as_str()) else {
             violations.push(format!(
-                "{} is not placed in tidy.rs's LAYERS; add it per DESIGN.md",
+                "{} is not placed in tidy.rs's LAYERS; add it per docs/architecture.md",
                 manifest.name
             ));
             continue;
@@ -210,9 +221,11 @@ fn no_crate_depends_on_a_layer_above_it() {
                 continue;
             }
             for dep in deps.iter().filter(|dep| dep.starts_with("kinformer")) {
-                // Tests may use the fake API server; it sits at the bottom of the graph.
+                // Tests may use the fake API server and the ground floor.
                 let ok = allowed.contains(&dep.as_str())
-                    || (is_dev && dep == "kinformer-testing" && manifest.name != *dep);
+                    || (is_dev
+                        && manifest.name != *dep
+                        && (dep == "kinformer-testing" || GROUND_FLOOR.contains(&dep.as_str())));
                 if !ok {
                     violations.push(format!("{} [{section}] -> {dep}", manifest.name));
                 }
@@ -221,8 +234,44 @@ fn no_crate_depends_on_a_layer_above_it() {
     }
     assert!(
         violations.is_empty(),
-        "dependencies against DESIGN.md's layering:\n{}",
+        "dependencies against docs/architecture.md's layering:\n{}",
         violations.join("\n")
+    );
+}
+
+/// k8s-openapi's rule for libraries: the application picks the Kubernetes minor, so no library
+/// turns on a `v1_*` feature where its users would inherit it (its own tests and benches may).
+#[test]
+fn no_library_picks_a_kubernetes_minor() {
+    let mut offenders = Vec::new();
+    let root = fs::read_to_string(project_root().join("Cargo.toml")).expect("root manifest");
+    offenders.extend(
+        root.lines()
+            .filter(|line| line.trim_start().starts_with("k8s-openapi") && line.contains("v1_"))
+            .map(|line| format!("Cargo.toml [workspace.dependencies]: {}", line.trim())),
+    );
+    for manifest in manifests() {
+        if UNRESTRICTED.contains(&manifest.name.as_str()) {
+            continue;
+        }
+        let mut section = "";
+        for line in manifest.text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                section = line;
+                continue;
+            }
+            let normal = section == "[dependencies]" || section == "[build-dependencies]";
+            let picks = (normal && line.starts_with("k8s-openapi") && line.contains("features"))
+                || (section == "[features]" && line.contains("k8s-openapi/"));
+            if picks {
+                offenders.push(format!("{} {section}: {line}", manifest.name));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "libraries must leave the k8s-openapi version feature to the application:\n{}",
+        offenders.join("\n")
     );
 }
 

@@ -146,11 +146,11 @@ async fn a_projection_follows_the_server(format: WireFormat) {
 
     let served = server.content_types();
     let protobuf = served
-        .get(kinformer_store::protobuf::CONTENT_TYPE)
+        .get(kinformer_protobuf::CONTENT_TYPE)
         .copied()
         .unwrap_or(0);
     let protobuf_watches = served
-        .get(kinformer_store::protobuf::WATCH_CONTENT_TYPE)
+        .get(kinformer_protobuf::WATCH_CONTENT_TYPE)
         .copied()
         .unwrap_or(0);
     if format == WireFormat::Protobuf {

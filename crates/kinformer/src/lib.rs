@@ -194,11 +194,11 @@ pub use kinformer_informer as informer;
 #[doc(inline)]
 pub use kinformer_processor as processor;
 #[doc(inline)]
+pub use kinformer_protobuf as protobuf;
+#[doc(inline)]
 pub use kinformer_reflector as reflector;
 #[doc(inline)]
 pub use kinformer_store as store;
-/// Kubernetes protobuf: kinformer-store's `protobuf` module, where it lives.
-pub use kinformer_store::protobuf;
 #[cfg(feature = "testing")]
 #[doc(inline)]
 pub use kinformer_testing as testing;

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Pod;
 #[test]
 fn every_layer_is_reexported_under_its_module() {
     let _ = kinformer::wait::Backoff::default;
+    let _ = kinformer::protobuf::MAGIC;
     let _ = kinformer::store::Cache::<Pod>::default;
     let _ = kinformer::fifo::DEFAULT_BATCH_SIZE;
     let _ = kinformer::reflector::DEFAULT_PAGE_SIZE;

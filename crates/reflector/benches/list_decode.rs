@@ -30,7 +30,7 @@ fn list_decode(c: &mut Criterion) {
         "items": items,
     });
     let json = serde_json::to_vec(&list).expect("encodes");
-    let protobuf = kinformer_store::protobuf::encode_object(&list).expect("encodes");
+    let protobuf = kinformer_protobuf::encode_object(&list).expect("encodes");
     let json_decoder = JsonDecoder::<Pod>::new(Some(ExpectedType::new("v1", "Pod")));
     let kube_decoder =
         KubeDecoder::<Pod>::new(ExpectedType::new("v1", "Pod"), WireFormat::Protobuf);

@@ -399,12 +399,12 @@ async fn fetch_body(client: Client, request: http::Request<Vec<u8>>) -> Result<B
 /// A `Status` body in JSON, or in protobuf (what kube-apiserver sends a client that accepts
 /// protobuf).
 fn decode_status(body: &[u8]) -> Option<kube_core::Status> {
-    if body.starts_with(kinformer_store::protobuf::MAGIC) {
-        let envelope = kinformer_store::protobuf::Envelope::parse(body).ok()?;
-        return kinformer_store::protobuf::from_message(
+    if body.starts_with(kinformer_protobuf::MAGIC) {
+        let envelope = kinformer_protobuf::Envelope::parse(body).ok()?;
+        return kinformer_protobuf::from_message(
             envelope.raw,
-            &kinformer_store::protobuf::generated::META_V1_STATUS,
-            kinformer_store::protobuf::DecodeOptions::default(),
+            &kinformer_protobuf::messages::STATUS,
+            kinformer_protobuf::DecodeOptions::default(),
         )
         .ok();
     }
@@ -490,7 +490,7 @@ where
 /// Cuts a watch body into the frames its decoder reads.
 enum Frames {
     Lines(Vec<u8>),
-    LengthPrefixed(kinformer_store::protobuf::FrameReader),
+    LengthPrefixed(kinformer_protobuf::FrameReader),
 }
 
 struct FrameDecoder<K, D> {
@@ -575,7 +575,7 @@ where
 {
     let frames = match framing {
         Framing::LengthPrefixed => {
-            Frames::LengthPrefixed(kinformer_store::protobuf::FrameReader::default())
+            Frames::LengthPrefixed(kinformer_protobuf::FrameReader::default())
         }
         _ => Frames::Lines(Vec::new()),
     };

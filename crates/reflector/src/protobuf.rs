@@ -2,7 +2,7 @@
 
 use std::{fmt, sync::Arc};
 
-use kinformer_store::protobuf::{DecodeOptions, Envelope, WatchFrame};
+use kinformer_protobuf::{DecodeOptions, Envelope, WatchFrame};
 use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
 
@@ -63,7 +63,7 @@ impl Default for WireFormat {
 /// protobuf for built-in kinds (what client-go does since 1.32 for its typed clients), decodes
 /// whichever format the response carries, and can drop `managedFields` while decoding.
 ///
-/// Protobuf decodes straight into `K` through serde (see `kinformer_store::protobuf`), so `K` can be a
+/// Protobuf decodes straight into `K` through serde (see `kinformer_protobuf`), so `K` can be a
 /// k8s-openapi struct or a slim projection of one that names only the fields it needs: the
 /// rest are skipped on the wire.
 pub struct KubeDecoder<K> {
@@ -114,7 +114,7 @@ impl<K> KubeDecoder<K> {
     #[must_use]
     pub fn format(mut self, format: WireFormat) -> Self {
         let has_protobuf =
-            kinformer_store::protobuf::message_for(&self.expected.api_version, &self.expected.kind)
+            kinformer_protobuf::message_for(&self.expected.api_version, &self.expected.kind)
                 .is_some();
         self.protobuf = has_protobuf && format == WireFormat::Protobuf;
         self
@@ -178,11 +178,7 @@ impl<K> KubeDecoder<PartialObjectMeta<K>> {
     }
 }
 
-fn protobuf_error(
-    what: &'static str,
-    error: &kinformer_store::protobuf::Error,
-    bytes: &[u8],
-) -> Error {
+fn protobuf_error(what: &'static str, error: &kinformer_protobuf::Error, bytes: &[u8]) -> Error {
     Error::decode(what, format!("protobuf: {error}"), bytes)
 }
 
@@ -229,14 +225,14 @@ where
         let message = list
             .message()
             .map_err(|error| protobuf_error("list", &error, body))?;
-        let items = kinformer_store::protobuf::list_items(list.raw, message)
+        let items = kinformer_protobuf::list_items(list.raw, message)
             .map_err(|error| protobuf_error("list", &error, body))?;
         // The items are skipped, not decoded, by this pass.
         let ListOnlyMeta { metadata } = list
             .decode(DecodeOptions::default())
             .map_err(|error| protobuf_error("list metadata", &error, body))?;
         let decode_item = |item: &&[u8]| -> Result<Arc<K>> {
-            kinformer_store::protobuf::from_message::<K>(item, items.message, self.options)
+            kinformer_protobuf::from_message::<K>(item, items.message, self.options)
                 .map(|object| reuse(Arc::new(object)))
                 .map_err(|error| protobuf_error("list item", &error, item))
         };
@@ -270,9 +266,9 @@ where
                 Ok(bookmark.into_event())
             }
             "ERROR" => {
-                let status: kube_core::Status = kinformer_store::protobuf::from_message(
+                let status: kube_core::Status = kinformer_protobuf::from_message(
                     object.raw,
-                    &kinformer_store::protobuf::generated::META_V1_STATUS,
+                    &kinformer_protobuf::messages::STATUS,
                     DecodeOptions::default(),
                 )
                 .map_err(|error| protobuf_error("ERROR status", &error, event.object))?;
@@ -309,8 +305,7 @@ where
 
     fn framing(&self, content_type: Option<&str>) -> Framing {
         if self.protobuf
-            && content_type
-                .is_some_and(|value| value.starts_with(kinformer_store::protobuf::CONTENT_TYPE))
+            && content_type.is_some_and(|value| value.starts_with(kinformer_protobuf::CONTENT_TYPE))
         {
             Framing::LengthPrefixed
         } else {
@@ -319,7 +314,7 @@ where
     }
 
     fn continue_token(&self, body: &[u8]) -> Option<String> {
-        if !body.starts_with(kinformer_store::protobuf::MAGIC) {
+        if !body.starts_with(kinformer_protobuf::MAGIC) {
             return self.json.continue_token(body);
         }
         let list = Envelope::parse(body).ok()?;
@@ -332,7 +327,7 @@ where
     }
 
     fn decode_list_reusing(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {
-        if body.starts_with(kinformer_store::protobuf::MAGIC) {
+        if body.starts_with(kinformer_protobuf::MAGIC) {
             self.decode_protobuf_list(body, reuse)
         } else {
             self.json.decode_list_reusing(body, reuse)
@@ -351,7 +346,7 @@ where
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::Pod;
-    use kinformer_store::protobuf::{encode_object, encode_watch_frame};
+    use kinformer_protobuf::{encode_object, encode_watch_frame};
     use serde_json::json;
 
     use super::*;

@@ -19,10 +19,8 @@
 use std::{collections::BTreeMap, hint::black_box, sync::Arc};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use kinformer_store::{
-    Interned, ProjectedMeta,
-    protobuf::{DecodeOptions, Envelope, encode_object},
-};
+use kinformer_protobuf::{DecodeOptions, Envelope, encode_object};
+use kinformer_store::{Interned, ProjectedMeta};
 use serde::Deserialize;
 
 const PODS: usize = 20_000;
@@ -142,7 +140,7 @@ fn held_per_pod<T: for<'de> Deserialize<'de>>(pods: &[Vec<u8>]) -> (Vec<Arc<T>>,
 }
 
 fn interning(c: &mut Criterion) {
-    let json = include_bytes!("../tests/protobuf-fixtures/pod.json");
+    let json = include_bytes!("../../protobuf/tests/fixtures/pod.json");
     let template: serde_json::Value = serde_json::from_slice(json).expect("fixture");
     let pods: Vec<Vec<u8>> = (0..PODS).map(|i| pod(&template, i)).collect();
 

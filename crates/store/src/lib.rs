@@ -137,7 +137,6 @@ mod key;
 mod lister;
 mod object;
 mod projection;
-pub mod protobuf;
 mod selector;
 mod thread_safe;
 mod tombstone;

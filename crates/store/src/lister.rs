@@ -187,7 +187,7 @@ mod tests {
     use kube_core::{Expression, ObjectMeta};
 
     use super::*;
-    use crate::{Cache, Indexers, default_key_func, parse_selector};
+    use crate::{Cache, Indexers, Store, default_key_func, parse_selector};
 
     fn pod(namespace: &str, name: &str, labels: &[(&str, &str)]) -> Arc<Pod> {
         Arc::new(Pod {

@@ -9,7 +9,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use kinformer_store::protobuf::{encode_list, encode_message, generated, schema::Message};
+use kinformer_protobuf::{Message, encode_list, encode_message, messages};
 use serde_json::{Map, Value, json};
 
 use crate::faults::{Faults, Verb};
@@ -927,7 +927,7 @@ fn protobuf_list_body(
     items: &[Arc<Obj>],
     message: &'static Message,
 ) -> Result<Bytes, ApiError> {
-    let list_meta = encode_message(metadata, &generated::META_V1_LIST_META).map_err(|error| {
+    let list_meta = encode_message(metadata, &messages::LIST_META).map_err(|error| {
         ApiError::new(
             500,
             "InternalError",

@@ -378,18 +378,16 @@ mod tests {
 
     #[test]
     fn a_restamped_protobuf_message_equals_the_encoded_restamped_json() {
-        use kinformer_store::protobuf::{encode_message, generated};
+        use kinformer_protobuf::{encode_message, message_for};
+        let pods = message_for("v1", "Pod").expect("Pods have a protobuf form");
+        let config_maps = message_for("v1", "ConfigMap").expect("ConfigMaps have a protobuf form");
         let mut pod = crate::fixtures::pod(7);
         pod["metadata"]["resourceVersion"] = json!("12");
         let bare = json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "a", "resourceVersion": "3" }, "data": { "k": "v" } });
         let mut annotated = bare.clone();
         annotated["metadata"]["annotations"] = json!({ "a": "1", "z": "2" });
         let key = "bench.kinformer.dev/emit-ns";
-        for (value, message) in [
-            (pod, &generated::CORE_V1_POD),
-            (bare, &generated::CORE_V1_CONFIG_MAP),
-            (annotated, &generated::CORE_V1_CONFIG_MAP),
-        ] {
+        for (value, message) in [(pod, pods), (bare, config_maps), (annotated, config_maps)] {
             let encoded = encode_message(&value, message).expect("encodes");
             for annotation in [None, Some((key, "17")), Some(("a", "x")), Some(("zz", "y"))] {
                 let once = restamp_protobuf(&encoded, 99, annotation).expect("restamped");
@@ -404,18 +402,16 @@ mod tests {
 
     #[test]
     fn the_protobuf_field_numbers_are_the_object_meta_ones() {
-        use kinformer_store::protobuf::generated;
-        let number = |message: &kinformer_store::protobuf::schema::Message, name: &str| {
-            message
-                .fields
-                .iter()
-                .find(|field| field.name == name)
-                .map(|field| field.number)
-        };
-        assert_eq!(number(&generated::CORE_V1_POD, "metadata"), Some(METADATA));
-        let meta = &generated::META_V1_OBJECT_META;
-        assert_eq!(number(meta, "resourceVersion"), Some(RESOURCE_VERSION));
-        assert_eq!(number(meta, "annotations"), Some(ANNOTATIONS));
+        use kinformer_protobuf::{message_for, messages};
+        let pods = message_for("v1", "Pod").expect("Pods have a protobuf form");
+        assert_eq!(pods.field_number("metadata"), Some(METADATA));
+        let meta = &messages::OBJECT_META;
+        assert!(std::ptr::eq(
+            pods.field_message("metadata").expect("nested"),
+            meta
+        ));
+        assert_eq!(meta.field_number("resourceVersion"), Some(RESOURCE_VERSION));
+        assert_eq!(meta.field_number("annotations"), Some(ANNOTATIONS));
     }
 
     #[test]

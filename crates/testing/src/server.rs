@@ -292,11 +292,8 @@ impl FakeApiServer {
         {
             let store = self.shared.store.lock();
             for resource in &resources {
-                let encoding = Encoding::negotiate(
-                    kinformer_store::protobuf::CONTENT_TYPE,
-                    resource,
-                    Shape::Full,
-                );
+                let encoding =
+                    Encoding::negotiate(kinformer_protobuf::CONTENT_TYPE, resource, Shape::Full);
                 if let Encoding::Protobuf(message) = encoding {
                     work.extend(
                         store

@@ -11,7 +11,7 @@ use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use kinformer_store::protobuf::schema::Message;
+use kinformer_protobuf::Message;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -171,7 +171,7 @@ impl Obj {
         let uncached;
         let encoded = if std::ptr::eq(
             message,
-            &kinformer_store::protobuf::generated::META_V1_PARTIAL_OBJECT_METADATA,
+            &kinformer_protobuf::messages::PARTIAL_OBJECT_METADATA,
         ) {
             uncached = Encoded::new(&self.metadata_value(), message);
             &uncached
@@ -193,7 +193,7 @@ impl Obj {
                 format!(
                     "Internal error occurred: unable to encode {} as {}: {error}",
                     object_key(self.namespace.as_deref(), &self.name),
-                    message.name
+                    message.name()
                 ),
             )
         })
@@ -219,7 +219,7 @@ struct Encoded {
 
 impl Encoded {
     fn new(value: &Value, message: &'static Message) -> Self {
-        let bytes = kinformer_store::protobuf::encode_message(value, message)
+        let bytes = kinformer_protobuf::encode_message(value, message)
             .map(Bytes::from)
             .map_err(|error| error.to_string().into_boxed_str());
         Self { message, bytes }
@@ -784,7 +784,7 @@ mod tests {
 
     #[test]
     fn a_metadata_answer_is_the_stored_metadata_alone_in_either_format() {
-        let message = &kinformer_store::protobuf::generated::META_V1_PARTIAL_OBJECT_METADATA;
+        let message = &kinformer_protobuf::messages::PARTIAL_OBJECT_METADATA;
         for value in [
             crate::fixtures::pod(3),
             json!({ "apiVersion": "v1", "kind": "ConfigMap", "data": { "metadata": "x" } }),
@@ -801,18 +801,17 @@ mod tests {
                 })
             );
             let encoded = obj.protobuf(message).expect("encodes");
-            let expected = kinformer_store::protobuf::encode_message(
-                &json!({ "metadata": metadata }),
-                message,
-            )
-            .expect("encodes");
+            let expected =
+                kinformer_protobuf::encode_message(&json!({ "metadata": metadata }), message)
+                    .expect("encodes");
             assert_eq!(&encoded[..], &expected[..]);
         }
     }
 
     #[test]
     fn a_restamped_object_carries_its_protobuf_form_along() {
-        let message = &kinformer_store::protobuf::generated::CORE_V1_POD;
+        let message =
+            kinformer_protobuf::message_for("v1", "Pod").expect("Pods have a protobuf form");
         let mut value = crate::fixtures::pod(3);
         value["metadata"]["resourceVersion"] = json!("5");
         let obj = Obj::new(&value);
@@ -827,7 +826,7 @@ mod tests {
             .expect("restamped along with the JSON")
             .bytes
             .expect("encoded");
-        let encoded = kinformer_store::protobuf::encode_message(&restamped.value(), message)
+        let encoded = kinformer_protobuf::encode_message(&restamped.value(), message)
             .expect("the restamped JSON encodes");
         assert_eq!(carried, encoded);
     }
@@ -841,7 +840,9 @@ mod tests {
             "spec": { "containers": "not a list" },
         }));
         let error = obj
-            .protobuf(&kinformer_store::protobuf::generated::CORE_V1_POD)
+            .protobuf(
+                kinformer_protobuf::message_for("v1", "Pod").expect("Pods have a protobuf form"),
+            )
             .expect_err("containers must be a list");
         assert_eq!(error.code, 500);
         assert!(error.message.contains("ns/odd"), "{}", error.message);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, Response, header};
-use kinformer_store::protobuf::{encode_message, encode_object, encode_watch_frame};
+use kinformer_protobuf::{encode_message, encode_object, encode_watch_frame};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 

@@ -10,9 +10,7 @@
 //! `Status` in protobuf too.
 
 use bytes::Bytes;
-use kinformer_store::protobuf::{
-    encode_envelope, encode_object, generated, message_for, schema::Message,
-};
+use kinformer_protobuf::{Message, encode_envelope, encode_object, message_for, messages};
 use serde_json::Value;
 
 use crate::handler::{Shape, to_bytes};
@@ -37,7 +35,7 @@ impl Encoding {
             return Self::Json;
         }
         match shape {
-            Shape::Metadata => Self::Protobuf(&generated::META_V1_PARTIAL_OBJECT_METADATA),
+            Shape::Metadata => Self::Protobuf(&messages::PARTIAL_OBJECT_METADATA),
             Shape::Full if resource.unstructured => Self::Json,
             Shape::Full => message_for(&resource.api_version(), &resource.kind)
                 .map_or(Self::Json, Self::Protobuf),
@@ -48,7 +46,7 @@ impl Encoding {
     /// path): protobuf whenever the client prefers it, since `Status` has a protobuf form.
     pub(crate) fn for_status(accept: &str) -> Self {
         if prefers_protobuf(accept) && !accept.contains("as=") {
-            Self::Protobuf(&generated::META_V1_STATUS)
+            Self::Protobuf(&messages::STATUS)
         } else {
             Self::Json
         }
@@ -58,7 +56,7 @@ impl Encoding {
     pub(crate) fn content_type(self) -> &'static str {
         match self {
             Self::Json => JSON,
-            Self::Protobuf(_) => kinformer_store::protobuf::CONTENT_TYPE,
+            Self::Protobuf(_) => kinformer_protobuf::CONTENT_TYPE,
         }
     }
 
@@ -66,7 +64,7 @@ impl Encoding {
     pub(crate) fn watch_content_type(self) -> &'static str {
         match self {
             Self::Json => JSON,
-            Self::Protobuf(_) => kinformer_store::protobuf::WATCH_CONTENT_TYPE,
+            Self::Protobuf(_) => kinformer_protobuf::WATCH_CONTENT_TYPE,
         }
     }
 
@@ -103,7 +101,7 @@ pub(crate) fn prefers_protobuf(accept: &str) -> bool {
         let mut parts = range.split(';').map(str::trim);
         let media_type = parts.next().unwrap_or_default().to_ascii_lowercase();
         let protobuf = match media_type.as_str() {
-            kinformer_store::protobuf::CONTENT_TYPE => true,
+            kinformer_protobuf::CONTENT_TYPE => true,
             JSON | "application/*" | "*/*" => false,
             _ => continue,
         };
@@ -160,13 +158,13 @@ mod tests {
         let custom = ResourceType::custom("example.com", "v1", "Widget", "widgets", true);
         assert!(matches!(
             Encoding::negotiate(both, &pods, Shape::Full),
-            Encoding::Protobuf(message) if message.name == "k8s.io.api.core.v1.Pod"
+            Encoding::Protobuf(message) if message.name() == "k8s.io.api.core.v1.Pod"
         ));
         for resource in [&pods, &custom] {
             assert!(matches!(
                 Encoding::negotiate(both, resource, Shape::Metadata),
                 Encoding::Protobuf(message)
-                    if message.name == "k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadata"
+                    if message.name() == "k8s.io.apimachinery.pkg.apis.meta.v1.PartialObjectMetadata"
             ));
             assert!(matches!(
                 Encoding::negotiate("application/json", resource, Shape::Metadata),

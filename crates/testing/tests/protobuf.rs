@@ -8,9 +8,7 @@ use common::{Raw, RawWatch, raw};
 use k8s_openapi::List;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, Status};
-use kinformer_store::protobuf::{
-    CONTENT_TYPE, DecodeOptions, Envelope, WATCH_CONTENT_TYPE, WatchFrame,
-};
+use kinformer_protobuf::{CONTENT_TYPE, DecodeOptions, Envelope, WATCH_CONTENT_TYPE, WatchFrame};
 use kinformer_testing::{FakeApiServer, ResourceType, ServerConfig, fixtures};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};

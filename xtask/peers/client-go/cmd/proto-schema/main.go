@@ -1,5 +1,5 @@
 // Command proto-schema writes, on stdout, the Rust tables that kinformer-store's protobuf module
-// (crates/store/src/protobuf/generated.rs) decodes Kubernetes protobuf with: one `Message` static per Go API struct
+// (crates/protobuf/src/generated/) decodes Kubernetes protobuf with: one `Message` static per Go API struct
 // reachable from client-go's scheme, and `KINDS`, every (apiVersion, kind) the scheme knows.
 //
 // Everything comes from reflection over the Go types, the same ones kube-apiserver marshals:

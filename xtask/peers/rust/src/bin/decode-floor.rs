@@ -2,7 +2,7 @@
 //!
 //! Fetches every page of the cluster's Pods (500 a page) once in JSON and once in protobuf,
 //! keeps the raw bytes, then times decoding them into k8s-openapi `Pod`s (serde_json for JSON,
-//! kinformer_store::protobuf for protobuf): on one thread, then spread over every core. Prints one
+//! kinformer_protobuf for protobuf): on one thread, then spread over every core. Prints one
 //! JSON line: `{"objects","bytes","single_ms","parallel_ms","threads","protobuf_bytes",
 //! "protobuf_single_ms","protobuf_parallel_ms"}`. It is the floor an informer's initial sync can
 //! approach: everything an informer does beyond this (queueing, keying, indexing, notifying) is

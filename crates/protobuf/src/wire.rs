@@ -1,6 +1,6 @@
 //! Protobuf's wire format: varints, tags and length-delimited values.
 
-use crate::protobuf::Error;
+use crate::Error;
 
 /// A value as it sits on the wire, before the schema says what it means.
 #[derive(Debug, Clone, Copy)]

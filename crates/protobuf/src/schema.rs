@@ -1,38 +1,43 @@
 //! The shape of Kubernetes' protobuf messages, as the generated tables describe them.
 //!
-//! Every table in [`generated`](crate::protobuf::generated) is written by `cargo xtask protobuf-schema`
+//! Every table in the generated module is written by `cargo xtask protobuf-schema`
 //! from the Go API types themselves (reflection over client-go's scheme), so field numbers, JSON
 //! names, pointer-ness and `omitempty` are exactly what kube-apiserver's encoders use.
 
-/// One protobuf message: one Go API struct.
+/// One protobuf message: the table of one Go API struct (its fields' numbers, JSON names and
+/// types), which encoding and decoding are driven by.
+///
+/// Find one with [`message_for`](crate::message_for) by `apiVersion` and `kind`, through
+/// [`Message::field_message`] for a nested one, or among the [`messages`](crate::messages) a
+/// server needs by name.
 #[derive(Debug)]
 pub struct Message {
     /// The protobuf name, such as `k8s.io.api.core.v1.Pod`.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The fields the Go struct carries on the wire, sorted by number.
-    pub fields: &'static [Field],
+    pub(crate) fields: &'static [Field],
 }
 
 /// One field of a [`Message`].
 #[derive(Debug)]
-pub struct Field {
+pub(crate) struct Field {
     /// The protobuf field number.
-    pub number: u32,
+    pub(crate) number: u32,
     /// The JSON name (empty for an [`Shape::Inline`] field, whose fields join the parent's).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The type of one value (of an element for [`Shape::Repeated`], of a value for
     /// [`Shape::Map`]).
-    pub ty: Ty,
+    pub(crate) ty: Ty,
     /// Single, repeated, map or inlined.
-    pub shape: Shape,
+    pub(crate) shape: Shape,
     /// A zero value on the wire means "absent" in JSON: the Go field is a non-pointer scalar
     /// tagged `omitempty`, which protobuf writes even when it is empty.
-    pub omit_zero: bool,
+    pub(crate) omit_zero: bool,
 }
 
 /// How a [`Field`] holds its values.
 #[derive(Debug, Clone, Copy)]
-pub enum Shape {
+pub(crate) enum Shape {
     /// One value.
     Single,
     /// A list: one wire entry per element (or one packed entry for numbers).
@@ -47,7 +52,11 @@ pub enum Shape {
 
 /// The type of one value.
 #[derive(Debug, Clone, Copy)]
-pub enum Ty {
+#[allow(
+    dead_code,
+    reason = "the generator writes every Go wire type; today's API uses no unsigned, float or Duration field, but a future one may"
+)]
+pub(crate) enum Ty {
     /// `bool`, a varint.
     Bool,
     /// `int32`, a varint.
@@ -91,9 +100,35 @@ pub enum Ty {
 }
 
 impl Message {
+    /// The protobuf name, such as `k8s.io.api.core.v1.Pod`.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The number of the field whose JSON name is `json_name` (`metadata`, `resourceVersion`),
+    /// if the message has one.
+    pub fn field_number(&self, json_name: &str) -> Option<u32> {
+        self.fields
+            .iter()
+            .find(|field| field.name == json_name)
+            .map(|field| field.number)
+    }
+
+    /// The message of the field whose JSON name is `json_name`, when that field holds a nested
+    /// message (`metadata` of a Pod is an `ObjectMeta`).
+    pub fn field_message(&self, json_name: &str) -> Option<&'static Message> {
+        self.fields
+            .iter()
+            .find(|field| field.name == json_name)
+            .and_then(|field| match field.ty {
+                Ty::Message(message) => Some(message),
+                _ => None,
+            })
+    }
+
     /// The field numbered `number`, if the message has one.
     #[inline]
-    pub fn field(&'static self, number: u32) -> Option<&'static Field> {
+    pub(crate) fn field(&'static self, number: u32) -> Option<&'static Field> {
         let fields: &'static [Field] = self.fields;
         // Most messages number their fields 1, 2, 3...: try the dense position first.
         if let Some(field) = fields.get((number as usize).wrapping_sub(1))

@@ -5,7 +5,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_store::protobuf::{DecodeOptions, Envelope, encode_object};
+use kinformer_protobuf::{DecodeOptions, Envelope, encode_object};
 
 #[derive(serde::Deserialize)]
 #[allow(dead_code)]
@@ -38,7 +38,7 @@ fn from_protobuf<T: serde::de::DeserializeOwned>(body: &[u8], options: DecodeOpt
 }
 
 fn decode(c: &mut Criterion) {
-    let json = include_bytes!("../tests/protobuf-fixtures/pod.json");
+    let json = include_bytes!("../tests/fixtures/pod.json");
     let value: serde_json::Value = serde_json::from_slice(json).expect("fixture");
     let json = serde_json::to_vec(&value).expect("compact JSON");
     let protobuf = encode_object(&value).expect("encodes");
@@ -71,7 +71,7 @@ fn decode(c: &mut Criterion) {
 /// `Vec`s and `BTreeMap`s (a clone allocates and copies exactly what a decode does), and
 /// freeing it. The decode cases above include freeing their output; `decode_only` does not.
 fn tree(c: &mut Criterion) {
-    let json = include_bytes!("../tests/protobuf-fixtures/pod.json");
+    let json = include_bytes!("../tests/fixtures/pod.json");
     let value: serde_json::Value = serde_json::from_slice(json).expect("fixture");
     let protobuf = encode_object(&value).expect("encodes");
     let pod: Pod = serde_json::from_value(value).expect("a Pod");

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kinformer_store::protobuf::{DecodeOptions, Envelope, FrameReader, WatchFrame, encode_object};
+use kinformer_protobuf::{DecodeOptions, Envelope, FrameReader, WatchFrame, encode_object};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -163,9 +163,7 @@ fn canonical(mut value: Value) -> Value {
     value
 }
 
-fn decode<T: serde::de::DeserializeOwned>(
-    body: &[u8],
-) -> Result<T, kinformer_store::protobuf::Error> {
+fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, kinformer_protobuf::Error> {
     Envelope::parse(body)?.decode(DecodeOptions::default())
 }
 
@@ -224,7 +222,7 @@ fn a_truncated_body_names_what_was_cut() {
 #[test]
 fn a_json_body_is_not_mistaken_for_protobuf() {
     let error = Envelope::parse(br#"{"kind":"Pod"}"#).expect_err("JSON");
-    assert_eq!(error, kinformer_store::protobuf::Error::NoMagic);
+    assert_eq!(error, kinformer_protobuf::Error::NoMagic);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! JSON and protobuf of the same objects decode to equal values.
 //!
-//! `tests/protobuf-fixtures/*.json` are objects as kube-apiserver serves them; the `.pb` beside each is
+//! `tests/fixtures/*.json` are objects as kube-apiserver serves them; the `.pb` beside each is
 //! what client-go's own protobuf serializer makes of it (written by
 //! `go run ./cmd/proto-fixtures` in xtask/peers/client-go), and `*.watch.pb` is the byte stream
 //! kube-apiserver's watch encoder sends for the events of `*.watch.jsonl`. So these tests hold
@@ -18,7 +18,7 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::{ListMeta, Status},
 };
-use kinformer_store::protobuf::{
+use kinformer_protobuf::{
     DecodeOptions, Envelope, FrameReader, WatchFrame, encode_object, from_message,
 };
 use serde::de::DeserializeOwned;
@@ -32,7 +32,7 @@ struct PodList {
 }
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/protobuf-fixtures")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 fn read(name: &str) -> Vec<u8> {
@@ -96,7 +96,7 @@ fn every_fixture_file_is_covered() {
         .filter_map(|name| name.strip_suffix(".json").map(str::to_owned))
         .collect();
     names.sort();
-    let source = include_str!("protobuf_differential.rs");
+    let source = include_str!("differential.rs");
     for name in names {
         assert!(
             source.contains(&format!("(\"{name}\")")),

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::protobuf::{
+use crate::{
     Error,
     envelope::{encode_envelope, message_for},
     schema::{Field, Message, Shape, Ty},

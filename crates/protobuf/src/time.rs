@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::protobuf::Error;
+use crate::Error;
 
 /// Days from 0000-03-01 to 1970-01-01 in the proleptic Gregorian calendar.
 const DAYS_FROM_CIVIL_EPOCH: i64 = 719_468;

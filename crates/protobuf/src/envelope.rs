@@ -3,7 +3,7 @@
 
 use serde::de::DeserializeOwned;
 
-use crate::protobuf::{
+use crate::{
     DecodeOptions, Error, from_message,
     generated::KINDS,
     schema::{Message, Ty},

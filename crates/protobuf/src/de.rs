@@ -14,7 +14,7 @@ use serde::de::{
     value::BorrowedStrDeserializer,
 };
 
-use crate::protobuf::{
+use crate::{
     Error,
     generated::META_V1_OBJECT_META,
     schema::{Field, Message, Shape, Ty},

@@ -1,0 +1,75 @@
+//! kinformer leaves the Kubernetes minor to the application. Built with `--features v1_33` (the
+//! earliest minor k8s-openapi 0.29 supports) or `--features v1_37`, the umbrella compiles, an
+//! informer syncs from the fake API server, and protobuf written from the 1.37 API decodes into
+//! the chosen minor's types: fields an older minor lacks are skipped, not errors.
+
+use k8s_openapi::api::core::v1::Pod;
+use kinformer::prelude::*;
+use kinformer::testing::FakeApiServer;
+use kinformer_protobuf::{DecodeOptions, Envelope, encode_object};
+use serde_json::json;
+
+/// A Pod as a 1.37 kube-apiserver serves it: `spec.hostnameOverride` (1.34) and a container's
+/// `restartPolicyRules` (1.34) are unknown to the 1.33 types.
+fn pod_from_a_newer_server() -> serde_json::Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": "web-0", "namespace": "shop", "labels": { "app": "web" } },
+        "spec": {
+            "hostnameOverride": "web-zero",
+            "nodeName": "node-1",
+            "containers": [{
+                "name": "web",
+                "image": "nginx:1.27",
+                "restartPolicy": "Always",
+                "restartPolicyRules": [{
+                    "action": "Restart",
+                    "exitCodes": { "operator": "In", "values": [42] },
+                }],
+            }],
+        },
+        "status": { "phase": "Running" },
+    })
+}
+
+#[test]
+fn protobuf_from_the_newest_api_decodes_into_this_minors_types() {
+    let body = encode_object(&pod_from_a_newer_server()).expect("encodes");
+    let envelope = Envelope::parse(&body).expect("an envelope");
+    let pod: Pod = envelope.decode(DecodeOptions::default()).expect("decodes");
+
+    assert_eq!(pod.metadata.name.as_deref(), Some("web-0"));
+    let spec = pod.spec.expect("spec");
+    assert_eq!(spec.node_name.as_deref(), Some("node-1"));
+    assert_eq!(spec.containers[0].image.as_deref(), Some("nginx:1.27"));
+    assert_eq!(pod.status.and_then(|s| s.phase).as_deref(), Some("Running"));
+    k8s_openapi::k8s_if_ge_1_34! {
+        assert_eq!(spec.hostname_override.as_deref(), Some("web-zero"));
+        assert_eq!(spec.containers[0].restart_policy_rules.as_ref().map(Vec::len), Some(1));
+    }
+}
+
+#[tokio::test]
+async fn an_informer_syncs_from_the_fake_server_on_this_minor() {
+    let server = FakeApiServer::start().await.expect("fake API server");
+    for i in 0..3 {
+        let mut pod = pod_from_a_newer_server();
+        pod["metadata"]["name"] = json!(format!("web-{i}"));
+        server.create_object(pod).expect("created");
+    }
+    let factory = SharedInformerFactory::new(server.client().expect("client"));
+    let pods = factory.informer::<Pod>().expect("informer");
+    factory.start().expect("started");
+    let synced = factory.wait_for_cache_sync().await;
+    assert!(synced.values().all(|synced| *synced), "{synced:?}");
+
+    let listed = factory
+        .lister::<Pod>()
+        .expect("lister")
+        .namespaced("shop")
+        .list(&Default::default());
+    assert_eq!(listed.len(), 3);
+    assert!(pods.has_synced());
+    factory.shutdown().await;
+}
