@@ -182,7 +182,7 @@ fn cache_state<K: Resource + Send + Sync + 'static>(
     informer: &SharedIndexInformer<K>,
 ) -> Vec<String> {
     let mut keys: Vec<String> = informer
-        .get_store()
+        .cache()
         .list()
         .iter()
         .map(|object| versioned_key(object.as_ref()))
@@ -616,7 +616,7 @@ async fn listers_and_indexes_agree_with_the_server_after_churn() {
         }
 
         let lister = factory.lister::<ConfigMap>().expect("lister");
-        let indexer = informer.get_indexer();
+        let indexer = informer.cache();
         eventually("the lister and the tier index", CONVERGE, || {
             let (api, lister, indexer) = (&api, &lister, &indexer);
             async move {

@@ -268,7 +268,7 @@ async fn converges(
     eventually(what, CONVERGE, || async move {
         let server = server_view(api).await?;
         let cached: BTreeMap<String, String> = informer
-            .get_store()
+            .cache()
             .list()
             .iter()
             .filter(|object| object.name_any() != ROOT_CA)

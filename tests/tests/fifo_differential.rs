@@ -28,7 +28,7 @@ use kinformer_fifo::{
     Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Error as FifoError, KnownObjects, Popped, Queue,
     RealFifo, RealFifoOptions,
 };
-use kinformer_store::{Cache, KeyListerGetter, ObjectOrTombstone, Store};
+use kinformer_store::{Cache, CacheReader, ObjectOrTombstone, Store};
 use kinformer_tests::{
     GoPeer,
     fifo_script::{
@@ -77,15 +77,23 @@ fn run_go(script: &Script) -> Vec<StepResult> {
 /// The consumer's cache as the queue sees it, listing its keys sorted (see the module docs).
 struct SortedKnownObjects(Arc<Cache<Pod>>);
 
-impl KeyListerGetter<Pod> for SortedKnownObjects {
+impl CacheReader<Pod> for SortedKnownObjects {
     fn list_keys(&self) -> Vec<String> {
-        let mut keys = Store::list_keys(self.0.as_ref());
+        let mut keys = self.0.list_keys();
         keys.sort();
         keys
     }
 
     fn get_by_key(&self, key: &str) -> Option<Arc<Pod>> {
-        Store::get_by_key(self.0.as_ref(), key)
+        self.0.get_by_key(key)
+    }
+
+    fn get(&self, obj: &Pod) -> kinformer_store::Result<Option<Arc<Pod>>> {
+        self.0.get(obj)
+    }
+
+    fn list(&self) -> Vec<Arc<Pod>> {
+        self.0.list()
     }
 }
 
@@ -279,7 +287,7 @@ impl RustRun {
                 result.queue_keys.sort();
                 result.queue_keys.dedup();
                 if let Some(cache) = &self.known {
-                    result.known_keys = Store::list_keys(cache.as_ref());
+                    result.known_keys = CacheReader::list_keys(cache.as_ref());
                     result.known_keys.sort();
                 }
                 Ok(())

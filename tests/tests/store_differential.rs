@@ -16,7 +16,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_store::{
-    Cache, IndexFunc, Indexer, Indexers, NAMESPACE_INDEX, Store, default_key_func,
+    Cache, CacheReader, IndexFunc, Indexer, Indexers, NAMESPACE_INDEX, Store, default_key_func,
     meta_namespace_index_func,
 };
 use kinformer_tests::{
@@ -103,7 +103,7 @@ fn snapshot(cache: &Cache<Pod>, result: &mut StoreResult) {
         .collect();
     objects.sort_by(|a, b| a.key.cmp(&b.key));
     result.objects = objects;
-    for name in cache.get_indexers().keys() {
+    for name in cache.indexers().keys() {
         let mut values = BTreeMap::new();
         for value in cache.list_index_func_values(name) {
             let keys = cache
@@ -138,7 +138,7 @@ fn step(cache: &Cache<Pod>, step: u32, op: &StoreOp) -> StoreResult {
                     .get_by_key(key)
                     .map(|obj| ObjectView::of(obj.as_ref()));
             }
-            StoreOp::ListKeys => result.keys = sorted(Store::list_keys(cache)),
+            StoreOp::ListKeys => result.keys = sorted(CacheReader::list_keys(cache)),
             StoreOp::ByIndex { index, value } => {
                 result.keys = sorted_keys(&cache.by_index(index, value)?);
             }

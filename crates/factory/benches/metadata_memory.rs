@@ -121,12 +121,12 @@ async fn sync_one(
         let informer = factory.metadata_informer_in::<Pod>(selection)?;
         factory.start()?;
         factory.wait_for_cache_sync().await;
-        informer.get_store().list_keys().len()
+        informer.cache().list_keys().len()
     } else {
         let informer = factory.informer_in::<Pod>(selection)?;
         factory.start()?;
         factory.wait_for_cache_sync().await;
-        informer.get_store().list_keys().len()
+        informer.cache().list_keys().len()
     };
     if cached != PODS {
         return Err(format!("{kind}: {cached} Pods cached, {PODS} expected").into());

@@ -46,7 +46,7 @@
 //! assert!(synced.values().all(|&synced| synced));
 //!
 //! assert_eq!(lister.list(&Default::default()).len(), 3);
-//! assert_eq!(pods.get_store().list_keys().len(), 3);
+//! assert_eq!(pods.cache().list_keys().len(), 3);
 //! assert_eq!(server.faults().request_count(Verb::List, "pods"), 1);
 //!
 //! factory.shutdown().await;

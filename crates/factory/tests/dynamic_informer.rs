@@ -98,7 +98,7 @@ async fn adding_updating_and_deleting_an_object_reach_the_dynamic_informer_handl
     server.update_object(changed).expect("the update applies");
     assert_eq!(next(&mut received).await, "update ns-foo/name-foo");
     let cached = informer
-        .get_store()
+        .cache()
         .get_by_key("ns-foo/name-foo")
         .expect("the deployment is cached");
     assert_eq!(cached.data["spec"]["replicas"], json!(3));
@@ -107,7 +107,7 @@ async fn adding_updating_and_deleting_an_object_reach_the_dynamic_informer_handl
         .delete_object("apps/v1", "Deployment", Some("ns-foo"), "name-foo")
         .expect("the deployment exists");
     assert_eq!(next(&mut received).await, "delete ns-foo/name-foo");
-    assert!(informer.get_store().list_keys().is_empty());
+    assert!(informer.cache().list_keys().is_empty());
     factory.shutdown().await;
 }
 
@@ -150,6 +150,6 @@ async fn a_namespaced_dynamic_informer_sees_only_its_namespace() {
         .expect("the deployment is valid");
     // Events arrive in order, so the first one proves ns-bar's never came.
     assert_eq!(next(&mut received).await, "add ns-foo/name-foo");
-    assert_eq!(informer.get_store().list_keys(), ["ns-foo/name-foo"]);
+    assert_eq!(informer.cache().list_keys(), ["ns-foo/name-foo"]);
     factory.shutdown().await;
 }

@@ -14,7 +14,7 @@ use kinformer_factory::{Error, Selection, SharedInformerFactory};
 use kinformer_informer::{InformerOptions, SharedIndexInformer};
 use kinformer_processor::HandlerFuncs;
 use kinformer_reflector::KubeListerWatcher;
-use kinformer_testing::{FakeApiServer, Fault, ResourceType, Verb, fixtures};
+use kinformer_testing::{FakeApiServer, Fault, ResourceType, Verb, eventually, fixtures};
 use kube_client::Api;
 use kube_core::{ApiResource, GroupVersionKind, ResourceExt};
 use serde_json::json;
@@ -38,18 +38,7 @@ fn same<K: kinformer_store::Object>(
     a: &SharedIndexInformer<K>,
     b: &SharedIndexInformer<K>,
 ) -> bool {
-    Arc::ptr_eq(&a.get_indexer(), &b.get_indexer())
-}
-
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !condition() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    Arc::ptr_eq(&a.cache(), &b.cache())
 }
 
 async fn all_synced(factory: &SharedInformerFactory) {
@@ -88,11 +77,11 @@ async fn one_list_and_one_watch_per_type_however_many_handlers_and_listers() {
     for lister in &listers {
         assert_eq!(lister.list(&Default::default()).len(), 5);
     }
-    eventually("every handler saw every pod", || {
+    eventually("every handler saw every pod", PATIENCE, || {
         adds.load(Ordering::Relaxed) == 15
     })
     .await;
-    eventually("the watch is open", || {
+    eventually("the watch is open", PATIENCE, || {
         server.faults().request_count(Verb::Watch, "pods") >= 1
     })
     .await;
@@ -130,16 +119,16 @@ async fn different_namespaces_and_selectors_get_separate_informers() {
 
     factory.start().expect("the factory starts");
     all_synced(&factory).await;
-    assert_eq!(everything.get_store().list_keys().len(), 40);
-    assert_eq!(in_ns_1.get_store().list_keys().len(), 4);
+    assert_eq!(everything.cache().list_keys().len(), 40);
+    assert_eq!(in_ns_1.cache().list_keys().len(), 4);
     assert!(
         in_ns_2
-            .get_store()
+            .cache()
             .list()
             .iter()
             .all(|pod| pod.namespace().as_deref() == Some("ns-2"))
     );
-    assert!(app_3.get_store().list().iter().all(|pod| {
+    assert!(app_3.cache().list().iter().all(|pod| {
         pod.labels()
             .get("app.kubernetes.io/name")
             .map(String::as_str)
@@ -173,10 +162,10 @@ async fn the_factory_namespace_selectors_tweak_and_page_size_reach_every_informe
     all_synced(&factory).await;
 
     // pod-4 and pod-14 live in ns-4 and are backends; no ConfigMap has a tier label.
-    let mut keys = pods.get_store().list_keys();
+    let mut keys = pods.cache().list_keys();
     keys.sort();
     assert_eq!(keys, ["ns-4/pod-14", "ns-4/pod-4"]);
-    assert!(config_maps.get_store().list_keys().is_empty());
+    assert!(config_maps.cache().list_keys().is_empty());
     let limits = limits.lock().clone();
     assert!(limits.len() >= 2, "the tweak ran on every list: {limits:?}");
     assert!(
@@ -259,7 +248,10 @@ async fn shutdown_stops_every_informer_and_leaves_no_task_running() {
     let config_maps = factory.informer::<ConfigMap>().expect("an informer");
     factory.start().expect("the factory starts");
     all_synced(&factory).await;
-    eventually("both watches are open", || server.open_watches() == 2).await;
+    eventually("both watches are open", PATIENCE, || {
+        server.open_watches() == 2
+    })
+    .await;
 
     // Two callers at once: both return only when everything has stopped.
     let other = factory.clone();
@@ -268,7 +260,7 @@ async fn shutdown_stops_every_informer_and_leaves_no_task_running() {
     assert_eq!(factory.running_tasks(), 0);
     assert!(factory.all_stopped());
     assert!(pods.is_stopped() && config_maps.is_stopped());
-    eventually("the server sees the watches close", || {
+    eventually("the server sees the watches close", PATIENCE, || {
         server.open_watches() == 0
     })
     .await;
@@ -364,7 +356,7 @@ async fn transforms_run_before_objects_are_cached() {
     factory.start().expect("the factory starts");
     all_synced(&factory).await;
 
-    let cached = pods.get_store().list();
+    let cached = pods.cache().list();
     assert_eq!(cached.len(), 4);
     assert!(
         cached
@@ -379,7 +371,7 @@ async fn transforms_run_before_objects_are_cached() {
     // The metadata transform reaches every type the factory builds.
     assert!(
         metadata
-            .get_store()
+            .cache()
             .list()
             .iter()
             .all(|meta| meta.metadata.managed_fields.is_none())
@@ -431,9 +423,9 @@ async fn a_custom_resource_is_informed_through_the_dynamic_informer() {
 
     factory.start().expect("the factory starts");
     all_synced(&factory).await;
-    assert_eq!(widgets.get_store().list_keys().len(), 3);
+    assert_eq!(widgets.cache().list_keys().len(), 3);
     let cached = widgets
-        .get_store()
+        .cache()
         .get_by_key("default/widget-2")
         .expect("widget-2 is cached");
     assert_eq!(cached.data["spec"]["size"], json!(2));
@@ -468,14 +460,14 @@ async fn the_metadata_informer_is_separate_from_the_full_one_and_holds_only_meta
 
     factory.start().expect("the factory starts");
     all_synced(&factory).await;
-    assert_eq!(full.get_store().list_keys().len(), 6);
-    let mut full_keys = full.get_store().list_keys();
-    let mut metadata_keys = metadata.get_store().list_keys();
+    assert_eq!(full.cache().list_keys().len(), 6);
+    let mut full_keys = full.cache().list_keys();
+    let mut metadata_keys = metadata.cache().list_keys();
     full_keys.sort();
     metadata_keys.sort();
     assert_eq!(full_keys, metadata_keys);
     let meta = metadata
-        .get_store()
+        .cache()
         .get_by_key("ns-1/pod-1")
         .expect("pod-1's metadata is cached");
     assert_eq!(
@@ -527,7 +519,7 @@ async fn a_custom_resync_period_applies_to_its_type_only() {
     factory.start().expect("the factory starts");
     all_synced(&factory).await;
 
-    eventually("both ConfigMaps were resynced", || {
+    eventually("both ConfigMaps were resynced", PATIENCE, || {
         config_map_resyncs.load(Ordering::Relaxed) >= 2
     })
     .await;

@@ -88,7 +88,7 @@ async fn adding_updating_and_deleting_an_object_reach_the_metadata_informer_hand
         .delete_object("apps/v1", "Deployment", Some("ns-foo"), "name-foo")
         .expect("the deployment exists");
     assert_eq!(next(&mut received).await, "delete name-foo");
-    assert!(informer.get_store().list_keys().is_empty());
+    assert!(informer.cache().list_keys().is_empty());
     // Metadata informers list and watch the ordinary resource, asking for metadata only.
     assert_eq!(server.faults().request_count(Verb::List, "deployments"), 1);
     factory.shutdown().await;

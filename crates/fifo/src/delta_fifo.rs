@@ -368,6 +368,25 @@ impl<K> DeltaFifo<K> {
 }
 
 impl<K: Send + Sync + 'static> Queue<K> for DeltaFifo<K> {
+    fn list(&self) -> Vec<Deltas<K>> {
+        let state = self.state.lock();
+        state.slots.iter().map(|slot| slot.deltas.clone()).collect()
+    }
+
+    fn list_keys(&self) -> Vec<String> {
+        let state = self.state.lock();
+        state.slots.iter().map(|slot| slot.key.clone()).collect()
+    }
+
+    fn get(&self, obj: &K) -> StoreResult<Option<Deltas<K>>> {
+        let key = self.key_of(obj)?;
+        Ok(self.get_by_key(&key))
+    }
+
+    fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
+        self.state.lock().get(key).cloned()
+    }
+
     fn pop<'a>(&'a self, process: &'a mut ProcessFn<'_, K>) -> BoxFuture<'a, Result<Popped<K>>> {
         Box::pin(self.waker.wait_until(move || self.try_pop_locked(process)))
     }
@@ -417,8 +436,6 @@ impl<K: Send + Sync + 'static> Queue<K> for DeltaFifo<K> {
 }
 
 impl<K: Send + Sync + 'static> Store<K> for DeltaFifo<K> {
-    type Item = Deltas<K>;
-
     fn add(&self, obj: Arc<K>) -> StoreResult<()> {
         self.queue_change(DeltaType::Added, obj)
     }
@@ -447,25 +464,6 @@ impl<K: Send + Sync + 'static> Store<K> for DeltaFifo<K> {
         }
         self.wake_one();
         Ok(())
-    }
-
-    fn list(&self) -> Vec<Deltas<K>> {
-        let state = self.state.lock();
-        state.slots.iter().map(|slot| slot.deltas.clone()).collect()
-    }
-
-    fn list_keys(&self) -> Vec<String> {
-        let state = self.state.lock();
-        state.slots.iter().map(|slot| slot.key.clone()).collect()
-    }
-
-    fn get(&self, obj: &K) -> StoreResult<Option<Deltas<K>>> {
-        let key = self.key_of(obj)?;
-        Ok(self.get_by_key(&key))
-    }
-
-    fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
-        self.state.lock().get(key).cloned()
     }
 
     fn replace(&self, list: Vec<Arc<K>>, _resource_version: &str) -> StoreResult<()> {

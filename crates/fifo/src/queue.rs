@@ -9,7 +9,7 @@ use std::{
     },
 };
 
-use kinformer_store::{KeyListerGetter, Store};
+use kinformer_store::{CacheReader, Store};
 use tokio::sync::Notify;
 
 use crate::{Deltas, Error, Popped, Result};
@@ -36,8 +36,9 @@ pub type ProcessFn<'a, K> = dyn FnMut(&Popped<K>, bool) -> Result<()> + Send + '
 #[doc(alias = "TransformFunc")]
 pub type Transformer<K> = Arc<dyn Fn(Arc<K>) -> Arc<K> + Send + Sync>;
 
-/// The consumer's cache as a queue sees it: its keys and the object under a key.
-pub type KnownObjects<K> = Arc<dyn KeyListerGetter<K>>;
+/// The consumer's cache as a queue sees it: a read-only view, of which the queue asks its keys
+/// and the object under a key. An informer's cache (an `Arc<dyn Indexer<K>>`) coerces to it.
+pub type KnownObjects<K> = Arc<dyn CacheReader<K>>;
 
 /// A queue between a reflector (which writes into it through [`Store`]) and the informer's
 /// process loop (which pops from it).
@@ -45,9 +46,27 @@ pub type KnownObjects<K> = Arc<dyn KeyListerGetter<K>>;
 /// [`DeltaFifo`](crate::DeltaFifo) and [`RealFifo`](crate::RealFifo) implement it; an informer
 /// holds an `Arc<dyn Queue<K>>`, so a user can bring a queue of their own.
 ///
-/// Reads through [`Store`] return the deltas queued for a key.
+/// Its reads return the deltas queued, not the objects cached.
 #[doc(alias = "QueueWithBatch")]
-pub trait Queue<K>: Store<K, Item = Deltas<K>> {
+pub trait Queue<K>: Store<K> {
+    /// The deltas queued for every key, in pop order.
+    fn list(&self) -> Vec<Deltas<K>>;
+
+    /// Every key with queued deltas, in pop order.
+    #[doc(alias = "ListKeys")]
+    fn list_keys(&self) -> Vec<String>;
+
+    /// The deltas queued for `obj`'s key.
+    ///
+    /// # Errors
+    ///
+    /// When the object cannot be keyed.
+    fn get(&self, obj: &K) -> kinformer_store::Result<Option<Deltas<K>>>;
+
+    /// The deltas queued for `key`.
+    #[doc(alias = "GetByKey")]
+    fn get_by_key(&self, key: &str) -> Option<Deltas<K>>;
+
     /// Waits until something is queued (or the queue is closed), removes it, and hands it to
     /// `process` together with `is_in_initial_list`; then returns it.
     ///

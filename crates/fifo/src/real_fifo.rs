@@ -476,6 +476,48 @@ impl<K> RealFifo<K> {
 }
 
 impl<K: Send + Sync + 'static> Queue<K> for RealFifo<K> {
+    fn list(&self) -> Vec<Deltas<K>> {
+        let state = self.state.lock();
+        let mut order: Vec<&str> = Vec::new();
+        let mut grouped: HashMap<&str, Deltas<K>, RandomState> = HashMap::default();
+        for entry in &state.items {
+            if let Entry::Delta { key, delta } = entry {
+                grouped
+                    .entry(key.as_str())
+                    .or_insert_with(|| {
+                        order.push(key.as_str());
+                        Deltas::new()
+                    })
+                    .push(delta.clone());
+            }
+        }
+        order
+            .into_iter()
+            .filter_map(|key| grouped.remove(key))
+            .collect()
+    }
+
+    fn list_keys(&self) -> Vec<String> {
+        let state = self.state.lock();
+        let mut seen: HashSet<&str, RandomState> = HashSet::default();
+        state
+            .items
+            .iter()
+            .filter_map(Entry::key)
+            .filter(|key| seen.insert(key))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn get(&self, obj: &K) -> StoreResult<Option<Deltas<K>>> {
+        let key = self.key_of(obj)?;
+        Ok(self.get_by_key(&key))
+    }
+
+    fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
+        self.state.lock().deltas_for(key)
+    }
+
     fn pop<'a>(&'a self, process: &'a mut ProcessFn<'_, K>) -> BoxFuture<'a, Result<Popped<K>>> {
         Box::pin(
             self.waker
@@ -554,8 +596,6 @@ impl<K: Send + Sync + 'static> Queue<K> for RealFifo<K> {
 }
 
 impl<K: Send + Sync + 'static> Store<K> for RealFifo<K> {
-    type Item = Deltas<K>;
-
     fn add(&self, obj: Arc<K>) -> StoreResult<()> {
         self.queue_change(DeltaType::Added, obj)
     }
@@ -566,48 +606,6 @@ impl<K: Send + Sync + 'static> Store<K> for RealFifo<K> {
 
     fn delete(&self, obj: Arc<K>) -> StoreResult<()> {
         self.queue_change(DeltaType::Deleted, obj)
-    }
-
-    fn list(&self) -> Vec<Deltas<K>> {
-        let state = self.state.lock();
-        let mut order: Vec<&str> = Vec::new();
-        let mut grouped: HashMap<&str, Deltas<K>, RandomState> = HashMap::default();
-        for entry in &state.items {
-            if let Entry::Delta { key, delta } = entry {
-                grouped
-                    .entry(key.as_str())
-                    .or_insert_with(|| {
-                        order.push(key.as_str());
-                        Deltas::new()
-                    })
-                    .push(delta.clone());
-            }
-        }
-        order
-            .into_iter()
-            .filter_map(|key| grouped.remove(key))
-            .collect()
-    }
-
-    fn list_keys(&self) -> Vec<String> {
-        let state = self.state.lock();
-        let mut seen: HashSet<&str, RandomState> = HashSet::default();
-        state
-            .items
-            .iter()
-            .filter_map(Entry::key)
-            .filter(|key| seen.insert(key))
-            .map(str::to_owned)
-            .collect()
-    }
-
-    fn get(&self, obj: &K) -> StoreResult<Option<Deltas<K>>> {
-        let key = self.key_of(obj)?;
-        Ok(self.get_by_key(&key))
-    }
-
-    fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
-        self.state.lock().deltas_for(key)
     }
 
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> StoreResult<()> {

@@ -17,7 +17,7 @@ use common::{Obj, obj};
 use kinformer_fifo::{
     DeltaFifo, DeltaFifoOptions, DeltaType, Error, Popped, Queue, RealFifo, RealFifoOptions,
 };
-use kinformer_store::{Cache, Store};
+use kinformer_store::{Cache, CacheReader, Store};
 use parking_lot::Mutex;
 
 const KEYS: i64 = 3000;

@@ -14,7 +14,7 @@ use common::{Obj, describe_all, obj};
 use kinformer_fifo::{
     Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Popped, Queue, RealFifo, RealFifoOptions,
 };
-use kinformer_store::{Cache, Store};
+use kinformer_store::{Cache, CacheReader, Store};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -146,7 +146,7 @@ impl DeltaModel {
                     deletions += 1;
                     self.push(&k, (DeltaType::Deleted, Some(k.clone()), name, val));
                 }
-                for k in Store::list_keys(known) {
+                for k in CacheReader::list_keys(known) {
                     if listed.contains(&k) || self.queued(&k).is_some() {
                         continue;
                     }
@@ -163,7 +163,7 @@ impl DeltaModel {
                 }
             }
             Op::Resync => {
-                for k in Store::list_keys(known) {
+                for k in CacheReader::list_keys(known) {
                     if self.queued(&k).is_none() {
                         let o = known.get_by_key(&k).unwrap();
                         self.push(&k, (DeltaType::Sync, None, o.name.clone(), o.val));
@@ -224,7 +224,7 @@ impl RealModel {
                         (DeltaType::Deleted, Some(k.clone()), name.clone(), *val),
                     ));
                 }
-                for k in Store::list_keys(known) {
+                for k in CacheReader::list_keys(known) {
                     if listed.contains(&k) || order.contains(&k) {
                         continue;
                     }
@@ -245,7 +245,7 @@ impl RealModel {
             }
             Op::Resync => {
                 let queued: HashSet<String> = self.items.iter().map(|(k, _)| k.clone()).collect();
-                for k in Store::list_keys(known) {
+                for k in CacheReader::list_keys(known) {
                     if !queued.contains(&k) {
                         let o = known.get_by_key(&k).unwrap();
                         self.items
@@ -412,7 +412,7 @@ proptest! {
             .unwrap()
             .is_some()
         {}
-        let cached: BTreeMap<String, i64> = Store::list(&*cache)
+        let cached: BTreeMap<String, i64> = CacheReader::list(&*cache)
             .iter()
             .map(|o| (o.name.clone(), o.val))
             .collect();

@@ -77,15 +77,10 @@ impl<K: Object> Applier<K> {
             }
             DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
                 let obj = Arc::clone(delta.object());
-                match self.indexer.get(&obj)? {
-                    Some(old) => {
-                        self.indexer.update(Arc::clone(&obj))?;
-                        distribute_update(out, old, obj);
-                    }
-                    None => {
-                        self.indexer.add(Arc::clone(&obj))?;
-                        out.distribute(add_notification(obj, is_in_initial_list), false);
-                    }
+                // One key computation and one lock: the cache hands back what it replaced.
+                match self.indexer.upsert(Arc::clone(&obj))? {
+                    Some(old) => distribute_update(out, old, obj),
+                    None => out.distribute(add_notification(obj, is_in_initial_list), false),
                 }
             }
         }

@@ -15,7 +15,7 @@ use kinformer_processor::{
     UpstreamSynced,
 };
 use kinformer_reflector::{Error as ReflectorError, ListerWatcher, Reflector};
-use kinformer_store::{Cache, Indexer, Indexers, Lister, Object, Result as StoreResult, Store};
+use kinformer_store::{Cache, CacheReader, Indexer, Indexers, Lister, Object};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -96,51 +96,6 @@ impl<K> fmt::Debug for SharedIndexInformer<K> {
             .field("phase", &self.inner.settings.lock().phase)
             .field("processor", &self.inner.applier.processor)
             .finish_non_exhaustive()
-    }
-}
-
-/// The cache as the DeltaFIFO's known objects: a `dyn Indexer` cannot be turned into a
-/// `dyn KeyListerGetter` directly, so this wrapper forwards every call to it (the queue only
-/// ever reads).
-struct KnownCache<K>(Arc<dyn Indexer<K>>);
-
-impl<K: Object> Store<K> for KnownCache<K> {
-    type Item = Arc<K>;
-
-    fn add(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.0.add(obj)
-    }
-
-    fn update(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.0.update(obj)
-    }
-
-    fn delete(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.0.delete(obj)
-    }
-
-    fn list(&self) -> Vec<Arc<K>> {
-        self.0.list()
-    }
-
-    fn list_keys(&self) -> Vec<String> {
-        self.0.list_keys()
-    }
-
-    fn get(&self, obj: &K) -> StoreResult<Option<Arc<K>>> {
-        self.0.get(obj)
-    }
-
-    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.0.get_by_key(key)
-    }
-
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> StoreResult<()> {
-        self.0.replace(list, resource_version)
-    }
-
-    fn resync(&self) -> StoreResult<()> {
-        self.0.resync()
     }
 }
 
@@ -325,14 +280,15 @@ impl<K: Object> SharedIndexInformer<K> {
         Ok(())
     }
 
-    /// Registers more index funcs on the cache (client-go's `AddIndexers`).
+    /// Registers more index funcs on the cache (client-go's `AddIndexers`), before or after
+    /// start: the objects already cached are indexed under the cache's lock, so a reader never
+    /// sees a half-built index.
     ///
     /// # Errors
     ///
-    /// [`Error::AlreadyStarted`] after start; [`Error::Store`] when an index name is taken.
+    /// [`Error::Store`] when an index name is taken; nothing is added then.
     #[doc(alias = "AddIndexers")]
     pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<()> {
-        let _settings = self.settings_before_start("add indexers")?;
         Ok(self.inner.applier.indexer.add_indexers(indexers)?)
     }
 
@@ -348,22 +304,17 @@ impl<K: Object> SharedIndexInformer<K> {
         }
     }
 
-    /// The cache, as a [`Store`](kinformer_store::Store) (client-go's `GetStore`). Read from
-    /// it; writing into it makes the notifications wrong.
+    /// The cache with its indexes, read-only (client-go's `GetStore` and `GetIndexer`): only
+    /// the informer writes into it, so its notifications always match its contents.
     #[doc(alias = "GetStore")]
-    pub fn get_store(&self) -> Arc<dyn kinformer_store::Store<K, Item = Arc<K>>> {
-        Arc::clone(&self.inner.applier.indexer) as _
-    }
-
-    /// The cache with its indexes (client-go's `GetIndexer`).
     #[doc(alias = "GetIndexer")]
-    pub fn get_indexer(&self) -> Arc<dyn Indexer<K>> {
-        Arc::clone(&self.inner.applier.indexer)
+    pub fn cache(&self) -> Arc<dyn CacheReader<K>> {
+        Arc::clone(&self.inner.applier.indexer) as Arc<dyn CacheReader<K>>
     }
 
     /// A [`Lister`] over the cache.
     pub fn lister(&self) -> Lister<K> {
-        Lister::new(self.get_indexer())
+        Lister::new(self.cache())
     }
 
     /// The processor relaying notifications to the handlers.
@@ -569,8 +520,7 @@ impl<K: Object> SharedIndexInformer<K> {
                 Arc::new(RealFifo::new(options)?)
             }
             QueueKind::DeltaFifo => {
-                let known: KnownObjects<K> =
-                    Arc::new(KnownCache(Arc::clone(&self.inner.applier.indexer)));
+                let known: KnownObjects<K> = Arc::clone(&self.inner.applier.indexer) as _;
                 let mut options = DeltaFifoOptions::new()
                     .key_func(key_func)
                     .known_objects(known)

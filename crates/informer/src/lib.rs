@@ -71,7 +71,7 @@
 //! });
 //! assert!(informer.wait_for_cache_sync(&token).await);
 //! assert!(registration.synced().await);
-//! assert_eq!(informer.get_store().list_keys().len(), 2);
+//! assert_eq!(informer.cache().list_keys().len(), 2);
 //! seen.lock().unwrap().sort();
 //! assert_eq!(*seen.lock().unwrap(), [("a".to_owned(), true), ("b".to_owned(), true)]);
 //!
@@ -86,8 +86,6 @@
 //!
 //! - The transform cannot fail (it maps `Arc<K>` to `Arc<K>`), and it runs as objects enter
 //!   the queue, as in client-go since the transform moved into the FIFO.
-//! - `add_indexers` after start is refused with [`Error::AlreadyStarted`]; today's client-go
-//!   indexes a running informer's cache (its `TestIndexer` does so), and ours could too.
 //! - [`InformerOptions::retry_on_error`] keeps client-go's old `RetryOnError` as an option;
 //!   today's client-go logs a failed item and moves on, which is our default.
 //! - `run` returns an [`Error`] for a second start instead of logging and returning.

@@ -10,12 +10,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{FakeSource, Recorder, eventually, slow};
+use common::{FakeSource, Recorder, slow};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{
     Error, InformerOptions, ListenerOptions, Notification, QueueKind, SharedIndexInformer,
 };
 use kinformer_store::{IndexFunc, Indexers};
+use kinformer_testing::wait_until;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -79,26 +80,26 @@ async fn each_handler_is_resynced_at_its_own_period() {
     let running = start(&informer);
     synced(&informer).await;
     for recorder in [&never, &every_second, &every_three] {
-        assert!(eventually(WAIT, || recorder.count() == 2).await);
+        assert!(wait_until(WAIT, || recorder.count() == 2).await);
         assert_eq!(recorder.of_kind("initial"), ["pod1", "pod2"]);
         recorder.clear();
     }
 
     // Waiting on the handlers themselves, not on a sleep, keeps a loaded machine from
     // reordering the ticks: the first 1 s round lands about 2 s before the 3 s one is due.
-    assert!(eventually(WAIT, || every_second.of_kind("update").len() >= 2).await);
+    assert!(wait_until(WAIT, || every_second.of_kind("update").len() >= 2).await);
     assert!(
         every_three.events().is_empty(),
         "too early for a 3s resync: {:?}",
         every_three.events()
     );
     assert!(
-        eventually(WAIT, || every_second.of_kind("update").len() >= 4).await,
+        wait_until(WAIT, || every_second.of_kind("update").len() >= 4).await,
         "two rounds of two pods expected, got {:?}",
         every_second.events()
     );
     assert!(never.events().is_empty(), "got {:?}", never.events());
-    assert!(eventually(WAIT, || every_three.of_kind("update") == ["pod1", "pod2"]).await);
+    assert!(wait_until(WAIT, || every_three.of_kind("update") == ["pod1", "pod2"]).await);
     assert!(never.events().is_empty(), "got {:?}", never.events());
     stop(running).await;
 }
@@ -164,7 +165,7 @@ async fn a_watch_disruption_delivers_missed_changes_and_resyncs_only_to_due_hand
             .unwrap();
         let running = start(&informer);
         synced(&informer).await;
-        assert!(eventually(WAIT, || no_resync.names() == ["pod1", "pod2"]).await);
+        assert!(wait_until(WAIT, || no_resync.names() == ["pod1", "pod2"]).await);
         no_resync.clear();
 
         source.add_drop_watch("pod3");
@@ -179,7 +180,7 @@ async fn a_watch_disruption_delivers_missed_changes_and_resyncs_only_to_due_hand
         // syncing, as in client-go. A delivered resync proves the check ran, and one check
         // decides every listener's syncing flag.
         assert!(
-            eventually(WAIT, || resync.of_kind("update").len() >= 2).await,
+            wait_until(WAIT, || resync.of_kind("update").len() >= 2).await,
             "{queue:?}: no resync within {WAIT:?}: {:?}",
             resync.events()
         );
@@ -187,12 +188,12 @@ async fn a_watch_disruption_delivers_missed_changes_and_resyncs_only_to_due_hand
 
         source.reset_watch();
         assert!(
-            eventually(WAIT, || no_resync.names() == ["pod2", "pod3"]).await,
+            wait_until(WAIT, || no_resync.names() == ["pod2", "pod3"]).await,
             "{queue:?}: got {:?}",
             no_resync.events()
         );
         assert!(
-            eventually(WAIT, || resync.names() == ["pod1", "pod2", "pod3"]).await,
+            wait_until(WAIT, || resync.names() == ["pod1", "pod2", "pod3"]).await,
             "{queue:?}: got {:?}",
             resync.events()
         );
@@ -247,8 +248,8 @@ async fn the_transform_runs_before_the_cache_and_the_handlers() {
     informer.add_event_handler(recorder.handler()).unwrap();
     let running = start(&informer);
     synced(&informer).await;
-    assert!(eventually(WAIT, || recorder.names() == ["POD1", "POD2"]).await);
-    let mut keys = informer.get_store().list_keys();
+    assert!(wait_until(WAIT, || recorder.names() == ["POD1", "POD2"]).await);
+    let mut keys = informer.cache().list_keys();
     keys.sort();
     assert_eq!(keys, ["default/POD1", "default/POD2"]);
     assert!(matches!(
@@ -303,7 +304,7 @@ async fn the_informer_reports_started_and_stopped_and_refuses_handlers_once_stop
     assert!(!registration.has_synced(), "synced before run");
 
     let running = start(&informer);
-    assert!(eventually(WAIT, || recorder.names() == ["pod1"]).await);
+    assert!(wait_until(WAIT, || recorder.names() == ["pod1"]).await);
     assert!(informer.has_started());
     assert!(!informer.is_stopped());
     assert!(matches!(
@@ -335,12 +336,12 @@ async fn a_removed_handler_receives_nothing_more() {
     let running = start(&informer);
     synced(&informer).await;
     source.add("pod1");
-    assert!(eventually(WAIT, || recorder.names() == ["pod1"]).await);
+    assert!(wait_until(WAIT, || recorder.names() == ["pod1"]).await);
 
     registration.shutdown().await;
     assert!(!informer.processor().is_registered(&registration));
     source.add("pod2");
-    assert!(eventually(WAIT, || informer.get_store().list_keys().len() == 2).await);
+    assert!(wait_until(WAIT, || informer.cache().list_keys().len() == 2).await);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(recorder.names(), ["pod1"]);
     stop(running).await;
@@ -358,18 +359,18 @@ async fn a_handler_added_while_active_gets_the_cache_then_live_events() {
     let running = start(&informer);
     synced(&informer).await;
     source.add("pod1");
-    assert!(eventually(WAIT, || original.names() == ["pod1"]).await);
+    assert!(wait_until(WAIT, || original.names() == ["pod1"]).await);
     assert!(tokio::time::timeout(WAIT, first.synced()).await.unwrap());
 
     let late = Recorder::new();
     let second = informer.add_event_handler(late.handler()).unwrap();
     source.add("pod2");
-    assert!(eventually(WAIT, || late.names() == ["pod1", "pod2"]).await);
+    assert!(wait_until(WAIT, || late.names() == ["pod1", "pod2"]).await);
     assert!(tokio::time::timeout(WAIT, second.synced()).await.unwrap());
     assert_eq!(late.events(), ["initial:pod1", "add:pod2"]);
     // Each handler runs on its own thread: the original one may still be on its way to pod2.
     assert!(
-        eventually(WAIT, || original.events() == ["add:pod1", "add:pod2"]).await,
+        wait_until(WAIT, || original.events() == ["add:pod1", "add:pod2"]).await,
         "got {:?}",
         original.events()
     );
@@ -408,9 +409,9 @@ async fn handlers_joining_during_churn_miss_nothing_and_see_nothing_twice() {
     producer.await.unwrap();
     let expected = source.names();
     assert!(
-        eventually(WAIT, || {
+        wait_until(WAIT, || {
             let mut cached: Vec<String> = informer
-                .get_store()
+                .cache()
                 .list()
                 .iter()
                 .map(|pod| common::name_of(pod))
@@ -423,7 +424,7 @@ async fn handlers_joining_during_churn_miss_nothing_and_see_nothing_twice() {
     // The cache is written before handlers run; each late handler catches up on its own thread.
     for recorder in &late {
         assert!(
-            eventually(WAIT, || alive_names(&recorder.events()) == expected).await,
+            wait_until(WAIT, || alive_names(&recorder.events()) == expected).await,
             "a late handler's view never reached the cache's: {:?}",
             recorder.events()
         );
@@ -466,7 +467,7 @@ async fn removing_a_busy_handler_returns_at_once_and_stopped_waits_for_it() {
         .add_event_handler(slow(&recorder, Duration::from_millis(5)))
         .unwrap();
     let running = start(&informer);
-    assert!(eventually(WAIT, || recorder.count() >= 5).await);
+    assert!(wait_until(WAIT, || recorder.count() >= 5).await);
 
     let asked = Instant::now();
     registration.remove();
@@ -534,20 +535,20 @@ async fn a_relist_deletes_exactly_the_vanished_objects_with_tombstones() {
         informer.add_event_handler(recorder.handler()).unwrap();
         let running = start(&informer);
         synced(&informer).await;
-        assert!(eventually(WAIT, || recorder.count() == 5).await);
+        assert!(wait_until(WAIT, || recorder.count() == 5).await);
 
         source.delete_drop_watch("pod2");
         source.delete_drop_watch("pod4");
         source.reset_watch();
         assert!(
-            eventually(WAIT, || recorder.of_kind("tombstone") == ["pod2", "pod4"]).await,
+            wait_until(WAIT, || recorder.of_kind("tombstone") == ["pod2", "pod4"]).await,
             "{queue:?}: got {:?}",
             recorder.events()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(recorder.of_kind("delete").is_empty(), "{queue:?}");
         assert_eq!(recorder.of_kind("tombstone"), ["pod2", "pod4"], "{queue:?}");
-        let mut keys = informer.get_store().list_keys();
+        let mut keys = informer.cache().list_keys();
         keys.sort();
         assert_eq!(
             keys,
@@ -558,10 +559,11 @@ async fn a_relist_deletes_exactly_the_vanished_objects_with_tombstones() {
     }
 }
 
-/// Ported from client-go's TestIndexer (the part before start; indexers added after start are
-/// refused here).
+/// Ported from client-go's TestIndexer: indexes added before and after start both answer
+/// queries; an index added to a running informer covers what is already cached and what comes
+/// next; a taken name is refused either way.
 #[tokio::test]
-async fn indexers_added_before_start_answer_queries_and_are_refused_after() {
+async fn indexers_added_before_and_after_start_answer_queries() {
     let source = FakeSource::new();
     source.add("pod1");
     source.add("pod2");
@@ -576,18 +578,30 @@ async fn indexers_added_before_start_answer_queries_and_are_refused_after() {
     ));
     let running = start(&informer);
     synced(&informer).await;
+    assert_eq!(informer.cache().by_index("length", "4").unwrap().len(), 2);
+
+    let by_last_char: IndexFunc<Pod> =
+        Arc::new(|pod: &Pod| vec![common::name_of(pod).chars().last().into_iter().collect()]);
+    let late: Indexers<Pod> = [("last".to_owned(), by_last_char)].into();
+    informer.add_indexers(late).unwrap();
     assert_eq!(
-        informer
-            .get_indexer()
-            .by_index("length", "4")
-            .unwrap()
-            .len(),
-        2
+        informer.cache().index_keys("last", "2").unwrap(),
+        ["default/pod2"]
     );
-    let more: Indexers<Pod> = [("again".to_owned(), by_name_length)].into();
+    source.add("pod12");
+    assert!(
+        wait_until(WAIT, || informer
+            .cache()
+            .index_keys("last", "2")
+            .unwrap()
+            .len()
+            == 2)
+        .await
+    );
+    assert_eq!(informer.cache().by_index("length", "5").unwrap().len(), 1);
     assert!(matches!(
-        informer.add_indexers(more),
-        Err(Error::AlreadyStarted { .. })
+        informer.add_indexers([("length".to_owned(), by_name_length)].into()),
+        Err(Error::Store(_))
     ));
     stop(running).await;
 }

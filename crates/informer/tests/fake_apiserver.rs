@@ -10,14 +10,14 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use common::{Recorder, eventually};
+use common::Recorder;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{
     InformerOptions, ListenerOptions, QueueKind, ResourceEventHandler, SharedIndexInformer,
 };
 use kinformer_reflector::KubeListerWatcher;
 use kinformer_store::ObjectOrTombstone;
-use kinformer_testing::{FakeApiServer, fixtures};
+use kinformer_testing::{FakeApiServer, fixtures, wait_until};
 use kube_client::Api;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -111,7 +111,7 @@ async fn pods_sync_from_the_fake_server_then_adds_updates_and_deletes_arrive() {
             .unwrap()
     );
     assert_eq!(recorder.of_kind("initial"), ["pod-0", "pod-1", "pod-2"]);
-    assert_eq!(informer.get_store().list_keys().len(), 3);
+    assert_eq!(informer.cache().list_keys().len(), 3);
     assert!(!informer.last_sync_resource_version().is_empty());
 
     server.create_object(fixtures::pod(3)).unwrap();
@@ -120,7 +120,7 @@ async fn pods_sync_from_the_fake_server_then_adds_updates_and_deletes_arrive() {
         .delete_object("v1", "Pod", Some(&fixtures::namespace_of(2)), "pod-2")
         .unwrap();
     assert!(
-        eventually(WAIT, || recorder.count() == 6).await,
+        wait_until(WAIT, || recorder.count() == 6).await,
         "got {:?}",
         recorder.events()
     );
@@ -294,7 +294,7 @@ async fn a_slow_and_a_panicking_handler_do_not_disturb_a_normal_one_under_churn(
     let expected = server_view(&server, created);
     for (name, view) in &views {
         assert!(
-            eventually(Duration::from_secs(30), || *view.lock().unwrap()
+            wait_until(Duration::from_secs(30), || *view.lock().unwrap()
                 == expected)
             .await,
             "{name} handler's view differs from the server's"
@@ -351,12 +351,12 @@ async fn a_relist_after_compaction_deletes_exactly_the_vanished_pods_with_tombst
             .await
             .expect("the listener comes back");
         assert!(
-            eventually(WAIT, || recorder.of_kind("tombstone") == ["pod-1", "pod-4"]).await,
+            wait_until(WAIT, || recorder.of_kind("tombstone") == ["pod-1", "pod-4"]).await,
             "{queue:?}: got {:?}",
             recorder.events()
         );
         assert!(recorder.of_kind("delete").is_empty(), "{queue:?}");
-        assert_eq!(informer.get_store().list_keys().len(), 4, "{queue:?}");
+        assert_eq!(informer.cache().list_keys().len(), 4, "{queue:?}");
         stop(token, task).await;
     }
 }
@@ -389,7 +389,7 @@ async fn streaming_lists_and_small_pages_both_sync() {
                 .unwrap()
         );
         assert_eq!(recorder.of_kind("initial").len(), 7);
-        assert_eq!(informer.get_store().list_keys().len(), 7);
+        assert_eq!(informer.cache().list_keys().len(), 7);
         stop(token, task).await;
     }
 }

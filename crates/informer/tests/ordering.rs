@@ -8,10 +8,11 @@ use std::{
     time::Duration,
 };
 
-use common::{FakeSource, eventually};
+use common::FakeSource;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{HandlerFuncs, InformerOptions, QueueKind, SharedIndexInformer};
 use kinformer_store::ObjectOrTombstone;
+use kinformer_testing::wait_until;
 use tokio_util::sync::CancellationToken;
 
 type Seen = Arc<Mutex<BTreeMap<String, Vec<u64>>>>;
@@ -80,7 +81,7 @@ async fn every_handler_sees_each_keys_changes_in_server_order() {
         }
         for (index, seen) in handlers.iter().enumerate() {
             assert!(
-                eventually(Duration::from_secs(20), || *seen.lock().unwrap()
+                wait_until(Duration::from_secs(20), || *seen.lock().unwrap()
                     == expected)
                 .await,
                 "{queue:?}: handler {index} saw a different per-key order"

@@ -1,16 +1,12 @@
 //! A projection (a slim Pod with only what a controller reads) cached by an informer: decoded
 //! straight from the wire in protobuf and in JSON, kept in step through updates and deletes.
-
-mod common;
-
 use std::{collections::BTreeMap, time::Duration};
 
-use common::eventually;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{InformerOptions, SharedIndexInformer};
 use kinformer_reflector::{KubeDecoder, KubeListerWatcher, WireFormat};
 use kinformer_store::{Object, ProjectedMeta, impl_object};
-use kinformer_testing::{FakeApiServer, fixtures};
+use kinformer_testing::{FakeApiServer, fixtures, wait_until};
 use kube_client::Api;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -44,7 +40,7 @@ impl_object!(SlimPod, metadata);
 /// `{key: (nodeName, phase, resourceVersion)}` as the informer's cache holds them.
 fn cached(informer: &SharedIndexInformer<SlimPod>) -> BTreeMap<String, (String, String, String)> {
     informer
-        .get_store()
+        .cache()
         .list()
         .into_iter()
         .map(|pod| {
@@ -116,7 +112,7 @@ async fn a_projection_follows_the_server(format: WireFormat) {
         async move { informer.run(token).await }
     });
     assert!(
-        eventually(WAIT, || informer.has_synced()).await,
+        wait_until(WAIT, || informer.has_synced()).await,
         "the informer synced"
     );
     assert_eq!(cached(&informer), on_server(&server, &names));
@@ -134,7 +130,7 @@ async fn a_projection_follows_the_server(format: WireFormat) {
         .delete_object("v1", "Pod", Some(&namespace), &name)
         .expect("deleted");
     assert!(
-        eventually(WAIT, || cached(&informer) == on_server(&server, &names)).await,
+        wait_until(WAIT, || cached(&informer) == on_server(&server, &names)).await,
         "the cache follows the server: {:?}",
         cached(&informer)
     );

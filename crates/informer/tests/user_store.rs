@@ -9,10 +9,11 @@ use std::{
     time::Duration,
 };
 
-use common::{FakeSource, Recorder, eventually};
+use common::{FakeSource, Recorder};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{InformerOptions, QueueKind, SharedIndexInformer};
-use kinformer_store::{Cache, Error, Indexer, Indexers, Result, Store};
+use kinformer_store::{Cache, CacheReader, Error, Indexer, Indexers, Result, Store};
+use kinformer_testing::wait_until;
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -38,8 +39,6 @@ impl FlakyCache {
 }
 
 impl Store<Pod> for FlakyCache {
-    type Item = Arc<Pod>;
-
     fn add(&self, obj: Arc<Pod>) -> Result<()> {
         self.check(&obj)?;
         self.inner.add(obj)
@@ -54,22 +53,6 @@ impl Store<Pod> for FlakyCache {
         self.inner.delete(obj)
     }
 
-    fn list(&self) -> Vec<Arc<Pod>> {
-        self.inner.list()
-    }
-
-    fn list_keys(&self) -> Vec<String> {
-        Store::list_keys(&self.inner)
-    }
-
-    fn get(&self, obj: &Pod) -> Result<Option<Arc<Pod>>> {
-        self.inner.get(obj)
-    }
-
-    fn get_by_key(&self, key: &str) -> Option<Arc<Pod>> {
-        Store::get_by_key(&self.inner, key)
-    }
-
     fn replace(&self, list: Vec<Arc<Pod>>, resource_version: &str) -> Result<()> {
         self.inner.replace(list, resource_version)
     }
@@ -79,7 +62,27 @@ impl Store<Pod> for FlakyCache {
     }
 }
 
-impl Indexer<Pod> for FlakyCache {
+impl CacheReader<Pod> for FlakyCache {
+    fn get_by_key(&self, key: &str) -> Option<Arc<Pod>> {
+        self.inner.get_by_key(key)
+    }
+
+    fn get(&self, obj: &Pod) -> Result<Option<Arc<Pod>>> {
+        self.inner.get(obj)
+    }
+
+    fn list(&self) -> Vec<Arc<Pod>> {
+        self.inner.list()
+    }
+
+    fn list_keys(&self) -> Vec<String> {
+        self.inner.list_keys()
+    }
+
+    fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<Pod>>> {
+        self.inner.by_index(index_name, indexed_value)
+    }
+
     fn index(&self, index_name: &str, obj: &Pod) -> Result<Vec<Arc<Pod>>> {
         self.inner.index(index_name, obj)
     }
@@ -92,12 +95,19 @@ impl Indexer<Pod> for FlakyCache {
         self.inner.list_index_func_values(index_name)
     }
 
-    fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<Pod>>> {
-        self.inner.by_index(index_name, indexed_value)
+    fn index_names(&self) -> Vec<String> {
+        self.inner.index_names()
+    }
+}
+
+impl Indexer<Pod> for FlakyCache {
+    fn upsert(&self, obj: Arc<Pod>) -> Result<Option<Arc<Pod>>> {
+        self.check(&obj)?;
+        self.inner.upsert(obj)
     }
 
-    fn get_indexers(&self) -> Indexers<Pod> {
-        self.inner.get_indexers()
+    fn indexers(&self) -> Indexers<Pod> {
+        self.inner.indexers()
     }
 
     fn add_indexers(&self, indexers: Indexers<Pod>) -> Result<()> {
@@ -129,10 +139,10 @@ async fn run_with_flaky_store(queue: QueueKind, retry: bool) -> (Vec<String>, Ve
     source.add("pod1");
     source.add("pod2");
     let expected = if retry { 3 } else { 2 };
-    assert!(eventually(WAIT, || recorder.count() >= expected).await);
+    assert!(wait_until(WAIT, || recorder.count() >= expected).await);
     // Give a retry (or a wrongly repeated delivery) time to show.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut keys = Store::list_keys(store.as_ref());
+    let mut keys = CacheReader::list_keys(store.as_ref());
     keys.sort();
     token.cancel();
     task.await.unwrap().unwrap();

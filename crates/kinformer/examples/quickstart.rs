@@ -153,7 +153,7 @@ async fn main() -> Result<(), BoxError> {
             *before = total;
             line += &format!("| {name} {:>5} ({rate:>4.0} ev/s) ", size());
         }
-        let (node, on_node) = busiest_node(&pods.get_indexer());
+        let (node, on_node) = busiest_node(&pods.cache());
         line += &format!("| busiest node {node}: {on_node} Pods");
         println!("{line}");
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
@@ -218,11 +218,11 @@ fn cache_size<K: FactoryResource>(
     factory: &SharedInformerFactory,
 ) -> Result<Box<dyn Fn() -> usize>, BoxError> {
     let lister = factory.lister::<K>()?;
-    Ok(Box::new(move || lister.indexer().list_keys().len()))
+    Ok(Box::new(move || lister.cache().len()))
 }
 
 /// The node with the most Pods, by the `by-node` index: one lookup per node.
-fn busiest_node(pods: &Arc<dyn Indexer<Pod>>) -> (String, usize) {
+fn busiest_node(pods: &Arc<dyn CacheReader<Pod>>) -> (String, usize) {
     let nodes = pods.list_index_func_values(BY_NODE);
     nodes
         .into_iter()

@@ -105,7 +105,7 @@
 //! factory.start()?;
 //! factory.wait_for_cache_sync().await;
 //!
-//! let indexer = pods.get_indexer();
+//! let indexer = pods.cache();
 //! let mut on_node_7: Vec<String> = indexer
 //!     .by_index("by-node", "node-7")?
 //!     .iter()
@@ -178,7 +178,7 @@
 //!     async move { informer.run(token).await }
 //! });
 //! assert!(informer.wait_for_cache_sync(&token).await);
-//! let pod = informer.get_store().get_by_key("ns-7/pod-7").expect("cached");
+//! let pod = informer.cache().get_by_key("ns-7/pod-7").expect("cached");
 //! assert_eq!(pod.spec.node_name.as_deref(), Some("node-7"));
 //! token.cancel();
 //! # Ok(())
@@ -241,8 +241,8 @@ pub mod prelude {
     // `Object` stays out: its accessors share names with `ResourceExt`'s (`labels()`,
     // `namespace()`), and with both in scope every such call would be ambiguous.
     pub use kinformer_store::{
-        DeletedFinalStateUnknown, IndexFunc, Indexer, Indexers, Lister, NAMESPACE_INDEX,
-        ObjectOrTombstone, Store,
+        CacheReader, DeletedFinalStateUnknown, IndexFunc, Indexers, Lister, NAMESPACE_INDEX,
+        ObjectOrTombstone,
     };
     pub use kinformer_wait::CancellationToken;
     pub use kinformer_workqueue::{RateLimitingQueue, default_controller_rate_limiter};

@@ -4,7 +4,6 @@
 use std::{
     collections::VecDeque,
     fmt,
-    panic::{AssertUnwindSafe, catch_unwind},
     sync::{
         Arc, Weak,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
@@ -14,9 +13,10 @@ use std::{
     time::Duration,
 };
 
+use kinformer_wait::catch_panic_sync;
 use parking_lot::{Condvar, Mutex};
 use tokio::{sync::Notify, time::Instant};
-use tracing::{debug, error, warn};
+use tracing::{debug, warn};
 
 use crate::{
     BufferPolicy, Error, Notification, ResourceEventHandler, Result, UpstreamSynced,
@@ -374,15 +374,11 @@ impl<K: Send + Sync + 'static> Listener<K> {
         while let Some(notification) = self.next_blocking(&mut batch) {
             let initial = notification.is_in_initial_list();
             self.delivered.fetch_add(1, Ordering::Relaxed);
-            let outcome = catch_unwind(AssertUnwindSafe(|| notification.dispatch_to(&mut handler)));
-            if let Err(payload) = outcome {
+            // kinformer-wait logs the panic (with its message, in this listener's span).
+            let outcome = catch_panic_sync(&self.name, || notification.dispatch_to(&mut handler));
+            if outcome.is_err() {
                 let panicked = self.panicked.fetch_add(1, Ordering::Relaxed) + 1;
-                error!(
-                    listener = %self.name,
-                    panicked,
-                    message = panic_message(payload.as_ref()),
-                    "event handler panicked; notification skipped, listener continues"
-                );
+                debug!(panicked, "notification skipped; the listener continues");
             }
             if initial {
                 // Also after a panic: client-go skips `Finished` then and the registration
@@ -516,16 +512,6 @@ impl<K: Send + Sync + 'static> Listener<K> {
 
     pub(crate) fn set_resync_period(&self, period: Duration) {
         self.resync.lock().period = period;
-    }
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
-    if let Some(message) = payload.downcast_ref::<&str>() {
-        message
-    } else if let Some(message) = payload.downcast_ref::<String>() {
-        message
-    } else {
-        "non-string panic payload"
     }
 }
 

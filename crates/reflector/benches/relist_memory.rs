@@ -26,7 +26,7 @@ use kinformer_reflector::{
     Decoder, Error, ExpectedType, JsonDecoder, ListOptions, ListPage, ListerWatcher, Reflector,
     Result, WatchStream,
 };
-use kinformer_store::Cache;
+use kinformer_store::{Cache, CacheReader};
 use tokio_util::sync::CancellationToken;
 
 const PODS: usize = 100_000;

@@ -36,7 +36,7 @@
 //! use async_trait::async_trait;
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer_reflector::{ListOptions, ListPage, ListerWatcher, Reflector, Result, WatchStream};
-//! use kinformer_store::{Cache, Store};
+//! use kinformer_store::{Cache, CacheReader};
 //! use kube_core::ObjectMeta;
 //! use tokio_util::sync::CancellationToken;
 //!

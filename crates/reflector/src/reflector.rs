@@ -21,7 +21,7 @@
 use std::{fmt, sync::Arc, time::Duration};
 
 use futures::StreamExt;
-use kinformer_store::{Cache, Object, Store};
+use kinformer_store::{Cache, CacheReader, Object, Store};
 use kinformer_wait::{BackoffManager, ExponentialBackoffManager};
 use parking_lot::{Mutex, RwLock};
 use tokio::time::Instant;

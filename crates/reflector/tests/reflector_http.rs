@@ -10,13 +10,16 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::{Error, KubeListerWatcher, Reflector, WireFormat};
-use kinformer_store::{Cache, Object, Store};
-use kinformer_testing::{FakeApiServer, Fault, Verb, fixtures};
+use kinformer_store::{Cache, CacheReader, Object, Store};
+use kinformer_testing::{FakeApiServer, Fault, Verb, eventually, fixtures};
 use kinformer_wait::ExponentialBackoffManager;
 use kube_client::{Api, Client, Config};
 use kube_core::{ApiResource, DynamicObject, PartialObjectMeta};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
+
+/// How long a test waits for what the reflector does before it fails.
+const PATIENCE: Duration = Duration::from_secs(20);
 
 /// Everything a test needs: the server, the errors the reflector reported, and a way to stop.
 struct Running<K: Object, S: Store<K> + ?Sized> {
@@ -174,17 +177,6 @@ async fn converges<K: Object>(server: &FakeApiServer, cache: &Cache<K>) {
     }
 }
 
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !condition() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// Changes the server: adds pods `first_new..first_new + 3`, deletes the first of them again
 /// and updates the second.
 fn churn(server: &FakeApiServer, first_new: usize) {
@@ -215,7 +207,7 @@ fn churn(server: &FakeApiServer, first_new: usize) {
 /// Waits until a watch has been open for over a second, so closing it is not a "very short
 /// watch" (which client-go, and so the reflector, answers with a relist).
 async fn watch_settles(server: &FakeApiServer) {
-    eventually("a watch is open", || server.open_watches() == 1).await;
+    eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
 }
 
@@ -279,7 +271,7 @@ async fn compaction_while_disconnected_makes_the_reflector_relist() {
         .await
         .expect("the port is free again");
     converges(&server, &cache).await;
-    eventually("the relist ran", || {
+    eventually("the relist ran", PATIENCE, || {
         server.faults().request_count(Verb::List, "pods") == 2
     })
     .await;
@@ -322,7 +314,7 @@ async fn a_relist_over_http_keeps_the_cached_copy_of_unchanged_objects() {
         .await
         .expect("the port is free again");
     converges(&server, &cache).await;
-    eventually("the relist ran", || {
+    eventually("the relist ran", PATIENCE, || {
         server.faults().request_count(Verb::List, "pods") == 2
     })
     .await;
@@ -350,7 +342,7 @@ async fn a_410_status_on_the_watch_request_relists() {
         .inject(Fault::status(410).verb(Verb::Watch).resource("pods"));
     let cache = Arc::new(Cache::<Pod>::default());
     let running = start(pods_reflector(&server, &cache));
-    eventually("the relist ran", || {
+    eventually("the relist ran", PATIENCE, || {
         server.faults().request_count(Verb::List, "pods") == 2
     })
     .await;
@@ -375,7 +367,7 @@ async fn pagination_and_its_fallback_when_a_continue_token_expires() {
     let cache = Arc::new(Cache::<Pod>::default());
     let running = start(pods_reflector(&server, &cache).page_size(7));
     // Request 1 is the faulted list at "0", request 2 the first page of the consistent read.
-    eventually("the first page is requested", || {
+    eventually("the first page is requested", PATIENCE, || {
         faults.request_count(Verb::List, "pods") == 2
     })
     .await;
@@ -478,7 +470,7 @@ async fn internal_errors_are_reported_and_retried() {
     let cache = Arc::new(Cache::<Pod>::default());
     let running = start(pods_reflector(&server, &cache));
     converges(&server, &cache).await;
-    eventually("a watch is open", || server.open_watches() == 1).await;
+    eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     churn(&server, 30);
     converges(&server, &cache).await;
     let internal = running
@@ -525,11 +517,14 @@ async fn garbage_watch_lines_are_reported_and_the_cache_recovers() {
     let cache = Arc::new(Cache::<Pod>::default());
     let running = start(pods_reflector(&server, &cache));
     converges(&server, &cache).await;
-    eventually("a watch is open", || server.open_watches() == 1).await;
+    eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     server.faults().inject_watch_line("{not json at all");
     churn(&server, 40);
     converges(&server, &cache).await;
-    eventually("the decode error is reported", || running.saw("Decode")).await;
+    eventually("the decode error is reported", PATIENCE, || {
+        running.saw("Decode")
+    })
+    .await;
     let decode = running
         .errors()
         .into_iter()
@@ -550,11 +545,14 @@ async fn an_object_of_the_wrong_kind_is_reported_and_skipped() {
     let cache = Arc::new(Cache::<Pod>::default());
     let running = start(pods_reflector(&server, &cache));
     converges(&server, &cache).await;
-    eventually("a watch is open", || server.open_watches() == 1).await;
+    eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     server.faults().inject_watch_line(
         r#"{"type":"ADDED","object":{"kind":"Service","apiVersion":"v1","metadata":{"name":"intruder","namespace":"ns-0","resourceVersion":"1"}}}"#,
     );
-    eventually("the wrong kind is reported", || running.saw("WrongKind")).await;
+    eventually("the wrong kind is reported", PATIENCE, || {
+        running.saw("WrongKind")
+    })
+    .await;
     churn(&server, 20);
     converges(&server, &cache).await;
     assert_eq!(
@@ -573,7 +571,7 @@ async fn a_server_restart_mid_watch_loses_nothing() {
     let cache = Arc::new(Cache::<Pod>::default());
     let running = start(pods_reflector(&server, &cache));
     converges(&server, &cache).await;
-    eventually("a watch is open", || server.open_watches() == 1).await;
+    eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     server.stop_listener().await;
     churn(&server, 300);
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -623,9 +621,9 @@ async fn stopping_while_watching_closes_the_watch() {
     let cache = Arc::new(Cache::<Pod>::default());
     let running = start(pods_reflector(&server, &cache));
     converges(&server, &cache).await;
-    eventually("a watch is open", || server.open_watches() == 1).await;
+    eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     running.stop().await;
-    eventually("the server sees the watch gone", || {
+    eventually("the server sees the watch gone", PATIENCE, || {
         server.open_watches() == 0
     })
     .await;
@@ -661,7 +659,7 @@ async fn namespace_and_label_selectors_narrow_the_cache() {
         start(Reflector::builder(lister_watcher, Arc::clone(&cache)).backoff(quick_backoff()));
     // pod-3, 13, 23, 33 live in ns-3; those with i % 3 == 0 are frontends (3, 33).
     let want: Vec<String> = vec!["ns-3/pod-13".into(), "ns-3/pod-23".into()];
-    eventually("the selection is cached", || {
+    eventually("the selection is cached", PATIENCE, || {
         let mut keys = cache.list_keys();
         keys.sort();
         keys == want
@@ -670,7 +668,10 @@ async fn namespace_and_label_selectors_narrow_the_cache() {
     server
         .create_object(fixtures::pod(43))
         .expect("pod created");
-    eventually("the new match arrives", || cache.list_keys().len() == 3).await;
+    eventually("the new match arrives", PATIENCE, || {
+        cache.list_keys().len() == 3
+    })
+    .await;
     running.stop().await;
 }
 

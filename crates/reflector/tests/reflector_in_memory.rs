@@ -17,12 +17,17 @@ use kinformer_reflector::{
     Error, ListOptions, ListPage, ListerWatcher, Reflector, Result, VersionMatch, WatchEvent,
     WatchStream,
 };
-use kinformer_store::{Cache, Store};
+use kinformer_store::{Cache, CacheReader, Store};
+use kinformer_testing::eventually;
 use kinformer_wait::ExponentialBackoffManager;
 use kube_core::ObjectMeta;
 use parking_lot::Mutex;
 use tokio::{sync::mpsc, time::Instant};
 use tokio_util::sync::CancellationToken;
+
+/// How long a test waits for what the reflector does: tokio time, which the paused clock
+/// advances whenever every task is idle, so waiting costs no real time.
+const PATIENCE: Duration = Duration::from_secs(3600);
 
 fn pod(name: &str, resource_version: &str) -> Arc<Pod> {
     Arc::new(Pod {
@@ -178,17 +183,6 @@ fn spawn(
     (token, running)
 }
 
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !condition() {
-        assert!(
-            started.elapsed() < Duration::from_secs(3600),
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 async fn stop(token: CancellationToken, running: tokio::task::JoinHandle<()>) {
     token.cancel();
     tokio::time::timeout(Duration::from_secs(1), running)
@@ -210,7 +204,7 @@ async fn list_at_version_zero_then_watch_from_the_list_version_with_bookmarks() 
     let reflector =
         Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
     let (token, running) = spawn(&reflector);
-    eventually("the watch is open", || {
+    eventually("the watch is open", PATIENCE, || {
         !lister_watcher.watch_calls().is_empty()
     })
     .await;
@@ -223,7 +217,7 @@ async fn list_at_version_zero_then_watch_from_the_list_version_with_bookmarks() 
     ] {
         sender.send(Ok(event)).expect("the reflector is watching");
     }
-    eventually("every event is applied", || {
+    eventually("every event is applied", PATIENCE, || {
         reflector.last_sync_resource_version() == "6"
     })
     .await;
@@ -270,7 +264,7 @@ async fn every_watch_bookmark_reaches_the_bookmark_handler_after_it_is_recorded(
         )
     };
     let (token, running) = spawn(&reflector);
-    eventually("the watch is open", || {
+    eventually("the watch is open", PATIENCE, || {
         !lister_watcher.watch_calls().is_empty()
     })
     .await;
@@ -285,7 +279,7 @@ async fn every_watch_bookmark_reaches_the_bookmark_handler_after_it_is_recorded(
     sender
         .send(Ok(WatchEvent::Added(pod("bar", "10"))))
         .expect("the reflector is watching");
-    eventually("the add after the bookmarks is applied", || {
+    eventually("the add after the bookmarks is applied", PATIENCE, || {
         reflector.last_sync_resource_version() == "10"
     })
     .await;
@@ -315,7 +309,7 @@ async fn a_streaming_list_replaces_the_store_at_the_initial_events_end_bookmark(
             .build(),
     );
     let (token, running) = spawn(&reflector);
-    eventually("the streaming list is open", || {
+    eventually("the streaming list is open", PATIENCE, || {
         !lister_watcher.watch_calls().is_empty()
     })
     .await;
@@ -342,7 +336,7 @@ async fn a_streaming_list_replaces_the_store_at_the_initial_events_end_bookmark(
             .send(Ok(event))
             .expect("the same stream goes on after the bookmark");
     }
-    eventually("every event is applied", || {
+    eventually("every event is applied", PATIENCE, || {
         reflector.last_sync_resource_version() == "4"
     })
     .await;
@@ -399,8 +393,11 @@ async fn a_refused_streaming_list_falls_back_to_list_and_watch() {
             .build(),
     );
     let (token, running) = spawn(&reflector);
-    eventually("the fallback list ran", || cache.list().len() == 1).await;
-    eventually("a few plain watches ran", || {
+    eventually("the fallback list ran", PATIENCE, || {
+        cache.list().len() == 1
+    })
+    .await;
+    eventually("a few plain watches ran", PATIENCE, || {
         lister_watcher.watch_calls().len() >= 4
     })
     .await;
@@ -443,7 +440,7 @@ async fn a_closed_watch_resumes_from_the_last_seen_version_without_relisting() {
     let reflector =
         Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
     let (token, running) = spawn(&reflector);
-    eventually("the third watch is open", || {
+    eventually("the third watch is open", PATIENCE, || {
         lister_watcher.watch_calls().len() == 3
     })
     .await;
@@ -492,7 +489,7 @@ async fn an_expired_watch_relists_at_the_last_synced_version() {
             .build(),
     );
     let (token, running) = spawn(&reflector);
-    eventually("the relist ran", || {
+    eventually("the relist ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "8"
     })
     .await;
@@ -531,7 +528,7 @@ async fn an_expired_relist_is_retried_as_a_consistent_read() {
     let reflector =
         Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
     let (token, running) = spawn(&reflector);
-    eventually("the consistent relist ran", || {
+    eventually("the consistent relist ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "11"
     })
     .await;
@@ -565,7 +562,7 @@ async fn a_page_size_splits_the_list_into_pages_that_all_reach_the_store() {
             .build(),
     );
     let (token, running) = spawn(&reflector);
-    eventually("the list is stored", || {
+    eventually("the list is stored", PATIENCE, || {
         reflector.last_sync_resource_version() == "10"
     })
     .await;
@@ -603,7 +600,7 @@ async fn a_relist_at_a_known_version_is_not_paginated() {
     let reflector =
         Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
     let (token, running) = spawn(&reflector);
-    eventually("the relist ran", || {
+    eventually("the relist ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "11"
     })
     .await;
@@ -644,8 +641,11 @@ async fn a_paginated_first_list_keeps_every_relist_paginated() {
     let reflector =
         Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
     let (token, running) = spawn(&reflector);
-    eventually("the relist ran", || lister_watcher.list_calls().len() == 4).await;
-    eventually("the relist is stored", || {
+    eventually("the relist ran", PATIENCE, || {
+        lister_watcher.list_calls().len() == 4
+    })
+    .await;
+    eventually("the relist is stored", PATIENCE, || {
         lister_watcher.watch_calls().len() == 2
     })
     .await;
@@ -688,7 +688,7 @@ async fn an_expired_continuation_page_falls_back_to_one_full_list() {
             .build(),
     );
     let (token, running) = spawn(&reflector);
-    eventually("the full relist ran", || {
+    eventually("the full relist ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "11"
     })
     .await;
@@ -731,7 +731,7 @@ async fn a_too_large_resource_version_relists_from_a_consistent_read() {
             .build(),
     );
     let (token, running) = spawn(&reflector);
-    eventually("three relists ran", || {
+    eventually("three relists ran", PATIENCE, || {
         lister_watcher.watch_calls().len() == 4
     })
     .await;
@@ -773,8 +773,6 @@ impl RecordingStore {
 }
 
 impl Store<Pod> for RecordingStore {
-    type Item = Arc<Pod>;
-
     fn add(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
         self.note_object(&obj);
         self.cache.add(obj)
@@ -786,18 +784,6 @@ impl Store<Pod> for RecordingStore {
     fn delete(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
         self.note_object(&obj);
         self.cache.delete(obj)
-    }
-    fn list(&self) -> Vec<Arc<Pod>> {
-        self.cache.list()
-    }
-    fn list_keys(&self) -> Vec<String> {
-        self.cache.list_keys()
-    }
-    fn get(&self, obj: &Pod) -> kinformer_store::Result<Option<Arc<Pod>>> {
-        self.cache.get(obj)
-    }
-    fn get_by_key(&self, key: &str) -> Option<Arc<Pod>> {
-        self.cache.get_by_key(key)
     }
     fn replace(&self, list: Vec<Arc<Pod>>, resource_version: &str) -> kinformer_store::Result<()> {
         self.note(resource_version);
@@ -887,7 +873,7 @@ async fn refused_watches_back_off_exponentially_without_relisting() {
     );
     let started = Instant::now();
     let (token, running) = spawn(&reflector);
-    eventually("the sixth watch is open", || {
+    eventually("the sixth watch is open", PATIENCE, || {
         lister_watcher.watch_calls().len() == 6
     })
     .await;
@@ -924,7 +910,7 @@ async fn too_many_requests_backs_off_without_relisting() {
             .build(),
     );
     let (token, running) = spawn(&reflector);
-    eventually("the sixth watch is open", || {
+    eventually("the sixth watch is open", PATIENCE, || {
         lister_watcher.watch_calls().len() == 6
     })
     .await;
@@ -953,7 +939,7 @@ async fn retry_after_is_honoured_on_too_many_requests() {
     );
     let started = Instant::now();
     let (token, running) = spawn(&reflector);
-    eventually("the second list ran", || {
+    eventually("the second list ran", PATIENCE, || {
         lister_watcher.list_calls().len() == 2
     })
     .await;
@@ -1010,7 +996,7 @@ async fn watch_timeouts_are_random_between_the_minimum_and_twice_the_minimum() {
         }
         let reflector = Arc::new(builder.build());
         let (token, running) = spawn(&reflector);
-        eventually("the watch is open", || {
+        eventually("the watch is open", PATIENCE, || {
             !lister_watcher.watch_calls().is_empty()
         })
         .await;
@@ -1042,7 +1028,7 @@ async fn a_silent_watch_is_resumed_after_its_timeout() {
             .build(),
     );
     let (token, running) = spawn(&reflector);
-    eventually("the first watch is open", || {
+    eventually("the first watch is open", PATIENCE, || {
         lister_watcher.watch_calls().len() == 1
     })
     .await;
@@ -1052,7 +1038,7 @@ async fn a_silent_watch_is_resumed_after_its_timeout() {
             .timeout_seconds
             .expect("timeout"),
     );
-    eventually("a second watch is open", || {
+    eventually("a second watch is open", PATIENCE, || {
         lister_watcher.watch_calls().len() == 2
     })
     .await;
@@ -1089,7 +1075,7 @@ async fn objects_of_the_wrong_kind_or_without_a_name_are_reported_and_skipped() 
             .build(),
     );
     let (token, running) = spawn(&reflector);
-    eventually("the watch is open", || {
+    eventually("the watch is open", PATIENCE, || {
         !lister_watcher.watch_calls().is_empty()
     })
     .await;
@@ -1112,7 +1098,7 @@ async fn objects_of_the_wrong_kind_or_without_a_name_are_reported_and_skipped() 
     ] {
         sender.send(event).expect("watching");
     }
-    eventually("every event is applied", || {
+    eventually("every event is applied", PATIENCE, || {
         reflector.last_sync_resource_version() == "32"
     })
     .await;
@@ -1145,7 +1131,7 @@ async fn a_very_short_watch_relists_after_a_backoff() {
         Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
     let started = Instant::now();
     let (token, running) = spawn(&reflector);
-    eventually("the second watch is open", || {
+    eventually("the second watch is open", PATIENCE, || {
         lister_watcher.watch_calls().len() == 2
     })
     .await;
@@ -1182,7 +1168,7 @@ async fn an_undecodable_event_is_reported_and_the_reflector_relists() {
             .build(),
     );
     let (token, running) = spawn(&reflector);
-    eventually("the relist ran", || {
+    eventually("the relist ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "3"
     })
     .await;
@@ -1270,7 +1256,7 @@ async fn stopping_while_watching_drops_the_watch_promptly() {
     sender
         .send(Ok(WatchEvent::Added(pod("bar", "2"))))
         .expect("the channel is open");
-    eventually("the event is applied", || {
+    eventually("the event is applied", PATIENCE, || {
         reflector.last_sync_resource_version() == "2"
     })
     .await;
@@ -1284,7 +1270,7 @@ fn the_public_types_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     fn send<T: Send>(_: &T) {}
     send_sync::<Reflector<Pod, Cache<Pod>>>();
-    send_sync::<Reflector<Pod, dyn Store<Pod, Item = Arc<Pod>>>>();
+    send_sync::<Reflector<Pod, dyn Store<Pod>>>();
     send_sync::<kinformer_reflector::KubeListerWatcher<Pod>>();
     send_sync::<Error>();
     let lister_watcher = Scripted::new(|_, _| Ok(page("1", vec![], None)), |_, _| pending_watch());
@@ -1324,11 +1310,11 @@ async fn an_error_event_relists_and_the_replace_drops_the_corrupt_object() {
     let reflector =
         Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
     let (token, running) = spawn(&reflector);
-    eventually("the watch added the corrupt object", || {
+    eventually("the watch added the corrupt object", PATIENCE, || {
         cache.list().len() == 4
     })
     .await;
-    eventually("the relist caught up", || {
+    eventually("the relist caught up", PATIENCE, || {
         reflector.last_sync_resource_version() == "5"
     })
     .await;
@@ -1361,7 +1347,7 @@ async fn a_streaming_list_without_its_bookmark_falls_back_to_a_list() {
             .build(),
     );
     let (token, running) = spawn(&reflector);
-    eventually("the fallback list ran", || {
+    eventually("the fallback list ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "7"
     })
     .await;
@@ -1413,7 +1399,7 @@ async fn a_relist_reuses_the_cached_copy_of_every_unchanged_object() {
             .build(),
     );
     let (token, running) = spawn(&reflector);
-    eventually("the first list ran", || {
+    eventually("the first list ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "10"
     })
     .await;
@@ -1422,7 +1408,7 @@ async fn a_relist_reuses_the_cached_copy_of_every_unchanged_object() {
         .into_iter()
         .map(|pod| (pod.metadata.name.clone().unwrap_or_default(), pod))
         .collect();
-    eventually("the relist ran", || {
+    eventually("the relist ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "12"
     })
     .await;
@@ -1494,7 +1480,7 @@ async fn every_store_write_already_sees_its_resource_version() {
         let (reflector, token) = (Arc::clone(&reflector), token.clone());
         async move { reflector.run(token).await }
     });
-    eventually("the watch is open", || {
+    eventually("the watch is open", PATIENCE, || {
         !lister_watcher.watch_calls().is_empty()
     })
     .await;
@@ -1510,7 +1496,10 @@ async fn every_store_write_already_sees_its_resource_version() {
     ] {
         sender.send(Ok(event)).expect("watching");
     }
-    eventually("every event is applied", || store.seen.lock().len() == 5).await;
+    eventually("every event is applied", PATIENCE, || {
+        store.seen.lock().len() == 5
+    })
+    .await;
     let seen = store.seen.lock().clone();
     let pairs: Vec<(&str, &str)> = seen.iter().map(|(w, r)| (w.as_str(), r.as_str())).collect();
     assert_eq!(

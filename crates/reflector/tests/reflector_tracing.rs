@@ -2,31 +2,19 @@
 //! thread-scoped subscriber can miss events whose callsites other tests, running in parallel
 //! without a subscriber, registered first.
 
-use std::{
-    io::Write,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{io::Write, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::{KubeListerWatcher, Reflector};
-use kinformer_store::{Cache, Store};
-use kinformer_testing::{FakeApiServer, Fault, Verb, fixtures};
+use kinformer_store::{Cache, CacheReader};
+use kinformer_testing::{FakeApiServer, Fault, Verb, eventually, fixtures};
 use kinformer_wait::ExponentialBackoffManager;
 use kube_client::{Api, Client, Config};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !condition() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+/// How long a test waits for what the reflector does before it fails.
+const PATIENCE: Duration = Duration::from_secs(20);
 
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
@@ -86,19 +74,22 @@ async fn list_watch_and_relist_are_traced_inside_the_reflector_span() {
         let (reflector, token) = (Arc::clone(&reflector), token.clone());
         async move { reflector.run(token).await }
     });
-    eventually("the list is stored", || cache.list().len() == 4).await;
-    eventually("a watch is open", || server.open_watches() == 1).await;
+    eventually("the list is stored", PATIENCE, || cache.list().len() == 4).await;
+    eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     // Past one second a closed watch is resumed rather than counted as "very short".
     tokio::time::sleep(Duration::from_millis(1100)).await;
     server
         .faults()
         .inject(Fault::status(410).verb(Verb::Watch).resource("pods"));
     server.faults().close_watches();
-    eventually("the relist ran", || {
+    eventually("the relist ran", PATIENCE, || {
         server.faults().request_count(Verb::List, "pods") == 2
     })
     .await;
-    eventually("a watch is open again", || server.open_watches() == 1).await;
+    eventually("a watch is open again", PATIENCE, || {
+        server.open_watches() == 1
+    })
+    .await;
     token.cancel();
     tokio::time::timeout(Duration::from_secs(2), running)
         .await

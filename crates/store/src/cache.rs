@@ -1,10 +1,11 @@
-//! [`Cache`]: a [`ThreadSafeStore`] keyed by a key func, implementing [`Store`] and [`Indexer`].
+//! [`Cache`]: a [`ThreadSafeStore`] keyed by a key func, implementing [`Store`],
+//! [`CacheReader`] and [`Indexer`].
 
 use std::{fmt, sync::Arc};
 
 use crate::{
-    Indexer, Indexers, KeyFunc, Object, Result, Store, ThreadSafeStore, default_key_func,
-    namespace_indexers,
+    CacheReader, Indexer, Indexers, KeyFunc, Object, Result, Store, ThreadSafeStore,
+    default_key_func, namespace_indexers,
 };
 
 /// The informer's local cache: objects keyed by a key func, with secondary indexes.
@@ -58,57 +59,24 @@ impl<K> Cache<K> {
         &self.store
     }
 
-    /// The number of objects.
-    pub fn len(&self) -> usize {
-        self.store.len()
-    }
-
-    /// Whether the cache holds no object.
-    pub fn is_empty(&self) -> bool {
-        self.store.is_empty()
-    }
-
     fn key(&self, obj: &K) -> Result<String> {
         (self.key_func)(obj)
     }
 }
 
 impl<K: Send + Sync> Store<K> for Cache<K> {
-    type Item = Arc<K>;
-
     fn add(&self, obj: Arc<K>) -> Result<()> {
-        let key = self.key(&obj)?;
-        self.store.add(&key, obj);
-        Ok(())
+        self.upsert(obj).map(drop)
     }
 
     fn update(&self, obj: Arc<K>) -> Result<()> {
-        let key = self.key(&obj)?;
-        self.store.update(&key, obj);
-        Ok(())
+        self.upsert(obj).map(drop)
     }
 
     fn delete(&self, obj: Arc<K>) -> Result<()> {
         let key = self.key(&obj)?;
         self.store.delete(&key);
         Ok(())
-    }
-
-    fn list(&self) -> Vec<Arc<K>> {
-        self.store.list()
-    }
-
-    fn list_keys(&self) -> Vec<String> {
-        self.store.list_keys()
-    }
-
-    fn get(&self, obj: &K) -> Result<Option<Arc<K>>> {
-        let key = self.key(obj)?;
-        Ok(self.store.get(&key))
-    }
-
-    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.store.get(key)
     }
 
     fn replace(&self, list: Vec<Arc<K>>, _resource_version: &str) -> Result<()> {
@@ -125,7 +93,32 @@ impl<K: Send + Sync> Store<K> for Cache<K> {
     }
 }
 
-impl<K: Send + Sync> Indexer<K> for Cache<K> {
+impl<K: Send + Sync> CacheReader<K> for Cache<K> {
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.store.get(key)
+    }
+
+    fn get(&self, obj: &K) -> Result<Option<Arc<K>>> {
+        let key = self.key(obj)?;
+        Ok(self.store.get(&key))
+    }
+
+    fn list(&self) -> Vec<Arc<K>> {
+        self.store.list()
+    }
+
+    fn list_keys(&self) -> Vec<String> {
+        self.store.list_keys()
+    }
+
+    fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>> {
+        self.store.by_index(index_name, indexed_value)
+    }
+
     fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
         self.store.index(index_name, obj)
     }
@@ -138,12 +131,21 @@ impl<K: Send + Sync> Indexer<K> for Cache<K> {
         self.store.list_index_func_values(index_name)
     }
 
-    fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>> {
-        self.store.by_index(index_name, indexed_value)
+    fn index_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.store.indexers().into_keys().collect();
+        names.sort();
+        names
+    }
+}
+
+impl<K: Send + Sync> Indexer<K> for Cache<K> {
+    fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
+        let key = self.key(&obj)?;
+        Ok(self.store.upsert(&key, obj))
     }
 
-    fn get_indexers(&self) -> Indexers<K> {
-        self.store.get_indexers()
+    fn indexers(&self) -> Indexers<K> {
+        self.store.indexers()
     }
 
     fn add_indexers(&self, indexers: Indexers<K>) -> Result<()> {
@@ -218,7 +220,7 @@ mod tests {
             vals(&store.list()),
             BTreeSet::from(["foo".into(), "bar".into()])
         );
-        let mut keys = Store::list_keys(&store);
+        let mut keys = CacheReader::list_keys(&store);
         keys.sort();
         assert_eq!(keys, ["bar", "foo"]);
         assert!(store.resync().is_ok());
@@ -354,7 +356,7 @@ mod tests {
             refused
         );
         assert_eq!(
-            Store::list_keys(&cache),
+            CacheReader::list_keys(&cache),
             ["kept"],
             "a failed replace changes nothing"
         );

@@ -8,17 +8,16 @@
 //! - **the [`Object`] trait**: the few metadata fields every layer above reads, implemented for
 //!   every kube `Resource` and, for your own slim types (projections), one [`impl_object!`]
 //!   line over a [`ProjectedMeta`]; their repeated strings can be [`Interned`];
-//! - **the objects' wire form**: [`protobuf`], Kubernetes protobuf decoded through serde into
-//!   k8s-openapi types or projections (and encoded, for servers), from tables generated out of
-//!   the Go API types;
-//! - **the seams**: [`Store`] (what a reflector writes into), [`Indexer`] (a store with
-//!   secondary indexes) and [`KeyListerGetter`] (what a queue asks of the cache behind it);
+//! - **the seams**: [`Store`] (the writer: what a reflector writes into, a cache or a queue),
+//!   [`CacheReader`] (the read-only view listers, handlers and a queue's known objects read) and
+//!   [`Indexer`] (a whole cache: both, plus the index registry, held only by its owner);
 //! - **[`ThreadSafeStore`] and [`Cache`]**: objects and indexes under one lock, so an object and
 //!   its index entries always change together;
 //! - **listers**: [`Lister`] and [`NamespaceLister`], read-only views by label selector, name
 //!   and namespace, with label selectors parsed from strings by [`parse_selector`].
 //!
-//! It knows nothing of HTTP, watches or tokio. Start with [`Cache`]; hand readers a [`Lister`].
+//! It knows nothing of HTTP, watches, wire formats or tokio, and picks no k8s-openapi version.
+//! Start with [`Cache`]; hand readers a [`Lister`] or an `Arc<dyn CacheReader<K>>`.
 //!
 //! # Example
 //!
@@ -26,7 +25,7 @@
 //! use std::sync::Arc;
 //!
 //! use k8s_openapi::api::core::v1::Pod;
-//! use kinformer_store::{Cache, Indexer, NAMESPACE_INDEX, Store};
+//! use kinformer_store::{Cache, CacheReader, NAMESPACE_INDEX, Store};
 //! use kube_core::ObjectMeta;
 //!
 //! fn pod(namespace: &str, name: &str) -> Arc<Pod> {
@@ -52,7 +51,7 @@
 //!
 //! # Listers and label selectors
 //!
-//! A [`Lister`] wraps any `Arc<dyn Indexer<K>>` (an `Arc<Cache<K>>` coerces) and answers what
+//! A [`Lister`] wraps any `Arc<dyn CacheReader<K>>` (an `Arc<Cache<K>>` coerces) and answers what
 //! controllers ask of an informer's cache, with client-go's `ListAll` / `ListAllByNamespace`
 //! semantics:
 //!
@@ -157,7 +156,7 @@ pub use crate::{
     thread_safe::ThreadSafeStore,
     tombstone::{DeletedFinalStateUnknown, ObjectOrTombstone},
     traits::{
-        IndexFunc, Indexer, Indexers, KeyListerGetter, NAMESPACE_INDEX, Store,
+        CacheReader, IndexFunc, Indexer, Indexers, NAMESPACE_INDEX, Store,
         meta_namespace_index_func, namespace_indexers,
     },
 };

@@ -1,22 +1,22 @@
-//! Listers: read-only views of an [`Indexer`] by label selector, name and namespace.
+//! Listers: read-only views of a cache ([`CacheReader`]) by label selector, name and namespace.
 
 use std::{fmt, sync::Arc};
 
 use kube_core::Selector;
 
-use crate::{Error, Indexer, NAMESPACE_INDEX, Object, Result, Store, object_key, selector_matches};
+use crate::{CacheReader, Error, NAMESPACE_INDEX, Object, Result, object_key, selector_matches};
 
-/// Every object in `store` whose labels `selector` accepts.
+/// Every object in `cache` whose labels `selector` accepts.
 ///
 /// An empty selector (`Selector::default()`, client-go's `labels.Everything()`) returns every
 /// object without looking at labels.
 #[doc(alias = "ListAll")]
-pub fn list_all<K, S>(store: &S, selector: &Selector) -> Vec<Arc<K>>
+pub fn list_all<K, C>(cache: &C, selector: &Selector) -> Vec<Arc<K>>
 where
     K: Object,
-    S: Store<K, Item = Arc<K>> + ?Sized,
+    C: CacheReader<K> + ?Sized,
 {
-    let all = store.list();
+    let all = cache.list();
     if selector.selects_all() {
         return all;
     }
@@ -27,27 +27,27 @@ where
 
 /// Every object in `namespace` whose labels `selector` accepts; `""` means all namespaces.
 ///
-/// Uses the [`NAMESPACE_INDEX`] when the indexer has one and scans every object otherwise, as
+/// Uses the [`NAMESPACE_INDEX`] when the cache has one and scans every object otherwise, as
 /// client-go's `ListAllByNamespace` does (it logs a warning on the slow path; this layer has no
 /// logger, so register the namespace index wherever namespaced listing is frequent).
 #[doc(alias = "ListAllByNamespace")]
-pub fn list_all_by_namespace<K, I>(indexer: &I, namespace: &str, selector: &Selector) -> Vec<Arc<K>>
+pub fn list_all_by_namespace<K, C>(cache: &C, namespace: &str, selector: &Selector) -> Vec<Arc<K>>
 where
     K: Object,
-    I: Indexer<K> + ?Sized,
+    C: CacheReader<K> + ?Sized,
 {
     if namespace.is_empty() {
-        return list_all(indexer, selector);
+        return list_all(cache, selector);
     }
     let in_namespace = |obj: &Arc<K>| obj.namespace() == Some(namespace);
-    match indexer.by_index(NAMESPACE_INDEX, namespace) {
+    match cache.by_index(NAMESPACE_INDEX, namespace) {
         // A custom index registered under the namespace index's name could hold anything; the
         // namespace check keeps the lister's promise whatever the index func does.
         Ok(candidates) => candidates
             .into_iter()
             .filter(|obj| in_namespace(obj) && selector_matches(selector, obj.labels()))
             .collect(),
-        Err(_) => indexer
+        Err(_) => cache
             .list()
             .into_iter()
             .filter(|obj| in_namespace(obj) && selector_matches(selector, obj.labels()))
@@ -55,24 +55,24 @@ where
     }
 }
 
-/// A typed, read-only view of an [`Indexer`]: list by label selector, get by name, and narrow
-/// to one namespace with [`namespaced`](Self::namespaced).
+/// A typed, read-only view of a cache: list by label selector, get by name, and narrow to one
+/// namespace with [`namespaced`](Self::namespaced).
 ///
-/// Cheap to clone: it holds an `Arc` to the indexer an informer keeps up to date, and every
-/// read sees the indexer as it is at that moment.
+/// Cheap to clone: it holds an `Arc` to the cache an informer keeps up to date, and every read
+/// sees the cache as it is at that moment.
 ///
 /// The Rust shape of client-go's `GenericLister` and the generated typed listers
 /// (`PodLister` and friends).
 #[doc(alias = "GenericLister")]
 #[doc(alias = "ResourceIndexer")]
 pub struct Lister<K> {
-    indexer: Arc<dyn Indexer<K>>,
+    cache: Arc<dyn CacheReader<K>>,
 }
 
 impl<K> Clone for Lister<K> {
     fn clone(&self) -> Self {
         Self {
-            indexer: Arc::clone(&self.indexer),
+            cache: Arc::clone(&self.cache),
         }
     }
 }
@@ -84,15 +84,16 @@ impl<K> fmt::Debug for Lister<K> {
 }
 
 impl<K: Object> Lister<K> {
-    /// A lister over `indexer`; an `Arc<Cache<K>>` coerces to the argument.
+    /// A lister over `cache`; an `Arc<Cache<K>>` or an informer's cache coerces to the
+    /// argument.
     #[doc(alias = "NewGenericLister")]
-    pub fn new(indexer: Arc<dyn Indexer<K>>) -> Self {
-        Self { indexer }
+    pub fn new(cache: Arc<dyn CacheReader<K>>) -> Self {
+        Self { cache }
     }
 
     /// Every object, in any namespace, whose labels `selector` accepts.
     pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
-        list_all(self.indexer.as_ref(), selector)
+        list_all(self.cache.as_ref(), selector)
     }
 
     /// The cluster-scoped object named `name`.
@@ -102,12 +103,10 @@ impl<K: Object> Lister<K> {
     /// [`Error::NotFound`] when no object is stored under `name`. A namespaced object is never
     /// found this way: look it up through [`namespaced`](Self::namespaced).
     pub fn get(&self, name: &str) -> Result<Arc<K>> {
-        self.indexer
-            .get_by_key(name)
-            .ok_or_else(|| Error::NotFound {
-                namespace: None,
-                name: name.to_owned(),
-            })
+        self.cache.get_by_key(name).ok_or_else(|| Error::NotFound {
+            namespace: None,
+            name: name.to_owned(),
+        })
     }
 
     /// A lister of the objects in `namespace`; `""` lists every namespace and gets
@@ -115,14 +114,14 @@ impl<K: Object> Lister<K> {
     #[doc(alias = "ByNamespace")]
     pub fn namespaced(&self, namespace: impl Into<String>) -> NamespaceLister<K> {
         NamespaceLister {
-            indexer: Arc::clone(&self.indexer),
+            cache: Arc::clone(&self.cache),
             namespace: namespace.into(),
         }
     }
 
-    /// The indexer this lister reads.
-    pub fn indexer(&self) -> &Arc<dyn Indexer<K>> {
-        &self.indexer
+    /// The cache this lister reads.
+    pub fn cache(&self) -> &Arc<dyn CacheReader<K>> {
+        &self.cache
     }
 }
 
@@ -131,14 +130,14 @@ impl<K: Object> Lister<K> {
 /// The Rust shape of client-go's `GenericNamespaceLister`.
 #[doc(alias = "GenericNamespaceLister")]
 pub struct NamespaceLister<K> {
-    indexer: Arc<dyn Indexer<K>>,
+    cache: Arc<dyn CacheReader<K>>,
     namespace: String,
 }
 
 impl<K> Clone for NamespaceLister<K> {
     fn clone(&self) -> Self {
         Self {
-            indexer: Arc::clone(&self.indexer),
+            cache: Arc::clone(&self.cache),
             namespace: self.namespace.clone(),
         }
     }
@@ -160,7 +159,7 @@ impl<K: Object> NamespaceLister<K> {
 
     /// Every object in the namespace whose labels `selector` accepts.
     pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
-        list_all_by_namespace(self.indexer.as_ref(), &self.namespace, selector)
+        list_all_by_namespace(self.cache.as_ref(), &self.namespace, selector)
     }
 
     /// The object named `name` in the namespace.
@@ -170,12 +169,10 @@ impl<K: Object> NamespaceLister<K> {
     /// [`Error::NotFound`] when no such object is stored.
     pub fn get(&self, name: &str) -> Result<Arc<K>> {
         let key = object_key(Some(&self.namespace), name);
-        self.indexer
-            .get_by_key(&key)
-            .ok_or_else(|| Error::NotFound {
-                namespace: (!self.namespace.is_empty()).then(|| self.namespace.clone()),
-                name: name.to_owned(),
-            })
+        self.cache.get_by_key(&key).ok_or_else(|| Error::NotFound {
+            namespace: (!self.namespace.is_empty()).then(|| self.namespace.clone()),
+            name: name.to_owned(),
+        })
     }
 }
 

@@ -92,14 +92,22 @@ impl<K> ThreadSafeStore<K> {
         }
     }
 
-    /// Stores `obj` under `key`, replacing any object there and moving its index entries.
+    /// Stores `obj` under `key`, replacing any object there and moving its index entries;
+    /// returns the object it replaced.
+    pub fn upsert(&self, key: &str, obj: Arc<K>) -> Option<Arc<K>> {
+        self.inner.write().upsert(key, obj)
+    }
+
+    /// Stores `obj` under `key` ([`upsert`](Self::upsert) without the replaced object).
+    #[doc(alias = "Add")]
     pub fn add(&self, key: &str, obj: Arc<K>) {
-        self.inner.write().upsert(key, obj);
+        self.upsert(key, obj);
     }
 
     /// The same as [`add`](Self::add): the store does not tell adds from updates.
+    #[doc(alias = "Update")]
     pub fn update(&self, key: &str, obj: Arc<K>) {
-        self.add(key, obj);
+        self.upsert(key, obj);
     }
 
     /// Removes the object under `key` and all its index entries; returns it when present.
@@ -259,7 +267,7 @@ impl<K> ThreadSafeStore<K> {
     }
 
     /// The registered index funcs.
-    pub fn get_indexers(&self) -> Indexers<K> {
+    pub fn indexers(&self) -> Indexers<K> {
         self.inner.read().indexers.clone()
     }
 
@@ -337,7 +345,7 @@ impl<K> Inner<K> {
         }
     }
 
-    fn upsert(&mut self, key: &str, obj: Arc<K>) {
+    fn upsert(&mut self, key: &str, obj: Arc<K>) -> Option<Arc<K>> {
         let Some(keyed) = self.slots_by_key.get_mut(key) else {
             let key: Arc<str> = Arc::from(key);
             let slot = self.allocate(Entry {
@@ -355,7 +363,7 @@ impl<K> Inner<K> {
                     add_to_index(index, value, slot);
                 }
             }
-            return;
+            return None;
         };
         let slot = keyed.slot;
         keyed.obj = Arc::clone(&obj);
@@ -383,6 +391,7 @@ impl<K> Inner<K> {
                 }
             }
         }
+        Some(old)
     }
 
     fn remove(&mut self, key: &str) -> Option<Arc<K>> {
@@ -595,7 +604,7 @@ mod tests {
             Arc::new(|obj: &String| vec![format!("{obj}2")]),
         );
         store.add_indexers(second).unwrap();
-        let registered = store.get_indexers();
+        let registered = store.indexers();
         assert!(registered.contains_key("first") && registered.contains_key("second"));
         assert_eq!(
             sorted(store.index_keys("first", "value").unwrap()),
@@ -625,7 +634,7 @@ mod tests {
         both.insert("taken".into(), Arc::new(|_: &String| Vec::new()));
         both.insert("fresh".into(), Arc::new(|_: &String| Vec::new()));
         assert!(store.add_indexers(both).is_err());
-        assert!(!store.get_indexers().contains_key("fresh"));
+        assert!(!store.indexers().contains_key("fresh"));
         assert!(store.by_index("fresh", "x").is_err());
     }
 

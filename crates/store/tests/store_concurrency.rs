@@ -11,7 +11,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kinformer_store::{Cache, Indexer, Indexers, NAMESPACE_INDEX, Object, Store, default_key_func};
+use kinformer_store::{
+    Cache, CacheReader, Indexer, Indexers, NAMESPACE_INDEX, Object, Store, default_key_func,
+};
 
 #[derive(Debug)]
 struct Item {
@@ -281,7 +283,7 @@ fn indexers_added_while_replaces_run_are_never_lost() {
         std::panic::resume_unwind(panic);
     }
 
-    let registered = cache.get_indexers();
+    let registered = cache.indexers();
     for name in &names {
         assert!(
             registered.contains_key(name),

@@ -12,8 +12,8 @@ use std::{
 };
 
 use kinformer_store::{
-    Cache, Error, IndexFunc, Indexer, Indexers, Object, Store, ThreadSafeStore, default_key_func,
-    meta_namespace_key_func,
+    Cache, CacheReader, Error, IndexFunc, Indexer, Indexers, Object, Store, ThreadSafeStore,
+    default_key_func, meta_namespace_key_func,
 };
 use proptest::prelude::*;
 
@@ -178,14 +178,14 @@ fn check(cache: &Cache<Item>, model: &Model, probes: &[Item]) -> Result<(), Test
     let mut listed = sorted_keys(&all);
     let model_keys: Vec<String> = model.items.keys().cloned().collect();
     prop_assert_eq!(&listed, &model_keys, "list");
-    listed = Store::list_keys(cache);
+    listed = CacheReader::list_keys(cache);
     listed.sort();
     prop_assert_eq!(&listed, &model_keys, "list_keys");
     prop_assert_eq!(cache.len(), model.items.len());
     prop_assert_eq!(cache.thread_safe_store().len(), model.items.len());
 
     for key in every_key() {
-        let got = Store::get_by_key(cache, &key);
+        let got = CacheReader::get_by_key(cache, &key);
         match (got, model.items.get(&key)) {
             (None, None) => {}
             (Some(got), Some(want)) => prop_assert!(Arc::ptr_eq(&got, want), "get_by_key {}", key),
@@ -193,7 +193,7 @@ fn check(cache: &Cache<Item>, model: &Model, probes: &[Item]) -> Result<(), Test
         }
     }
 
-    let registered: BTreeSet<String> = cache.get_indexers().into_keys().collect();
+    let registered: BTreeSet<String> = cache.indexers().into_keys().collect();
     let model_registered: BTreeSet<String> = model
         .indexes
         .iter()

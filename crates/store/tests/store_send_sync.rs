@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_store::{
-    Cache, DeletedFinalStateUnknown, Error, IndexFunc, Indexer, Indexers, KeyFunc, KeyListerGetter,
+    Cache, CacheReader, DeletedFinalStateUnknown, Error, IndexFunc, Indexer, Indexers, KeyFunc,
     Lister, NamespaceLister, ObjectOrTombstone, Store, ThreadSafeStore,
 };
 
@@ -18,8 +18,8 @@ fn caches_stores_and_listers_are_send_and_sync() {
     send_sync_static::<Lister<Pod>>();
     send_sync_static::<NamespaceLister<Pod>>();
     send_sync_static::<Arc<dyn Indexer<Pod>>>();
-    send_sync_static::<Arc<dyn Store<Pod, Item = Arc<Pod>>>>();
-    send_sync_static::<Arc<dyn KeyListerGetter<Pod>>>();
+    send_sync_static::<Arc<dyn Store<Pod>>>();
+    send_sync_static::<Arc<dyn CacheReader<Pod>>>();
 }
 
 #[test]
@@ -37,8 +37,14 @@ fn funcs_tombstones_and_errors_are_send_and_sync() {
 fn a_cache_is_usable_as_every_seam_it_implements() {
     let cache = Arc::new(Cache::<Pod>::with_namespace_index());
     let as_indexer: Arc<dyn Indexer<Pod>> = cache.clone();
-    let as_known: Arc<dyn KeyListerGetter<Pod>> = cache;
+    // The owner's handle narrows to either half without a wrapper.
+    let as_writer: Arc<dyn Store<Pod>> = as_indexer.clone();
+    let as_reader: Arc<dyn CacheReader<Pod>> = as_indexer.clone();
+    let mut pod = Pod::default();
+    pod.metadata.name = Some("web-0".to_owned());
+    as_writer.add(Arc::new(pod)).expect("keyed");
     let moved = std::thread::spawn(move || as_indexer.list().len()).join();
-    assert_eq!(moved.ok(), Some(0));
-    assert!(as_known.list_keys().is_empty());
+    assert_eq!(moved.ok(), Some(1));
+    assert_eq!(as_reader.list_keys(), ["web-0"]);
+    assert_eq!(cache.len(), 1);
 }

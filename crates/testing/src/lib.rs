@@ -93,6 +93,7 @@ mod selector;
 mod server;
 mod status;
 mod store;
+mod wait;
 mod watch;
 mod wire;
 
@@ -100,3 +101,4 @@ pub use error::{Error, Result};
 pub use faults::{Fault, Faults, Verb};
 pub use resources::{ResourceType, builtin_resources};
 pub use server::{FakeApiServer, ServerConfig};
+pub use wait::{eventually, wait_until};

@@ -7,7 +7,7 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use kinformer_fifo::{Delta, DeltaType, Deltas, KnownObjects, Popped, Queue};
-use kinformer_store::{KeyListerGetter, Object, ObjectOrTombstone};
+use kinformer_store::{CacheReader, Object, ObjectOrTombstone};
 
 /// client-go's `testFifoObject`: a name (its key) and a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,12 +45,18 @@ pub fn obj(name: &str, val: i64) -> Arc<Obj> {
 /// client-go's `literalListerGetter`: known objects in a fixed order.
 pub struct Literal(pub Vec<Arc<Obj>>);
 
-impl KeyListerGetter<Obj> for Literal {
-    fn list_keys(&self) -> Vec<String> {
-        self.0.iter().map(|obj| obj.name.clone()).collect()
-    }
+impl CacheReader<Obj> for Literal {
     fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
         self.0.iter().find(|obj| obj.name == key).cloned()
+    }
+    fn get(&self, obj: &Obj) -> kinformer_store::Result<Option<Arc<Obj>>> {
+        Ok(self.get_by_key(&obj.name))
+    }
+    fn list(&self) -> Vec<Arc<Obj>> {
+        self.0.clone()
+    }
+    fn list_keys(&self) -> Vec<String> {
+        self.0.iter().map(|obj| obj.name.clone()).collect()
     }
 }
 

@@ -294,17 +294,3 @@ impl ResourceEventHandler<Pod> for SlowHandler {
         self.inner.on_delete(obj);
     }
 }
-
-/// Polls `condition` every 10 ms until it holds; false after `timeout`.
-pub async fn eventually(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if condition() {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}

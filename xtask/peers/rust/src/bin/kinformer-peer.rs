@@ -128,7 +128,7 @@ where
             ));
         }
     }
-    let indexer = informer.get_indexer();
+    let indexer = informer.cache();
     Ok(Arc::new(move |query: Query<'_>| {
         let found = match query {
             Query::Namespace(namespace) => indexer.by_index(NAMESPACE_INDEX, namespace),
