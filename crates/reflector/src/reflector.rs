@@ -22,7 +22,7 @@ use std::{fmt, sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use kinformer_store::{Cache, CacheReader, Object, Store};
-use kinformer_wait::{BackoffManager, ExponentialBackoffManager};
+use kinformer_wait::{BackoffManager, ExponentialBackoffManager, jitter};
 use parking_lot::{Mutex, RwLock};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -488,10 +488,9 @@ where
         }
     }
 
+    /// client-go's `minWatchTimeout * (1 + rand)`: between one and two minimum timeouts.
     fn watch_timeout(&self) -> Duration {
-        self.min_watch_timeout
-            .mul_f64(1.0 + fastrand::f64())
-            .max(Duration::from_secs(1))
+        jitter(self.min_watch_timeout, 1.0).max(Duration::from_secs(1))
     }
 
     /// Lists everything and replaces the store's contents; `false` when the token fired first.

@@ -41,6 +41,19 @@
 //!
 //! Errors are one enum, [`Error`], generic over the error type of the caller's condition, which
 //! comes back untouched in [`Error::Condition`].
+//!
+//! # Who uses what
+//!
+//! Every helper here exists once; the layers use these rather than copies of their own:
+//!
+//! - kinformer-reflector: [`ExponentialBackoffManager`] between list and watch rounds (any
+//!   [`BackoffManager`] can replace it) and [`jitter`] for the random watch timeout;
+//! - kinformer-processor: [`catch_panic_sync`] around every handler call;
+//! - kinformer-testing: [`poll_immediate`] behind its `wait_until` and `eventually`.
+//!
+//! The rest ([`until`] and its kin, [`poll`] and its kin, [`Group`], [`handle_error`]) are for
+//! controllers built on kinformer, as client-go's `wait` and `runtime` packages are for
+//! controllers built on client-go: a worker loop is `until(&token, period, work)`.
 
 mod backoff;
 mod error;
