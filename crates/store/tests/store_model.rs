@@ -3,7 +3,7 @@
 //!
 //! Random sequences of add, update, delete, replace and add_indexers run against both; after
 //! every step every read (list, list_keys, get_by_key, by_index, index_keys, index,
-//! list_index_func_values, get_indexers) must agree with the model. The index funcs are
+//! list_index_func_values, indexers) must agree with the model. The index funcs are
 //! multi-valued and may return no value, duplicates, or the empty string.
 
 use std::{
