@@ -10,9 +10,10 @@ use std::{
     time::Duration,
 };
 
-use kinformer_informer::{InformerOptions, SharedIndexInformer};
+use kinformer_informer::{InformerOptions, SharedIndexInformer, SyncStatus};
 use kinformer_reflector::{Decoder, JsonDecoder, KubeListerWatcher, ListOptions, WireFormat};
 use kinformer_store::{Lister, Object};
+use kinformer_wait::ErrorChain;
 use kube_client::{Api, Client};
 use kube_core::{ApiResource, DynamicObject, ObjectMeta, PartialObjectMeta, Resource};
 use parking_lot::Mutex;
@@ -364,6 +365,7 @@ trait ErasedInformer: Send + Sync {
     fn as_any(&self) -> &(dyn Any + Send + Sync);
     fn spawn(&self, tasks: &TaskTracker, token: CancellationToken);
     fn has_synced(&self) -> bool;
+    fn sync_status(&self) -> SyncStatus;
     fn is_stopped(&self) -> bool;
     fn wait_for_sync<'a>(&'a self, token: &'a CancellationToken) -> BoxFuture<'a, bool>;
 }
@@ -377,13 +379,17 @@ impl<K: Object> ErasedInformer for SharedIndexInformer<K> {
         let informer = self.clone();
         tasks.spawn(async move {
             if let Err(error) = informer.run(token).await {
-                warn!(informer = informer.name(), %error, "informer did not run");
+                warn!(informer = informer.name(), error = %ErrorChain(&error), "informer did not run");
             }
         });
     }
 
     fn has_synced(&self) -> bool {
         SharedIndexInformer::has_synced(self)
+    }
+
+    fn sync_status(&self) -> SyncStatus {
+        SharedIndexInformer::sync_status(self)
     }
 
     fn is_stopped(&self) -> bool {
@@ -721,6 +727,32 @@ impl SharedInformerFactory {
             synced.insert(key, done);
         }
         synced
+    }
+
+    /// Where every informer registered so far stands on its way to sync, with the errors that
+    /// keep it from getting there: poll it while waiting (or after
+    /// [`wait_for_cache_sync_timeout`](Self::wait_for_cache_sync_timeout) gave up) to tell a
+    /// slow start from a failing one.
+    ///
+    /// ```no_run
+    /// # async fn doc(factory: kinformer_factory::SharedInformerFactory) {
+    /// use std::time::Duration;
+    ///
+    /// let synced = factory.wait_for_cache_sync_timeout(Duration::from_secs(30)).await;
+    /// if !synced.values().all(|synced| *synced) {
+    ///     for (informer, status) in factory.sync_status() {
+    ///         eprintln!("{}: {status}", informer.description());
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn sync_status(&self) -> HashMap<InformerKey, SyncStatus> {
+        let state = self.inner.state.lock();
+        state
+            .informers
+            .iter()
+            .map(|(key, entry)| (key.clone(), entry.informer.sync_status()))
+            .collect()
     }
 
     /// The informers registered so far, and whether each has been started.

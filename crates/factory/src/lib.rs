@@ -77,3 +77,4 @@ pub use crate::{
     scope::ApiScope,
     selection::{InformerKey, Selection},
 };
+pub use kinformer_informer::SyncStatus;

@@ -16,9 +16,10 @@ use kinformer_processor::{
 };
 use kinformer_reflector::{Error as ReflectorError, ListerWatcher, Reflector};
 use kinformer_store::{Cache, CacheReader, Indexer, Indexers, Lister, Object};
+use kinformer_wait::ErrorChain;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, debug, error_span, info, warn};
 
 use crate::{
     Error, InformerOptions, QueueKind, Result, controller::Applier, options::WatchErrorHandler,
@@ -96,6 +97,41 @@ impl<K> fmt::Debug for SharedIndexInformer<K> {
             .field("phase", &self.inner.settings.lock().phase)
             .field("processor", &self.inner.applier.processor)
             .finish_non_exhaustive()
+    }
+}
+
+/// Where an informer stands on its way to sync, from
+/// [`SharedIndexInformer::sync_status`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SyncStatus {
+    /// Whether the informer was started.
+    pub started: bool,
+    /// Whether its initial list reached the cache and the handlers.
+    pub synced: bool,
+    /// List or watch errors in a row since the reflector last made progress.
+    pub consecutive_failures: u32,
+    /// The latest of those errors, with its causes; `None` while all is well.
+    pub last_error: Option<String>,
+}
+
+impl fmt::Display for SyncStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.started, self.synced, &self.last_error) {
+            (false, _, _) => f.write_str("not started"),
+            (true, true, _) => f.write_str("synced"),
+            (true, false, None) => f.write_str("syncing"),
+            (true, false, Some(error)) => write!(
+                f,
+                "not synced: {} failure{} in a row, the last: {error}",
+                self.consecutive_failures,
+                if self.consecutive_failures == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            ),
+        }
     }
 }
 
@@ -332,6 +368,23 @@ impl<K: Object> SharedIndexInformer<K> {
             .is_some_and(|queue| queue.has_synced())
     }
 
+    /// Whether the informer has synced and, when it has not, why: the errors its reflector met
+    /// since it last made progress. Cheap enough to poll while waiting for sync.
+    pub fn sync_status(&self) -> SyncStatus {
+        let failures = self
+            .inner
+            .reflector
+            .get()
+            .map(|reflector| reflector.failures())
+            .unwrap_or_default();
+        SyncStatus {
+            started: self.has_started(),
+            synced: self.has_synced(),
+            consecutive_failures: failures.consecutive,
+            last_error: failures.last_error,
+        }
+    }
+
     /// The signal [`has_synced`](Self::has_synced) sets, for waiting on several informers of
     /// different types at once with [`wait_for_cache_sync`](crate::wait_for_cache_sync).
     pub fn synced_signal(&self) -> UpstreamSynced {
@@ -405,7 +458,8 @@ impl<K: Object> SharedIndexInformer<K> {
     #[doc(alias = "RunWithContext")]
     pub async fn run(&self, token: CancellationToken) -> Result<()> {
         let (queue, reflector, retry_on_error) = self.start()?;
-        let span = info_span!("informer", name = %self.inner.name);
+        // An error-level span: its name reaches every warning inside, whatever the filter.
+        let span = error_span!("informer", name = %self.inner.name);
         async {
             info!("informer starting");
             // Dropping `run` stops everything it started, as cancelling the token does, and
@@ -443,7 +497,7 @@ impl<K: Object> SharedIndexInformer<K> {
 
             run_token.cancel();
             if let Err(error) = reflector_task.await {
-                warn!(%error, "reflector task failed");
+                warn!(error = %ErrorChain(&error), "reflector task failed");
             }
             let _ = closer.await;
             self.inner.settings.lock().phase = Phase::Stopped;
@@ -452,8 +506,8 @@ impl<K: Object> SharedIndexInformer<K> {
             processor_token.cancel();
             match processor_task.await {
                 Ok(Ok(())) => {}
-                Ok(Err(error)) => warn!(%error, "processor did not run"),
-                Err(error) => warn!(%error, "processor task failed"),
+                Ok(Err(error)) => warn!(error = %ErrorChain(&error), "processor did not run"),
+                Err(error) => warn!(error = %ErrorChain(&error), "processor task failed"),
             }
             info!("informer stopped");
         }
@@ -489,7 +543,7 @@ impl<K: Object> SharedIndexInformer<K> {
         let bookmark_queue = Arc::clone(&queue);
         builder = builder.on_bookmark(move |resource_version| {
             if let Err(error) = bookmark_queue.bookmark(resource_version) {
-                warn!(%error, resource_version, "queue refused a bookmark");
+                warn!(error = %ErrorChain(&error), resource_version, "queue refused a bookmark");
             }
         });
         // A relist keeps the cached Arc of every object that did not change, so it holds the
@@ -571,7 +625,9 @@ impl<K: Object> SharedIndexInformer<K> {
                     debug!("queue closed; process loop ends");
                     return;
                 }
-                Some(Err(error)) => warn!(%error, "processing a popped item failed"),
+                Some(Err(error)) => {
+                    warn!(error = %ErrorChain(&error), "processing a popped item failed");
+                }
                 Some(Ok(_)) | None => {}
             }
             if !upstream.has_synced() && queue.has_synced() {

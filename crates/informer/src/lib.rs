@@ -102,7 +102,7 @@ mod options;
 
 pub use crate::{
     error::{Error, Result},
-    informer::{SharedIndexInformer, wait_for_cache_sync},
+    informer::{SharedIndexInformer, SyncStatus, wait_for_cache_sync},
     options::{InformerOptions, QueueKind},
 };
 pub use kinformer_processor::{

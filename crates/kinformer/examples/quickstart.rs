@@ -19,6 +19,7 @@
 mod support;
 
 use std::{
+    collections::HashMap,
     sync::atomic::{AtomicU64, Ordering},
     time::{Duration, Instant},
 };
@@ -112,23 +113,44 @@ async fn main() -> Result<(), BoxError> {
 
     let started = Instant::now();
     factory.start()?;
-    let mut synced: Vec<_> = factory
-        .wait_for_cache_sync_timeout(Duration::from_secs(60))
-        .await
-        .into_iter()
-        .collect();
-    synced.sort_by(|(a, _), (b, _)| a.description().cmp(b.description()));
-    for (informer, synced) in synced {
-        let state = if synced {
-            "synced"
-        } else {
-            "NOT synced after 60s"
-        };
+    // Wait for the first lists, saying at once (not only at the end) why an informer is not
+    // getting there: a refused connection, a 403, a server error.
+    let sync_deadline = started + Duration::from_secs(60);
+    let sync_deadline = deadline.map_or(sync_deadline, |end| end.min(sync_deadline));
+    let mut reported: HashMap<String, String> = HashMap::new();
+    let mut all_synced = false;
+    while !all_synced && Instant::now() < sync_deadline {
+        let wait = sync_deadline
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_secs(1));
+        let synced = factory.wait_for_cache_sync_timeout(wait).await;
+        all_synced = synced.values().all(|synced| *synced);
+        for (informer, status) in factory.sync_status() {
+            if let Some(error) = status.last_error.filter(|_| !status.synced)
+                && reported.get(informer.description()) != Some(&error)
+            {
+                println!("{:<12} failing: {error}", informer.description());
+                reported.insert(informer.description().to_owned(), error);
+            }
+        }
+    }
+    let mut statuses: Vec<_> = factory.sync_status().into_iter().collect();
+    statuses.sort_by(|(a, _), (b, _)| a.description().cmp(b.description()));
+    for (informer, status) in &statuses {
         println!(
-            "{:<12} {state} after {:.0?}",
+            "{:<12} after {:.0?}: {status}",
             informer.description(),
             started.elapsed()
         );
+    }
+    if !all_synced {
+        factory.shutdown().await;
+        stop_churn.cancel();
+        return Err(format!(
+            "not every informer synced within {:.0?}",
+            sync_deadline.saturating_duration_since(started)
+        )
+        .into());
     }
 
     // The live summary.

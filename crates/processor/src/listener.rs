@@ -367,7 +367,9 @@ impl<K: Send + Sync + 'static> Listener<K> {
     /// The handler thread: one notification at a time, in order, each call isolated from
     /// panics.
     fn run_handler(self: Arc<Self>, mut handler: Box<dyn ResourceEventHandler<K>>) {
-        let span = tracing::info_span!("listener", name = %self.name);
+        // An error-level span, so a handler's panic is logged with its listener's name under any
+        // filter.
+        let span = tracing::error_span!("listener", name = %self.name);
         let _entered = span.enter();
         debug!("handler thread started");
         let mut batch = VecDeque::with_capacity(HANDOFF_BATCH);

@@ -78,20 +78,43 @@ pub enum Error {
         found: String,
     },
     /// The store refused an object (most often because it has no `metadata.name`).
-    #[error("store refused an object: {0}")]
+    #[error("the store refused an object")]
     Store(#[from] kinformer_store::Error),
     /// The connection to the API server was refused: the reflector backs off and retries the same
-    /// watch without relisting.
-    #[error("connection refused: {message}")]
+    /// watch without relisting. kube-client's error is the source.
+    #[error("the API server refused the connection")]
     ConnectionRefused {
-        /// The transport's description.
-        message: String,
+        /// What kube-client reported; its own sources hold the I/O error.
+        #[source]
+        source: kube_client::Error,
     },
-    /// A transport failure: connection reset, broken body, request building.
-    #[error("transport error: {message}")]
+    /// A transport failure: connection reset, TLS, a broken body. kube-client's error is the
+    /// source.
+    #[error("the request to the API server failed")]
     Transport {
-        /// The transport's description, with its causes.
-        message: String,
+        /// What kube-client reported.
+        #[source]
+        source: kube_client::Error,
+    },
+    /// The request could not be built (an invalid selector or header value, a URL that does
+    /// not parse); retrying cannot help until the options change.
+    #[error("cannot build the {what} request")]
+    Request {
+        /// Which request (`list`, `watch`).
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A background task of the lister-watcher (a prefetched page, an off-task decode) ended
+    /// without a result: it panicked or was cancelled.
+    #[error("{what} did not finish")]
+    Task {
+        /// Which task.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: tokio::task::JoinError,
     },
     /// A watch closed within a second without delivering any event, which usually means the
     /// server refuses it in a way that is not an error status.
@@ -183,28 +206,29 @@ impl Error {
         }
     }
 
-    /// Classifies a kube-client transport error, telling a refused connection apart.
-    pub fn from_transport(error: &(dyn std::error::Error + 'static)) -> Self {
-        let mut message = error.to_string();
-        let mut refused = false;
-        let mut source = error.source();
-        while let Some(cause) = source {
-            if let Some(io) = cause.downcast_ref::<std::io::Error>()
+    /// Classifies a kube-client transport error, telling a refused connection apart by the
+    /// `io::ErrorKind` somewhere in its chain of sources.
+    pub fn from_transport(error: kube_client::Error) -> Self {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        while let Some(current) = cause {
+            if let Some(io) = current.downcast_ref::<std::io::Error>()
                 && io.kind() == std::io::ErrorKind::ConnectionRefused
             {
-                refused = true;
+                return Error::ConnectionRefused { source: error };
             }
-            let text = cause.to_string();
-            if !message.contains(&text) {
-                message.push_str(": ");
-                message.push_str(&text);
-            }
-            source = cause.source();
+            cause = current.source();
         }
-        if refused || message.contains("Connection refused") {
-            Error::ConnectionRefused { message }
-        } else {
-            Error::Transport { message }
+        Error::Transport { source: error }
+    }
+
+    /// A request that could not be built.
+    pub(crate) fn request(
+        what: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Error::Request {
+            what,
+            source: source.into(),
         }
     }
 }

@@ -242,20 +242,17 @@ where
         let request = self
             .request
             .list(&params)
-            .map_err(|error| request_error(&error))?;
+            .map_err(|error| Error::request("list", error))?;
         let (mut parts, body) = request.into_parts();
         if any_version_with_limit && options.continue_token.is_none() {
             let uri = format!("{}&resourceVersion=0", parts.uri);
             parts.uri = uri
                 .parse()
-                .map_err(|error: http::uri::InvalidUri| Error::Transport {
-                    message: format!("cannot build the list URL: {error}"),
-                })?;
+                .map_err(|error: http::uri::InvalidUri| Error::request("list", error))?;
         }
         if let Some(accept) = self.decoder.accept() {
-            let value = http::HeaderValue::from_str(accept).map_err(|error| Error::Transport {
-                message: format!("invalid Accept header {accept:?}: {error}"),
-            })?;
+            let value = http::HeaderValue::from_str(accept)
+                .map_err(|error| Error::request("list", error))?;
             parts.headers.insert(http::header::ACCEPT, value);
         }
         Ok(http::Request::from_parts(parts, body))
@@ -272,11 +269,10 @@ where
         let mut request = self
             .request
             .watch(&params, options.resource_version())
-            .map_err(|error| request_error(&error))?;
+            .map_err(|error| Error::request("watch", error))?;
         if let Some(accept) = self.decoder.watch_accept() {
-            let value = http::HeaderValue::from_str(accept).map_err(|error| Error::Transport {
-                message: format!("invalid Accept header {accept:?}: {error}"),
-            })?;
+            let value = http::HeaderValue::from_str(accept)
+                .map_err(|error| Error::request("watch", error))?;
             request.headers_mut().insert(http::header::ACCEPT, value);
         }
         // Watch streams are newline-delimited; a compressed stream would hide line boundaries.
@@ -307,8 +303,9 @@ where
             }
         };
         match prefetched {
-            Some(response) => response.await.map_err(|error| Error::Transport {
-                message: format!("the prefetched list page was lost: {error}"),
+            Some(response) => response.await.map_err(|source| Error::Task {
+                what: "the prefetch of the next list page",
+                source,
             })?,
             None => fetch_body(self.client.clone(), self.list_request(options)?).await,
         }
@@ -363,8 +360,9 @@ where
         let decoder = Arc::clone(&self.decoder);
         tokio::task::spawn_blocking(move || decode(&decoder, &body))
             .await
-            .map_err(|error| Error::Transport {
-                message: format!("the list decoder did not finish: {error}"),
+            .map_err(|source| Error::Task {
+                what: "the list page's decode",
+                source,
             })?
     }
 }
@@ -379,7 +377,7 @@ async fn send(client: &Client, request: http::Request<Vec<u8>>) -> Result<http::
     let response = client
         .send(request.map(Body::from))
         .await
-        .map_err(|error| Error::from_transport(&error))?;
+        .map_err(Error::from_transport)?;
     if response.status().is_success() {
         return Ok(response);
     }
@@ -392,7 +390,7 @@ async fn fetch_body(client: Client, request: http::Request<Vec<u8>>) -> Result<B
         .into_body()
         .collect()
         .await
-        .map_err(|error| Error::from_transport(&error))?
+        .map_err(Error::from_transport)?
         .to_bytes())
 }
 
@@ -411,12 +409,6 @@ fn decode_status(body: &[u8]) -> Option<kube_core::Status> {
     serde_json::from_slice(body).ok()
 }
 
-fn request_error(error: &kube_core::request::Error) -> Error {
-    Error::Transport {
-        message: format!("cannot build the request: {error}"),
-    }
-}
-
 /// Turns a failure response into an error, keeping `Retry-After` for 429s.
 async fn status_error(response: http::Response<Body>) -> Error {
     let code = response.status();
@@ -428,7 +420,7 @@ async fn status_error(response: http::Response<Body>) -> Error {
         .map(Duration::from_secs);
     let body = match response.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(error) => return Error::from_transport(&error),
+        Err(error) => return Error::from_transport(error),
     };
     let body = &body[..body.len().min(ERROR_BODY_LIMIT)];
     let status = decode_status(body)
@@ -473,7 +465,7 @@ where
         let chunks = response
             .into_body()
             .into_data_stream()
-            .map_err(|error| Error::from_transport(&error))
+            .map_err(Error::from_transport)
             .boxed();
         Ok(watch_events(chunks, Arc::clone(&self.decoder), framing))
     }

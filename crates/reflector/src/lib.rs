@@ -99,6 +99,7 @@ pub use crate::{
     options::{ListOptions, VersionMatch},
     protobuf::{KubeDecoder, WIRE_FORMAT_ENV, WireFormat},
     reflector::{
-        DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Reflector, ReflectorBuilder, WATCH_IDLE_GRACE,
+        DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Failures, Reflector, ReflectorBuilder,
+        WATCH_IDLE_GRACE,
     },
 };

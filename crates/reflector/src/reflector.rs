@@ -18,15 +18,22 @@
 //! One `list_and_watch` round is client-go's `ListAndWatch`; [`Reflector::run`] repeats rounds
 //! with backoff between them until its token is cancelled, like `wait.BackoffUntil`.
 
-use std::{fmt, sync::Arc, time::Duration};
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use futures::StreamExt;
 use kinformer_store::{Cache, CacheReader, Object, Store};
-use kinformer_wait::{BackoffManager, ExponentialBackoffManager, jitter};
+use kinformer_wait::{BackoffManager, ErrorChain, ExponentialBackoffManager, jitter};
 use parking_lot::{Mutex, RwLock};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, debug, error_span, info, warn};
 
 use crate::{
     Error, ListOptions, ListerWatcher, Result, ReuseObject, VersionMatch, WatchEvent, WatchStream,
@@ -211,6 +218,8 @@ where
             versions: RwLock::new(Versions::default()),
             paginated_result: Mutex::new(false),
             watch_list_refused: Mutex::new(false),
+            failures: Mutex::new(Failures::default()),
+            failing: AtomicBool::new(false),
         }
     }
 }
@@ -250,6 +259,22 @@ pub struct Reflector<K, S: ?Sized> {
     paginated_result: Mutex<bool>,
     /// The server answered a streaming list with a client error: it does not support them.
     watch_list_refused: Mutex<bool>,
+    /// Errors since the last successful list or watch event.
+    failures: Mutex<Failures>,
+    /// Whether `failures` holds any, so progress on the hot path costs one load.
+    failing: AtomicBool,
+}
+
+/// The reflector's errors since it last made progress (a list applied, a watch event
+/// received): what a caller waiting for sync needs to tell "slow" from "failing".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Failures {
+    /// How many errors in a row, with no list applied or watch event received between them.
+    pub consecutive: u32,
+    /// The latest of them, with its chain of causes (`the API server refused the connection:
+    /// ...: Connection refused (os error 111)`); `None` once the reflector makes progress.
+    pub last_error: Option<String>,
 }
 
 impl<K, S: ?Sized> fmt::Debug for Reflector<K, S> {
@@ -344,7 +369,9 @@ where
     /// middle of a list or a backoff.
     #[doc(alias = "Run")]
     pub async fn run(&self, token: CancellationToken) {
-        let span = info_span!(
+        // An error-level span: the resource it names reaches every warning inside, whatever the
+        // filter (an info span is dropped by a `warn` filter, and its fields with it).
+        let span = error_span!(
             "reflector",
             name = %self.name,
             resource = %self.type_description,
@@ -395,7 +422,7 @@ where
                 Ok(None) => return Ok(()),
                 Ok(Some(watch)) => open = Some(watch),
                 Err(error) => {
-                    warn!(%error, "the streaming list failed, falling back to list and watch");
+                    warn!(error = %ErrorChain(&error), "the streaming list failed, falling back to list and watch");
                     if matches!(
                         error,
                         Error::Api {
@@ -416,9 +443,15 @@ where
     }
 
     fn report(&self, error: &Error) {
+        {
+            let mut failures = self.failures.lock();
+            failures.consecutive = failures.consecutive.saturating_add(1);
+            failures.last_error = Some(ErrorChain(error).to_string());
+            self.failing.store(true, Ordering::Release);
+        }
         match &self.watch_error_handler {
             Some(handler) => handler(error),
-            None => warn!(%error, "list/watch error"),
+            None => warn!(error = %ErrorChain(&error), "list/watch error"),
         }
     }
 
@@ -441,6 +474,19 @@ where
         }
     }
 
+    /// The errors since the reflector last made progress.
+    pub fn failures(&self) -> Failures {
+        self.failures.lock().clone()
+    }
+
+    /// The reflector made progress: a list was applied or a watch event arrived.
+    fn progressed(&self) {
+        if self.failing.load(Ordering::Acquire) {
+            *self.failures.lock() = Failures::default();
+            self.failing.store(false, Ordering::Release);
+        }
+    }
+
     fn set_last_sync(&self, resource_version: &str) {
         if !resource_version.is_empty() {
             resource_version.clone_into(&mut self.versions.write().last_sync);
@@ -458,7 +504,9 @@ where
             .map_err(|error| {
                 self.versions.write().last_sync = previous;
                 Error::from(error)
-            })
+            })?;
+        self.progressed();
+        Ok(())
     }
 
     fn set_unavailable(&self, unavailable: bool) {
@@ -505,7 +553,7 @@ where
         let listed = match listed {
             Err(error) if error.is_resource_version_unavailable() => {
                 self.set_unavailable(true);
-                info!(%error, reason = "resource version unavailable", "relisting from a consistent read");
+                info!(error = %ErrorChain(&error), reason = "resource version unavailable", "relisting from a consistent read");
                 tokio::select! {
                     () = token.cancelled() => return Ok(false),
                     listed = self.paged_list(self.relist_resource_version()) => listed,
@@ -516,7 +564,7 @@ where
         let (items, list_version, paginated) = match listed {
             Ok(listed) => listed,
             Err(error) => {
-                warn!(%error, elapsed = ?started.elapsed(), "list failed");
+                debug!(error = %ErrorChain(&error), elapsed = ?started.elapsed(), "list failed");
                 return Err(error);
             }
         };
@@ -563,7 +611,7 @@ where
             let page = match list(options.clone()).await {
                 Ok(page) => page,
                 Err(error @ Error::Expired { .. }) if options.continue_token.is_some() => {
-                    info!(%error, "a continuation page expired, listing everything at once");
+                    info!(error = %ErrorChain(&error), "a continuation page expired, listing everything at once");
                     drop(items);
                     let full = ListOptions {
                         limit: None,
@@ -638,7 +686,7 @@ where
                     }
                 }
                 Err(error) => {
-                    info!(%error, reason = relist_reason(&error), "the watch could not start, relisting");
+                    info!(error = %ErrorChain(&error), reason = relist_reason(&error), "the watch could not start, relisting");
                     return Err(error);
                 }
             }
@@ -670,7 +718,7 @@ where
                     let short = events == 0 && started.elapsed() < VERY_SHORT_WATCH;
                     match error {
                         Error::TooManyRequests { .. } => {
-                            info!(%error, "watch ended, backing off before resuming");
+                            info!(error = %ErrorChain(&error), "watch ended, backing off before resuming");
                             self.report(&error);
                             if !self
                                 .back_off(token, error.retry_after(), "before re-watching")
@@ -684,12 +732,12 @@ where
                         | Error::WatchIdle { .. }
                             if !short =>
                         {
-                            info!(%error, events, reason = "connection lost", "watch ended, resuming");
+                            info!(error = %ErrorChain(&error), events, reason = "connection lost", "watch ended, resuming");
                             self.report(&error);
                         }
                         error => {
                             let reason = relist_reason(&error);
-                            info!(%error, events, reason, "watch ended, relisting");
+                            info!(error = %ErrorChain(&error), events, reason, "watch ended, relisting");
                             return Err(error);
                         }
                     }
@@ -782,7 +830,9 @@ where
         if let Some(version) = object.resource_version() {
             self.set_last_sync(version);
         }
-        write(&self.store, object).map_err(Error::from)
+        write(&self.store, object).map_err(Error::from)?;
+        self.progressed();
+        Ok(())
     }
 
     fn resync(&self) -> Result<()> {
@@ -904,7 +954,7 @@ where
                 .await;
         }
         if error.is_resource_version_unavailable() {
-            info!(%error, reason = "resource version unavailable", "streaming again from a consistent read");
+            info!(error = %ErrorChain(&error), reason = "resource version unavailable", "streaming again from a consistent read");
             self.set_unavailable(true);
             return true;
         }

@@ -857,9 +857,13 @@ async fn refused_watches_back_off_exponentially_without_relisting() {
         |_, _| Ok(page("1", vec![], None)),
         |_, call| {
             if call < 5 {
-                Err(Error::ConnectionRefused {
-                    message: "connect: connection refused".into(),
-                })
+                let refused = std::io::Error::new(
+                    std::io::ErrorKind::ConnectionRefused,
+                    "connect: connection refused",
+                );
+                Err(Error::from_transport(kube_client::Error::Service(
+                    Box::new(refused),
+                )))
             } else {
                 pending_watch()
             }
@@ -1070,7 +1074,7 @@ async fn objects_of_the_wrong_kind_or_without_a_name_are_reported_and_skipped() 
         Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
             .watch_error_handler({
                 let seen = Arc::clone(&seen);
-                move |error| seen.lock().push(error.to_string())
+                move |error| seen.lock().push(kinformer_wait::ErrorChain(error).to_string())
             })
             .build(),
     );

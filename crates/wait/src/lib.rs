@@ -77,8 +77,8 @@ pub use poll::{
     poll_until_timeout,
 };
 pub use report::{
-    ErrorHandler, ErrorReporter, ReportOutcome, add_error_handler, global_error_reporter,
-    handle_error,
+    ErrorChain, ErrorHandler, ErrorReporter, ReportOutcome, add_error_handler,
+    global_error_reporter, handle_error,
 };
 pub use until::{backoff_until, jitter_until, non_sliding_until, until, until_with_token};
 

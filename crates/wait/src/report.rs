@@ -148,14 +148,44 @@ impl fmt::Debug for ErrorReporter {
 }
 
 /// Displays an error followed by its sources, `outer: inner: root`.
-struct ErrorChain<'a>(&'a (dyn StdError + 'a));
+///
+/// kinformer's errors keep their cause as a source rather than in their own message, so a log
+/// line that should say why prints the chain: `warn!(error = %ErrorChain(&error), "...")`.
+///
+/// ```
+/// use kinformer_wait::ErrorChain;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("the watch failed")]
+/// struct WatchFailed(#[source] std::io::Error);
+///
+/// let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+/// let error = WatchFailed(refused);
+/// assert_eq!(error.to_string(), "the watch failed");
+/// assert_eq!(ErrorChain(&error).to_string(), "the watch failed: connection refused");
+/// ```
+#[derive(Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn StdError + 'a));
+
+impl fmt::Debug for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
 
 impl fmt::Display for ErrorChain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
+        // Some errors print their source in their own message too (kube-client's do); a cause
+        // the previous message already shows is not printed again.
+        let mut shown = self.0.to_string();
+        f.write_str(&shown)?;
         let mut source = self.0.source();
         while let Some(cause) = source {
-            write!(f, ": {cause}")?;
+            let text = cause.to_string();
+            if !shown.contains(&text) {
+                write!(f, ": {text}")?;
+            }
+            shown = text;
             source = cause.source();
         }
         Ok(())
