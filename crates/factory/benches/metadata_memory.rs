@@ -77,7 +77,7 @@ async fn child(kind: &str, url: &str) -> Result<(), BoxError> {
     let client = kube_client::Client::try_from(config)?;
     let factory = if kind.ends_with("stripped") {
         SharedInformerFactory::builder(client)
-            .strip_managed_fields()
+            .drop_managed_fields()
             .build()
     } else {
         SharedInformerFactory::new(client)

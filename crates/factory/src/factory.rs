@@ -146,7 +146,7 @@ impl FactoryBuilder {
     /// never decoded; in JSON they are removed before the object is shared. Unlike a
     /// transform, this keeps a relist's reuse of unchanged cached objects.
     #[must_use]
-    pub fn strip_managed_fields(mut self) -> Self {
+    pub fn drop_managed_fields(mut self) -> Self {
         self.config.drop_managed_fields = true;
         self
     }
@@ -275,7 +275,7 @@ impl Config {
     }
 
     /// `lister_watcher`, dropping managedFields if the factory was asked to.
-    fn dropping<K: Resource>(
+    fn dropping<K: Resource + Send + Sync + 'static>(
         &self,
         lister_watcher: KubeListerWatcher<K, JsonDecoder<K>>,
     ) -> KubeListerWatcher<K, JsonDecoder<K>> {
@@ -419,7 +419,7 @@ impl SharedInformerFactory {
     ///     .namespace("prod")
     ///     .labels("team=payments")
     ///     .default_resync(Duration::from_secs(300))
-    ///     .strip_managed_fields()
+    ///     .drop_managed_fields()
     ///     .build()
     /// # }
     /// ```

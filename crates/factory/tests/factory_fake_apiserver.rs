@@ -344,7 +344,7 @@ async fn informer_for_builds_once_and_shares_with_informer() {
 async fn transforms_run_before_objects_are_cached() {
     let server = server_with_pods(4).await;
     let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .strip_managed_fields()
+        .drop_managed_fields()
         .transform_for::<Pod>(|pod: Arc<Pod>| {
             let mut pod = Arc::unwrap_or_clone(pod);
             pod.spec = None;

@@ -110,7 +110,7 @@ async fn main() -> Result<(), BoxError> {
 
     // The Deployment informer resyncs so that the handler's resync period takes effect.
     let mut factory = SharedInformerFactory::builder(client.clone())
-        .strip_managed_fields()
+        .drop_managed_fields()
         .resync_for::<Deployment>(DEFAULT_RESYNC);
     if let Some(namespace) = namespace {
         factory = factory.namespace(namespace);

@@ -84,7 +84,7 @@ async fn main() -> Result<(), BoxError> {
     // One factory for the whole program. managedFields are dropped before anything is cached:
     // no controller reads them, and they are a good part of every object's size.
     let factory = SharedInformerFactory::builder(client)
-        .strip_managed_fields()
+        .drop_managed_fields()
         .build();
 
     // Pods get an extra index: node name -> Pods on that node.

@@ -129,7 +129,7 @@
 //! # 4. Cache less: protobuf, no managedFields, projections
 //!
 //! Built-in kinds already travel in protobuf ([`WireFormat`](reflector::WireFormat)).
-//! [`FactoryBuilder::strip_managed_fields`](factory::FactoryBuilder::strip_managed_fields) skips
+//! [`FactoryBuilder::drop_managed_fields`](factory::FactoryBuilder::drop_managed_fields) skips
 //! `managedFields` on the wire. To cache far less, declare the fields a controller reads as a
 //! projection: any `Deserialize` type shaped like the object's JSON, whose `metadata` is a
 //! [`ProjectedMeta`](store::ProjectedMeta), and one [`impl_object!`](store::impl_object) line.

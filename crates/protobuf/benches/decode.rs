@@ -54,7 +54,7 @@ fn decode(c: &mut Criterion) {
         b.iter(|| {
             from_protobuf::<Pod>(
                 black_box(&protobuf),
-                DecodeOptions::dropping_managed_fields(),
+                DecodeOptions::default().drop_managed_fields(),
             )
         });
     });

@@ -26,29 +26,27 @@ use crate::{
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DecodeOptions {
-    /// Skip `metadata.managedFields` on the wire: never decoded, never allocated. The
-    /// server-side-apply bookkeeping is often the largest part of an object and few controllers
-    /// read it.
-    pub drop_managed_fields: bool,
-    /// `(apiVersion, kind)` to present to the type as the message's first two fields. A
-    /// protobuf message never carries its own type (the envelope does), but the JSON items of
-    /// some lists do: a metadata-only list's items each say `meta.k8s.io/v1`
-    /// `PartialObjectMetadata`, and a type that keeps them (kube's `PartialObjectMeta`) should
-    /// read the same from either format. Applies to the outermost message only.
-    pub type_meta: Option<(&'static str, &'static str)>,
+    /// Skip `metadata.managedFields` on the wire.
+    pub(crate) drop_managed_fields: bool,
+    /// `(apiVersion, kind)` to present as the outermost message's first two fields.
+    pub(crate) type_meta: Option<(&'static str, &'static str)>,
 }
 
 impl DecodeOptions {
-    /// Options that skip `metadata.managedFields`.
-    pub fn dropping_managed_fields() -> Self {
-        Self {
-            drop_managed_fields: true,
-            ..Self::default()
-        }
+    /// Skips `metadata.managedFields` on the wire: never decoded, never allocated. The
+    /// server-side-apply bookkeeping is often the largest part of an object and few controllers
+    /// read it.
+    #[must_use]
+    pub fn drop_managed_fields(mut self) -> Self {
+        self.drop_managed_fields = true;
+        self
     }
 
-    /// These options, presenting `api_version` and `kind` as the outermost message's first
-    /// fields (see [`type_meta`](Self::type_meta)).
+    /// Presents `api_version` and `kind` to the type as the outermost message's first two
+    /// fields. A protobuf message never carries its own type (the envelope does), but the JSON
+    /// items of some lists do: a metadata-only list's items each say `meta.k8s.io/v1`
+    /// `PartialObjectMetadata`, and a type that keeps them (kube's `PartialObjectMeta`) should
+    /// read the same from either format.
     #[must_use]
     pub fn with_type_meta(mut self, api_version: &'static str, kind: &'static str) -> Self {
         self.type_meta = Some((api_version, kind));

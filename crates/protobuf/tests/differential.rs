@@ -144,7 +144,7 @@ fn managed_fields_can_be_skipped_on_the_wire() {
     let envelope = Envelope::parse(&bytes).expect("envelope");
     let full: Pod = envelope.decode(DecodeOptions::default()).expect("full");
     let lean: Pod = envelope
-        .decode(DecodeOptions::dropping_managed_fields())
+        .decode(DecodeOptions::default().drop_managed_fields())
         .expect("lean");
     assert_eq!(lean.metadata.managed_fields, None);
     let mut expected = full;

@@ -7,6 +7,7 @@
 
 use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData, sync::Arc};
 
+use kinformer_store::Object;
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::value::RawValue;
 
@@ -202,13 +203,11 @@ impl<K> JsonDecoder<K> {
     /// Drops `metadata.managedFields` from every object after it is decoded, before it is
     /// shared (so no copy is made, and a relist can still reuse cached objects).
     #[must_use]
-    pub fn dropping_managed_fields(self) -> Self
+    pub fn drop_managed_fields(self) -> Self
     where
-        K: kube_core::Resource,
+        K: Object,
     {
-        self.prepare_with(Some(|object: &mut K| {
-            object.meta_mut().managed_fields = None;
-        }))
+        self.prepare_with(Some(|object: &mut K| object.drop_managed_fields()))
     }
 
     /// Runs `prepare` on every object after it is decoded, before it is shared.

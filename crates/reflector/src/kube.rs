@@ -98,7 +98,7 @@ where
     /// protobuf), instead of caching them: often a third of an object, read by no controller.
     #[must_use]
     pub fn drop_managed_fields(self) -> Self {
-        self.map_decoder(|decoder| decoder.drop_managed_fields(true))
+        self.map_decoder(KubeDecoder::drop_managed_fields)
     }
 
     fn map_decoder(mut self, map: impl FnOnce(KubeDecoder<K>) -> KubeDecoder<K>) -> Self {
@@ -136,12 +136,12 @@ where
 
 impl<K> KubeListerWatcher<K, JsonDecoder<K>>
 where
-    K: Resource,
+    K: Resource + Send + Sync + 'static,
 {
     /// Drops `metadata.managedFields` from every object as it is decoded, before it is shared.
     #[must_use]
     pub fn drop_managed_fields(mut self) -> Self {
-        self.decoder = Arc::new((*self.decoder).clone().dropping_managed_fields());
+        self.decoder = Arc::new((*self.decoder).clone().drop_managed_fields());
         self
     }
 }

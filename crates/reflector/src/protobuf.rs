@@ -3,6 +3,7 @@
 use std::{fmt, sync::Arc};
 
 use kinformer_protobuf::{DecodeOptions, Envelope, WatchFrame};
+use kinformer_store::Object;
 use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
 
@@ -125,14 +126,6 @@ impl<K> KubeDecoder<K> {
         Self::new(ExpectedType::new(R::api_version(&()), R::kind(&())), format)
     }
 
-    /// Skips `metadata.managedFields` while decoding protobuf: they are never decoded. For a
-    /// projection type that does not name them, there is nothing to drop in JSON either.
-    #[must_use]
-    pub fn skip_managed_fields_on_the_wire(mut self, skip: bool) -> Self {
-        self.options.drop_managed_fields = skip;
-        self
-    }
-
     /// Whether this decoder asks for protobuf.
     pub fn asks_for_protobuf(&self) -> bool {
         self.protobuf
@@ -202,16 +195,15 @@ struct ListOnlyMeta {
     metadata: ListMeta,
 }
 
-impl<K: Resource> KubeDecoder<K> {
-    /// Drops `metadata.managedFields`: skipped on the wire in protobuf (never decoded), removed
-    /// before the object is shared when the server answers JSON.
+impl<K: Object> KubeDecoder<K> {
+    /// Drops `metadata.managedFields`: skipped on the wire in protobuf (never decoded), cleared
+    /// before the object is shared when the server answers JSON (a projection that does not
+    /// name them has nothing to clear).
     #[must_use]
-    pub fn drop_managed_fields(self, drop: bool) -> Self {
-        let mut decoder = self.skip_managed_fields_on_the_wire(drop);
-        if drop {
-            decoder.json = decoder.json.dropping_managed_fields();
-        }
-        decoder
+    pub fn drop_managed_fields(mut self) -> Self {
+        self.options = self.options.drop_managed_fields();
+        self.json = self.json.drop_managed_fields();
+        self
     }
 }
 
@@ -261,7 +253,7 @@ where
             "DELETED" => Ok(WatchEvent::Deleted(decode("DELETED object")?)),
             "BOOKMARK" => {
                 let bookmark: BookmarkObject = object
-                    .decode(DecodeOptions::dropping_managed_fields())
+                    .decode(DecodeOptions::default().drop_managed_fields())
                     .map_err(|error| protobuf_error("bookmark", &error, event.object))?;
                 Ok(bookmark.into_event())
             }
@@ -425,8 +417,7 @@ mod tests {
 
     #[test]
     fn metadata_decodes_the_same_from_protobuf_and_json() {
-        let decoder = KubeDecoder::<PartialObjectMeta<Pod>>::metadata(WireFormat::Protobuf)
-            .drop_managed_fields(false);
+        let decoder = KubeDecoder::<PartialObjectMeta<Pod>>::metadata(WireFormat::Protobuf);
         let list = json!({
             "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
             "metadata": { "resourceVersion": "12" },
@@ -471,7 +462,7 @@ mod tests {
             other => panic!("expected two MODIFIED events, got {other:?}"),
         }
 
-        let dropping = decoder.drop_managed_fields(true);
+        let dropping = decoder.drop_managed_fields();
         let event = dropping
             .decode_event(&frame("ADDED", &metadata_json("d", "12")))
             .expect("decodes");
@@ -600,7 +591,7 @@ mod tests {
 
     #[test]
     fn managed_fields_are_dropped_in_both_formats_when_asked() {
-        let decoder = decoder().drop_managed_fields(true);
+        let decoder = decoder().drop_managed_fields();
         let protobuf = decoder
             .decode_event(&frame("ADDED", &pod_json("a", "1")))
             .expect("decodes");

@@ -1074,7 +1074,10 @@ async fn objects_of_the_wrong_kind_or_without_a_name_are_reported_and_skipped() 
         Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
             .watch_error_handler({
                 let seen = Arc::clone(&seen);
-                move |error| seen.lock().push(kinformer_wait::ErrorChain(error).to_string())
+                move |error| {
+                    seen.lock()
+                        .push(kinformer_wait::ErrorChain(error).to_string());
+                }
             })
             .build(),
     );

@@ -19,6 +19,9 @@ pub trait Object: Send + Sync + 'static {
     fn uid(&self) -> Option<&str>;
     /// `metadata.labels`.
     fn labels(&self) -> Option<&BTreeMap<String, String>>;
+    /// Clears `metadata.managedFields`, where the type keeps them; a projection that does not
+    /// name them has nothing to clear, which is what this default does.
+    fn drop_managed_fields(&mut self) {}
 }
 
 impl<K> Object for K
@@ -43,5 +46,9 @@ where
 
     fn labels(&self) -> Option<&BTreeMap<String, String>> {
         self.meta().labels.as_ref()
+    }
+
+    fn drop_managed_fields(&mut self) {
+        self.meta_mut().managed_fields = None;
     }
 }

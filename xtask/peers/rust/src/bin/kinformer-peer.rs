@@ -56,7 +56,7 @@ impl Peer for Kinformer {
                 .wire_format(WireFormat::Json)
                 .build(),
             Mode::Stripped => SharedInformerFactory::builder(client)
-                .strip_managed_fields()
+                .drop_managed_fields()
                 .build(),
             _ => SharedInformerFactory::new(client),
         };
