@@ -102,7 +102,11 @@ fn config_map_recorder(log: &Log) -> HandlerFuncs<ConfigMap> {
     let (added, updated, deleted) = (log.clone(), log.clone(), log.clone());
     HandlerFuncs::new()
         .add_func(move |object: Arc<ConfigMap>, initial| {
-            let verb = if initial { "initial" } else { "add" };
+            let verb = if initial.is_initial_list() {
+                "initial"
+            } else {
+                "add"
+            };
             push(
                 &added,
                 format!("{verb} {} {}", object.name_any(), value_of(&object)),

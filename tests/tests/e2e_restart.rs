@@ -160,7 +160,11 @@ impl View {
         let (added, updated, deleted) = (self.clone(), self.clone(), self.clone());
         HandlerFuncs::new()
             .add_func(move |object: Arc<ConfigMap>, initial| {
-                let verb = if initial { "initial" } else { "add" };
+                let verb = if initial.is_initial_list() {
+                    "initial"
+                } else {
+                    "add"
+                };
                 added.note(format!(
                     "{verb} {} {}",
                     object.name_any(),

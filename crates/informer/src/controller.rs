@@ -4,7 +4,7 @@
 use std::{collections::HashSet, sync::Arc};
 
 use kinformer_fifo::{Delta, DeltaType, Popped, ReplacedAll};
-use kinformer_processor::{DistributionBatch, Notification, SharedProcessor};
+use kinformer_processor::{DistributionBatch, Notification, Recipients, SharedProcessor};
 use kinformer_store::{DeletedFinalStateUnknown, Indexer, KeyFunc, Object};
 use tracing::{debug, trace};
 
@@ -49,7 +49,10 @@ impl<K: Object> Applier<K> {
             }
             Popped::SyncAll => {
                 for obj in self.indexer.list() {
-                    out.distribute(Notification::update(Arc::clone(&obj), obj), true);
+                    out.distribute(
+                        Notification::update(Arc::clone(&obj), obj),
+                        Recipients::DueForResync,
+                    );
                 }
                 Ok(())
             }
@@ -73,14 +76,16 @@ impl<K: Object> Applier<K> {
         match delta.kind {
             DeltaType::Deleted => {
                 self.indexer.delete(Arc::clone(delta.object()))?;
-                out.distribute(Notification::delete(delta.object.clone()), false);
+                out.distribute(Notification::delete(delta.object.clone()), Recipients::All);
             }
             DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
                 let obj = Arc::clone(delta.object());
                 // One key computation and one lock: the cache hands back what it replaced.
                 match self.indexer.upsert(Arc::clone(&obj))? {
                     Some(old) => distribute_update(out, old, obj),
-                    None => out.distribute(add_notification(obj, is_in_initial_list), false),
+                    None => {
+                        out.distribute(add_notification(obj, is_in_initial_list), Recipients::All);
+                    }
                 }
             }
         }
@@ -116,12 +121,12 @@ impl<K: Object> Applier<K> {
         self.indexer
             .replace(replaced.objects.clone(), &replaced.resource_version)?;
         for tombstone in deletions {
-            out.distribute(Notification::delete(tombstone), false);
+            out.distribute(Notification::delete(tombstone), Recipients::All);
         }
         for (old, new) in replacements {
             match old {
                 Some(old) => distribute_update(out, old, new),
-                None => out.distribute(add_notification(new, is_in_initial_list), false),
+                None => out.distribute(add_notification(new, is_in_initial_list), Recipients::All),
             }
         }
         Ok(())
@@ -131,8 +136,12 @@ impl<K: Object> Applier<K> {
 /// An update whose resourceVersion did not change is a resync: only listeners due for one
 /// receive it (client-go's `sharedIndexInformer.OnUpdate`).
 fn distribute_update<K: Object>(out: &DistributionBatch<'_, K>, old: Arc<K>, new: Arc<K>) {
-    let is_sync = old.resource_version() == new.resource_version();
-    out.distribute(Notification::update(old, new), is_sync);
+    let recipients = if old.resource_version() == new.resource_version() {
+        Recipients::DueForResync
+    } else {
+        Recipients::All
+    };
+    out.distribute(Notification::update(old, new), recipients);
 }
 
 fn add_notification<K>(obj: Arc<K>, is_in_initial_list: bool) -> Notification<K> {

@@ -11,8 +11,8 @@ use kinformer_fifo::{
     RealFifoOptions,
 };
 use kinformer_processor::{
-    EventStream, ListenerOptions, Registration, ResourceEventHandler, SharedProcessor,
-    UpstreamSynced,
+    EventStream, HandlerFuncs, ListenerOptions, Registration, ResourceEventHandler,
+    SharedProcessor, UpstreamSynced,
 };
 use kinformer_reflector::{Error as ReflectorError, ListerWatcher, Reflector};
 use kinformer_store::{Cache, CacheReader, Indexer, Indexers, Lister, Object};
@@ -183,6 +183,25 @@ impl<K: Object> SharedIndexInformer<K> {
         &self.inner.name
     }
 
+    /// An empty [`HandlerFuncs`] for this informer's type. Built from here rather than from
+    /// `HandlerFuncs::new()`, its closures need no type written on their arguments:
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # use kube_core::ResourceExt;
+    /// # fn doc(pods: kinformer_informer::SharedIndexInformer<Pod>) -> kinformer_informer::Result<()> {
+    /// pods.add_event_handler(
+    ///     pods.handler_funcs()
+    ///         .add_func(|pod, _| println!("added {}", pod.name_any()))
+    ///         .delete_func(|pod| println!("deleted {}", pod.object().name_any())),
+    /// )?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn handler_funcs(&self) -> HandlerFuncs<K> {
+        HandlerFuncs::new()
+    }
+
     /// Registers a handler with the informer's default resync period (client-go's
     /// `AddEventHandler`); [`add_event_handler_with_options`](Self::add_event_handler_with_options)
     /// names it or sets its own period.
@@ -199,29 +218,9 @@ impl<K: Object> SharedIndexInformer<K> {
         self.add_event_handler_with_options(handler, ListenerOptions::new())
     }
 
-    /// Registers a handler with its own resync period (client-go's
-    /// `AddEventHandlerWithResyncPeriod`).
-    ///
-    /// # Errors
-    ///
-    /// As [`add_event_handler`](Self::add_event_handler).
-    #[doc(alias = "AddEventHandlerWithResyncPeriod")]
-    pub fn add_event_handler_with_resync_period<H>(
-        &self,
-        handler: H,
-        resync_period: Duration,
-    ) -> Result<Registration<K>>
-    where
-        H: ResourceEventHandler<K>,
-    {
-        self.add_event_handler_with_options(
-            handler,
-            ListenerOptions::new().resync_period(resync_period),
-        )
-    }
-
     /// Registers a handler with a name, a resync period or a buffer policy of its own
-    /// (client-go's `AddEventHandlerWithOptions`).
+    /// (client-go's `AddEventHandlerWithOptions`, and `AddEventHandlerWithResyncPeriod` as
+    /// `ListenerOptions::new().resync_period(period)`).
     ///
     /// After start, the handler first receives every cached object as an add with
     /// `is_in_initial_list = true`; deliveries are held back meanwhile, so it misses no change
@@ -232,6 +231,7 @@ impl<K: Object> SharedIndexInformer<K> {
     ///
     /// As [`add_event_handler`](Self::add_event_handler).
     #[doc(alias = "AddEventHandlerWithOptions")]
+    #[doc(alias = "AddEventHandlerWithResyncPeriod")]
     pub fn add_event_handler_with_options<H>(
         &self,
         handler: H,

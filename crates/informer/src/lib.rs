@@ -27,8 +27,7 @@
 //!
 //! use async_trait::async_trait;
 //! use k8s_openapi::api::core::v1::Pod;
-//! use kinformer_informer::{InformerOptions, SharedIndexInformer};
-//! use kinformer_processor::HandlerFuncs;
+//! use kinformer_informer::{AddKind, InformerOptions, SharedIndexInformer};
 //! use kinformer_reflector::{ListOptions, ListPage, ListerWatcher, Result, WatchStream};
 //! use kube_core::ObjectMeta;
 //! use tokio_util::sync::CancellationToken;
@@ -60,8 +59,8 @@
 //! let informer = SharedIndexInformer::new(TwoPods, InformerOptions::new());
 //! let seen = Arc::new(Mutex::new(Vec::new()));
 //! let record = Arc::clone(&seen);
-//! let registration = informer.add_event_handler(HandlerFuncs::new().add_func(move |pod: Arc<Pod>, initial| {
-//!     record.lock().unwrap().push((pod.metadata.name.clone().unwrap_or_default(), initial));
+//! let registration = informer.add_event_handler(informer.handler_funcs().add_func(move |pod, kind| {
+//!     record.lock().unwrap().push((pod.metadata.name.clone().unwrap_or_default(), kind));
 //! }))?;
 //!
 //! let token = CancellationToken::new();
@@ -73,7 +72,8 @@
 //! assert!(registration.synced().await);
 //! assert_eq!(informer.cache().list_keys().len(), 2);
 //! seen.lock().unwrap().sort();
-//! assert_eq!(*seen.lock().unwrap(), [("a".to_owned(), true), ("b".to_owned(), true)]);
+//! let initial = AddKind::InitialList;
+//! assert_eq!(*seen.lock().unwrap(), [("a".to_owned(), initial), ("b".to_owned(), initial)]);
 //!
 //! token.cancel();
 //! running.await.expect("the informer task panicked")?;
@@ -106,6 +106,7 @@ pub use crate::{
     options::{InformerOptions, QueueKind},
 };
 pub use kinformer_processor::{
-    EventStream, HandlerFuncs, ListenerOptions, Notification, Registration, ResourceEventHandler,
+    AddKind, EventStream, HandlerFuncs, ListenerOptions, Notification, Registration,
+    ResourceEventHandler,
 };
 pub use kinformer_reflector::ListerWatcher;

@@ -69,13 +69,22 @@ async fn each_handler_is_resynced_at_its_own_period() {
     let informer = informer(&source, InformerOptions::new().resync_period(secs(1)));
     let (never, every_second, every_three) = (Recorder::new(), Recorder::new(), Recorder::new());
     informer
-        .add_event_handler_with_resync_period(never.handler(), Duration::ZERO)
+        .add_event_handler_with_options(
+            never.handler(),
+            ListenerOptions::new().resync_period(Duration::ZERO),
+        )
         .unwrap();
     informer
-        .add_event_handler_with_resync_period(every_second.handler(), secs(1))
+        .add_event_handler_with_options(
+            every_second.handler(),
+            ListenerOptions::new().resync_period(secs(1)),
+        )
         .unwrap();
     informer
-        .add_event_handler_with_resync_period(every_three.handler(), secs(3))
+        .add_event_handler_with_options(
+            every_three.handler(),
+            ListenerOptions::new().resync_period(secs(3)),
+        )
         .unwrap();
     let running = start(&informer);
     synced(&informer).await;
@@ -115,26 +124,38 @@ async fn the_resync_check_period_follows_the_shortest_handler_period() {
     );
     let processor = informer.processor();
     let first = informer
-        .add_event_handler_with_resync_period(Recorder::new().handler(), Duration::ZERO)
+        .add_event_handler_with_options(
+            Recorder::new().handler(),
+            ListenerOptions::new().resync_period(Duration::ZERO),
+        )
         .unwrap();
     assert_eq!(processor.resync_check_period(), secs(12 * 3600));
     assert_eq!(first.resync_period(), Duration::ZERO);
 
     let minute = informer
-        .add_event_handler_with_resync_period(Recorder::new().handler(), secs(60))
+        .add_event_handler_with_options(
+            Recorder::new().handler(),
+            ListenerOptions::new().resync_period(secs(60)),
+        )
         .unwrap();
     assert_eq!(processor.resync_check_period(), secs(60));
     assert_eq!(minute.resync_period(), secs(60));
 
     let fifty_five = informer
-        .add_event_handler_with_resync_period(Recorder::new().handler(), secs(55))
+        .add_event_handler_with_options(
+            Recorder::new().handler(),
+            ListenerOptions::new().resync_period(secs(55)),
+        )
         .unwrap();
     assert_eq!(processor.resync_check_period(), secs(55));
     assert_eq!(minute.resync_period(), secs(60));
     assert_eq!(fifty_five.resync_period(), secs(55));
 
     let five = informer
-        .add_event_handler_with_resync_period(Recorder::new().handler(), secs(5))
+        .add_event_handler_with_options(
+            Recorder::new().handler(),
+            ListenerOptions::new().resync_period(secs(5)),
+        )
         .unwrap();
     assert_eq!(processor.resync_check_period(), secs(5));
     assert_eq!(first.resync_period(), Duration::ZERO);
@@ -158,10 +179,16 @@ async fn a_watch_disruption_delivers_missed_changes_and_resyncs_only_to_due_hand
         );
         let (no_resync, resync) = (Recorder::new(), Recorder::new());
         informer
-            .add_event_handler_with_resync_period(no_resync.handler(), Duration::ZERO)
+            .add_event_handler_with_options(
+                no_resync.handler(),
+                ListenerOptions::new().resync_period(Duration::ZERO),
+            )
             .unwrap();
         informer
-            .add_event_handler_with_resync_period(resync.handler(), secs(1))
+            .add_event_handler_with_options(
+                resync.handler(),
+                ListenerOptions::new().resync_period(secs(1)),
+            )
             .unwrap();
         let running = start(&informer);
         synced(&informer).await;
@@ -686,9 +713,9 @@ async fn handlers_added_and_removed_concurrently_while_events_flow() {
                     rng ^= rng >> 7;
                     rng ^= rng << 17;
                     if rng % 2 == 0 || registrations.is_empty() {
-                        match informer.add_event_handler_with_resync_period(
+                        match informer.add_event_handler_with_options(
                             Recorder::new().handler(),
-                            secs(1),
+                            ListenerOptions::new().resync_period(secs(1)),
                         ) {
                             Ok(registration) => registrations.push(registration),
                             Err(Error::Stopped { .. }) => return,

@@ -13,7 +13,7 @@ use std::{
 use common::Recorder;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{
-    InformerOptions, ListenerOptions, QueueKind, ResourceEventHandler, SharedIndexInformer,
+    AddKind, InformerOptions, ListenerOptions, QueueKind, ResourceEventHandler, SharedIndexInformer,
 };
 use kinformer_reflector::KubeListerWatcher;
 use kinformer_store::ObjectOrTombstone;
@@ -203,7 +203,7 @@ impl ViewHandler {
 }
 
 impl ResourceEventHandler<Pod> for ViewHandler {
-    fn on_add(&mut self, obj: Arc<Pod>, _is_in_initial_list: bool) {
+    fn on_add(&mut self, obj: Arc<Pod>, _kind: AddKind) {
         self.record(&obj, true);
     }
 

@@ -229,7 +229,7 @@ impl ReadyPodsController {
             (controller.clone(), controller.clone(), controller.clone());
         factory
             .informer::<Deployment>()?
-            .add_event_handler_with_resync_period(
+            .add_event_handler_with_options(
                 HandlerFuncs::new()
                     .add_func(move |deployment: Arc<Deployment>, _initial| {
                         on_add.enqueue(&deployment);
@@ -249,7 +249,7 @@ impl ReadyPodsController {
                     .delete_func(move |deployment: ObjectOrTombstone<Deployment>| {
                         on_delete.enqueue(deployment.object());
                     }),
-                resync,
+                ListenerOptions::new().resync_period(resync),
             )?;
 
         let (on_add, on_update, on_delete) =

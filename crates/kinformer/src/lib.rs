@@ -234,7 +234,7 @@ pub mod prelude {
     pub use kinformer_factory::{Selection, SharedInformerFactory};
     pub use kinformer_informer::{InformerOptions, SharedIndexInformer};
     pub use kinformer_processor::{
-        EventStream, HandlerFuncs, ListenerOptions, Notification, Registration,
+        AddKind, EventStream, HandlerFuncs, ListenerOptions, Notification, Registration,
         ResourceEventHandler,
     };
     pub use kinformer_reflector::{KubeDecoder, KubeListerWatcher, ListerWatcher, WireFormat};

@@ -28,7 +28,7 @@ use std::{
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kinformer_processor::{
-    HandlerFuncs, ListenerOptions, Notification, Registration, SharedProcessor,
+    HandlerFuncs, ListenerOptions, Notification, Recipients, Registration, SharedProcessor,
 };
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
@@ -104,14 +104,14 @@ const POP_BATCH: usize = 1_000;
 fn distribute(c: &mut Criterion) {
     distribute_group(c, "processor/distribute", |processor, objects| {
         for obj in objects {
-            processor.distribute(Notification::add(Arc::clone(obj)), false);
+            processor.distribute(Notification::add(Arc::clone(obj)), Recipients::All);
         }
     });
     distribute_group(c, "processor/distribute_batched", |processor, objects| {
         for chunk in objects.chunks(POP_BATCH) {
             let batch = processor.batch();
             for obj in chunk {
-                batch.distribute(Notification::add(Arc::clone(obj)), false);
+                batch.distribute(Notification::add(Arc::clone(obj)), Recipients::All);
             }
         }
     });
@@ -208,7 +208,7 @@ fn report_backlog_memory() {
     let pod = Arc::new("pod".to_owned());
     running
         .processor
-        .distribute(Notification::add(Arc::clone(&pod)), false);
+        .distribute(Notification::add(Arc::clone(&pod)), Recipients::All);
     while registration.stats().delivered == 0 {
         std::thread::yield_now();
     }
@@ -216,7 +216,7 @@ fn report_backlog_memory() {
     for _ in 0..BACKLOG {
         running
             .processor
-            .distribute(Notification::add(Arc::clone(&pod)), false);
+            .distribute(Notification::add(Arc::clone(&pod)), Recipients::All);
     }
     let after = resident_bytes();
     let stats = registration.stats();
@@ -256,7 +256,7 @@ fn stuck(c: &mut Criterion) {
                 let running = Running::start(processor);
                 running
                     .processor
-                    .distribute(Notification::add(Arc::clone(&pod)), false);
+                    .distribute(Notification::add(Arc::clone(&pod)), Recipients::All);
                 while registration.stats().delivered == 0 {
                     std::thread::yield_now();
                 }
@@ -264,7 +264,7 @@ fn stuck(c: &mut Criterion) {
                 for _ in 0..BACKLOG {
                     running
                         .processor
-                        .distribute(Notification::add(Arc::clone(&pod)), false);
+                        .distribute(Notification::add(Arc::clone(&pod)), Recipients::All);
                 }
                 total += began.elapsed();
                 registration.remove();

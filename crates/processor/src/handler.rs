@@ -91,7 +91,7 @@ impl<K> Notification<K> {
             Self::Add {
                 obj,
                 is_in_initial_list,
-            } => handler.on_add(obj, is_in_initial_list),
+            } => handler.on_add(obj, AddKind::of(is_in_initial_list)),
             Self::Update { old, new } => handler.on_update(old, new),
             Self::Delete(obj) => handler.on_delete(obj),
         }
@@ -140,6 +140,33 @@ impl<K> PartialEq for Notification<K> {
     }
 }
 
+/// Where an added object comes from, as [`ResourceEventHandler::on_add`] and
+/// [`HandlerFuncs::add_func`] are told (client-go's `isInInitialList`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[doc(alias = "isInInitialList")]
+pub enum AddKind {
+    /// Part of the initial list: the first full list the informer saw, or the cache snapshot a
+    /// listener added after start receives.
+    InitialList,
+    /// A change after that: created on the server, or newly matching a selection.
+    Live,
+}
+
+impl AddKind {
+    /// Whether the object is part of the initial list.
+    pub fn is_initial_list(self) -> bool {
+        self == AddKind::InitialList
+    }
+
+    fn of(is_in_initial_list: bool) -> Self {
+        if is_in_initial_list {
+            AddKind::InitialList
+        } else {
+            AddKind::Live
+        }
+    }
+}
+
 /// Receives the notifications of one registration, in order, one at a time.
 ///
 /// The methods are synchronous, as in client-go, and run on the listener's own thread, so a
@@ -154,10 +181,10 @@ impl<K> PartialEq for Notification<K> {
 /// Most handlers are [`HandlerFuncs`] built from closures; implement the trait when a handler
 /// owns state.
 pub trait ResourceEventHandler<K>: Send + 'static {
-    /// An object was added to the cache. `is_in_initial_list` is true for the objects of the
-    /// initial list, and for the cache snapshot a listener receives when it joins late.
+    /// An object was added to the cache. `kind` is [`AddKind::InitialList`] for the objects of
+    /// the initial list, and for the cache snapshot a listener receives when it joins late.
     #[doc(alias = "OnAdd")]
-    fn on_add(&mut self, obj: Arc<K>, is_in_initial_list: bool);
+    fn on_add(&mut self, obj: Arc<K>, kind: AddKind);
 
     /// An object changed. `old` is the last state the cache held, which may skip intermediate
     /// states. A resync delivers an update whose `old` and `new` are the same object.
@@ -176,8 +203,8 @@ impl<K, H> ResourceEventHandler<K> for Box<H>
 where
     H: ResourceEventHandler<K> + ?Sized,
 {
-    fn on_add(&mut self, obj: Arc<K>, is_in_initial_list: bool) {
-        (**self).on_add(obj, is_in_initial_list);
+    fn on_add(&mut self, obj: Arc<K>, kind: AddKind) {
+        (**self).on_add(obj, kind);
     }
 
     fn on_update(&mut self, old: Arc<K>, new: Arc<K>) {
@@ -189,7 +216,7 @@ where
     }
 }
 
-type AddFn<K> = Box<dyn FnMut(Arc<K>, bool) + Send>;
+type AddFn<K> = Box<dyn FnMut(Arc<K>, AddKind) + Send>;
 type UpdateFn<K> = Box<dyn FnMut(Arc<K>, Arc<K>) + Send>;
 type DeleteFn<K> = Box<dyn FnMut(ObjectOrTombstone<K>) + Send>;
 
@@ -198,14 +225,14 @@ type DeleteFn<K> = Box<dyn FnMut(ObjectOrTombstone<K>) + Send>;
 /// ```
 /// use std::sync::{Arc, atomic::{AtomicUsize, Ordering}};
 ///
-/// use kinformer_processor::{HandlerFuncs, ResourceEventHandler};
+/// use kinformer_processor::{AddKind, HandlerFuncs, ResourceEventHandler};
 ///
 /// let adds = Arc::new(AtomicUsize::new(0));
 /// let counted = Arc::clone(&adds);
-/// let mut handler = HandlerFuncs::<String>::new().add_func(move |_obj, _initial| {
+/// let mut handler = HandlerFuncs::<String>::new().add_func(move |_obj, _kind| {
 ///     counted.fetch_add(1, Ordering::Relaxed);
 /// });
-/// handler.on_add(Arc::new("pod".to_owned()), true);
+/// handler.on_add(Arc::new("pod".to_owned()), AddKind::InitialList);
 /// handler.on_update(Arc::new("a".to_owned()), Arc::new("b".to_owned())); // ignored
 /// assert_eq!(adds.load(Ordering::Relaxed), 1);
 /// ```
@@ -227,10 +254,10 @@ impl<K> HandlerFuncs<K> {
         }
     }
 
-    /// Sets the closure called for adds, with the object and `is_in_initial_list`.
+    /// Sets the closure called for adds, with the object and where it comes from.
     #[doc(alias = "AddFunc")]
     #[must_use]
-    pub fn add_func(mut self, f: impl FnMut(Arc<K>, bool) + Send + 'static) -> Self {
+    pub fn add_func(mut self, f: impl FnMut(Arc<K>, AddKind) + Send + 'static) -> Self {
         self.add = Some(Box::new(f));
         self
     }
@@ -269,9 +296,9 @@ impl<K> fmt::Debug for HandlerFuncs<K> {
 }
 
 impl<K: 'static> ResourceEventHandler<K> for HandlerFuncs<K> {
-    fn on_add(&mut self, obj: Arc<K>, is_in_initial_list: bool) {
+    fn on_add(&mut self, obj: Arc<K>, kind: AddKind) {
         if let Some(add) = &mut self.add {
-            add(obj, is_in_initial_list);
+            add(obj, kind);
         }
     }
 
@@ -295,7 +322,7 @@ impl<K: 'static> ResourceEventHandler<K> for HandlerFuncs<K> {
 /// | old matches | new matches | inner handler gets |
 /// | --- | --- | --- |
 /// | yes | yes | `on_update(old, new)` |
-/// | no | yes | `on_add(new, false)` |
+/// | no | yes | `on_add(new, AddKind::Live)` |
 /// | yes | no | `on_delete(old)` |
 /// | no | no | nothing |
 ///
@@ -354,9 +381,9 @@ where
     F: FnMut(&K) -> bool + Send + 'static,
     H: ResourceEventHandler<K>,
 {
-    fn on_add(&mut self, obj: Arc<K>, is_in_initial_list: bool) {
+    fn on_add(&mut self, obj: Arc<K>, kind: AddKind) {
         if (self.filter)(&obj) {
-            self.handler.on_add(obj, is_in_initial_list);
+            self.handler.on_add(obj, kind);
         }
     }
 
@@ -365,7 +392,7 @@ where
         let older = (self.filter)(&old);
         match (older, newer) {
             (true, true) => self.handler.on_update(old, new),
-            (false, true) => self.handler.on_add(new, false),
+            (false, true) => self.handler.on_add(new, AddKind::Live),
             (true, false) => self.handler.on_delete(ObjectOrTombstone::Object(old)),
             (false, false) => {}
         }
@@ -389,8 +416,8 @@ mod tests {
     struct Calls(Vec<String>);
 
     impl ResourceEventHandler<u32> for Calls {
-        fn on_add(&mut self, obj: Arc<u32>, is_in_initial_list: bool) {
-            self.0.push(format!("add {obj} {is_in_initial_list}"));
+        fn on_add(&mut self, obj: Arc<u32>, kind: AddKind) {
+            self.0.push(format!("add {obj} {}", kind.is_initial_list()));
         }
 
         fn on_update(&mut self, old: Arc<u32>, new: Arc<u32>) {
@@ -454,10 +481,10 @@ mod tests {
     #[test]
     fn filtered_add_passes_only_matching_objects_with_their_initial_flag() {
         let mut handler = even_only();
-        handler.on_add(Arc::new(1), true);
-        handler.on_add(Arc::new(2), true);
-        handler.on_add(Arc::new(3), false);
-        handler.on_add(Arc::new(4), false);
+        handler.on_add(Arc::new(1), AddKind::InitialList);
+        handler.on_add(Arc::new(2), AddKind::InitialList);
+        handler.on_add(Arc::new(3), AddKind::Live);
+        handler.on_add(Arc::new(4), AddKind::Live);
         assert_eq!(calls(handler), ["add 2 true", "add 4 false"]);
     }
 
@@ -478,7 +505,7 @@ mod tests {
     #[test]
     fn handler_funcs_without_closures_ignore_everything() {
         let mut handler = HandlerFuncs::<u32>::new();
-        handler.on_add(Arc::new(1), false);
+        handler.on_add(Arc::new(1), AddKind::Live);
         handler.on_update(Arc::new(1), Arc::new(2));
         handler.on_delete(ObjectOrTombstone::Object(Arc::new(2)));
         assert_eq!(

@@ -22,7 +22,7 @@
 //! ```
 //! use std::sync::{Arc, Mutex};
 //!
-//! use kinformer_processor::{HandlerFuncs, ListenerOptions, Notification, SharedProcessor};
+//! use kinformer_processor::{HandlerFuncs, ListenerOptions, Notification, Recipients, SharedProcessor};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -43,7 +43,7 @@
 //!     async move { processor.run(token).await }
 //! });
 //!
-//! processor.distribute(Notification::initial_add(Arc::new("web-0".into())), false);
+//! processor.distribute(Notification::initial_add(Arc::new("web-0".into())), Recipients::All);
 //! processor.upstream_synced().mark_synced(); // the informer does this after its first list
 //! assert!(registration.synced().await);
 //! assert_eq!(*seen.lock().unwrap(), ["web-0"]);
@@ -101,11 +101,11 @@ mod stream;
 pub use crate::{
     buffer::{BufferPolicy, Overflow},
     error::{Error, Result},
-    handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
+    handler::{AddKind, FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
     listener::{ListenerOptions, ListenerStats, Registration},
     processor::{
-        DistributionBatch, MINIMUM_RESYNC_PERIOD, SharedProcessor, SharedProcessorBuilder,
-        determine_resync_period,
+        DistributionBatch, MINIMUM_RESYNC_PERIOD, Recipients, SharedProcessor,
+        SharedProcessorBuilder, determine_resync_period,
     },
     signal::UpstreamSynced,
     stream::EventStream,

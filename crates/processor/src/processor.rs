@@ -146,6 +146,16 @@ pub struct SharedProcessor<K> {
     shared: Arc<Shared<K>>,
 }
 
+/// Which listeners a distributed notification is for (client-go's `distribute(obj, sync)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Recipients {
+    /// Every listener: a change.
+    All,
+    /// Only the listeners the last [`SharedProcessor::should_resync`] found due: a resync,
+    /// which a listener without a resync period never receives.
+    DueForResync,
+}
+
 impl<K> Clone for SharedProcessor<K> {
     fn clone(&self) -> Self {
         Self {
@@ -394,11 +404,11 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
         self.shared.state.read().listeners.len()
     }
 
-    /// Hands a notification to every listener, or, when `is_sync`, only to the listeners the
-    /// last [`should_resync`](Self::should_resync) found due. Never waits for a handler: each
-    /// listener's buffer takes the notification.
-    pub fn distribute(&self, notification: Notification<K>, is_sync: bool) {
-        self.distribute_with(notification, is_sync, Listener::add);
+    /// Hands a notification to every listener, or, for [`Recipients::DueForResync`], only to
+    /// the listeners the last [`should_resync`](Self::should_resync) found due. Never waits for
+    /// a handler: each listener's buffer takes the notification.
+    pub fn distribute(&self, notification: Notification<K>, recipients: Recipients) {
+        self.distribute_with(notification, recipients, Listener::add);
     }
 
     /// Opens a batch of distributions, for a caller that hands over many notifications in a
@@ -410,12 +420,12 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
     /// ```
     /// use std::sync::Arc;
     ///
-    /// use kinformer_processor::{Notification, SharedProcessor};
+    /// use kinformer_processor::{Notification, Recipients, SharedProcessor};
     ///
     /// let processor = SharedProcessor::<String>::new();
     /// let batch = processor.batch();
     /// for name in ["a", "b", "c"] {
-    ///     batch.distribute(Notification::add(Arc::new(name.to_owned())), false);
+    ///     batch.distribute(Notification::add(Arc::new(name.to_owned())), Recipients::All);
     /// }
     /// drop(batch); // wakes the consumers that still sleep
     /// ```
@@ -426,14 +436,15 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
     fn distribute_with(
         &self,
         notification: Notification<K>,
-        is_sync: bool,
+        recipients: Recipients,
         add: fn(&Listener<K>, Notification<K>),
     ) {
         let state = self.shared.state.read();
+        let resync_only = recipients == Recipients::DueForResync;
         let mut targets = state
             .listeners
             .iter()
-            .filter(|listener| !is_sync || listener.is_syncing());
+            .filter(|listener| !resync_only || listener.is_syncing());
         let Some(mut current) = targets.next() else {
             return;
         };
@@ -584,9 +595,9 @@ pub struct DistributionBatch<'a, K: Send + Sync + 'static> {
 
 impl<K: Send + Sync + 'static> DistributionBatch<'_, K> {
     /// [`SharedProcessor::distribute`], with the wake deferred.
-    pub fn distribute(&self, notification: Notification<K>, is_sync: bool) {
+    pub fn distribute(&self, notification: Notification<K>, recipients: Recipients) {
         self.processor
-            .distribute_with(notification, is_sync, Listener::add_deferred);
+            .distribute_with(notification, recipients, Listener::add_deferred);
     }
 }
 

@@ -15,7 +15,8 @@ use std::{
 
 use common::{Gate, Recorder, obj, start, stop};
 use kinformer_processor::{
-    Error, HandlerFuncs, ListenerOptions, Notification, SharedProcessor, determine_resync_period,
+    Error, HandlerFuncs, ListenerOptions, Notification, Recipients, SharedProcessor,
+    determine_resync_period,
 };
 use tokio::time::Instant;
 
@@ -42,7 +43,10 @@ async fn listener_receives_every_notification_added_concurrently() {
             let processor = processor.clone();
             thread::spawn(move || {
                 for n in 0..PER_PRODUCER {
-                    processor.distribute(Notification::add(obj(&format!("{producer}:{n}"))), false);
+                    processor.distribute(
+                        Notification::add(obj(&format!("{producer}:{n}"))),
+                        Recipients::All,
+                    );
                 }
             })
         })
@@ -91,7 +95,7 @@ async fn listeners_resync_at_their_own_periods() {
 
     // The initial list reaches everyone.
     for pod in &pods {
-        processor.distribute(Notification::initial_add(Arc::clone(pod)), false);
+        processor.distribute(Notification::initial_add(Arc::clone(pod)), Recipients::All);
     }
     for (recorder, _) in &listeners {
         assert_eq!(
@@ -105,7 +109,10 @@ async fn listeners_resync_at_their_own_periods() {
     let resync = |processor: &SharedProcessor<String>| {
         if processor.should_resync(Instant::now()) {
             for pod in &pods {
-                processor.distribute(Notification::update(Arc::clone(pod), Arc::clone(pod)), true);
+                processor.distribute(
+                    Notification::update(Arc::clone(pod), Arc::clone(pod)),
+                    Recipients::DueForResync,
+                );
             }
         }
     };
@@ -127,7 +134,7 @@ async fn listeners_resync_at_their_own_periods() {
     );
 
     // A barrier notification proves nothing else was queued for listeners 1 and 2.
-    processor.distribute(Notification::add(obj("barrier")), false);
+    processor.distribute(Notification::add(obj("barrier")), Recipients::All);
     assert_eq!(listeners[0].0.wait_for(1), ["add barrier"]);
     assert_eq!(
         listeners[1].0.wait_for(3),
@@ -248,7 +255,7 @@ async fn sync_notifications_reach_every_listener_until_the_first_resync_check() 
     let pod = obj("pod1");
     processor.distribute(
         Notification::update(Arc::clone(&pod), Arc::clone(&pod)),
-        true,
+        Recipients::DueForResync,
     );
     assert_eq!(never.wait_for(1), ["update pod1 -> pod1"]);
     assert_eq!(often.wait_for(1), ["update pod1 -> pod1"]);
@@ -259,15 +266,15 @@ async fn sync_notifications_reach_every_listener_until_the_first_resync_check() 
     );
     processor.distribute(
         Notification::update(Arc::clone(&pod), Arc::clone(&pod)),
-        true,
+        Recipients::DueForResync,
     );
     tokio::time::advance(secs(1)).await;
     assert!(processor.should_resync(Instant::now()));
     processor.distribute(
         Notification::update(Arc::clone(&pod), Arc::clone(&pod)),
-        true,
+        Recipients::DueForResync,
     );
-    processor.distribute(Notification::add(obj("barrier")), false);
+    processor.distribute(Notification::add(obj("barrier")), Recipients::All);
     assert_eq!(never.wait_for(2), ["update pod1 -> pod1", "add barrier"]);
     assert_eq!(
         often.wait_for(3),
@@ -425,13 +432,13 @@ async fn a_removed_listener_receives_nothing_more() {
         .expect("added");
     let (token, running) = start(&processor).await;
 
-    processor.distribute(Notification::add(obj("pod1")), false);
+    processor.distribute(Notification::add(obj("pod1")), Recipients::All);
     assert_eq!(recorder.wait_for(1), ["add pod1"]);
     handle.remove();
     assert!(!processor.is_registered(&handle));
     handle.stopped().await;
 
-    processor.distribute(Notification::add(obj("pod2")), false);
+    processor.distribute(Notification::add(obj("pod2")), Recipients::All);
     assert_eq!(witness.wait_for(2), ["add pod1", "add pod2"]);
     assert_eq!(recorder.lines(), ["add pod1"]);
     stop(token, running).await;
@@ -451,7 +458,10 @@ async fn a_listener_added_while_active_syncs_only_after_handling_the_snapshot() 
     let (token, running) = start(&processor).await;
 
     let pod1 = obj("pod1");
-    processor.distribute(Notification::initial_add(Arc::clone(&pod1)), false);
+    processor.distribute(
+        Notification::initial_add(Arc::clone(&pod1)),
+        Recipients::All,
+    );
     assert_eq!(listener1.wait_for(1), ["add pod1 initial"]);
     assert!(!handle1.has_synced(), "synced before the upstream");
     processor.upstream_synced().mark_synced();
@@ -467,7 +477,11 @@ async fn a_listener_added_while_active_syncs_only_after_handling_the_snapshot() 
             gate.pass();
             listener2.push(format!(
                 "add {obj}{}",
-                if initial { " initial" } else { "" }
+                if initial.is_initial_list() {
+                    " initial"
+                } else {
+                    ""
+                }
             ));
         })
     };
@@ -479,7 +493,7 @@ async fn a_listener_added_while_active_syncs_only_after_handling_the_snapshot() 
     gate.open();
     assert!(handle2.synced().await);
 
-    processor.distribute(Notification::add(obj("pod2")), false);
+    processor.distribute(Notification::add(obj("pod2")), Recipients::All);
     assert_eq!(listener2.wait_for(2), ["add pod1 initial", "add pod2"]);
     assert_eq!(listener1.wait_for(2), ["add pod1 initial", "add pod2"]);
     assert!(processor.is_registered(&handle1) && processor.is_registered(&handle2));
@@ -499,7 +513,7 @@ async fn has_synced_waits_for_the_upstream_signal() {
         .add_handler(recorder.clone(), ListenerOptions::new())
         .expect("added");
     let (token, running) = start(&processor).await;
-    processor.distribute(Notification::initial_add(obj("pod1")), false);
+    processor.distribute(Notification::initial_add(obj("pod1")), Recipients::All);
     recorder.wait_for(1);
     assert!(!reg.has_synced());
     let waiter = tokio::spawn({
@@ -531,7 +545,7 @@ async fn remove_returns_at_once_and_stopped_waits_for_the_handler_to_exit() {
         .expect("added");
     let (token, running) = start(&processor).await;
     for n in 0..10 {
-        processor.distribute(Notification::add(obj(&format!("pod{n}"))), false);
+        processor.distribute(Notification::add(obj(&format!("pod{n}"))), Recipients::All);
     }
     gate.wait_for_arrivals(1);
 
@@ -602,7 +616,7 @@ async fn handlers_added_and_removed_concurrently_while_distributing() {
         })
         .collect();
     for n in 0..2_000 {
-        processor.distribute(Notification::add(obj(&format!("pod{n}"))), false);
+        processor.distribute(Notification::add(obj(&format!("pod{n}"))), Recipients::All);
         if n % 500 == 0 {
             processor.should_resync(Instant::now());
         }

@@ -10,7 +10,8 @@ use std::{
 
 use common::{Gate, PATIENCE, Recorder, obj, start, stop};
 use kinformer_processor::{
-    BufferPolicy, HandlerFuncs, ListenerOptions, Notification, Overflow, SharedProcessor,
+    BufferPolicy, HandlerFuncs, ListenerOptions, Notification, Overflow, Recipients,
+    SharedProcessor,
 };
 
 const EVENTS: usize = 1_000;
@@ -73,7 +74,7 @@ async fn a_stuck_handler_and_a_panicking_handler_do_not_affect_a_normal_one() {
     let (token, running) = start(&processor).await;
     let began = StdInstant::now();
     for n in 0..EVENTS {
-        processor.distribute(numbered(n), false);
+        processor.distribute(numbered(n), Recipients::All);
     }
 
     let normal_lines = normal_seen.wait_for(EVENTS);
@@ -133,7 +134,7 @@ async fn a_blocking_handler_does_not_stall_the_runtime() {
         .add_handler(blocked, ListenerOptions::new().name("blocking"))
         .expect("added");
     let (token, running) = start(&processor).await;
-    processor.distribute(numbered(0), false);
+    processor.distribute(numbered(0), Recipients::All);
     gate.wait_for_arrivals(1);
 
     let began = StdInstant::now();
@@ -172,7 +173,10 @@ async fn each_listener_keeps_every_producers_order_under_concurrency() {
             let processor = processor.clone();
             std::thread::spawn(move || {
                 for n in 0..PER_PRODUCER {
-                    processor.distribute(Notification::add(obj(&format!("{producer}:{n}"))), false);
+                    processor.distribute(
+                        Notification::add(obj(&format!("{producer}:{n}"))),
+                        Recipients::All,
+                    );
                 }
             })
         })
@@ -217,10 +221,10 @@ async fn a_full_bounded_buffer_drops_the_newest_and_counts_it() {
         )
         .expect("added");
     let (token, running) = start(&processor).await;
-    processor.distribute(numbered(0), false);
+    processor.distribute(numbered(0), Recipients::All);
     gate.wait_for_arrivals(1);
     for n in 1..=100 {
-        processor.distribute(numbered(n), false);
+        processor.distribute(numbered(n), Recipients::All);
     }
     let stats = reg.stats();
     assert_eq!((stats.buffered, stats.dropped), (10, 90));
@@ -252,10 +256,13 @@ async fn a_full_bounded_buffer_drops_the_oldest_and_still_syncs() {
         )
         .expect("added");
     let (token, running) = start(&processor).await;
-    processor.distribute(Notification::initial_add(obj("0")), false);
+    processor.distribute(Notification::initial_add(obj("0")), Recipients::All);
     gate.wait_for_arrivals(1);
     for n in 1..=6 {
-        processor.distribute(Notification::initial_add(obj(&n.to_string())), false);
+        processor.distribute(
+            Notification::initial_add(obj(&n.to_string())),
+            Recipients::All,
+        );
     }
     processor.upstream_synced().mark_synced();
     assert_eq!(reg.stats().dropped, 3);
@@ -284,7 +291,7 @@ async fn a_drained_backlog_gives_its_memory_back() {
     let (token, running) = start(&processor).await;
     let pod = obj("pod");
     for _ in 0..50_000 {
-        processor.distribute(Notification::add(Arc::clone(&pod)), false);
+        processor.distribute(Notification::add(Arc::clone(&pod)), Recipients::All);
     }
     gate.wait_for_arrivals(1);
     assert!(reg.stats().buffer_capacity >= 49_999);
@@ -347,10 +354,10 @@ async fn the_default_buffer_policy_applies_unless_a_listener_overrides_it() {
         )
         .expect("added");
     let (token, running) = start(&processor).await;
-    processor.distribute(numbered(0), false);
+    processor.distribute(numbered(0), Recipients::All);
     gate.wait_for_arrivals(2);
     for n in 1..=20 {
-        processor.distribute(numbered(n), false);
+        processor.distribute(numbered(n), Recipients::All);
     }
     assert_eq!(defaulted.stats().dropped, 15);
     assert_eq!(unbounded.stats().dropped, 0);

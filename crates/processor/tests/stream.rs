@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use common::{obj, start, stop};
 use futures::StreamExt;
-use kinformer_processor::{ListenerOptions, Notification, ObjectOrTombstone, SharedProcessor};
+use kinformer_processor::{
+    ListenerOptions, Notification, ObjectOrTombstone, Recipients, SharedProcessor,
+};
 
 fn describe(notification: &Notification<String>) -> String {
     match notification {
@@ -31,9 +33,12 @@ async fn a_stream_yields_notifications_in_order() {
         .expect("subscribed");
     let (token, running) = start(&processor).await;
     let (a, b) = (obj("a"), obj("b"));
-    processor.distribute(Notification::add(a.clone()), false);
-    processor.distribute(Notification::update(a.clone(), b.clone()), false);
-    processor.distribute(Notification::delete(ObjectOrTombstone::Object(b)), false);
+    processor.distribute(Notification::add(a.clone()), Recipients::All);
+    processor.distribute(Notification::update(a.clone(), b.clone()), Recipients::All);
+    processor.distribute(
+        Notification::delete(ObjectOrTombstone::Object(b)),
+        Recipients::All,
+    );
     let mut seen = Vec::new();
     for _ in 0..3 {
         seen.push(describe(&events.next().await.expect("an event")));
@@ -52,7 +57,7 @@ async fn a_stream_ends_when_its_registration_is_removed() {
         .expect("subscribed");
     let registration = events.registration().clone();
     let (token, running) = start(&processor).await;
-    processor.distribute(Notification::add(obj("a")), false);
+    processor.distribute(Notification::add(obj("a")), Recipients::All);
     assert_eq!(describe(&events.next().await.expect("an event")), "add a");
 
     let consumer = tokio::spawn(async move {
@@ -78,7 +83,7 @@ async fn a_stream_ends_when_the_processor_stops() {
         .subscribe(ListenerOptions::new())
         .expect("subscribed");
     let (token, running) = start(&processor).await;
-    processor.distribute(Notification::add(obj("a")), false);
+    processor.distribute(Notification::add(obj("a")), Recipients::All);
     stop(token, running).await;
     assert!(
         events.next().await.is_none(),
@@ -111,7 +116,7 @@ async fn a_stream_registration_syncs_when_the_consumer_finishes_the_initial_list
         "b is still being handled"
     );
 
-    processor.distribute(Notification::add(obj("c")), false);
+    processor.distribute(Notification::add(obj("c")), Recipients::All);
     assert_eq!(describe(&events.next().await.expect("event")), "add c");
     assert!(events.registration().has_synced());
     stop(token, running).await;
@@ -166,10 +171,10 @@ async fn a_distribution_batch_wakes_once_per_handoff_and_at_its_end() {
 
     let batch = processor.batch();
     for i in 0..63 {
-        batch.distribute(Notification::add(obj(&format!("o{i}"))), false);
+        batch.distribute(Notification::add(obj(&format!("o{i}"))), Recipients::All);
     }
     assert_eq!(wakes.0.load(Ordering::SeqCst), 0, "63 waiting: no wake yet");
-    batch.distribute(Notification::add(obj("o63")), false);
+    batch.distribute(Notification::add(obj("o63")), Recipients::All);
     assert_eq!(
         wakes.0.load(Ordering::SeqCst),
         1,
@@ -182,7 +187,7 @@ async fn a_distribution_batch_wakes_once_per_handoff_and_at_its_end() {
     assert_eq!(seen.len(), 64);
     assert_eq!(seen.first().map(String::as_str), Some("add o0"));
 
-    batch.distribute(Notification::add(obj("last")), false);
+    batch.distribute(Notification::add(obj("last")), Recipients::All);
     assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "one waiting: deferred");
     drop(batch);
     assert_eq!(

@@ -11,7 +11,7 @@ use std::{
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_informer::{HandlerFuncs, ResourceEventHandler};
+use kinformer_informer::{AddKind, HandlerFuncs, ResourceEventHandler};
 use kinformer_reflector::{
     Error, ListOptions, ListPage, ListerWatcher, Result, WatchEvent, WatchStream,
 };
@@ -244,7 +244,11 @@ impl Recorder {
         let (adds, updates, deletes) = (self.clone(), self.clone(), self.clone());
         HandlerFuncs::new()
             .add_func(move |pod: Arc<Pod>, initial| {
-                let kind = if initial { "initial" } else { "add" };
+                let kind = if initial.is_initial_list() {
+                    "initial"
+                } else {
+                    "add"
+                };
                 adds.push(format!("{kind}:{}", name_of(&pod)));
             })
             .update_func(move |_old, new: Arc<Pod>| {
@@ -279,9 +283,9 @@ struct SlowHandler {
 }
 
 impl ResourceEventHandler<Pod> for SlowHandler {
-    fn on_add(&mut self, obj: Arc<Pod>, is_in_initial_list: bool) {
+    fn on_add(&mut self, obj: Arc<Pod>, kind: AddKind) {
         std::thread::sleep(self.delay);
-        self.inner.on_add(obj, is_in_initial_list);
+        self.inner.on_add(obj, kind);
     }
 
     fn on_update(&mut self, old: Arc<Pod>, new: Arc<Pod>) {

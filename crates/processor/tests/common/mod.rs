@@ -6,7 +6,7 @@ use std::{
     time::Duration,
 };
 
-use kinformer_processor::{ObjectOrTombstone, ResourceEventHandler, SharedProcessor};
+use kinformer_processor::{AddKind, ObjectOrTombstone, ResourceEventHandler, SharedProcessor};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -58,8 +58,12 @@ impl Recorder {
 }
 
 impl ResourceEventHandler<String> for Recorder {
-    fn on_add(&mut self, obj: Arc<String>, is_in_initial_list: bool) {
-        let suffix = if is_in_initial_list { " initial" } else { "" };
+    fn on_add(&mut self, obj: Arc<String>, kind: AddKind) {
+        let suffix = if kind.is_initial_list() {
+            " initial"
+        } else {
+            ""
+        };
         self.push(format!("add {obj}{suffix}"));
     }
 
