@@ -30,7 +30,7 @@ use e2e_support::{Ctx, eventually, run};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::{
     factory::SharedInformerFactory,
-    informer::{InformerOptions, SharedIndexInformer},
+    informer::SharedIndexInformer,
     processor::HandlerFuncs,
     reflector::{
         Error as ReflectorError, KubeListerWatcher, ListOptions, ListPage, ListerWatcher,
@@ -331,7 +331,7 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
         // The factory's own ConfigMap informer, but over a ListerWatcher that counts requests
         // (client-go's InformerFor).
         let informer = factory
-            .informer_for::<ConfigMap>(|client, resync| {
+            .informer_for::<ConfigMap>(|client, options| {
                 let reported = Arc::clone(&errors);
                 SharedIndexInformer::new(
                     Counted {
@@ -341,9 +341,8 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
                         )),
                         attempts: Arc::clone(&attempts),
                     },
-                    InformerOptions::new()
+                    options
                         .name("configmaps")
-                        .resync_period(resync)
                         .watch_error_handler(move |error: &ReflectorError| {
                             reported
                                 .lock()

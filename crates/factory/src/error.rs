@@ -14,16 +14,6 @@ pub enum Error {
     /// `start` was called outside a tokio runtime, so there is nowhere to run the informers.
     #[error("cannot start the informer factory outside a tokio runtime")]
     NoRuntime,
-    /// The informer refused a factory setting (for instance a transform on an informer that
-    /// an `informer_for` constructor had already started).
-    #[error("the informer refused the factory's settings")]
-    Informer(#[source] kinformer_informer::Error),
-}
-
-impl From<kinformer_informer::Error> for Error {
-    fn from(error: kinformer_informer::Error) -> Self {
-        Self::Informer(error)
-    }
 }
 
 /// `Result` with this crate's [`Error`].

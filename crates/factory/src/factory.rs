@@ -11,7 +11,9 @@ use std::{
 };
 
 use kinformer_informer::{InformerOptions, SharedIndexInformer, SyncStatus};
-use kinformer_reflector::{Decoder, JsonDecoder, KubeListerWatcher, ListOptions, WireFormat};
+use kinformer_reflector::{
+    Decoder, Error as ReflectorError, JsonDecoder, KubeListerWatcher, ListOptions, WireFormat,
+};
 use kinformer_store::{Lister, Object};
 use kinformer_wait::ErrorChain;
 use kube_client::{Api, Client};
@@ -66,7 +68,10 @@ struct Config {
     custom_resync: HashMap<TypeId, Duration>,
     meta_transform: Option<MetaTransform>,
     transforms: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    watch_error_handler: Option<FactoryWatchErrorHandler>,
 }
+
+type FactoryWatchErrorHandler = Arc<dyn Fn(&InformerKey, &ReflectorError) + Send + Sync>;
 
 impl FactoryBuilder {
     /// The resync period of every informer without a custom one; zero (the default) means
@@ -151,6 +156,20 @@ impl FactoryBuilder {
         self
     }
 
+    /// Receives every list and watch error of every informer the factory builds, with the
+    /// informer it concerns, instead of the default warning in the log (client-go's
+    /// `SetWatchErrorHandler`, for all informers at once). The informers keep retrying either
+    /// way; see also [`SharedInformerFactory::sync_status`].
+    #[doc(alias = "SetWatchErrorHandler")]
+    #[must_use]
+    pub fn watch_error_handler(
+        mut self,
+        handler: impl Fn(&InformerKey, &ReflectorError) + Send + Sync + 'static,
+    ) -> Self {
+        self.config.watch_error_handler = Some(Arc::new(handler));
+        self
+    }
+
     /// What typed and metadata informers ask the server for: protobuf (the default; for
     /// typed informers of built-in kinds, for metadata informers of any kind) or JSON.
     /// Dynamic informers always use JSON.
@@ -208,6 +227,7 @@ impl fmt::Debug for Config {
             .field("custom_resync", &self.custom_resync.len())
             .field("meta_transform", &self.meta_transform.is_some())
             .field("transforms", &self.transforms.len())
+            .field("watch_error_handler", &self.watch_error_handler.is_some())
             .finish()
     }
 }
@@ -257,7 +277,22 @@ impl Config {
         if let Some(transform) = self.transform::<K>() {
             options = options.transform(move |object| transform(object));
         }
-        options
+        self.with_watch_error_handler(options, key)
+    }
+
+    /// `options` reporting list and watch errors to the factory's handler, naming `key`.
+    fn with_watch_error_handler<K>(
+        &self,
+        options: InformerOptions<K>,
+        key: &InformerKey,
+    ) -> InformerOptions<K> {
+        match &self.watch_error_handler {
+            Some(handler) => {
+                let (handler, key) = (Arc::clone(handler), key.clone());
+                options.watch_error_handler(move |error| handler(&key, error))
+            }
+            None => options,
+        }
     }
 
     /// `lister_watcher` in the factory's wire format, dropping managedFields if the factory
@@ -437,6 +472,7 @@ impl SharedInformerFactory {
                 custom_resync: HashMap::new(),
                 meta_transform: None,
                 transforms: HashMap::new(),
+                watch_error_handler: None,
             },
         }
     }
@@ -492,42 +528,36 @@ impl SharedInformerFactory {
         Ok(self.informer::<K>()?.lister())
     }
 
-    /// The shared informer for `K` in the factory's selection, built by `new` from the client
-    /// and `K`'s resync period if there is none yet (client-go's `InformerFor`). The informer
-    /// is shared with [`informer`](Self::informer) for the same type. The factory's
-    /// transform for `K` ([`FactoryBuilder::transform_for`]) is set on what `new` returns.
+    /// The shared informer for `K` in the factory's selection, built by `new` if there is none
+    /// yet (client-go's `InformerFor`). `new` receives the client and the options the factory
+    /// would use for `K`: its resync period and, when set, its transform
+    /// ([`FactoryBuilder::transform_for`]); build the informer with them, adding what you need.
+    /// The informer is shared with [`informer`](Self::informer) for the same type.
     ///
     /// `new` runs under the registry's lock, as client-go's does, so that two callers never
     /// build two informers: it must not call back into the factory.
     ///
     /// # Errors
     ///
-    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown); [`Error::Informer`] when the
-    /// transform cannot be set because `new` returned a started informer.
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
     #[doc(alias = "InformerFor")]
     pub fn informer_for<K: Object>(
         &self,
-        new: impl FnOnce(&Client, Duration) -> SharedIndexInformer<K>,
+        new: impl FnOnce(&Client, InformerOptions<K>) -> SharedIndexInformer<K>,
     ) -> Result<SharedIndexInformer<K>> {
         let key = InformerKey::new::<K>(
             None,
             self.inner.config.selection.clone(),
             short_type_name::<K>(),
         );
-        let mut refused = None;
-        let informer = self.get_or_insert(key, |config, client, _key| {
-            let informer = new(&client, config.resync_for(TypeId::of::<K>()));
-            if let Some(transform) = config.type_transform::<K>()
-                && let Err(error) = informer.set_transform(move |object| transform(object))
-            {
-                refused = Some(error);
+        self.get_or_insert(key, |config, client, key| {
+            let mut options =
+                InformerOptions::new().resync_period(config.resync_for(TypeId::of::<K>()));
+            if let Some(transform) = config.type_transform::<K>() {
+                options = options.transform(move |object| transform(object));
             }
-            informer
-        })?;
-        match refused {
-            Some(error) => Err(error.into()),
-            None => Ok(informer),
-        }
+            new(&client, config.with_watch_error_handler(options, key))
+        })
     }
 
     /// The shared informer for any resource, a CRD for instance, as [`DynamicObject`]s

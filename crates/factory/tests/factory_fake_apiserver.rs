@@ -319,11 +319,11 @@ async fn informer_for_builds_once_and_shares_with_informer() {
         .build();
     let built = AtomicUsize::new(0);
     let resyncs = parking_lot::Mutex::new(Vec::new());
-    let build = |client: &kube_client::Client, resync: Duration| {
+    let build = |client: &kube_client::Client, options: InformerOptions<ConfigMap>| {
         built.fetch_add(1, Ordering::Relaxed);
-        resyncs.lock().push(resync);
+        resyncs.lock().push(options.configured_resync_period());
         let lister_watcher = KubeListerWatcher::new(Api::<ConfigMap>::all(client.clone()));
-        SharedIndexInformer::new(lister_watcher, InformerOptions::new().resync_period(resync))
+        SharedIndexInformer::new(lister_watcher, options)
     };
 
     let first = factory.informer_for(build).expect("an informer");

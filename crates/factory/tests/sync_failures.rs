@@ -114,3 +114,31 @@ async fn a_refused_connection_keeps_kube_clients_error_as_its_source() {
     // The cause is reported once: in the source, not again in the message.
     assert!(!error.to_string().contains(&kube.to_string()));
 }
+
+#[tokio::test]
+async fn the_factory_hands_every_informers_errors_to_one_handler() {
+    let server = FakeApiServer::start()
+        .await
+        .expect("the fake server starts");
+    server.faults().inject(
+        Fault::status(403)
+            .verb(Verb::List)
+            .resource("pods")
+            .times(1),
+    );
+    let (sender, mut errors) = tokio::sync::mpsc::unbounded_channel();
+    let factory = SharedInformerFactory::builder(server.client().expect("client"))
+        .watch_error_handler(move |informer, error| {
+            let _ = sender.send((informer.description().to_owned(), error.to_string()));
+        })
+        .build();
+    factory.informer::<Pod>().expect("informer");
+    factory.start().expect("started");
+    let (informer, error) = errors.recv().await.expect("an error is handed over");
+    assert_eq!(informer, "Pod");
+    assert!(error.starts_with("forbidden (403)"), "{error}");
+    // The handler replaces nothing else: the informer retries and syncs.
+    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
+    assert!(synced.values().all(|synced| *synced), "{synced:?}");
+    factory.shutdown().await;
+}

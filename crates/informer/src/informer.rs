@@ -14,7 +14,7 @@ use kinformer_processor::{
     EventStream, HandlerFuncs, ListenerOptions, Registration, ResourceEventHandler,
     SharedProcessor, UpstreamSynced,
 };
-use kinformer_reflector::{Error as ReflectorError, ListerWatcher, Reflector};
+use kinformer_reflector::{ListerWatcher, Reflector};
 use kinformer_store::{Cache, CacheReader, Indexer, Indexers, Lister, Object};
 use kinformer_wait::ErrorChain;
 use parking_lot::Mutex;
@@ -285,37 +285,6 @@ impl<K: Object> SharedIndexInformer<K> {
         self.inner.applier.processor.remove_listener(registration)
     }
 
-    /// Sets the transform applied to every object before it enters the queue and the cache
-    /// (client-go's `SetTransform`).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::AlreadyStarted`] after start: the queue already holds transformed objects.
-    #[doc(alias = "SetTransform")]
-    pub fn set_transform(
-        &self,
-        transform: impl Fn(Arc<K>) -> Arc<K> + Send + Sync + 'static,
-    ) -> Result<()> {
-        let mut settings = self.settings_before_start("set the transform")?;
-        settings.transform = Some(Arc::new(transform));
-        Ok(())
-    }
-
-    /// Sets the handler of list and watch errors (client-go's `SetWatchErrorHandler`).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::AlreadyStarted`] after start.
-    #[doc(alias = "SetWatchErrorHandler")]
-    pub fn set_watch_error_handler(
-        &self,
-        handler: impl Fn(&ReflectorError) + Send + Sync + 'static,
-    ) -> Result<()> {
-        let mut settings = self.settings_before_start("set the watch error handler")?;
-        settings.watch_error_handler = Some(Arc::new(handler));
-        Ok(())
-    }
-
     /// Registers more index funcs on the cache (client-go's `AddIndexers`), before or after
     /// start: the objects already cached are indexed under the cache's lock, so a reader never
     /// sees a half-built index.
@@ -326,18 +295,6 @@ impl<K: Object> SharedIndexInformer<K> {
     #[doc(alias = "AddIndexers")]
     pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<()> {
         Ok(self.inner.applier.indexer.add_indexers(indexers)?)
-    }
-
-    fn settings_before_start(
-        &self,
-        action: &'static str,
-    ) -> Result<parking_lot::MutexGuard<'_, Settings<K>>> {
-        let settings = self.inner.settings.lock();
-        match settings.phase {
-            Phase::Idle => Ok(settings),
-            Phase::Running => Err(Error::AlreadyStarted { action }),
-            Phase::Stopped => Err(Error::Stopped { action }),
-        }
     }
 
     /// The cache with its indexes, read-only (client-go's `GetStore` and `GetIndexer`): only

@@ -137,6 +137,11 @@ impl<K> InformerOptions<K> {
         self
     }
 
+    /// The default resync period chosen ([`Duration::ZERO`]: none).
+    pub fn configured_resync_period(&self) -> Duration {
+        self.resync_period
+    }
+
     /// The queue chosen.
     pub fn queue_kind(&self) -> QueueKind {
         self.queue

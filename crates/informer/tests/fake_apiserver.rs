@@ -68,7 +68,7 @@ fn pod_name(i: usize) -> String {
 
 fn touch(server: &FakeApiServer, i: usize) {
     let namespace = fixtures::namespace_of(i);
-    let Some(mut current) = server.get_object("v1", "Pod", Some(&namespace), &pod_name(i)) else {
+    let Some(mut current) = server.object("v1", "Pod", Some(&namespace), &pod_name(i)) else {
         return;
     };
     current["metadata"]["annotations"][SENT_AT] = json!(now_micros().to_string());
@@ -82,7 +82,7 @@ fn server_view(server: &FakeApiServer, count: usize) -> BTreeMap<String, String>
     (0..count)
         .filter_map(|i| {
             let obj: Value =
-                server.get_object("v1", "Pod", Some(&fixtures::namespace_of(i)), &pod_name(i))?;
+                server.object("v1", "Pod", Some(&fixtures::namespace_of(i)), &pod_name(i))?;
             let version = obj["metadata"]["resourceVersion"].as_str()?.to_owned();
             Some((pod_name(i), version))
         })

@@ -67,7 +67,7 @@ fn on_server(
     names
         .iter()
         .filter_map(|(namespace, name)| {
-            let pod = server.get_object("v1", "Pod", Some(namespace), name)?;
+            let pod = server.object("v1", "Pod", Some(namespace), name)?;
             let text = |pointer: &str| {
                 pod.pointer(pointer)
                     .and_then(Value::as_str)
@@ -120,7 +120,7 @@ async fn a_projection_follows_the_server(format: WireFormat) {
     // A change to a projected field, one to a field the projection skips, and a delete.
     let (namespace, name) = names[3].clone();
     let mut pod = server
-        .get_object("v1", "Pod", Some(&namespace), &name)
+        .object("v1", "Pod", Some(&namespace), &name)
         .expect("exists");
     pod["spec"]["nodeName"] = json!("node-moved");
     pod["metadata"]["annotations"] = json!({ "skipped": "by the projection" });

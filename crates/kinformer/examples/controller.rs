@@ -679,7 +679,7 @@ pub(crate) mod fake_cluster {
         name: &str,
     ) -> Result<(), kube_client::Error> {
         let ready = server
-            .get_object("v1", "Pod", Some(namespace), name)
+            .object("v1", "Pod", Some(namespace), name)
             .is_some_and(|pod| is_ready(&pod));
         let patch = json!({ "status": { "conditions": conditions(!ready) } });
         Api::<Pod>::namespaced(client.clone(), namespace)
@@ -708,7 +708,7 @@ pub(crate) mod fake_cluster {
         let d = spread(round, DEPLOYMENTS);
         let slot = spread(round / 3 + 1, SLOTS);
         let (namespace, name) = (namespace_of(d), format!("web-{d}-{slot}"));
-        match server.get_object("v1", "Pod", Some(&namespace), &name) {
+        match server.object("v1", "Pod", Some(&namespace), &name) {
             None => {
                 let _ = server.create_object(pod(d, slot, round.is_multiple_of(2)));
             }

@@ -346,8 +346,7 @@ async fn churn(server: Arc<FakeApiServer>, stop: CancellationToken) {
         }
         round += 1;
         let i = fastrand_index(round, PODS);
-        if let Some(mut pod) =
-            server.get_object("v1", "Pod", Some(&namespace(i)), &format!("pod-{i}"))
+        if let Some(mut pod) = server.object("v1", "Pod", Some(&namespace(i)), &format!("pod-{i}"))
         {
             pod["metadata"]["annotations"]["kinformer.dev/round"] = json!(round.to_string());
             let _ = server.update_object(pod);
@@ -360,7 +359,7 @@ async fn churn(server: Arc<FakeApiServer>, stop: CancellationToken) {
         }
         if round.is_multiple_of(10) {
             let i = fastrand_index(round, DEPLOYMENTS);
-            if let Some(mut deployment) = server.get_object(
+            if let Some(mut deployment) = server.object(
                 "apps/v1",
                 "Deployment",
                 Some(&namespace(i)),

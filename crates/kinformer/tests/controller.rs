@@ -218,7 +218,7 @@ fn typed_deployment(labels: Value, resource_version: &str) -> Deployment {
 fn annotate_deployment(server: &FakeApiServer, d: usize) -> Result<(), BoxError> {
     let namespace = fake_cluster::namespace_of(d);
     let mut deployment = server
-        .get_object(
+        .object(
             "apps/v1",
             "Deployment",
             Some(&namespace),
@@ -257,7 +257,7 @@ fn move_pod(server: &FakeApiServer, from: usize, slot: usize, to: usize) -> Resu
     );
     let namespace = fake_cluster::namespace_of(from);
     let name = format!("web-{from}-{slot}");
-    let pod = match server.get_object("v1", "Pod", Some(&namespace), &name) {
+    let pod = match server.object("v1", "Pod", Some(&namespace), &name) {
         Some(pod) => pod,
         None => server.create_object(fake_cluster::pod(from, slot, true))?,
     };
@@ -276,7 +276,7 @@ fn mislabelled(server: &FakeApiServer, deployments: &[usize]) -> Vec<String> {
     for &d in deployments {
         let namespace = fake_cluster::namespace_of(d);
         let app = format!("web-{d}");
-        let Some(deployment) = server.get_object("apps/v1", "Deployment", Some(&namespace), &app)
+        let Some(deployment) = server.object("apps/v1", "Deployment", Some(&namespace), &app)
         else {
             wrong.push(format!("{namespace}/{app}: missing on the server"));
             continue;
@@ -285,7 +285,7 @@ fn mislabelled(server: &FakeApiServer, deployments: &[usize]) -> Vec<String> {
             .filter(|&other| fake_cluster::namespace_of(other) == namespace)
             .flat_map(|other| (0..fake_cluster::SLOTS).map(move |slot| (other, slot)))
             .filter_map(|(other, slot)| {
-                server.get_object(
+                server.object(
                     "v1",
                     "Pod",
                     Some(&namespace),

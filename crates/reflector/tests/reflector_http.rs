@@ -124,7 +124,7 @@ fn server_pods(server: &FakeApiServer) -> BTreeMap<String, String> {
     FIXTURE_NUMBERS
         .filter_map(|i| {
             let namespace = fixtures::namespace_of(i);
-            let pod = server.get_object("v1", "Pod", Some(&namespace), &format!("pod-{i}"))?;
+            let pod = server.object("v1", "Pod", Some(&namespace), &format!("pod-{i}"))?;
             let version = pod["metadata"]["resourceVersion"].as_str()?.to_owned();
             Some((format!("{namespace}/pod-{i}"), version))
         })
@@ -193,7 +193,7 @@ fn churn(server: &FakeApiServer, first_new: usize) {
         .expect("pod deleted");
     let second = first_new + 1;
     let mut updated = server
-        .get_object(
+        .object(
             "v1",
             "Pod",
             Some(&fixtures::namespace_of(second)),
@@ -302,7 +302,7 @@ async fn a_relist_over_http_keeps_the_cached_copy_of_unchanged_objects() {
     let changed = before("pod-0");
     server.stop_listener().await;
     let mut updated = server
-        .get_object("v1", "Pod", Some(&fixtures::namespace_of(0)), "pod-0")
+        .object("v1", "Pod", Some(&fixtures::namespace_of(0)), "pod-0")
         .expect("the pod exists");
     updated["metadata"]["labels"]["touched"] = serde_json::json!("yes");
     let other_name = format!("pod-{}", fixtures::NAMESPACES);

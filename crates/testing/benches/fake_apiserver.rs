@@ -139,7 +139,7 @@ async fn fanout_typed(server: &FakeApiServer, api: &Api<ConfigMap>, round: usize
     for i in 0..EVENTS {
         let name = format!("config-{}", i % 100);
         let mut object = server
-            .get_object(
+            .object(
                 "v1",
                 "ConfigMap",
                 Some(&fixtures::namespace_of(i % 100)),
@@ -198,7 +198,7 @@ async fn fanout_raw(server: &FakeApiServer, round: usize) -> Duration {
     for i in 0..EVENTS {
         let pod = i % 1000;
         let mut object = server
-            .get_object(
+            .object(
                 "v1",
                 "Pod",
                 Some(&fixtures::namespace_of(pod)),

@@ -401,7 +401,7 @@ impl FakeApiServer {
     }
 
     /// Reads an object as a GET would.
-    pub fn get_object(
+    pub fn object(
         &self,
         api_version: &str,
         kind: &str,

@@ -135,7 +135,7 @@ async fn a_watch_in_protobuf_frames_the_same_events_as_json() {
     second["metadata"]["namespace"] = json!("ns-0");
     server.create_object(second).expect("create");
     let mut changed = server
-        .get_object("v1", "Pod", Some("ns-0"), "pod-0")
+        .object("v1", "Pod", Some("ns-0"), "pod-0")
         .expect("pod-0");
     changed["metadata"]["labels"]["changed"] = json!("yes");
     server.update_object(changed).expect("update");

@@ -192,7 +192,7 @@ async fn churn(server: &FakeApiServer, seeded: Vec<Seeded>, per_second: u64) {
             owed -= 1.0;
             let target = &seeded[next % seeded.len()];
             next += 1;
-            let Some(mut current) = server.get_object(
+            let Some(mut current) = server.object(
                 &target.api_version,
                 &target.kind,
                 target.namespace.as_deref(),
