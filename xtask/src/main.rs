@@ -1,7 +1,9 @@
 //! kinformer's developer tasks, run as `cargo xtask <task>`.
 //!
 //! - `ci`: what CI checks: formatting, clippy with warnings denied, every test (doc tests
-//!   included) and the docs with warnings denied.
+//!   included, and the client-go tests) and the docs with warnings denied.
+//! - `client-go [ARGS]`: the differential and conformance tests that drive client-go itself
+//!   (needs Go); `cargo test --workspace` leaves them out.
 //! - `bench [--quick] [--scenario NAME]... [--runs K]`: kinformer, kube-runtime and client-go
 //!   informers on the same scenarios against the same server, alternately, written to
 //!   `docs/benchmarks.md` (see `xtask/peers/BENCH-PROTOCOL.md`).
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("client-go") => client_go(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("fake-apiserver") => fake_apiserver(&args[1..]),
         Some("control-plane") => controlplane::control_plane(&args[1..]),
@@ -65,6 +68,7 @@ fn print_usage() {
         "cargo xtask <task>\n\n\
          tasks:\n  \
          ci                     fmt check, clippy -D warnings, cargo test --workspace, docs\n  \
+         client-go [-- ARGS]    the differential and conformance tests against client-go (needs Go)\n  \
          bench [--quick] [--scenario NAME]... [--runs K]\n                         kinformer vs kube-runtime vs client-go informers, side by side\n  \
          bench fifo             kinformer-fifo vs client-go DeltaFIFO/RealFIFO benchmarks\n  \
          bench store|workqueue  kinformer vs client-go indexer / workqueue benchmarks\n  \
@@ -113,6 +117,8 @@ fn ci() -> Result<(), String> {
         "clippy",
         "--workspace",
         "--all-targets",
+        "--features",
+        "kinformer-tests/client-go",
         "--",
         "-D",
         "warnings",
@@ -123,11 +129,38 @@ fn ci() -> Result<(), String> {
     let mut test = cargo();
     test.args(["test", "--workspace"]);
     run(test)?;
+    client_go(&[])?;
 
     let mut doc = cargo();
     doc.args(["doc", "--workspace", "--no-deps"])
         .env("RUSTDOCFLAGS", "-D warnings");
     run(doc)
+}
+
+/// The tests that drive client-go itself (differential and conformance): they build Go programs
+/// from `xtask/peers/client-go`, so `cargo test --workspace` leaves them out.
+fn client_go(args: &[String]) -> Result<(), String> {
+    let go = Command::new("go").arg("version").output();
+    if !go.is_ok_and(|output| output.status.success()) {
+        return Err("the client-go tests need Go (>= 1.21) on PATH".to_owned());
+    }
+    let mut test = cargo();
+    test.args([
+        "test",
+        "--locked",
+        "-p",
+        "kinformer-tests",
+        "--features",
+        "client-go",
+        "--test",
+        "fifo_differential",
+        "--test",
+        "store_differential",
+        "--test",
+        "testing_client_go_conformance",
+    ]);
+    test.args(args);
+    run(test)
 }
 
 fn fake_apiserver(args: &[String]) -> Result<(), String> {
