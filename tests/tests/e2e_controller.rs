@@ -29,6 +29,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Pod, ServiceAccount},
 };
+use kinformer::reflector::WireFormat;
 use kinformer::{factory::SharedInformerFactory, store::Lister, wait::CancellationToken};
 use kube_client::{
     Api,
@@ -77,6 +78,7 @@ async fn the_workqueue_controller_labels_every_deployment_with_the_ready_pods_th
         }
 
         let factory = SharedInformerFactory::builder(client.clone())
+            .wire_format(WireFormat::from_env())
             .namespace(ctx.namespace.clone())
             .resync_for::<Deployment>(RESYNC)
             .build();

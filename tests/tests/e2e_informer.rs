@@ -39,6 +39,7 @@ use k8s_openapi::{
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
+use kinformer::reflector::WireFormat;
 use kinformer::{
     factory::SharedInformerFactory,
     informer::{InformerOptions, SharedIndexInformer},
@@ -413,6 +414,7 @@ async fn a_namespaced_factory_syncs_built_in_types_a_crd_and_a_metadata_only_inf
             .expect("create sa-1");
 
         let factory = SharedInformerFactory::builder(ctx.client())
+            .wire_format(WireFormat::from_env())
             .namespace(ctx.namespace.clone())
             .build();
         let cm_informer = factory.informer::<ConfigMap>().expect("informer");
@@ -501,6 +503,7 @@ async fn several_handlers_see_every_add_update_and_delete_once_and_in_server_ord
             .expect("create before start");
         watch_cache_has(&api, &before).await;
         let factory = SharedInformerFactory::builder(ctx.client())
+            .wire_format(WireFormat::from_env())
             .namespace(ctx.namespace.clone())
             .build();
         let informer = factory.informer::<ConfigMap>().expect("informer");
@@ -569,6 +572,7 @@ async fn listers_and_indexes_agree_with_the_server_after_churn() {
             created.push(api.create(&post, &object).await.expect("create"));
         }
         let factory = SharedInformerFactory::builder(ctx.client())
+            .wire_format(WireFormat::from_env())
             .namespace(ctx.namespace.clone())
             .build();
         let informer = factory.informer::<ConfigMap>().expect("informer");
@@ -676,6 +680,7 @@ async fn a_handler_added_after_sync_gets_the_cache_as_initial_adds_then_live_cha
         }
         watch_cache_has(&api, &created[3]).await;
         let factory = SharedInformerFactory::builder(ctx.client())
+            .wire_format(WireFormat::from_env())
             .namespace(ctx.namespace.clone())
             .build();
         let informer = factory.informer::<ConfigMap>().expect("informer");
@@ -771,7 +776,7 @@ fn config_map_informer(
 ) -> SharedIndexInformer<ConfigMap> {
     let errors = errors.clone();
     SharedIndexInformer::new(
-        KubeListerWatcher::new(api),
+        KubeListerWatcher::new(api).wire_format(WireFormat::from_env()),
         InformerOptions::new()
             .name(if streaming { "streaming" } else { "paged" })
             .use_watch_list(streaming)
@@ -910,7 +915,9 @@ async fn after_a_compaction_the_informer_relists_and_reports_deletions_missed_as
                     .expect("create"),
             );
         }
-        let lister_watcher = Arc::new(Unpluggable::new(KubeListerWatcher::new(api.clone())));
+        let lister_watcher = Arc::new(Unpluggable::new(
+            KubeListerWatcher::new(api.clone()).wire_format(WireFormat::from_env()),
+        ));
         let errors = Log::default();
         let reported = errors.clone();
         let informer = SharedIndexInformer::new(
@@ -1059,7 +1066,8 @@ async fn a_forbidden_list_reaches_the_watch_error_handler_and_is_retried_with_ba
         let failures: Arc<Mutex<Vec<(Instant, String, bool)>>> = Arc::default();
         let reported = Arc::clone(&failures);
         let informer = SharedIndexInformer::new(
-            KubeListerWatcher::new(Api::<ConfigMap>::namespaced(client, &ctx.namespace)),
+            KubeListerWatcher::new(Api::<ConfigMap>::namespaced(client, &ctx.namespace))
+                .wire_format(WireFormat::from_env()),
             InformerOptions::new()
                 .name("forbidden")
                 .watch_error_handler(move |error: &ReflectorError| {

@@ -28,6 +28,7 @@ use async_trait::async_trait;
 use config_maps::{config_map, value_of};
 use e2e_support::{Ctx, eventually, run};
 use k8s_openapi::api::core::v1::ConfigMap;
+use kinformer::reflector::WireFormat;
 use kinformer::{
     factory::SharedInformerFactory,
     informer::SharedIndexInformer,
@@ -325,7 +326,7 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
 
         let attempts = Arc::new(Attempts::default());
         let errors: Arc<Mutex<Vec<(Instant, String)>>> = Arc::default();
-        let factory = SharedInformerFactory::builder(ctx.client())
+        let factory = SharedInformerFactory::builder(ctx.client()).wire_format(WireFormat::from_env())
             .namespace(ctx.namespace.clone())
             .build();
         // The factory's own ConfigMap informer, but over a ListerWatcher that counts requests
@@ -338,7 +339,7 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
                         inner: KubeListerWatcher::new(Api::<ConfigMap>::namespaced(
                             client.clone(),
                             &ctx.namespace,
-                        )),
+                        )).wire_format(WireFormat::from_env()),
                         attempts: Arc::clone(&attempts),
                     },
                     options

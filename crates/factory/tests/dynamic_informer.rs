@@ -5,6 +5,7 @@ use std::{sync::Arc, time::Duration};
 
 use kinformer_factory::{Selection, SharedInformerFactory};
 use kinformer_processor::HandlerFuncs;
+use kinformer_reflector::WireFormat;
 use kinformer_testing::FakeApiServer;
 use kube_core::{ApiResource, DynamicObject, GroupVersionKind, ResourceExt};
 use serde_json::{Value, json};
@@ -72,7 +73,9 @@ async fn adding_updating_and_deleting_an_object_reach_the_dynamic_informer_handl
     let server = FakeApiServer::start()
         .await
         .expect("the fake server starts");
-    let factory = SharedInformerFactory::new(server.client().expect("a client"));
+    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
+        .build();
     let informer = factory
         .dynamic_informer(&deployments())
         .expect("an informer");
@@ -120,6 +123,7 @@ async fn a_namespaced_dynamic_informer_sees_only_its_namespace() {
         .await
         .expect("the fake server starts");
     let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
         .namespace("ns-foo")
         .build();
     let informer = factory

@@ -14,6 +14,7 @@ use kinformer_factory::{Error, Selection, SharedInformerFactory};
 use kinformer_informer::{InformerOptions, SharedIndexInformer};
 use kinformer_processor::HandlerFuncs;
 use kinformer_reflector::KubeListerWatcher;
+use kinformer_reflector::WireFormat;
 use kinformer_testing::{FakeApiServer, Fault, ResourceType, Verb, eventually, fixtures};
 use kube_client::Api;
 use kube_core::{ApiResource, GroupVersionKind, ResourceExt};
@@ -53,7 +54,9 @@ async fn all_synced(factory: &SharedInformerFactory) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_list_and_one_watch_per_type_however_many_handlers_and_listers() {
     let server = server_with_pods(5).await;
-    let factory = SharedInformerFactory::new(server.client().expect("a client"));
+    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
+        .build();
 
     let first = factory.informer::<Pod>().expect("an informer");
     let adds = Arc::new(AtomicUsize::new(0));
@@ -95,7 +98,9 @@ async fn one_list_and_one_watch_per_type_however_many_handlers_and_listers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn different_namespaces_and_selectors_get_separate_informers() {
     let server = server_with_pods(40).await;
-    let factory = SharedInformerFactory::new(server.client().expect("a client"));
+    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
+        .build();
 
     let everything = factory.informer::<Pod>().expect("an informer");
     let in_ns_1 = factory
@@ -148,6 +153,7 @@ async fn the_factory_namespace_selectors_tweak_and_page_size_reach_every_informe
     }
     let limits = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
         .namespace("ns-4")
         .labels("tier=backend")
         .page_size(1)
@@ -178,7 +184,9 @@ async fn the_factory_namespace_selectors_tweak_and_page_size_reach_every_informe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_twice_starts_each_informer_once_and_later_informers_at_the_next_start() {
     let server = server_with_pods(3).await;
-    let factory = SharedInformerFactory::new(server.client().expect("a client"));
+    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
+        .build();
     let pods = factory.informer::<Pod>().expect("an informer");
 
     factory.start().expect("the factory starts");
@@ -217,7 +225,9 @@ async fn wait_for_cache_sync_reports_each_informer_on_its_own() {
             .resource("configmaps")
             .times(usize::MAX),
     );
-    let factory = SharedInformerFactory::new(server.client().expect("a client"));
+    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
+        .build();
     factory.informer::<Pod>().expect("an informer");
     factory.informer::<ConfigMap>().expect("an informer");
 
@@ -243,7 +253,9 @@ async fn wait_for_cache_sync_reports_each_informer_on_its_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_stops_every_informer_and_leaves_no_task_running() {
     let server = server_with_pods(3).await;
-    let factory = SharedInformerFactory::new(server.client().expect("a client"));
+    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
+        .build();
     let pods = factory.informer::<Pod>().expect("an informer");
     let config_maps = factory.informer::<ConfigMap>().expect("an informer");
     factory.start().expect("the factory starts");
@@ -283,11 +295,13 @@ fn start_outside_a_tokio_runtime_is_a_clear_error() {
         .build()
         .expect("a runtime");
     let server = runtime.block_on(server_with_pods(0));
-    let factory = SharedInformerFactory::new(
+    let factory = SharedInformerFactory::builder(
         runtime
             .block_on(async { server.client() })
             .expect("a client"),
-    );
+    )
+    .wire_format(WireFormat::from_env())
+    .build();
     factory.informer::<Pod>().expect("an informer");
     assert!(matches!(factory.start(), Err(Error::NoRuntime)));
 }
@@ -295,7 +309,9 @@ fn start_outside_a_tokio_runtime_is_a_clear_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_callers_share_one_informer() {
     let server = server_with_pods(0).await;
-    let factory = SharedInformerFactory::new(server.client().expect("a client"));
+    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
+        .build();
     let handles: Vec<_> = (0..8)
         .map(|_| {
             let factory = factory.clone();
@@ -314,6 +330,7 @@ async fn concurrent_callers_share_one_informer() {
 async fn informer_for_builds_once_and_shares_with_informer() {
     let server = server_with_pods(2).await;
     let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
         .default_resync(Duration::from_secs(60))
         .resync_for::<ConfigMap>(Duration::from_secs(5))
         .build();
@@ -322,7 +339,8 @@ async fn informer_for_builds_once_and_shares_with_informer() {
     let build = |client: &kube_client::Client, options: InformerOptions<ConfigMap>| {
         built.fetch_add(1, Ordering::Relaxed);
         resyncs.lock().push(options.configured_resync_period());
-        let lister_watcher = KubeListerWatcher::new(Api::<ConfigMap>::all(client.clone()));
+        let lister_watcher = KubeListerWatcher::new(Api::<ConfigMap>::all(client.clone()))
+            .wire_format(WireFormat::from_env());
         SharedIndexInformer::new(lister_watcher, options)
     };
 
@@ -344,6 +362,7 @@ async fn informer_for_builds_once_and_shares_with_informer() {
 async fn transforms_run_before_objects_are_cached() {
     let server = server_with_pods(4).await;
     let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
         .drop_managed_fields()
         .transform_for::<Pod>(|pod: Arc<Pod>| {
             let mut pod = Arc::unwrap_or_clone(pod);
@@ -406,7 +425,9 @@ async fn a_custom_resource_is_informed_through_the_dynamic_informer() {
         &GroupVersionKind::gvk("example.com", "v1", "Widget"),
         "widgets",
     );
-    let factory = SharedInformerFactory::new(server.client().expect("a client"));
+    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
+        .build();
     let widgets = factory.dynamic_informer(&resource).expect("an informer");
     assert!(same(
         &widgets,
@@ -449,7 +470,9 @@ async fn a_custom_resource_is_informed_through_the_dynamic_informer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metadata_informer_is_separate_from_the_full_one_and_holds_only_metadata() {
     let server = server_with_pods(6).await;
-    let factory = SharedInformerFactory::new(server.client().expect("a client"));
+    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
+        .build();
     let full = factory.informer::<Pod>().expect("an informer");
     let metadata = factory.metadata_informer::<Pod>().expect("an informer");
     assert!(same(
@@ -489,6 +512,7 @@ async fn a_custom_resync_period_applies_to_its_type_only() {
             .expect("the fixture config map is valid");
     }
     let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
         .resync_for::<ConfigMap>(Duration::from_secs(1))
         .build();
     let config_map_resyncs = Arc::new(AtomicUsize::new(0));

@@ -2,6 +2,7 @@
 //! and its futures `Send` (tokio's `tests/async_send_sync.rs` habit).
 
 use kinformer_factory::{Error, FactoryBuilder, InformerKey, Selection, SharedInformerFactory};
+use kinformer_reflector::WireFormat;
 
 fn is_send_sync<T: Send + Sync>() {}
 fn is_send<T: Send>(_: &T) {}
@@ -20,7 +21,9 @@ async fn the_factory_futures_can_be_spawned() {
     let server = kinformer_testing::FakeApiServer::start()
         .await
         .expect("the fake server starts");
-    let factory = SharedInformerFactory::new(server.client().expect("a client"));
+    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
+        .build();
     is_send(&factory.wait_for_cache_sync());
     is_send(&factory.wait_for_cache_sync_timeout(std::time::Duration::ZERO));
     is_send(&factory.shutdown());

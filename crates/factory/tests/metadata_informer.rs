@@ -6,6 +6,7 @@ use std::{sync::Arc, time::Duration};
 use k8s_openapi::api::apps::v1::Deployment;
 use kinformer_factory::SharedInformerFactory;
 use kinformer_processor::HandlerFuncs;
+use kinformer_reflector::WireFormat;
 use kinformer_testing::{FakeApiServer, Verb};
 use kube_core::{PartialObjectMeta, ResourceExt};
 use serde_json::json;
@@ -29,7 +30,9 @@ async fn adding_updating_and_deleting_an_object_reach_the_metadata_informer_hand
     let server = FakeApiServer::start()
         .await
         .expect("the fake server starts");
-    let factory = SharedInformerFactory::new(server.client().expect("a client"));
+    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
+        .wire_format(WireFormat::from_env())
+        .build();
     let informer = factory
         .metadata_informer::<Deployment>()
         .expect("an informer");

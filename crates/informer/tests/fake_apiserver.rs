@@ -16,6 +16,7 @@ use kinformer_informer::{
     AddKind, InformerOptions, ListenerOptions, QueueKind, ResourceEventHandler, SharedIndexInformer,
 };
 use kinformer_reflector::KubeListerWatcher;
+use kinformer_reflector::WireFormat;
 use kinformer_store::ObjectOrTombstone;
 use kinformer_testing::{FakeApiServer, fixtures, wait_until};
 use kube_client::Api;
@@ -28,7 +29,10 @@ const SENT_AT: &str = "kinformer.test/sent-at-micros";
 
 fn informer(server: &FakeApiServer, options: InformerOptions<Pod>) -> SharedIndexInformer<Pod> {
     let client = server.client().expect("a client for the fake server");
-    SharedIndexInformer::new(KubeListerWatcher::new(Api::<Pod>::all(client)), options)
+    SharedIndexInformer::new(
+        KubeListerWatcher::new(Api::<Pod>::all(client)).wire_format(WireFormat::from_env()),
+        options,
+    )
 }
 
 fn start(

@@ -13,7 +13,8 @@
 //!   whichever format arrives, straight into `K`: a k8s-openapi struct, or a
 //!   projection type that names only what a controller reads (the rest is skipped on the wire).
 //!   It can drop `managedFields` without decoding them. [`JsonDecoder`] is JSON only.
-//!   [`WireFormat`] (or `KINFORMER_WIRE_FORMAT=json`) turns protobuf off. List pages are decoded
+//!   [`WireFormat`] turns protobuf off (and [`WireFormat::from_env`] reads the choice from
+//!   `KINFORMER_WIRE_FORMAT` for a program that asks). List pages are decoded
 //!   on a blocking thread while the next page is already in flight;
 //! - **[`Reflector`]**: client-go's `ListAndWatch` loop. A paged list (resource version "0"
 //!   first, a consistent read when that version is unusable), `Replace` into any

@@ -28,9 +28,10 @@ const METADATA_WATCH_JSON_ACCEPT: &str =
 const METADATA_API_VERSION: &str = "meta.k8s.io/v1";
 const METADATA_KIND: &str = "PartialObjectMetadata";
 
-/// The environment variable that overrides the default [`WireFormat`]: `json` or
-/// `protobuf`. Like client-go's `KUBE_FEATURE_*` gates for its content type, it is a switch for
-/// running a whole test suite in either format and for emergencies, not a configuration API.
+/// The environment variable [`WireFormat::from_env`] reads: `json` or `protobuf`. Like
+/// client-go's `KUBE_FEATURE_*` gates for its content type, it is a switch for running a whole
+/// test suite in either format and for emergencies, not a configuration API; nothing reads it
+/// unless the program calls `from_env`.
 pub const WIRE_FORMAT_ENV: &str = "KINFORMER_WIRE_FORMAT";
 
 /// What a [`KubeDecoder`] asks the server for.
@@ -44,8 +45,17 @@ pub enum WireFormat {
 }
 
 impl Default for WireFormat {
-    /// [`WireFormat::Protobuf`], unless [`WIRE_FORMAT_ENV`] says `json`.
+    /// [`WireFormat::Protobuf`], as client-go's typed clients since 1.32.
     fn default() -> Self {
+        WireFormat::Protobuf
+    }
+}
+
+impl WireFormat {
+    /// The format [`WIRE_FORMAT_ENV`] names (`json` or `protobuf`), else the default: for a
+    /// program (or a test run) that wants the choice in its environment, as client-go's env
+    /// gates do. Nothing in kinformer reads the variable unless this is called.
+    pub fn from_env() -> Self {
         match std::env::var(WIRE_FORMAT_ENV).as_deref() {
             Ok("json") => WireFormat::Json,
             Ok("protobuf") | Err(_) => WireFormat::Protobuf,

@@ -109,7 +109,7 @@ fn pods_reflector(
 ) -> kinformer_reflector::ReflectorBuilder<Pod, Cache<Pod>> {
     let client = client(server);
     Reflector::builder(
-        KubeListerWatcher::new(Api::<Pod>::all(client)),
+        KubeListerWatcher::new(Api::<Pod>::all(client)).wire_format(WireFormat::from_env()),
         Arc::clone(cache),
     )
     .backoff(quick_backoff())
@@ -599,7 +599,7 @@ async fn a_refusing_server_sees_requests_only_at_the_backoff_schedule() {
     let cache = Arc::new(Cache::<Pod>::default());
     let client = client(&server);
     let running = start(Reflector::builder(
-        KubeListerWatcher::new(Api::<Pod>::all(client)),
+        KubeListerWatcher::new(Api::<Pod>::all(client)).wire_format(WireFormat::from_env()),
         Arc::clone(&cache),
     ));
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -650,6 +650,7 @@ async fn namespace_and_label_selectors_narrow_the_cache() {
     let server = server_with_pods(40).await;
     let client = client(&server);
     let lister_watcher = KubeListerWatcher::new(Api::<Pod>::namespaced(client, "ns-3"))
+        .wire_format(WireFormat::from_env())
         .labels("tier=backend")
         .tweak_list_options(|options| {
             options.field_selector = Some("metadata.namespace=ns-3".into());

@@ -5,6 +5,7 @@
 use std::{io::Write, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Pod;
+use kinformer_reflector::WireFormat;
 use kinformer_reflector::{KubeListerWatcher, Reflector};
 use kinformer_store::{Cache, CacheReader};
 use kinformer_testing::{FakeApiServer, Fault, Verb, eventually, fixtures};
@@ -56,7 +57,7 @@ async fn list_watch_and_relist_are_traced_inside_the_reflector_span() {
     let cache = Arc::new(Cache::<Pod>::default());
     let reflector = Arc::new(
         Reflector::builder(
-            KubeListerWatcher::new(Api::<Pod>::all(client)),
+            KubeListerWatcher::new(Api::<Pod>::all(client)).wire_format(WireFormat::from_env()),
             Arc::clone(&cache),
         )
         .name("pods-under-test")
