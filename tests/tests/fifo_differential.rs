@@ -25,8 +25,8 @@ use std::{
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_fifo::{
-    Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Error as FifoError, KnownObjects, Popped, Queue,
-    RealFifo, RealFifoOptions,
+    AddKind, Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Error as FifoError, KnownObjects,
+    Popped, Processed, Queue, RealFifo, RealFifoOptions,
 };
 use kinformer_store::{Cache, CacheReader, ObjectOrTombstone, Store};
 use kinformer_tests::{
@@ -217,18 +217,18 @@ impl RustRun {
         let mut seen = None;
         let requeue = matches!(kind, PopKind::One { requeue: true });
         let known = self.known.as_deref();
-        let mut process = |popped: &Popped<Pod>, is_in_initial_list: bool| {
+        let mut process = |popped: &Popped<Pod>, kind: AddKind| {
             seen = Some(PoppedView {
-                is_in_initial_list,
+                is_in_initial_list: kind.is_initial_list(),
                 deltas: popped_views(popped),
                 requeued: requeue,
             });
             if requeue {
-                return Err(FifoError::requeue());
+                return Processed::Requeue;
             }
-            match known {
-                Some(cache) => apply(cache, popped),
-                None => Ok(()),
+            match known.map(|cache| apply(cache, popped)) {
+                Some(Err(error)) => Processed::Failed(error.into()),
+                Some(Ok(())) | None => Processed::Done,
             }
         };
         let future = match kind {

@@ -134,7 +134,10 @@ async fn the_factory_hands_every_informers_errors_to_one_handler() {
         .build();
     factory.informer::<Pod>().expect("informer");
     factory.start().expect("started");
-    let (informer, error) = errors.recv().await.expect("an error is handed over");
+    let (informer, error) = tokio::time::timeout(PATIENCE, errors.recv())
+        .await
+        .expect("an error within the patience")
+        .expect("an error is handed over");
     assert_eq!(informer, "Pod");
     assert!(error.starts_with("forbidden (403)"), "{error}");
     // The handler replaces nothing else: the informer retries and syncs.

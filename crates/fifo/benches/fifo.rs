@@ -27,7 +27,9 @@ use std::{collections::BTreeMap, hint::black_box, sync::Arc};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kinformer_fifo::{DeltaFifo, DeltaFifoOptions, Queue, RealFifo, RealFifoOptions};
+use kinformer_fifo::{
+    AddKind, DeltaFifo, DeltaFifoOptions, Processed, Queue, RealFifo, RealFifoOptions,
+};
 use kinformer_store::{Cache, Store};
 use kube_core::ObjectMeta;
 
@@ -95,9 +97,9 @@ fn runtime() -> tokio::runtime::Runtime {
 fn pop_all(runtime: &tokio::runtime::Runtime, queue: &dyn Queue<Pod>, batched: bool) -> usize {
     runtime.block_on(async {
         let mut popped = 0;
-        let mut count = |p: &kinformer_fifo::Popped<Pod>, _: bool| {
+        let mut count = |p: &kinformer_fifo::Popped<Pod>, _: AddKind| {
             popped += p.deltas().len();
-            Ok(())
+            Processed::Done
         };
         while !queue.is_empty() {
             let outcome = if batched {

@@ -5,14 +5,14 @@ use std::{collections::VecDeque, fmt, hash::BuildHasher, sync::Arc};
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use kinformer_store::{
-    DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
+    AddKind, DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
 };
 use parking_lot::Mutex;
 
 use crate::{
     BoxFuture, Delta, DeltaType, Deltas, Error, KnownObjects, Popped, ProcessFn, Queue, Result,
     Transformer,
-    queue::{Verdict, Waker},
+    queue::{Processed, Waker},
 };
 
 type StoreResult<T> = kinformer_store::Result<T>;
@@ -332,16 +332,26 @@ impl<K> DeltaFifo<K> {
         let Some(slot) = state.pop_front() else {
             return state.closed.then_some(Err(Error::Closed));
         };
-        let is_in_initial_list = !state.has_synced();
+        let kind = if state.has_synced() {
+            AddKind::Live
+        } else {
+            AddKind::InitialList
+        };
         if state.initial_population_count > 0 {
             state.initial_population_count -= 1;
         }
         let Slot { key, deltas, .. } = slot;
         let popped = Popped::Deltas(deltas);
-        let outcome = match Verdict::of(process(&popped, is_in_initial_list)) {
-            Verdict::Done => Ok(popped),
-            Verdict::Failed(error) => Err(error),
-            Verdict::Requeue(failure) => {
+        let (requeue, failure) = match process(&popped, kind) {
+            Processed::Done => (false, None),
+            Processed::Requeue => (true, None),
+            Processed::Failed(source) => (false, Some(Error::Process { source })),
+            Processed::Retry(source) => (true, Some(Error::Process { source })),
+        };
+        let outcome = match (requeue, failure) {
+            (false, None) => Ok(popped),
+            (false, Some(error)) => Err(error),
+            (true, failure) => {
                 state.populated = true;
                 if let Popped::Deltas(deltas) = &popped
                     && state.position_of(&key).is_none()

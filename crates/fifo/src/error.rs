@@ -3,7 +3,7 @@
 /// A boxed error from a process function.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// Everything a queue can report, and what a process function can ask of it.
+/// Everything a queue can report.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -11,16 +11,8 @@ pub enum Error {
     #[doc(alias = "ErrFIFOClosed")]
     #[error("the queue is closed")]
     Closed,
-    /// Returned by a process function: put the popped item back in the queue (unless the key
-    /// has been queued again meanwhile), then report `source`, if any, from `pop`.
-    #[doc(alias = "ErrRequeue")]
-    #[error("the popped item was requeued")]
-    Requeue {
-        /// The failure to hand back from `pop` after requeueing; `None` makes `pop` succeed.
-        #[source]
-        source: Option<BoxError>,
-    },
-    /// Returned by a process function that failed; `pop` hands it back and drops the item.
+    /// The process function reported a failure ([`Processed::Failed`](crate::Processed) or
+    /// [`Processed::Retry`](crate::Processed)); `pop` hands it back.
     #[error("processing the popped item failed")]
     Process {
         /// What the process function reported.
@@ -39,27 +31,6 @@ pub enum Error {
         /// Which combination was refused.
         reason: &'static str,
     },
-}
-
-impl Error {
-    /// Asks `pop` to requeue the item and then succeed.
-    pub fn requeue() -> Self {
-        Self::Requeue { source: None }
-    }
-
-    /// Asks `pop` to requeue the item and then report `source`.
-    pub fn requeue_with(source: impl Into<BoxError>) -> Self {
-        Self::Requeue {
-            source: Some(source.into()),
-        }
-    }
-
-    /// A process function's failure.
-    pub fn process(source: impl Into<BoxError>) -> Self {
-        Self::Process {
-            source: source.into(),
-        }
-    }
 }
 
 /// The queue layer's result type.

@@ -23,7 +23,7 @@
 //! use std::sync::Arc;
 //!
 //! use k8s_openapi::api::core::v1::Pod;
-//! use kinformer_fifo::{DeltaFifo, DeltaFifoOptions, DeltaType, Queue};
+//! use kinformer_fifo::{AddKind, DeltaFifo, DeltaFifoOptions, DeltaType, Processed, Queue};
 //! use kinformer_store::Store;
 //! use kube_core::ObjectMeta;
 //!
@@ -45,10 +45,10 @@
 //!
 //! let mut seen = Vec::new();
 //! let popped = fifo
-//!     .pop(&mut |popped, is_in_initial_list| {
-//!         assert!(is_in_initial_list);
+//!     .pop(&mut |popped, kind| {
+//!         assert_eq!(kind, AddKind::InitialList);
 //!         seen.extend(popped.deltas().iter().map(|delta| delta.kind));
-//!         Ok(())
+//!         Processed::Done
 //!     })
 //!     .await?;
 //! assert_eq!(seen, [DeltaType::Replaced, DeltaType::Updated]);
@@ -72,7 +72,7 @@
 //!
 //! - Objects without a name are refused with [`kinformer_store::Error::MissingName`] before
 //!   anything is queued, by every write including `replace`; client-go keys them as `""`.
-//! - A process function can requeue on both queues ([`Error::requeue`]); client-go's RealFIFO
+//! - A process function can requeue on both queues ([`Processed::Requeue`]); client-go's RealFIFO
 //!   ignores requeue requests, ours puts the popped deltas back at the head.
 //! - Transformers cannot fail (they map `Arc<K>` to `Arc<K>`).
 //! - A known key that vanishes between `list_keys` and `get_by_key` gets no tombstone (a
@@ -101,12 +101,12 @@ mod error;
 mod queue;
 mod real_fifo;
 
-pub use kinformer_store::{DeletedFinalStateUnknown, ObjectOrTombstone};
+pub use kinformer_store::{AddKind, DeletedFinalStateUnknown, ObjectOrTombstone};
 
 pub use crate::{
     delta::{Delta, DeltaType, Deltas, Popped, ReplacedAll},
     delta_fifo::{DeltaFifo, DeltaFifoOptions},
     error::{BoxError, Error, Result},
-    queue::{BoxFuture, KnownObjects, ProcessFn, Queue, Transformer},
+    queue::{BoxFuture, KnownObjects, ProcessFn, Processed, Queue, Transformer},
     real_fifo::{DEFAULT_BATCH_SIZE, RealFifo, RealFifoOptions},
 };

@@ -12,21 +12,40 @@ use std::{
 use kinformer_store::{CacheReader, Store};
 use tokio::sync::Notify;
 
-use crate::{Deltas, Error, Popped, Result};
+use kinformer_store::AddKind;
+
+use crate::{BoxError, Deltas, Popped, Result};
 
 /// A boxed, sendable future, as the object-safe [`Queue`] returns from its async methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The process function a pop calls with what it popped and whether that belongs to the
-/// initial list (the first replace, not yet popped in full).
+/// initial list (the first replace, not yet popped in full); it says what became of the item.
 ///
 /// It runs while the queue's lock is held (unless a [`RealFifo`](crate::RealFifo) was built to
 /// unlock while processing), so it must not call back into the queue; in exchange nothing can
-/// queue, resync or replace the key it is processing until it returns. Return
-/// [`Error::requeue`] to put the item back, or [`Error::process`] to report a failure.
+/// queue, resync or replace the key it is processing until it returns.
 #[doc(alias = "PopProcessFunc")]
 #[doc(alias = "ProcessBatchFunc")]
-pub type ProcessFn<'a, K> = dyn FnMut(&Popped<K>, bool) -> Result<()> + Send + 'a;
+pub type ProcessFn<'a, K> = dyn FnMut(&Popped<K>, AddKind) -> Processed + Send + 'a;
+
+/// What a process function made of a popped item: an outcome, not an error.
+#[derive(Debug)]
+#[must_use]
+#[doc(alias = "ErrRequeue")]
+pub enum Processed {
+    /// Processed: the item leaves the queue and `pop` returns it.
+    Done,
+    /// Put the item back (unless its key was queued again meanwhile; the newer deltas win), and
+    /// let `pop` return it.
+    Requeue,
+    /// Failed: the item leaves the queue and `pop` reports
+    /// [`Error::Process`](crate::Error::Process).
+    Failed(BoxError),
+    /// Failed, and put back for another try as [`Requeue`](Self::Requeue) does; `pop` reports
+    /// [`Error::Process`](crate::Error::Process).
+    Retry(BoxError),
+}
 
 /// Applied to every object on its way into a queue (never to tombstones or resync objects),
 /// for instance to drop fields the consumer never reads before they are cached.
@@ -75,8 +94,9 @@ pub trait Queue<K>: Store<K> {
     ///
     /// # Errors
     ///
-    /// [`Error::Closed`] once the queue is closed and empty; what the process function returned
-    /// ([`Error::Process`], or a requeue's source as [`Error::Process`]) otherwise.
+    /// [`Error::Closed`](crate::Error::Closed) once the queue is closed and empty;
+    /// [`Error::Process`](crate::Error::Process) for what the process function reported as
+    /// [`Processed::Failed`] or [`Processed::Retry`].
     #[doc(alias = "Pop")]
     fn pop<'a>(&'a self, process: &'a mut ProcessFn<'_, K>) -> BoxFuture<'a, Result<Popped<K>>>;
 
@@ -106,7 +126,7 @@ pub trait Queue<K>: Store<K> {
     ///
     /// # Errors
     ///
-    /// [`Error::Key`] when the newest delta's object cannot be keyed.
+    /// [`Error::Key`](crate::Error::Key) when the newest delta's object cannot be keyed.
     #[doc(alias = "AddIfNotPresent")]
     fn add_if_not_present(&self, deltas: Deltas<K>) -> Result<()>;
 
@@ -127,8 +147,8 @@ pub trait Queue<K>: Store<K> {
     #[doc(alias = "HasSynced")]
     fn has_synced(&self) -> bool;
 
-    /// Closes the queue: every waiting pop wakes, and pops report [`Error::Closed`] once the
-    /// queue is empty.
+    /// Closes the queue: every waiting pop wakes, and pops report
+    /// [`Error::Closed`](crate::Error::Closed) once the queue is empty.
     #[doc(alias = "Close")]
     fn close(&self);
 
@@ -202,27 +222,5 @@ struct Registered<'a>(&'a AtomicUsize);
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// What a process function's verdict means for the popped item.
-pub(crate) enum Verdict {
-    /// Processing succeeded: return the item.
-    Done,
-    /// Put the item back, then return `Ok` or this failure.
-    Requeue(Option<Error>),
-    /// Return this failure.
-    Failed(Error),
-}
-
-impl Verdict {
-    pub(crate) fn of(outcome: Result<()>) -> Self {
-        match outcome {
-            Ok(()) => Self::Done,
-            Err(Error::Requeue { source }) => {
-                Self::Requeue(source.map(|source| Error::Process { source }))
-            }
-            Err(error) => Self::Failed(error),
-        }
     }
 }

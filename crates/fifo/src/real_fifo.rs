@@ -8,14 +8,14 @@ use std::{
 
 use foldhash::fast::RandomState;
 use kinformer_store::{
-    DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
+    AddKind, DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
 };
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::{
     BoxFuture, Delta, DeltaType, Deltas, Error, KnownObjects, Popped, ProcessFn, Queue,
     ReplacedAll, Result, Transformer,
-    queue::{Verdict, Waker},
+    queue::{Processed, Waker},
 };
 
 type StoreResult<T> = kinformer_store::Result<T>;
@@ -348,21 +348,29 @@ impl<K> RealFifo<K> {
         if state.items.is_empty() {
             return state.closed.then_some(Err(Error::Closed));
         }
-        let is_in_initial_list = !state.has_synced();
+        let kind = if state.has_synced() {
+            AddKind::Live
+        } else {
+            AddKind::InitialList
+        };
         let popped = self.take(&mut state, batched);
         let consumed = popped.queue_items();
         let unlock = self.unlock_while_processing && state.items.len() < self.batch_size * 2;
         let outcome = if unlock {
-            MutexGuard::unlocked(&mut state, || process(&popped, is_in_initial_list))
+            MutexGuard::unlocked(&mut state, || process(&popped, kind))
         } else {
-            process(&popped, is_in_initial_list)
+            process(&popped, kind)
         };
-        let outcome = match Verdict::of(outcome) {
-            Verdict::Done => Ok(popped),
-            Verdict::Failed(error) => Err(error),
-            Verdict::Requeue(failure) => {
+        let outcome = match outcome {
+            Processed::Done => Ok(popped),
+            Processed::Failed(source) => Err(Error::Process { source }),
+            Processed::Requeue => {
                 self.requeue_front(&mut state, &popped);
-                return Some(failure.map_or(Ok(popped), Err));
+                return Some(Ok(popped));
+            }
+            Processed::Retry(source) => {
+                self.requeue_front(&mut state, &popped);
+                return Some(Err(Error::Process { source }));
             }
         };
         // Counted only once processing is over, so has_synced never reports true while the

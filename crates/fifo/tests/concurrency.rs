@@ -15,7 +15,8 @@ use std::{
 
 use common::{Obj, obj};
 use kinformer_fifo::{
-    DeltaFifo, DeltaFifoOptions, DeltaType, Error, Popped, Queue, RealFifo, RealFifoOptions,
+    AddKind, DeltaFifo, DeltaFifoOptions, DeltaType, Error, Popped, Processed, Queue, RealFifo,
+    RealFifoOptions,
 };
 use kinformer_store::{Cache, CacheReader, Store};
 use parking_lot::Mutex;
@@ -101,7 +102,7 @@ async fn run(queue: Arc<dyn Queue<Obj>>, cache: Arc<Cache<Obj>>) {
         let cache = Arc::clone(&cache);
         let delivered = Arc::clone(&delivered);
         tokio::spawn(async move {
-            let mut process = |popped: &Popped<Obj>, _: bool| -> kinformer_fifo::Result<()> {
+            let mut process = |popped: &Popped<Obj>, _: AddKind| -> Processed {
                 let mut delivered = delivered.lock();
                 for delta in popped.deltas() {
                     let object = Arc::clone(delta.object());
@@ -116,7 +117,7 @@ async fn run(queue: Arc<dyn Queue<Obj>>, cache: Arc<Cache<Obj>>) {
                         _ => cache.update(object).unwrap(),
                     }
                 }
-                Ok(())
+                Processed::Done
             };
             loop {
                 match queue.pop_batch(&mut process).await {

@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 
 use common::{D, Obj, describe_all, expect, known, obj, pop, pop_described, pop_newest};
 use kinformer_fifo::{
-    DeltaFifo, DeltaFifoOptions, DeltaType::*, Deltas, Error, Popped, Queue, Transformer,
+    DeltaFifo, DeltaFifoOptions, DeltaType::*, Deltas, Error, Popped, Processed, Queue, Transformer,
 };
 use kinformer_store::Store;
 
@@ -36,7 +36,7 @@ async fn concurrent_producers_keep_each_producers_order() {
         .collect();
     let mut last = std::collections::HashMap::new();
     for _ in 0..AMOUNT * 2 {
-        let popped = fifo.pop(&mut |_, _| Ok(())).await.unwrap();
+        let popped = fifo.pop(&mut |_, _| Processed::Done).await.unwrap();
         let newest = popped.deltas().last().unwrap().object().clone();
         let prefix = newest.name[..1].to_owned();
         let previous = last.insert(prefix, newest.val).unwrap_or(0);
@@ -167,14 +167,14 @@ async fn a_process_function_can_requeue_what_it_popped() {
     let popped = fifo
         .pop(&mut |popped, _| {
             assert_eq!(popped.deltas()[0].object().name, "foo");
-            Err(Error::requeue())
+            Processed::Requeue
         })
         .await;
     assert!(popped.is_ok());
     assert!(fifo.get_by_key("foo").is_some(), "requeued");
 
     let popped = fifo
-        .pop(&mut |_, _| Err(Error::requeue_with("test error")))
+        .pop(&mut |_, _| Processed::Retry("test error".into()))
         .await;
     match popped {
         Err(Error::Process { source }) => assert_eq!(source.to_string(), "test error"),
@@ -182,7 +182,7 @@ async fn a_process_function_can_requeue_what_it_popped() {
     }
     assert!(fifo.get_by_key("foo").is_some(), "requeued again");
 
-    fifo.pop(&mut |_, _| Ok(())).await.unwrap();
+    fifo.pop(&mut |_, _| Processed::Done).await.unwrap();
     assert!(fifo.get_by_key("foo").is_none(), "removed");
 }
 
@@ -202,8 +202,11 @@ async fn one_pop_delivers_every_change_to_a_key_and_the_newest_last() {
     assert_eq!(fifo.list_keys(), ["foo"]);
 
     assert_eq!(pop_newest(&fifo).val, 15);
-    let second =
-        tokio::time::timeout(Duration::from_millis(50), fifo.pop(&mut |_, _| Ok(()))).await;
+    let second = tokio::time::timeout(
+        Duration::from_millis(50),
+        fifo.pop(&mut |_, _| Processed::Done),
+    )
+    .await;
     assert!(second.is_err(), "a second value was popped: {second:?}");
     assert!(
         fifo.get(&obj("foo", 0)).unwrap().is_none(),
@@ -246,8 +249,11 @@ async fn replace_appends_to_a_queued_key_instead_of_queueing_it_twice() {
     fifo.add(obj("foo", 10)).unwrap();
     fifo.replace(vec![obj("foo", 15)], "0").unwrap();
     assert_eq!(pop_newest(&fifo).val, 15);
-    let second =
-        tokio::time::timeout(Duration::from_millis(50), fifo.pop(&mut |_, _| Ok(()))).await;
+    let second = tokio::time::timeout(
+        Duration::from_millis(50),
+        fifo.pop(&mut |_, _| Processed::Done),
+    )
+    .await;
     assert!(second.is_err(), "a second value was popped");
 }
 
@@ -492,7 +498,7 @@ async fn close_wakes_every_waiting_pop() {
     let waiters: Vec<_> = (0..10)
         .map(|_| {
             let fifo = Arc::clone(&fifo);
-            tokio::spawn(async move { fifo.pop(&mut |_, _| Ok(())).await.map(|_| ()) })
+            tokio::spawn(async move { fifo.pop(&mut |_, _| Processed::Done).await.map(|_| ()) })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -589,9 +595,9 @@ fn pops_report_whether_they_belong_to_the_initial_list() {
     fifo.add(obj("b", 1)).unwrap();
     let mut initial = Vec::new();
     while let Some(popped) = fifo
-        .try_pop(&mut |_, is_in_initial_list| {
-            initial.push(is_in_initial_list);
-            Ok(())
+        .try_pop(&mut |_, kind| {
+            initial.push(kind.is_initial_list());
+            Processed::Done
         })
         .unwrap()
     {
@@ -604,7 +610,7 @@ fn pops_report_whether_they_belong_to_the_initial_list() {
 fn a_failed_process_drops_the_item_and_reports_the_failure() {
     let fifo = plain();
     fifo.add(obj("a", 1)).unwrap();
-    let outcome = fifo.try_pop(&mut |_, _| Err(Error::process("handler broke")));
+    let outcome = fifo.try_pop(&mut |_, _| Processed::Failed("handler broke".into()));
     assert!(matches!(outcome, Err(Error::Process { .. })));
     assert!(fifo.is_empty());
 }
@@ -615,7 +621,7 @@ async fn a_pop_waiting_on_an_empty_queue_wakes_when_something_is_added() {
     let waiter = {
         let fifo = Arc::clone(&fifo);
         tokio::spawn(async move {
-            fifo.pop(&mut |_, _| Ok(()))
+            fifo.pop(&mut |_, _| Processed::Done)
                 .await
                 .map(|popped| popped.deltas().len())
         })
@@ -634,9 +640,9 @@ async fn a_closed_queue_still_hands_out_what_it_holds() {
     let fifo = plain();
     fifo.add(obj("a", 1)).unwrap();
     fifo.close();
-    assert!(fifo.pop(&mut |_, _| Ok(())).await.is_ok());
+    assert!(fifo.pop(&mut |_, _| Processed::Done).await.is_ok());
     assert!(matches!(
-        fifo.pop(&mut |_, _| Ok(())).await,
+        fifo.pop(&mut |_, _| Processed::Done).await,
         Err(Error::Closed)
     ));
 }

@@ -12,7 +12,8 @@ use std::{
 
 use common::{Obj, describe_all, obj};
 use kinformer_fifo::{
-    Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Popped, Queue, RealFifo, RealFifoOptions,
+    Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Popped, Processed, Queue, RealFifo,
+    RealFifoOptions,
 };
 use kinformer_store::{Cache, CacheReader, Store};
 use proptest::prelude::*;
@@ -286,8 +287,8 @@ fn run(queue: &dyn Queue<Obj>, op: &Op) -> Option<(Vec<String>, bool)> {
             let mut initial = None;
             let popped: Option<Popped<Obj>> = queue
                 .try_pop(&mut |_, is_in_initial_list| {
-                    initial = Some(is_in_initial_list);
-                    Ok(())
+                    initial = Some(is_in_initial_list.is_initial_list());
+                    Processed::Done
                 })
                 .unwrap();
             return popped.map(|popped| (describe_all(popped.deltas()), initial.unwrap()));
@@ -392,9 +393,9 @@ proptest! {
                     let mut initial = None;
                     queue
                         .try_pop(&mut |popped, is_in_initial_list| {
-                            initial = Some(is_in_initial_list);
+                            initial = Some(is_in_initial_list.is_initial_list());
                             apply(&cache, popped.deltas());
-                            Ok(())
+                            Processed::Done
                         })
                         .unwrap()
                         .map(|popped| (describe_all(popped.deltas()), initial.unwrap()))
@@ -407,7 +408,7 @@ proptest! {
         while queue
             .try_pop(&mut |popped, _| {
                 apply(&cache, popped.deltas());
-                Ok(())
+                Processed::Done
             })
             .unwrap()
             .is_some()

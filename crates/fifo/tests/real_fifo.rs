@@ -12,7 +12,8 @@ use std::{
 
 use common::{D, Obj, describe_all, expect, known, obj, pop, pop_described, pop_newest};
 use kinformer_fifo::{
-    DeltaType::*, Error, KnownObjects, Popped, Queue, RealFifo, RealFifoOptions, Transformer,
+    DeltaType::*, Error, KnownObjects, Popped, Processed, Queue, RealFifo, RealFifoOptions,
+    Transformer,
 };
 use kinformer_store::Store;
 
@@ -63,7 +64,7 @@ async fn concurrent_producers_keep_each_producers_order() {
         .collect();
     let mut last = std::collections::HashMap::new();
     for _ in 0..AMOUNT * 2 {
-        let popped = fifo.pop(&mut |_, _| Ok(())).await.unwrap();
+        let popped = fifo.pop(&mut |_, _| Processed::Done).await.unwrap();
         let newest = popped.deltas().last().unwrap().object().clone();
         let previous = last
             .insert(newest.name[..1].to_owned(), newest.val)
@@ -187,7 +188,11 @@ async fn every_change_is_delivered_in_its_own_pop() {
     for expected in [10, 12, 15] {
         assert_eq!(pop_newest(&fifo).val, expected);
     }
-    let more = tokio::time::timeout(Duration::from_millis(50), fifo.pop(&mut |_, _| Ok(()))).await;
+    let more = tokio::time::timeout(
+        Duration::from_millis(50),
+        fifo.pop(&mut |_, _| Processed::Done),
+    )
+    .await;
     assert!(more.is_err(), "an extra value was popped");
     assert!(fifo.is_empty());
 }
@@ -388,8 +393,8 @@ fn initial_population_counts_every_item_of_the_first_replace() {
         let mut initial = false;
         let popped = fifo
             .try_pop(&mut |_, is_in_initial_list| {
-                initial = is_in_initial_list;
-                Ok(())
+                initial = is_in_initial_list.is_initial_list();
+                Processed::Done
             })
             .unwrap()
             .unwrap();
@@ -455,7 +460,11 @@ async fn close_wakes_every_waiting_pop() {
     let waiters: Vec<_> = (0..10)
         .map(|_| {
             let fifo = Arc::clone(&fifo);
-            tokio::spawn(async move { fifo.pop_batch(&mut |_, _| Ok(())).await.map(|_| ()) })
+            tokio::spawn(async move {
+                fifo.pop_batch(&mut |_, _| Processed::Done)
+                    .await
+                    .map(|_| ())
+            })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -584,11 +593,11 @@ fn batched_pops_take_distinct_keys_and_stop_at_the_initial_list() {
         while !fifo.is_empty() {
             let popped = runtime
                 .block_on(fifo.pop_batch(&mut |popped, is_in_initial_list| {
-                    if is_in_initial_list {
+                    if is_in_initial_list.is_initial_list() {
                         initial_seen
                             .extend(popped.deltas().iter().map(|d| d.object().name.clone()));
                     }
-                    Ok(())
+                    Processed::Done
                 }))
                 .unwrap();
             if batches.is_empty() || popped.deltas().len() > 1 {
@@ -664,7 +673,7 @@ async fn an_atomic_replace_is_popped_whole_after_earlier_changes() {
     fifo.add(obj("foo", 10)).unwrap();
     fifo.replace(vec![obj("foo", 15)], "20").unwrap();
     assert_eq!(pop_newest(&fifo).val, 10);
-    match fifo.pop_batch(&mut |_, _| Ok(())).await.unwrap() {
+    match fifo.pop_batch(&mut |_, _| Processed::Done).await.unwrap() {
         Popped::ReplacedAll(all) => {
             assert_eq!(all.resource_version, "20");
             assert_eq!(all.objects[0].val, 15);
@@ -687,7 +696,7 @@ fn an_atomic_item_ends_a_batch_and_is_popped_alone() {
     let mut shapes = Vec::new();
     while !fifo.is_empty() {
         let popped = runtime
-            .block_on(fifo.pop_batch(&mut |_, _| Ok(())))
+            .block_on(fifo.pop_batch(&mut |_, _| Processed::Done))
             .unwrap();
         shapes.push(match popped {
             Popped::Batch(batch) => format!("batch of {}", batch.len()),
@@ -716,7 +725,7 @@ fn a_requeued_item_goes_back_to_the_head() {
     let fifo = empty();
     fifo.add(obj("a", 1)).unwrap();
     fifo.add(obj("b", 2)).unwrap();
-    let outcome = fifo.try_pop(&mut |_, _| Err(Error::requeue())).unwrap();
+    let outcome = fifo.try_pop(&mut |_, _| Processed::Requeue).unwrap();
     assert!(outcome.is_some());
     assert_eq!(
         drain(&fifo),
@@ -735,12 +744,12 @@ async fn unlocking_while_processing_lets_producers_in_and_delays_has_synced() {
         fifo.clone()
             .pop(&mut move |popped, is_in_initial_list| {
                 assert!(matches!(popped, Popped::ReplacedAll(_)));
-                assert!(is_in_initial_list);
+                assert!(is_in_initial_list.is_initial_list());
                 // The lock is released: a producer can queue, and has_synced waits for us.
                 fifo.add(obj("b", 2)).unwrap();
                 assert!(!fifo.has_synced());
                 producer_got_in.store(true, Ordering::SeqCst);
-                Ok(())
+                Processed::Done
             })
             .await
             .unwrap()

@@ -19,7 +19,7 @@ use std::{
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_fifo::{Delta, DeltaType, Deltas, Popped};
-use kinformer_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer};
+use kinformer_informer::{AddKind, HandlerFuncs, InformerOptions, SharedIndexInformer};
 use kinformer_reflector::{ListOptions, ListPage, ListerWatcher, Result, WatchStream};
 use kube_core::ObjectMeta;
 use tokio_util::sync::CancellationToken;
@@ -105,7 +105,9 @@ fn bench_case(
         });
         for i in 0..BATCH {
             let add = Popped::Deltas(Deltas::one(Delta::new(DeltaType::Added, pod(i, 0))));
-            informer.handle_deltas(&add, true).expect("applied");
+            informer
+                .handle_deltas(&add, AddKind::InitialList)
+                .expect("applied");
         }
         // Two prepared rounds, alternated, so every update changes the resourceVersion.
         let rounds: [Vec<Popped<Pod>>; 2] =
@@ -121,7 +123,9 @@ fn bench_case(
                     expected += BATCH as u64;
                     let started = Instant::now();
                     for item in items {
-                        informer.handle_deltas(item, false).expect("applied");
+                        informer
+                            .handle_deltas(item, AddKind::Live)
+                            .expect("applied");
                     }
                     if !time_handlers {
                         total += started.elapsed();

@@ -7,8 +7,8 @@ use std::{
 };
 
 use kinformer_fifo::{
-    DeltaFifo, DeltaFifoOptions, Error as FifoError, KnownObjects, Popped, Queue, RealFifo,
-    RealFifoOptions,
+    AddKind, DeltaFifo, DeltaFifoOptions, Error as FifoError, KnownObjects, Popped, Processed,
+    Queue, RealFifo, RealFifoOptions,
 };
 use kinformer_processor::{
     EventStream, HandlerFuncs, ListenerOptions, Registration, ResourceEventHandler,
@@ -397,9 +397,9 @@ impl<K: Object> SharedIndexInformer<K> {
     ///
     /// What the cache refused; the rest of a batch is still applied.
     #[doc(alias = "HandleDeltas")]
-    pub fn handle_deltas(&self, popped: &Popped<K>, is_in_initial_list: bool) -> Result<()> {
+    pub fn handle_deltas(&self, popped: &Popped<K>, kind: AddKind) -> Result<()> {
         let _blocked = self.inner.block_deltas.lock();
-        Ok(self.inner.applier.apply(popped, is_in_initial_list)?)
+        Ok(self.inner.applier.apply(popped, kind.is_initial_list())?)
     }
 
     /// Runs the informer until `token` fires: lists and watches, applies every change to the
@@ -549,15 +549,13 @@ impl<K: Object> SharedIndexInformer<K> {
         let applier = &self.inner.applier;
         let block_deltas = &self.inner.block_deltas;
         let upstream = applier.processor.upstream_synced();
-        let mut process = |popped: &Popped<K>, is_in_initial_list: bool| {
+        let mut process = |popped: &Popped<K>, kind: AddKind| {
             let _blocked = block_deltas.lock();
-            applier.apply(popped, is_in_initial_list).map_err(|error| {
-                if retry_on_error {
-                    FifoError::requeue_with(error)
-                } else {
-                    FifoError::process(error)
-                }
-            })
+            match applier.apply(popped, kind.is_initial_list()) {
+                Ok(()) => Processed::Done,
+                Err(error) if retry_on_error => Processed::Retry(Box::new(error)),
+                Err(error) => Processed::Failed(Box::new(error)),
+            }
         };
         loop {
             // With retries, one item per pop: a requeue puts back exactly what failed, never a

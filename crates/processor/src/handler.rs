@@ -3,7 +3,7 @@
 
 use std::{fmt, sync::Arc};
 
-use kinformer_store::ObjectOrTombstone;
+use kinformer_store::{AddKind, ObjectOrTombstone};
 
 /// One change to relay to a listener.
 ///
@@ -91,7 +91,7 @@ impl<K> Notification<K> {
             Self::Add {
                 obj,
                 is_in_initial_list,
-            } => handler.on_add(obj, AddKind::of(is_in_initial_list)),
+            } => handler.on_add(obj, add_kind(is_in_initial_list)),
             Self::Update { old, new } => handler.on_update(old, new),
             Self::Delete(obj) => handler.on_delete(obj),
         }
@@ -140,30 +140,11 @@ impl<K> PartialEq for Notification<K> {
     }
 }
 
-/// Where an added object comes from, as [`ResourceEventHandler::on_add`] and
-/// [`HandlerFuncs::add_func`] are told (client-go's `isInInitialList`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[doc(alias = "isInInitialList")]
-pub enum AddKind {
-    /// Part of the initial list: the first full list the informer saw, or the cache snapshot a
-    /// listener added after start receives.
-    InitialList,
-    /// A change after that: created on the server, or newly matching a selection.
-    Live,
-}
-
-impl AddKind {
-    /// Whether the object is part of the initial list.
-    pub fn is_initial_list(self) -> bool {
-        self == AddKind::InitialList
-    }
-
-    fn of(is_in_initial_list: bool) -> Self {
-        if is_in_initial_list {
-            AddKind::InitialList
-        } else {
-            AddKind::Live
-        }
+fn add_kind(is_in_initial_list: bool) -> AddKind {
+    if is_in_initial_list {
+        AddKind::InitialList
+    } else {
+        AddKind::Live
     }
 }
 

@@ -101,7 +101,7 @@ mod stream;
 pub use crate::{
     buffer::{BufferPolicy, Overflow},
     error::{Error, Result},
-    handler::{AddKind, FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
+    handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
     listener::{ListenerOptions, ListenerStats, Registration},
     processor::{
         DistributionBatch, MINIMUM_RESYNC_PERIOD, Recipients, SharedProcessor,
@@ -111,4 +111,4 @@ pub use crate::{
     stream::EventStream,
 };
 /// Re-exported from `kinformer-store`: what a deletion carries.
-pub use kinformer_store::{DeletedFinalStateUnknown, ObjectOrTombstone};
+pub use kinformer_store::{AddKind, DeletedFinalStateUnknown, ObjectOrTombstone};

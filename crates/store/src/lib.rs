@@ -129,6 +129,7 @@
 //! over, which is what listers and controllers do most, and an informer has a single writer that
 //! is rarely saturated. SipHash costs 2 to 3 times foldhash. The single lock stays.
 
+mod add_kind;
 mod cache;
 mod error;
 mod intern;
@@ -142,6 +143,7 @@ mod tombstone;
 mod traits;
 
 pub use crate::{
+    add_kind::AddKind,
     cache::Cache,
     error::{Error, Result},
     intern::Interned,

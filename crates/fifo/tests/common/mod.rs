@@ -6,7 +6,7 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use kinformer_fifo::{Delta, DeltaType, Deltas, KnownObjects, Popped, Queue};
+use kinformer_fifo::{Delta, DeltaType, Deltas, KnownObjects, Popped, Processed, Queue};
 use kinformer_store::{CacheReader, Object, ObjectOrTombstone};
 
 /// client-go's `testFifoObject`: a name (its key) and a value.
@@ -99,7 +99,7 @@ pub fn describe_all(deltas: &[Delta<Obj>]) -> Vec<String> {
 /// client-go's `Pop(queue)` helper: pops one item without waiting, panicking if empty.
 pub fn pop(queue: &dyn Queue<Obj>) -> Popped<Obj> {
     queue
-        .try_pop(&mut |_, _| Ok(()))
+        .try_pop(&mut |_, _| Processed::Done)
         .expect("pop failed")
         .expect("queue unexpectedly empty")
 }
