@@ -4,8 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A setting that only applies before start (`set_transform`, `set_watch_error_handler`),
-    /// or a second `run`, came after the informer started.
+    /// `run` was called on an informer that is already running.
     #[error("cannot {action}: the informer has already started")]
     AlreadyStarted {
         /// What was attempted.
