@@ -58,10 +58,11 @@ mod ser;
 mod time;
 mod wire;
 
-/// The messages a server or a client names directly rather than by kind: a watch's `ERROR`
-/// event carries a [`STATUS`], a list's `metadata` is a [`LIST_META`], a metadata-only answer
-/// is made of [`PARTIAL_OBJECT_METADATA`].
 pub mod messages {
+    //! The messages a server or a client names directly rather than by kind: a watch's `ERROR`
+    //! event carries a [`STATUS`], a list's `metadata` is a [`LIST_META`], a metadata-only
+    //! answer is made of [`PARTIAL_OBJECT_METADATA`].
+
     pub use crate::generated::{
         META_V1_LIST_META as LIST_META, META_V1_OBJECT_META as OBJECT_META,
         META_V1_PARTIAL_OBJECT_METADATA as PARTIAL_OBJECT_METADATA, META_V1_STATUS as STATUS,
