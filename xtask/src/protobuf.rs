@@ -156,9 +156,14 @@ fn split_by_group(text: &str) -> Result<BTreeMap<String, String>, String> {
     files.insert("mod.rs".to_owned(), module);
     for (group, body) in &groups {
         // Only a group that names another group's tables imports them.
+        let defined: BTreeSet<&str> = body
+            .lines()
+            .filter_map(|line| line.strip_prefix("pub static "))
+            .filter_map(|rest| rest.split(':').next())
+            .collect();
         let foreign = referenced_tables(body)
             .iter()
-            .any(|name| !body.contains(&format!("pub static {name}: Message")));
+            .any(|name| !defined.contains(name));
         let imports = if foreign {
             format!("use super::*;\n{IMPORT}")
         } else {

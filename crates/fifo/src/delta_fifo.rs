@@ -5,14 +5,14 @@ use std::{collections::VecDeque, fmt, hash::BuildHasher, sync::Arc};
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use kinformer_store::{
-    AddKind, DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
+    DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
 };
 use parking_lot::Mutex;
 
 use crate::{
     BoxFuture, Delta, DeltaType, Deltas, Error, KnownObjects, Popped, ProcessFn, Queue, Result,
     Transformer,
-    queue::{Processed, Waker},
+    queue::{Waker, add_kind},
 };
 
 type StoreResult<T> = kinformer_store::Result<T>;
@@ -332,41 +332,28 @@ impl<K> DeltaFifo<K> {
         let Some(slot) = state.pop_front() else {
             return state.closed.then_some(Err(Error::Closed));
         };
-        let kind = if state.has_synced() {
-            AddKind::Live
-        } else {
-            AddKind::InitialList
-        };
+        let kind = add_kind(state.has_synced());
         if state.initial_population_count > 0 {
             state.initial_population_count -= 1;
         }
         let Slot { key, deltas, .. } = slot;
         let popped = Popped::Deltas(deltas);
-        let (requeue, failure) = match process(&popped, kind) {
-            Processed::Done => (false, None),
-            Processed::Requeue => (true, None),
-            Processed::Failed(source) => (false, Some(Error::Process { source })),
-            Processed::Retry(source) => (true, Some(Error::Process { source })),
-        };
-        let outcome = match (requeue, failure) {
-            (false, None) => Ok(popped),
-            (false, Some(error)) => Err(error),
-            (true, failure) => {
-                state.populated = true;
-                if let Popped::Deltas(deltas) = &popped
-                    && state.position_of(&key).is_none()
-                {
-                    let mut deltas = deltas.clone().into_iter();
-                    if let Some(first) = deltas.next() {
-                        let (at, _) = state.push(key, first);
-                        for delta in deltas {
-                            state.slots[at].deltas.push(delta);
-                        }
+        let processed = process(&popped, kind);
+        if processed.requeues() {
+            state.populated = true;
+            if let Popped::Deltas(deltas) = &popped
+                && state.position_of(&key).is_none()
+            {
+                let mut deltas = deltas.clone().into_iter();
+                if let Some(first) = deltas.next() {
+                    let (at, _) = state.push(key, first);
+                    for delta in deltas {
+                        state.slots[at].deltas.push(delta);
                     }
                 }
-                failure.map_or(Ok(popped), Err)
             }
-        };
+        }
+        let outcome = processed.into_result(popped);
         let more = !state.slots.is_empty();
         drop(state);
         if more {

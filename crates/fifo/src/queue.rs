@@ -47,6 +47,33 @@ pub enum Processed {
     Retry(BoxError),
 }
 
+impl Processed {
+    /// Whether the popped item goes back into the queue.
+    pub(crate) fn requeues(&self) -> bool {
+        matches!(self, Processed::Requeue | Processed::Retry(_))
+    }
+
+    /// What `pop` returns for `popped`.
+    pub(crate) fn into_result<T>(self, popped: T) -> Result<T> {
+        match self {
+            Processed::Done | Processed::Requeue => Ok(popped),
+            Processed::Failed(source) | Processed::Retry(source) => {
+                Err(crate::Error::Process { source })
+            }
+        }
+    }
+}
+
+/// What a pop tells its process function: whether the initial population is still being
+/// popped.
+pub(crate) fn add_kind(synced: bool) -> AddKind {
+    if synced {
+        AddKind::Live
+    } else {
+        AddKind::InitialList
+    }
+}
+
 /// Applied to every object on its way into a queue (never to tombstones or resync objects),
 /// for instance to drop fields the consumer never reads before they are cached.
 ///

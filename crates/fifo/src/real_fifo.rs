@@ -8,14 +8,14 @@ use std::{
 
 use foldhash::fast::RandomState;
 use kinformer_store::{
-    AddKind, DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
+    DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
 };
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::{
     BoxFuture, Delta, DeltaType, Deltas, Error, KnownObjects, Popped, ProcessFn, Queue,
     ReplacedAll, Result, Transformer,
-    queue::{Processed, Waker},
+    queue::{Waker, add_kind},
 };
 
 type StoreResult<T> = kinformer_store::Result<T>;
@@ -348,11 +348,7 @@ impl<K> RealFifo<K> {
         if state.items.is_empty() {
             return state.closed.then_some(Err(Error::Closed));
         }
-        let kind = if state.has_synced() {
-            AddKind::Live
-        } else {
-            AddKind::InitialList
-        };
+        let kind = add_kind(state.has_synced());
         let popped = self.take(&mut state, batched);
         let consumed = popped.queue_items();
         let unlock = self.unlock_while_processing && state.items.len() < self.batch_size * 2;
@@ -361,18 +357,11 @@ impl<K> RealFifo<K> {
         } else {
             process(&popped, kind)
         };
-        let outcome = match outcome {
-            Processed::Done => Ok(popped),
-            Processed::Failed(source) => Err(Error::Process { source }),
-            Processed::Requeue => {
-                self.requeue_front(&mut state, &popped);
-                return Some(Ok(popped));
-            }
-            Processed::Retry(source) => {
-                self.requeue_front(&mut state, &popped);
-                return Some(Err(Error::Process { source }));
-            }
-        };
+        if outcome.requeues() {
+            self.requeue_front(&mut state, &popped);
+            return Some(outcome.into_result(popped));
+        }
+        let outcome = outcome.into_result(popped);
         // Counted only once processing is over, so has_synced never reports true while the
         // last initial item is still being processed.
         state.initial_population_count = state.initial_population_count.saturating_sub(consumed);

@@ -3,7 +3,7 @@
 
 use std::{collections::HashSet, sync::Arc};
 
-use kinformer_fifo::{Delta, DeltaType, Popped, ReplacedAll};
+use kinformer_fifo::{AddKind, Delta, DeltaType, Popped, ReplacedAll};
 use kinformer_processor::{DistributionBatch, Notification, Recipients, SharedProcessor};
 use kinformer_store::{DeletedFinalStateUnknown, Indexer, KeyFunc, Object};
 use tracing::{debug, trace};
@@ -18,18 +18,14 @@ pub(crate) struct Applier<K> {
 impl<K: Object> Applier<K> {
     /// Processes one popped item; the caller holds the informer's delta lock, so no late
     /// handler can join between the cache change and its notification.
-    pub(crate) fn apply(
-        &self,
-        popped: &Popped<K>,
-        is_in_initial_list: bool,
-    ) -> kinformer_store::Result<()> {
+    pub(crate) fn apply(&self, popped: &Popped<K>, kind: AddKind) -> kinformer_store::Result<()> {
         // One popped item can carry a thousand deltas; handler threads are woken once per
         // handoff of them, and for the rest when the item is done.
         let out = self.processor.batch();
         match popped {
             Popped::Deltas(deltas) => {
                 for delta in deltas {
-                    self.apply_delta(delta, is_in_initial_list, &out)?;
+                    self.apply_delta(delta, kind, &out)?;
                 }
                 Ok(())
             }
@@ -38,15 +34,13 @@ impl<K: Object> Applier<K> {
                 // and the first failure is reported after the rest went through.
                 let mut first_error = None;
                 for delta in batch {
-                    if let Err(error) = self.apply_delta(delta, is_in_initial_list, &out) {
+                    if let Err(error) = self.apply_delta(delta, kind, &out) {
                         first_error.get_or_insert(error);
                     }
                 }
                 first_error.map_or(Ok(()), Err)
             }
-            Popped::ReplacedAll(replaced) => {
-                self.apply_replaced_all(replaced, is_in_initial_list, &out)
-            }
+            Popped::ReplacedAll(replaced) => self.apply_replaced_all(replaced, kind, &out),
             Popped::SyncAll => {
                 for obj in self.indexer.list() {
                     out.distribute(
@@ -70,7 +64,7 @@ impl<K: Object> Applier<K> {
     fn apply_delta(
         &self,
         delta: &Delta<K>,
-        is_in_initial_list: bool,
+        kind: AddKind,
         out: &DistributionBatch<'_, K>,
     ) -> kinformer_store::Result<()> {
         match delta.kind {
@@ -84,7 +78,7 @@ impl<K: Object> Applier<K> {
                 match self.indexer.upsert(Arc::clone(&obj))? {
                     Some(old) => distribute_update(out, old, obj),
                     None => {
-                        out.distribute(add_notification(obj, is_in_initial_list), Recipients::All);
+                        out.distribute(add_notification(obj, kind), Recipients::All);
                     }
                 }
             }
@@ -98,7 +92,7 @@ impl<K: Object> Applier<K> {
     fn apply_replaced_all(
         &self,
         replaced: &ReplacedAll<K>,
-        is_in_initial_list: bool,
+        kind: AddKind,
         out: &DistributionBatch<'_, K>,
     ) -> kinformer_store::Result<()> {
         let mut listed_keys = HashSet::with_capacity(replaced.objects.len());
@@ -126,7 +120,7 @@ impl<K: Object> Applier<K> {
         for (old, new) in replacements {
             match old {
                 Some(old) => distribute_update(out, old, new),
-                None => out.distribute(add_notification(new, is_in_initial_list), Recipients::All),
+                None => out.distribute(add_notification(new, kind), Recipients::All),
             }
         }
         Ok(())
@@ -144,11 +138,10 @@ fn distribute_update<K: Object>(out: &DistributionBatch<'_, K>, old: Arc<K>, new
     out.distribute(Notification::update(old, new), recipients);
 }
 
-fn add_notification<K>(obj: Arc<K>, is_in_initial_list: bool) -> Notification<K> {
-    if is_in_initial_list {
-        Notification::initial_add(obj)
-    } else {
-        Notification::add(obj)
+fn add_notification<K>(obj: Arc<K>, kind: AddKind) -> Notification<K> {
+    match kind {
+        AddKind::InitialList => Notification::initial_add(obj),
+        AddKind::Live => Notification::add(obj),
     }
 }
 
@@ -158,7 +151,7 @@ mod tests {
 
     use futures::{FutureExt, StreamExt};
     use k8s_openapi::api::core::v1::Pod;
-    use kinformer_fifo::{Delta, DeltaType, Deltas, Popped, ReplacedAll};
+    use kinformer_fifo::{AddKind, Delta, DeltaType, Deltas, Popped, ReplacedAll};
     use kinformer_processor::{EventStream, ListenerOptions, Notification, SharedProcessor};
     use kinformer_store::{Cache, default_key_func};
     use kube_core::ObjectMeta;
@@ -225,13 +218,16 @@ mod tests {
     fn deltas_change_the_cache_and_notify_in_order() {
         let (applier, mut stream) = applier();
         applier
-            .apply(&deltas(DeltaType::Added, pod("a", "1")), true)
+            .apply(
+                &deltas(DeltaType::Added, pod("a", "1")),
+                AddKind::InitialList,
+            )
             .unwrap();
         applier
-            .apply(&deltas(DeltaType::Updated, pod("a", "2")), false)
+            .apply(&deltas(DeltaType::Updated, pod("a", "2")), AddKind::Live)
             .unwrap();
         applier
-            .apply(&deltas(DeltaType::Deleted, pod("a", "3")), false)
+            .apply(&deltas(DeltaType::Deleted, pod("a", "3")), AddKind::Live)
             .unwrap();
         assert_eq!(
             drain(&mut stream),
@@ -247,9 +243,9 @@ mod tests {
             Delta::new(DeltaType::Added, pod("a", "1")),
             Delta::new(DeltaType::Added, pod("b", "1")),
         ]);
-        applier.apply(&batch, false).unwrap();
+        applier.apply(&batch, AddKind::Live).unwrap();
         applier
-            .apply(&deltas(DeltaType::Added, pod("a", "2")), false)
+            .apply(&deltas(DeltaType::Added, pod("a", "2")), AddKind::Live)
             .unwrap();
         assert_eq!(drain(&mut stream), ["add:a@1", "add:b@1", "update:a@2"]);
     }
@@ -261,7 +257,7 @@ mod tests {
         let (applier, mut stream) = applier();
         for name in ["a", "b", "c"] {
             applier
-                .apply(&deltas(DeltaType::Added, pod(name, "1")), false)
+                .apply(&deltas(DeltaType::Added, pod(name, "1")), AddKind::Live)
                 .unwrap();
         }
         drain(&mut stream);
@@ -269,7 +265,7 @@ mod tests {
             resource_version: "9".into(),
             objects: vec![pod("c", "5"), pod("d", "6"), pod("a", "1")],
         });
-        applier.apply(&relist, false).unwrap();
+        applier.apply(&relist, AddKind::Live).unwrap();
         // a is unchanged: a resync, which this listener (syncing, as every new one is) gets.
         assert_eq!(
             drain(&mut stream),
@@ -286,17 +282,17 @@ mod tests {
     fn an_unchanged_resource_version_reaches_only_listeners_due_for_a_resync() {
         let (applier, mut stream) = applier();
         applier
-            .apply(&deltas(DeltaType::Added, pod("a", "1")), false)
+            .apply(&deltas(DeltaType::Added, pod("a", "1")), AddKind::Live)
             .unwrap();
         // A resync check with no listener due (the stream asked for no resyncs) clears every
         // syncing flag.
         assert!(!applier.processor.should_resync(tokio::time::Instant::now()));
         applier
-            .apply(&deltas(DeltaType::Replaced, pod("a", "1")), false)
+            .apply(&deltas(DeltaType::Replaced, pod("a", "1")), AddKind::Live)
             .unwrap();
-        applier.apply(&Popped::SyncAll, false).unwrap();
+        applier.apply(&Popped::SyncAll, AddKind::Live).unwrap();
         applier
-            .apply(&deltas(DeltaType::Replaced, pod("a", "2")), false)
+            .apply(&deltas(DeltaType::Replaced, pod("a", "2")), AddKind::Live)
             .unwrap();
         assert_eq!(drain(&mut stream), ["add:a@1", "update:a@2"]);
     }

@@ -399,7 +399,7 @@ impl<K: Object> SharedIndexInformer<K> {
     #[doc(alias = "HandleDeltas")]
     pub fn handle_deltas(&self, popped: &Popped<K>, kind: AddKind) -> Result<()> {
         let _blocked = self.inner.block_deltas.lock();
-        Ok(self.inner.applier.apply(popped, kind.is_initial_list())?)
+        Ok(self.inner.applier.apply(popped, kind)?)
     }
 
     /// Runs the informer until `token` fires: lists and watches, applies every change to the
@@ -551,7 +551,7 @@ impl<K: Object> SharedIndexInformer<K> {
         let upstream = applier.processor.upstream_synced();
         let mut process = |popped: &Popped<K>, kind: AddKind| {
             let _blocked = block_deltas.lock();
-            match applier.apply(popped, kind.is_initial_list()) {
+            match applier.apply(popped, kind) {
                 Ok(()) => Processed::Done,
                 Err(error) if retry_on_error => Processed::Retry(Box::new(error)),
                 Err(error) => Processed::Failed(Box::new(error)),

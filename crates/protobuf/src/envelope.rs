@@ -242,9 +242,7 @@ pub struct ListItems<'a> {
 /// bytes are broken.
 pub fn list_items<'a>(raw: &'a [u8], list: &'static Message) -> Result<ListItems<'a>, Error> {
     let items = list
-        .fields
-        .iter()
-        .find(|field| field.name == "items")
+        .field_named("items")
         .ok_or_else(|| Error::custom(format_args!("{} has no items", list.name)))?;
     let Ty::Message(message) = items.ty else {
         return Err(Error::custom(format_args!(

@@ -108,22 +108,23 @@ impl Message {
     /// The number of the field whose JSON name is `json_name` (`metadata`, `resourceVersion`),
     /// if the message has one.
     pub fn field_number(&self, json_name: &str) -> Option<u32> {
-        self.fields
-            .iter()
-            .find(|field| field.name == json_name)
-            .map(|field| field.number)
+        self.field_named(json_name).map(|field| field.number)
     }
 
     /// The message of the field whose JSON name is `json_name`, when that field holds a nested
     /// message (`metadata` of a Pod is an `ObjectMeta`).
     pub fn field_message(&self, json_name: &str) -> Option<&'static Message> {
-        self.fields
-            .iter()
-            .find(|field| field.name == json_name)
+        self.field_named(json_name)
             .and_then(|field| match field.ty {
                 Ty::Message(message) => Some(message),
                 _ => None,
             })
+    }
+
+    /// The field whose JSON name is `json_name`.
+    pub(crate) fn field_named(&self, json_name: &str) -> Option<&'static Field> {
+        let fields: &'static [Field] = self.fields;
+        fields.iter().find(|field| field.name == json_name)
     }
 
     /// The field numbered `number`, if the message has one.
