@@ -30,7 +30,11 @@ use k8s_openapi::api::{
     core::v1::{Pod, ServiceAccount},
 };
 use kinformer::reflector::WireFormat;
-use kinformer::{factory::SharedInformerFactory, store::Lister, wait::CancellationToken};
+use kinformer::{
+    factory::{FactoryOptions, SharedInformerFactory},
+    store::Lister,
+    wait::CancellationToken,
+};
 use kube_client::{
     Api,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
@@ -77,11 +81,13 @@ async fn the_workqueue_controller_labels_every_deployment_with_the_ready_pods_th
             }
         }
 
-        let factory = SharedInformerFactory::builder(client.clone())
-            .wire_format(WireFormat::from_env())
-            .namespace(ctx.namespace.clone())
-            .resync_for::<Deployment>(RESYNC)
-            .build();
+        let factory = SharedInformerFactory::new(
+            client.clone(),
+            FactoryOptions::default()
+                .wire_format(WireFormat::from_env())
+                .namespace(ctx.namespace.clone())
+                .resync_for::<Deployment>(RESYNC),
+        );
         let controller = ReadyPodsController::new(&factory, client.clone(), RESYNC)
             .expect("the controller registers its handlers");
         factory.start().expect("the factory starts");

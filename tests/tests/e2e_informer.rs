@@ -41,7 +41,7 @@ use k8s_openapi::{
 };
 use kinformer::reflector::WireFormat;
 use kinformer::{
-    factory::SharedInformerFactory,
+    factory::{FactoryOptions, SharedInformerFactory},
     informer::{InformerOptions, SharedIndexInformer},
     processor::HandlerFuncs,
     reflector::{
@@ -413,10 +413,12 @@ async fn a_namespaced_factory_syncs_built_in_types_a_crd_and_a_metadata_only_inf
             .await
             .expect("create sa-1");
 
-        let factory = SharedInformerFactory::builder(ctx.client())
-            .wire_format(WireFormat::from_env())
-            .namespace(ctx.namespace.clone())
-            .build();
+        let factory = SharedInformerFactory::new(
+            ctx.client(),
+            FactoryOptions::default()
+                .wire_format(WireFormat::from_env())
+                .namespace(ctx.namespace.clone()),
+        );
         let cm_informer = factory.informer::<ConfigMap>().expect("informer");
         let lease_informer = factory.informer::<Lease>().expect("informer");
         let widget_informer = factory.dynamic_informer(&resource).expect("informer");
@@ -502,10 +504,12 @@ async fn several_handlers_see_every_add_update_and_delete_once_and_in_server_ord
             .await
             .expect("create before start");
         watch_cache_has(&api, &before).await;
-        let factory = SharedInformerFactory::builder(ctx.client())
-            .wire_format(WireFormat::from_env())
-            .namespace(ctx.namespace.clone())
-            .build();
+        let factory = SharedInformerFactory::new(
+            ctx.client(),
+            FactoryOptions::default()
+                .wire_format(WireFormat::from_env())
+                .namespace(ctx.namespace.clone()),
+        );
         let informer = factory.informer::<ConfigMap>().expect("informer");
         let (first, second) = (Log::default(), Log::default());
         informer
@@ -571,10 +575,12 @@ async fn listers_and_indexes_agree_with_the_server_after_churn() {
             let object = config_map(&name, "v1", &[("tier", tiers[index % 3])]);
             created.push(api.create(&post, &object).await.expect("create"));
         }
-        let factory = SharedInformerFactory::builder(ctx.client())
-            .wire_format(WireFormat::from_env())
-            .namespace(ctx.namespace.clone())
-            .build();
+        let factory = SharedInformerFactory::new(
+            ctx.client(),
+            FactoryOptions::default()
+                .wire_format(WireFormat::from_env())
+                .namespace(ctx.namespace.clone()),
+        );
         let informer = factory.informer::<ConfigMap>().expect("informer");
         let by_tier: IndexFunc<ConfigMap> = Arc::new(|object: &ConfigMap| {
             object
@@ -679,10 +685,12 @@ async fn a_handler_added_after_sync_gets_the_cache_as_initial_adds_then_live_cha
             created.push(api.create(&post, &object).await.expect("create"));
         }
         watch_cache_has(&api, &created[3]).await;
-        let factory = SharedInformerFactory::builder(ctx.client())
-            .wire_format(WireFormat::from_env())
-            .namespace(ctx.namespace.clone())
-            .build();
+        let factory = SharedInformerFactory::new(
+            ctx.client(),
+            FactoryOptions::default()
+                .wire_format(WireFormat::from_env())
+                .namespace(ctx.namespace.clone()),
+        );
         let informer = factory.informer::<ConfigMap>().expect("informer");
         let early = Log::default();
         informer

@@ -30,7 +30,7 @@ use e2e_support::{Ctx, eventually, run};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::reflector::WireFormat;
 use kinformer::{
-    factory::SharedInformerFactory,
+    factory::{FactoryOptions, SharedInformerFactory},
     informer::SharedIndexInformer,
     processor::HandlerFuncs,
     reflector::{
@@ -326,9 +326,8 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
 
         let attempts = Arc::new(Attempts::default());
         let errors: Arc<Mutex<Vec<(Instant, String)>>> = Arc::default();
-        let factory = SharedInformerFactory::builder(ctx.client()).wire_format(WireFormat::from_env())
-            .namespace(ctx.namespace.clone())
-            .build();
+        let factory = SharedInformerFactory::new(ctx.client(), FactoryOptions::default().wire_format(WireFormat::from_env())
+            .namespace(ctx.namespace.clone()));
         // The factory's own ConfigMap informer, but over a ListerWatcher that counts requests
         // (client-go's InformerFor).
         let informer = factory

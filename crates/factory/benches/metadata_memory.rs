@@ -20,7 +20,7 @@
 use std::{process::Command, time::Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_factory::{Selection, SharedInformerFactory};
+use kinformer_factory::{FactoryOptions, Selection, SharedInformerFactory};
 use kinformer_testing::{FakeApiServer, fixtures};
 
 const PODS: usize = 5_000;
@@ -76,11 +76,9 @@ async fn child(kind: &str, url: &str) -> Result<(), BoxError> {
     let config = kube_client::Config::new(url.parse()?);
     let client = kube_client::Client::try_from(config)?;
     let factory = if kind.ends_with("stripped") {
-        SharedInformerFactory::builder(client)
-            .drop_managed_fields()
-            .build()
+        SharedInformerFactory::new(client, FactoryOptions::default().drop_managed_fields())
     } else {
-        SharedInformerFactory::new(client)
+        SharedInformerFactory::new(client, FactoryOptions::default())
     };
 
     // The first informer's growth includes the allocator keeping the list's transient

@@ -51,14 +51,27 @@ impl<K> FactoryResource for K where
 }
 
 /// How a [`SharedInformerFactory`] builds its informers (client-go's `SharedInformerOption`s);
-/// start with [`SharedInformerFactory::builder`].
+/// every setting is optional, and [`Default`] is client-go's `NewSharedInformerFactory`: every
+/// namespace, no selectors, no resyncs, no transform, protobuf where the kind has it.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// use k8s_openapi::api::apps::v1::Deployment;
+/// use kinformer_factory::{FactoryOptions, SharedInformerFactory};
+///
+/// # fn build(client: kube_client::Client) -> SharedInformerFactory {
+/// let options = FactoryOptions::default()
+///     .namespace("prod")
+///     .labels("team=payments")
+///     .default_resync(Duration::from_secs(300))
+///     .resync_for::<Deployment>(Duration::from_secs(60))
+///     .drop_managed_fields();
+/// SharedInformerFactory::new(client, options)
+/// # }
+/// ```
 #[doc(alias = "SharedInformerOption")]
-pub struct FactoryBuilder {
-    client: Client,
-    config: Config,
-}
-
-struct Config {
+pub struct FactoryOptions {
     default_resync: Duration,
     selection: Selection,
     tweak: Option<Tweak>,
@@ -73,13 +86,13 @@ struct Config {
 
 type FactoryWatchErrorHandler = Arc<dyn Fn(&InformerKey, &ReflectorError) + Send + Sync>;
 
-impl FactoryBuilder {
+impl FactoryOptions {
     /// The resync period of every informer without a custom one; zero (the default) means
     /// no resyncs.
     #[doc(alias = "defaultResync")]
     #[must_use]
     pub fn default_resync(mut self, period: Duration) -> Self {
-        self.config.default_resync = period;
+        self.default_resync = period;
         self
     }
 
@@ -88,21 +101,21 @@ impl FactoryBuilder {
     #[doc(alias = "WithNamespace")]
     #[must_use]
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.config.selection = self.config.selection.namespace(namespace);
+        self.selection = self.selection.namespace(namespace);
         self
     }
 
     /// Every informer lists and watches only objects whose labels match `selector`.
     #[must_use]
     pub fn labels(mut self, selector: impl Into<String>) -> Self {
-        self.config.selection = self.config.selection.labels(selector);
+        self.selection = self.selection.labels(selector);
         self
     }
 
     /// Every informer lists and watches only objects whose fields match `selector`.
     #[must_use]
     pub fn fields(mut self, selector: impl Into<String>) -> Self {
-        self.config.selection = self.config.selection.fields(selector);
+        self.selection = self.selection.fields(selector);
         self
     }
 
@@ -114,7 +127,7 @@ impl FactoryBuilder {
         mut self,
         tweak: impl Fn(&mut ListOptions) + Send + Sync + 'static,
     ) -> Self {
-        self.config.tweak = Some(Arc::new(tweak));
+        self.tweak = Some(Arc::new(tweak));
         self
     }
 
@@ -122,7 +135,7 @@ impl FactoryBuilder {
     #[doc(alias = "WatchListPageSize")]
     #[must_use]
     pub fn page_size(mut self, page_size: u32) -> Self {
-        self.config.page_size = Some(page_size);
+        self.page_size = Some(page_size);
         self
     }
 
@@ -130,7 +143,7 @@ impl FactoryBuilder {
     #[doc(alias = "WithCustomResyncConfig")]
     #[must_use]
     pub fn resync_for<K: 'static>(mut self, period: Duration) -> Self {
-        self.config.custom_resync.insert(TypeId::of::<K>(), period);
+        self.custom_resync.insert(TypeId::of::<K>(), period);
         self
     }
 
@@ -142,7 +155,7 @@ impl FactoryBuilder {
         mut self,
         transform: impl Fn(&mut ObjectMeta) + Send + Sync + 'static,
     ) -> Self {
-        self.config.meta_transform = Some(Arc::new(transform));
+        self.meta_transform = Some(Arc::new(transform));
         self
     }
 
@@ -152,7 +165,7 @@ impl FactoryBuilder {
     /// transform, this keeps a relist's reuse of unchanged cached objects.
     #[must_use]
     pub fn drop_managed_fields(mut self) -> Self {
-        self.config.drop_managed_fields = true;
+        self.drop_managed_fields = true;
         self
     }
 
@@ -166,7 +179,7 @@ impl FactoryBuilder {
         mut self,
         handler: impl Fn(&InformerKey, &ReflectorError) + Send + Sync + 'static,
     ) -> Self {
-        self.config.watch_error_handler = Some(Arc::new(handler));
+        self.watch_error_handler = Some(Arc::new(handler));
         self
     }
 
@@ -175,7 +188,7 @@ impl FactoryBuilder {
     /// Dynamic informers always use JSON.
     #[must_use]
     pub fn wire_format(mut self, format: WireFormat) -> Self {
-        self.config.wire_format = format;
+        self.wire_format = format;
         self
     }
 
@@ -187,37 +200,32 @@ impl FactoryBuilder {
         transform: impl Fn(Arc<K>) -> Arc<K> + Send + Sync + 'static,
     ) -> Self {
         let transform: Transform<K> = Arc::new(transform);
-        self.config
-            .transforms
+        self.transforms
             .insert(TypeId::of::<K>(), Arc::new(transform));
         self
     }
+}
 
-    /// The factory.
-    pub fn build(self) -> SharedInformerFactory {
-        SharedInformerFactory {
-            inner: Arc::new(Inner {
-                client: self.client,
-                config: self.config,
-                state: Mutex::new(State::default()),
-                token: CancellationToken::new(),
-                tasks: TaskTracker::new(),
-            }),
+impl Default for FactoryOptions {
+    fn default() -> Self {
+        Self {
+            default_resync: Duration::ZERO,
+            selection: Selection::all(),
+            tweak: None,
+            page_size: None,
+            wire_format: WireFormat::default(),
+            drop_managed_fields: false,
+            custom_resync: HashMap::new(),
+            meta_transform: None,
+            transforms: HashMap::new(),
+            watch_error_handler: None,
         }
     }
 }
 
-impl fmt::Debug for FactoryBuilder {
+impl fmt::Debug for FactoryOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FactoryBuilder")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
-
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Config")
+        f.debug_struct("FactoryOptions")
             .field("default_resync", &self.default_resync)
             .field("selection", &self.selection)
             .field("tweak", &self.tweak.is_some())
@@ -232,8 +240,8 @@ impl fmt::Debug for Config {
     }
 }
 
-impl Config {
-    fn resync_for(&self, type_id: TypeId) -> Duration {
+impl FactoryOptions {
+    fn resync_of(&self, type_id: TypeId) -> Duration {
         self.custom_resync
             .get(&type_id)
             .copied()
@@ -270,7 +278,7 @@ impl Config {
     ) -> InformerOptions<K> {
         let mut options = InformerOptions::new()
             .name(key.to_string())
-            .resync_period(self.resync_for(TypeId::of::<K>()));
+            .resync_period(self.resync_of(TypeId::of::<K>()));
         if let Some(page_size) = self.page_size {
             options = options.page_size(page_size);
         }
@@ -370,7 +378,7 @@ pub struct SharedInformerFactory {
 
 struct Inner {
     client: Client,
-    config: Config,
+    config: FactoryOptions,
     state: Mutex<State>,
     token: CancellationToken,
     tasks: TaskTracker,
@@ -437,43 +445,19 @@ impl<K: Object> ErasedInformer for SharedIndexInformer<K> {
 }
 
 impl SharedInformerFactory {
-    /// A factory over `client` with client-go's defaults: every namespace, no selectors, no
-    /// resyncs, no transform.
+    /// A factory whose informers list and watch with `client`, configured by `options`
+    /// ([`FactoryOptions::default`] for client-go's defaults).
     #[doc(alias = "NewSharedInformerFactory")]
-    pub fn new(client: Client) -> Self {
-        Self::builder(client).build()
-    }
-
-    /// A factory with options (client-go's `NewSharedInformerFactoryWithOptions`).
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # use kinformer_factory::SharedInformerFactory;
-    /// # fn build(client: kube_client::Client) -> SharedInformerFactory {
-    /// SharedInformerFactory::builder(client)
-    ///     .namespace("prod")
-    ///     .labels("team=payments")
-    ///     .default_resync(Duration::from_secs(300))
-    ///     .drop_managed_fields()
-    ///     .build()
-    /// # }
-    /// ```
     #[doc(alias = "NewSharedInformerFactoryWithOptions")]
-    pub fn builder(client: Client) -> FactoryBuilder {
-        FactoryBuilder {
-            client,
-            config: Config {
-                default_resync: Duration::ZERO,
-                selection: Selection::all(),
-                tweak: None,
-                page_size: None,
-                wire_format: WireFormat::default(),
-                drop_managed_fields: false,
-                custom_resync: HashMap::new(),
-                meta_transform: None,
-                transforms: HashMap::new(),
-                watch_error_handler: None,
-            },
+    pub fn new(client: Client, options: FactoryOptions) -> Self {
+        SharedInformerFactory {
+            inner: Arc::new(Inner {
+                client,
+                config: options,
+                state: Mutex::new(State::default()),
+                token: CancellationToken::new(),
+                tasks: TaskTracker::new(),
+            }),
         }
     }
 
@@ -531,7 +515,7 @@ impl SharedInformerFactory {
     /// The shared informer for `K` in the factory's selection, built by `new` if there is none
     /// yet (client-go's `InformerFor`). `new` receives the client and the options the factory
     /// would use for `K`: its resync period and, when set, its transform
-    /// ([`FactoryBuilder::transform_for`]); build the informer with them, adding what you need.
+    /// ([`FactoryOptions::transform_for`]); build the informer with them, adding what you need.
     /// The informer is shared with [`informer`](Self::informer) for the same type.
     ///
     /// `new` runs under the registry's lock, as client-go's does, so that two callers never
@@ -552,7 +536,7 @@ impl SharedInformerFactory {
         );
         self.get_or_insert(key, |config, client, key| {
             let mut options =
-                InformerOptions::new().resync_period(config.resync_for(TypeId::of::<K>()));
+                InformerOptions::new().resync_period(config.resync_of(TypeId::of::<K>()));
             if let Some(transform) = config.type_transform::<K>() {
                 options = options.transform(move |object| transform(object));
             }
@@ -651,7 +635,7 @@ impl SharedInformerFactory {
     fn get_or_insert<K: Object>(
         &self,
         key: InformerKey,
-        build: impl FnOnce(&Config, Client, &InformerKey) -> SharedIndexInformer<K>,
+        build: impl FnOnce(&FactoryOptions, Client, &InformerKey) -> SharedIndexInformer<K>,
     ) -> Result<SharedIndexInformer<K>> {
         let mut state = self.inner.state.lock();
         if state.shutting_down {

@@ -9,7 +9,7 @@
 //!   called, keyed by [`InformerKey`] (the Rust type, the API resource for dynamic informers,
 //!   and the [`Selection`]); [`informer_for`](SharedInformerFactory::informer_for) takes a
 //!   constructor of your own;
-//! - **the options** ([`FactoryBuilder`]): default resync, namespace, label and field
+//! - **the options** ([`FactoryOptions`]): default resync, namespace, label and field
 //!   selectors, a list-options tweak, page size, per-type resync, and transforms (on every
 //!   type's metadata, or per type) that run before an object is cached;
 //! - **dynamic and metadata informers**: any resource by `ApiResource` as `DynamicObject`s
@@ -20,7 +20,7 @@
 //!   [`shutdown`](SharedInformerFactory::shutdown), which stops and awaits every task it
 //!   started; asking for an informer afterwards is an [`Error::ShutDown`].
 //!
-//! Start with [`SharedInformerFactory::new`] (or [`SharedInformerFactory::builder`]).
+//! Start with [`SharedInformerFactory::new`], a client and [`FactoryOptions`].
 //!
 //! # Example
 //!
@@ -28,7 +28,7 @@
 //!
 //! ```
 //! use k8s_openapi::api::core::v1::Pod;
-//! use kinformer_factory::SharedInformerFactory;
+//! use kinformer_factory::{FactoryOptions, SharedInformerFactory};
 //! use kinformer_testing::{FakeApiServer, Verb, fixtures};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -38,7 +38,7 @@
 //!     server.create_object(fixtures::pod(i))?;
 //! }
 //!
-//! let factory = SharedInformerFactory::new(server.client()?);
+//! let factory = SharedInformerFactory::new(server.client()?, FactoryOptions::default());
 //! let pods = factory.informer::<Pod>()?;
 //! let lister = factory.lister::<Pod>()?; // the same informer's cache
 //! factory.start()?;
@@ -62,7 +62,7 @@
 //!   selectors side by side; client-go needs one factory per namespace.
 //! - There are no generated per-group accessors (`Core().V1().Pods()`): `informer::<Pod>()`
 //!   covers every type, and the transform for all types acts on the metadata every type
-//!   shares ([`FactoryBuilder::transform_metadata`]), since Rust has no `interface{}`.
+//!   shares ([`FactoryOptions::transform_metadata`]), since Rust has no `interface{}`.
 //! - `start` reports [`Error::ShutDown`] after a shutdown instead of returning silently.
 //! - Dropping the last handle cancels the informers (without waiting); client-go leaks them.
 
@@ -73,7 +73,7 @@ mod selection;
 
 pub use crate::{
     error::{Error, Result},
-    factory::{FactoryBuilder, FactoryResource, SharedInformerFactory},
+    factory::{FactoryOptions, FactoryResource, SharedInformerFactory},
     scope::ApiScope,
     selection::{InformerKey, Selection},
 };

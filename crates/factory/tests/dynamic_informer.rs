@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use kinformer_factory::{Selection, SharedInformerFactory};
+use kinformer_factory::{FactoryOptions, Selection, SharedInformerFactory};
 use kinformer_processor::HandlerFuncs;
 use kinformer_reflector::WireFormat;
 use kinformer_testing::FakeApiServer;
@@ -73,9 +73,10 @@ async fn adding_updating_and_deleting_an_object_reach_the_dynamic_informer_handl
     let server = FakeApiServer::start()
         .await
         .expect("the fake server starts");
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default().wire_format(WireFormat::from_env()),
+    );
     let informer = factory
         .dynamic_informer(&deployments())
         .expect("an informer");
@@ -122,10 +123,12 @@ async fn a_namespaced_dynamic_informer_sees_only_its_namespace() {
     let server = FakeApiServer::start()
         .await
         .expect("the fake server starts");
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .namespace("ns-foo")
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default()
+            .wire_format(WireFormat::from_env())
+            .namespace("ns-foo"),
+    );
     let informer = factory
         .dynamic_informer(&deployments())
         .expect("an informer");

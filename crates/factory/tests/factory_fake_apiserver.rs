@@ -10,7 +10,7 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kinformer_factory::{Error, Selection, SharedInformerFactory};
+use kinformer_factory::{Error, FactoryOptions, Selection, SharedInformerFactory};
 use kinformer_informer::{InformerOptions, SharedIndexInformer};
 use kinformer_processor::HandlerFuncs;
 use kinformer_reflector::KubeListerWatcher;
@@ -54,9 +54,10 @@ async fn all_synced(factory: &SharedInformerFactory) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_list_and_one_watch_per_type_however_many_handlers_and_listers() {
     let server = server_with_pods(5).await;
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default().wire_format(WireFormat::from_env()),
+    );
 
     let first = factory.informer::<Pod>().expect("an informer");
     let adds = Arc::new(AtomicUsize::new(0));
@@ -98,9 +99,10 @@ async fn one_list_and_one_watch_per_type_however_many_handlers_and_listers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn different_namespaces_and_selectors_get_separate_informers() {
     let server = server_with_pods(40).await;
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default().wire_format(WireFormat::from_env()),
+    );
 
     let everything = factory.informer::<Pod>().expect("an informer");
     let in_ns_1 = factory
@@ -152,16 +154,18 @@ async fn the_factory_namespace_selectors_tweak_and_page_size_reach_every_informe
             .expect("the fixture config map is valid");
     }
     let limits = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .namespace("ns-4")
-        .labels("tier=backend")
-        .page_size(1)
-        .tweak_list_options({
-            let limits = Arc::clone(&limits);
-            move |options| limits.lock().push(options.limit)
-        })
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default()
+            .wire_format(WireFormat::from_env())
+            .namespace("ns-4")
+            .labels("tier=backend")
+            .page_size(1)
+            .tweak_list_options({
+                let limits = Arc::clone(&limits);
+                move |options| limits.lock().push(options.limit)
+            }),
+    );
     let pods = factory.informer::<Pod>().expect("an informer");
     let config_maps = factory.informer::<ConfigMap>().expect("an informer");
     factory.start().expect("the factory starts");
@@ -184,9 +188,10 @@ async fn the_factory_namespace_selectors_tweak_and_page_size_reach_every_informe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_twice_starts_each_informer_once_and_later_informers_at_the_next_start() {
     let server = server_with_pods(3).await;
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default().wire_format(WireFormat::from_env()),
+    );
     let pods = factory.informer::<Pod>().expect("an informer");
 
     factory.start().expect("the factory starts");
@@ -225,9 +230,10 @@ async fn wait_for_cache_sync_reports_each_informer_on_its_own() {
             .resource("configmaps")
             .times(usize::MAX),
     );
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default().wire_format(WireFormat::from_env()),
+    );
     factory.informer::<Pod>().expect("an informer");
     factory.informer::<ConfigMap>().expect("an informer");
 
@@ -253,9 +259,10 @@ async fn wait_for_cache_sync_reports_each_informer_on_its_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_stops_every_informer_and_leaves_no_task_running() {
     let server = server_with_pods(3).await;
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default().wire_format(WireFormat::from_env()),
+    );
     let pods = factory.informer::<Pod>().expect("an informer");
     let config_maps = factory.informer::<ConfigMap>().expect("an informer");
     factory.start().expect("the factory starts");
@@ -295,13 +302,12 @@ fn start_outside_a_tokio_runtime_is_a_clear_error() {
         .build()
         .expect("a runtime");
     let server = runtime.block_on(server_with_pods(0));
-    let factory = SharedInformerFactory::builder(
+    let factory = SharedInformerFactory::new(
         runtime
             .block_on(async { server.client() })
             .expect("a client"),
-    )
-    .wire_format(WireFormat::from_env())
-    .build();
+        FactoryOptions::default().wire_format(WireFormat::from_env()),
+    );
     factory.informer::<Pod>().expect("an informer");
     assert!(matches!(factory.start(), Err(Error::NoRuntime)));
 }
@@ -309,9 +315,10 @@ fn start_outside_a_tokio_runtime_is_a_clear_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_callers_share_one_informer() {
     let server = server_with_pods(0).await;
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default().wire_format(WireFormat::from_env()),
+    );
     let handles: Vec<_> = (0..8)
         .map(|_| {
             let factory = factory.clone();
@@ -329,11 +336,13 @@ async fn concurrent_callers_share_one_informer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informer_for_builds_once_and_shares_with_informer() {
     let server = server_with_pods(2).await;
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .default_resync(Duration::from_secs(60))
-        .resync_for::<ConfigMap>(Duration::from_secs(5))
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default()
+            .wire_format(WireFormat::from_env())
+            .default_resync(Duration::from_secs(60))
+            .resync_for::<ConfigMap>(Duration::from_secs(5)),
+    );
     let built = AtomicUsize::new(0);
     let resyncs = parking_lot::Mutex::new(Vec::new());
     let build = |client: &kube_client::Client, options: InformerOptions<ConfigMap>| {
@@ -361,15 +370,17 @@ async fn informer_for_builds_once_and_shares_with_informer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transforms_run_before_objects_are_cached() {
     let server = server_with_pods(4).await;
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .drop_managed_fields()
-        .transform_for::<Pod>(|pod: Arc<Pod>| {
-            let mut pod = Arc::unwrap_or_clone(pod);
-            pod.spec = None;
-            Arc::new(pod)
-        })
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default()
+            .wire_format(WireFormat::from_env())
+            .drop_managed_fields()
+            .transform_for::<Pod>(|pod: Arc<Pod>| {
+                let mut pod = Arc::unwrap_or_clone(pod);
+                pod.spec = None;
+                Arc::new(pod)
+            }),
+    );
     let pods = factory.informer::<Pod>().expect("an informer");
     let metadata = factory.metadata_informer::<Pod>().expect("an informer");
     factory.start().expect("the factory starts");
@@ -425,9 +436,10 @@ async fn a_custom_resource_is_informed_through_the_dynamic_informer() {
         &GroupVersionKind::gvk("example.com", "v1", "Widget"),
         "widgets",
     );
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default().wire_format(WireFormat::from_env()),
+    );
     let widgets = factory.dynamic_informer(&resource).expect("an informer");
     assert!(same(
         &widgets,
@@ -470,9 +482,10 @@ async fn a_custom_resource_is_informed_through_the_dynamic_informer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metadata_informer_is_separate_from_the_full_one_and_holds_only_metadata() {
     let server = server_with_pods(6).await;
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default().wire_format(WireFormat::from_env()),
+    );
     let full = factory.informer::<Pod>().expect("an informer");
     let metadata = factory.metadata_informer::<Pod>().expect("an informer");
     assert!(same(
@@ -511,10 +524,12 @@ async fn a_custom_resync_period_applies_to_its_type_only() {
             .create_object(fixtures::config_map(i))
             .expect("the fixture config map is valid");
     }
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .resync_for::<ConfigMap>(Duration::from_secs(1))
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default()
+            .wire_format(WireFormat::from_env())
+            .resync_for::<ConfigMap>(Duration::from_secs(1)),
+    );
     let config_map_resyncs = Arc::new(AtomicUsize::new(0));
     let pod_updates = Arc::new(AtomicUsize::new(0));
     factory

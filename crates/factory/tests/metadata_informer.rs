@@ -4,7 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kinformer_factory::SharedInformerFactory;
+use kinformer_factory::{FactoryOptions, SharedInformerFactory};
 use kinformer_processor::HandlerFuncs;
 use kinformer_reflector::WireFormat;
 use kinformer_testing::{FakeApiServer, Verb};
@@ -30,9 +30,10 @@ async fn adding_updating_and_deleting_an_object_reach_the_metadata_informer_hand
     let server = FakeApiServer::start()
         .await
         .expect("the fake server starts");
-    let factory = SharedInformerFactory::builder(server.client().expect("a client"))
-        .wire_format(WireFormat::from_env())
-        .build();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default().wire_format(WireFormat::from_env()),
+    );
     let informer = factory
         .metadata_informer::<Deployment>()
         .expect("an informer");

@@ -6,7 +6,7 @@
 use std::{error::Error as _, time::Duration};
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_factory::SharedInformerFactory;
+use kinformer_factory::{FactoryOptions, SharedInformerFactory};
 use kinformer_reflector::{Error, KubeListerWatcher, ListOptions, ListerWatcher};
 use kinformer_testing::{FakeApiServer, Fault, Verb, eventually, fixtures};
 use kube_client::{Api, Client, Config};
@@ -37,7 +37,8 @@ async fn a_forbidden_list_is_reported_and_clears_once_allowed() {
             .resource("pods")
             .times(1_000),
     );
-    let factory = SharedInformerFactory::new(server.client().expect("client"));
+    let factory =
+        SharedInformerFactory::new(server.client().expect("client"), FactoryOptions::default());
     let pods = factory.informer::<Pod>().expect("informer");
     factory.start().expect("started");
 
@@ -73,7 +74,8 @@ async fn a_forbidden_list_is_reported_and_clears_once_allowed() {
 
 #[tokio::test]
 async fn a_refused_connection_is_counted_and_named_while_waiting() {
-    let factory = SharedInformerFactory::new(client_for_a_closed_port().await);
+    let factory =
+        SharedInformerFactory::new(client_for_a_closed_port().await, FactoryOptions::default());
     let pods = factory.informer::<Pod>().expect("informer");
     factory.start().expect("started");
 
@@ -127,11 +129,12 @@ async fn the_factory_hands_every_informers_errors_to_one_handler() {
             .times(1),
     );
     let (sender, mut errors) = tokio::sync::mpsc::unbounded_channel();
-    let factory = SharedInformerFactory::builder(server.client().expect("client"))
-        .watch_error_handler(move |informer, error| {
+    let factory = SharedInformerFactory::new(
+        server.client().expect("client"),
+        FactoryOptions::default().watch_error_handler(move |informer, error| {
             let _ = sender.send((informer.description().to_owned(), error.to_string()));
-        })
-        .build();
+        }),
+    );
     factory.informer::<Pod>().expect("informer");
     factory.start().expect("started");
     let (informer, error) = tokio::time::timeout(PATIENCE, errors.recv())

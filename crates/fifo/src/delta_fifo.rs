@@ -50,12 +50,14 @@ impl<K: Object> DeltaFifoOptions<K> {
 
 impl<K> DeltaFifoOptions<K> {
     /// Keys objects with `key_func` instead of `namespace/name`.
+    #[must_use]
     pub fn key_func(mut self, key_func: KeyFunc<K>) -> Self {
         self.key_func = key_func;
         self
     }
 
     /// The consumer's cache: consulted by delete, replace and resync.
+    #[must_use]
     pub fn known_objects(mut self, known_objects: KnownObjects<K>) -> Self {
         self.known_objects = Some(known_objects);
         self
@@ -63,12 +65,14 @@ impl<K> DeltaFifoOptions<K> {
 
     /// Whether replace queues [`DeltaType::Replaced`] (true) or [`DeltaType::Sync`] (false, the
     /// default, as in client-go).
+    #[must_use]
     pub fn emit_delta_type_replaced(mut self, emit: bool) -> Self {
         self.emit_delta_type_replaced = emit;
         self
     }
 
     /// Applies `transformer` to every object on its way in.
+    #[must_use]
     pub fn transformer(mut self, transformer: Transformer<K>) -> Self {
         self.transformer = Some(transformer);
         self

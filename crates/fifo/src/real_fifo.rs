@@ -73,12 +73,14 @@ impl<K: Object> RealFifoOptions<K> {
 
 impl<K> RealFifoOptions<K> {
     /// Keys objects with `key_func` instead of `namespace/name`.
+    #[must_use]
     pub fn key_func(mut self, key_func: KeyFunc<K>) -> Self {
         self.key_func = key_func;
         self
     }
 
     /// Applies `transformer` to every object on its way in.
+    #[must_use]
     pub fn transformer(mut self, transformer: Transformer<K>) -> Self {
         self.transformer = Some(transformer);
         self
@@ -86,6 +88,7 @@ impl<K> RealFifoOptions<K> {
 
     /// Whether to release the queue's lock while a pop's process function runs (atomic events
     /// only). Pops must then come from a single consumer.
+    #[must_use]
     pub fn unlock_while_processing(mut self, unlock: bool) -> Self {
         self.unlock_while_processing = unlock;
         self
@@ -93,12 +96,14 @@ impl<K> RealFifoOptions<K> {
 
     /// Whether [`Queue::bookmark`] queues a [`Popped::Bookmark`] (atomic events only; on by
     /// default with them).
+    #[must_use]
     pub fn emit_bookmarks(mut self, emit: bool) -> Self {
         self.emit_bookmarks = emit;
         self
     }
 
     /// The most deltas one batched pop hands over ([`DEFAULT_BATCH_SIZE`] by default).
+    #[must_use]
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size;
         self

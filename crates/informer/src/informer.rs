@@ -11,10 +11,10 @@ use kinformer_fifo::{
     Queue, RealFifo, RealFifoOptions,
 };
 use kinformer_processor::{
-    EventStream, HandlerFuncs, ListenerOptions, Registration, ResourceEventHandler,
-    SharedProcessor, UpstreamSynced,
+    EventStream, HandlerFuncs, ListenerOptions, ProcessorOptions, Registration,
+    ResourceEventHandler, SharedProcessor, UpstreamSynced,
 };
-use kinformer_reflector::{ListerWatcher, Reflector};
+use kinformer_reflector::{ListerWatcher, Reflector, ReflectorOptions};
 use kinformer_store::{Cache, CacheReader, Indexer, Indexers, Lister, Object};
 use kinformer_wait::ErrorChain;
 use parking_lot::Mutex;
@@ -149,9 +149,8 @@ impl<K: Object> SharedIndexInformer<K> {
             Some(indexer) => indexer,
             None => Arc::new(Cache::new(options.key_func.clone(), options.indexers)),
         };
-        let processor = SharedProcessor::builder()
-            .resync_period(options.resync_period)
-            .build();
+        let processor =
+            SharedProcessor::new(ProcessorOptions::default().resync_period(options.resync_period));
         Self {
             inner: Arc::new(Inner {
                 name,
@@ -483,22 +482,21 @@ impl<K: Object> SharedIndexInformer<K> {
         }
         let queue = self.build_queue(&settings)?;
         let processor = self.inner.applier.processor.clone();
-        let mut builder =
-            Reflector::builder(Arc::clone(&self.inner.lister_watcher), Arc::clone(&queue))
-                .name(self.inner.name.clone())
-                .resync_period(processor.resync_check_period())
-                .should_resync(move || processor.should_resync(tokio::time::Instant::now()))
-                .use_watch_list(settings.use_watch_list);
+        let mut options = ReflectorOptions::default()
+            .name(self.inner.name.clone())
+            .resync_period(processor.resync_check_period())
+            .should_resync(move || processor.should_resync(tokio::time::Instant::now()))
+            .use_watch_list(settings.use_watch_list);
         if let Some(page_size) = settings.page_size {
-            builder = builder.page_size(page_size);
+            options = options.page_size(page_size);
         }
         if let Some(handler) = settings.watch_error_handler.clone() {
-            builder = builder.watch_error_handler(move |error| handler(error));
+            options = options.watch_error_handler(move |error| handler(error));
         }
         // Bookmarks travel through the queue so an in-order queue can deliver them in sequence;
         // queues without bookmark support ignore them.
         let bookmark_queue = Arc::clone(&queue);
-        builder = builder.on_bookmark(move |resource_version| {
+        options = options.on_bookmark(move |resource_version| {
             if let Err(error) = bookmark_queue.bookmark(resource_version) {
                 warn!(error = %ErrorChain(&error), resource_version, "queue refused a bookmark");
             }
@@ -509,10 +507,14 @@ impl<K: Object> SharedIndexInformer<K> {
         if settings.transform.is_none() {
             let indexer = Arc::clone(&self.inner.applier.indexer);
             let key_func = Arc::clone(&self.inner.applier.key_func);
-            builder = builder
+            options = options
                 .reuse_known_objects(move |object| indexer.get_by_key(&key_func(object).ok()?));
         }
-        let reflector = Arc::new(builder.build());
+        let reflector = Arc::new(Reflector::new(
+            Arc::clone(&self.inner.lister_watcher),
+            Arc::clone(&queue),
+            options,
+        ));
         // Both cells are set once, here, under the settings lock that guards the phase.
         let _ = self.inner.queue.set(Arc::clone(&queue));
         let _ = self.inner.reflector.set(Arc::clone(&reflector));

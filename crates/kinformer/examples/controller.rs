@@ -109,13 +109,13 @@ async fn main() -> Result<(), BoxError> {
     };
 
     // The Deployment informer resyncs so that the handler's resync period takes effect.
-    let mut factory = SharedInformerFactory::builder(client.clone())
+    let mut options = FactoryOptions::default()
         .drop_managed_fields()
         .resync_for::<Deployment>(DEFAULT_RESYNC);
     if let Some(namespace) = namespace {
-        factory = factory.namespace(namespace);
+        options = options.namespace(namespace);
     }
-    let factory = factory.build();
+    let factory = SharedInformerFactory::new(client.clone(), options);
     let controller = ReadyPodsController::new(&factory, client, DEFAULT_RESYNC)?;
 
     let started = Instant::now();
@@ -218,7 +218,10 @@ impl ReadyPodsController {
         resync: Duration,
     ) -> Result<Self, BoxError> {
         let controller = Self {
-            queue: RateLimitingQueue::new(default_controller_rate_limiter()),
+            queue: RateLimitingQueue::new(
+                default_controller_rate_limiter(),
+                QueueOptions::default(),
+            ),
             deployments: factory.lister::<Deployment>()?,
             pods: factory.lister::<Pod>()?,
             client,

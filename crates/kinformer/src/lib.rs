@@ -46,7 +46,7 @@
 //! server.create_object(fixtures::pod(0))?;
 //! server.create_object(fixtures::pod(1))?;
 //!
-//! let factory = SharedInformerFactory::new(server.client()?);
+//! let factory = SharedInformerFactory::new(server.client()?, FactoryOptions::default());
 //! let pods = factory.informer::<Pod>()?;
 //!
 //! let (events, mut received) = mpsc::unbounded_channel();
@@ -95,7 +95,7 @@
 //!     server.create_object(fixtures::pod(i))?; // pod i runs on node-{i % 50}
 //! }
 //!
-//! let factory = SharedInformerFactory::new(server.client()?);
+//! let factory = SharedInformerFactory::new(server.client()?, FactoryOptions::default());
 //! let pods = factory.informer::<Pod>()?;
 //! let by_node: IndexFunc<Pod> = Arc::new(|pod: &Pod| {
 //!     pod.spec.as_ref().and_then(|spec| spec.node_name.clone()).into_iter().collect()
@@ -129,7 +129,7 @@
 //! # 4. Cache less: protobuf, no managedFields, projections
 //!
 //! Built-in kinds already travel in protobuf ([`WireFormat`](reflector::WireFormat)).
-//! [`FactoryBuilder::drop_managed_fields`](factory::FactoryBuilder::drop_managed_fields) skips
+//! [`FactoryOptions::drop_managed_fields`](factory::FactoryOptions::drop_managed_fields) skips
 //! `managedFields` on the wire. To cache far less, declare the fields a controller reads as a
 //! projection: any `Deserialize` type shaped like the object's JSON, whose `metadata` is a
 //! [`ProjectedMeta`](store::ProjectedMeta), and one [`impl_object!`](store::impl_object) line.
@@ -231,7 +231,7 @@ struct ReadmeDoctests;
 pub mod prelude {
     pub use std::sync::Arc;
 
-    pub use kinformer_factory::{Selection, SharedInformerFactory};
+    pub use kinformer_factory::{FactoryOptions, Selection, SharedInformerFactory};
     pub use kinformer_informer::{InformerOptions, SharedIndexInformer};
     pub use kinformer_processor::{
         AddKind, EventStream, HandlerFuncs, ListenerOptions, Notification, Registration,
@@ -245,7 +245,9 @@ pub mod prelude {
         ObjectOrTombstone,
     };
     pub use kinformer_wait::CancellationToken;
-    pub use kinformer_workqueue::{RateLimitingQueue, default_controller_rate_limiter};
+    pub use kinformer_workqueue::{
+        QueueOptions, RateLimitingQueue, default_controller_rate_limiter,
+    };
     /// kube's accessor trait: `name_any()`, `namespace()`, `meta()`.
     pub use kube_core::ResourceExt;
 }

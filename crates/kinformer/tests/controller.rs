@@ -37,10 +37,12 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
     let server = FakeApiServer::start().await?;
     fake_cluster::seed(&server)?;
     let client = server.client()?;
-    let factory = SharedInformerFactory::builder(client.clone())
-        .wire_format(WireFormat::from_env())
-        .resync_for::<Deployment>(Duration::from_secs(60))
-        .build();
+    let factory = SharedInformerFactory::new(
+        client.clone(),
+        FactoryOptions::default()
+            .wire_format(WireFormat::from_env())
+            .resync_for::<Deployment>(Duration::from_secs(60)),
+    );
     let controller = ReadyPodsController::new(&factory, client.clone(), Duration::from_secs(60))?;
     factory.start()?;
     let synced = factory

@@ -126,7 +126,7 @@ fn distribute_group(
     group.throughput(Throughput::Elements(BATCH as u64));
     let objects: Vec<Arc<String>> = (0..BATCH).map(|i| Arc::new(format!("pod-{i}"))).collect();
     for listeners in [1_usize, 3, 10] {
-        let processor = SharedProcessor::<String>::new();
+        let processor = SharedProcessor::<String>::default();
         let finish = Arc::new(Finish::default());
         let last = Arc::clone(&objects[BATCH - 1]);
         let handled = Arc::new(AtomicU64::new(0));
@@ -202,7 +202,7 @@ fn resident_bytes() -> Option<u64> {
 
 #[allow(clippy::print_stderr)] // the memory figure is a one-off report beside criterion's timings
 fn report_backlog_memory() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let (registration, gate) = stuck_listener(&processor);
     let running = Running::start(processor);
     let pod = Arc::new("pod".to_owned());
@@ -251,7 +251,7 @@ fn stuck(c: &mut Criterion) {
         b.iter_custom(|iterations| {
             let mut total = Duration::ZERO;
             for _ in 0..iterations {
-                let processor = SharedProcessor::<String>::new();
+                let processor = SharedProcessor::<String>::default();
                 let (registration, gate) = stuck_listener(&processor);
                 let running = Running::start(processor);
                 running
@@ -280,7 +280,7 @@ fn stuck(c: &mut Criterion) {
 /// The cost of a dedicated thread per handler, paid once per registration.
 fn registration(c: &mut Criterion) {
     let mut group = c.benchmark_group("processor/registration");
-    let running = Running::start(SharedProcessor::<String>::new());
+    let running = Running::start(SharedProcessor::<String>::default());
     group.bench_function("add_remove_running", |b| {
         b.iter(|| {
             let registration = running

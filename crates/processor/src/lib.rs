@@ -27,7 +27,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), kinformer_processor::Error> {
-//! let processor = SharedProcessor::<String>::new();
+//! let processor = SharedProcessor::<String>::default();
 //! let seen = Arc::new(Mutex::new(Vec::new()));
 //! let record = Arc::clone(&seen);
 //! let registration = processor.add_handler(
@@ -104,8 +104,8 @@ pub use crate::{
     handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
     listener::{ListenerOptions, ListenerStats, Registration},
     processor::{
-        DistributionBatch, MINIMUM_RESYNC_PERIOD, Recipients, SharedProcessor,
-        SharedProcessorBuilder, determine_resync_period,
+        DistributionBatch, MINIMUM_RESYNC_PERIOD, ProcessorOptions, Recipients, SharedProcessor,
+        determine_resync_period,
     },
     signal::UpstreamSynced,
     stream::EventStream,

@@ -69,7 +69,7 @@ impl ListenerOptions {
     }
 
     /// Sets the buffer policy, overriding the processor's default (itself unbounded unless
-    /// [`SharedProcessorBuilder::default_buffer`](crate::SharedProcessorBuilder::default_buffer)
+    /// [`ProcessorOptions::default_buffer`](crate::ProcessorOptions::default_buffer)
     /// says otherwise).
     #[must_use]
     pub fn buffer(mut self, policy: BufferPolicy) -> Self {

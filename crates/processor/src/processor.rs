@@ -2,7 +2,6 @@
 
 use std::{
     fmt,
-    marker::PhantomData,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -175,25 +174,28 @@ impl<K> fmt::Debug for SharedProcessor<K> {
     }
 }
 
-/// Configures a [`SharedProcessor`]; start with [`SharedProcessor::builder`].
-pub struct SharedProcessorBuilder<K> {
+/// How a [`SharedProcessor`] runs; every setting is optional, and [`Default`] is a processor
+/// without resyncs, with unbounded listener buffers and a fresh upstream signal.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use kinformer_processor::{BufferPolicy, Overflow, ProcessorOptions, SharedProcessor};
+///
+/// let options = ProcessorOptions::default()
+///     .resync_period(Duration::from_secs(30))
+///     .default_buffer(BufferPolicy::bounded(10_000, Overflow::DropOldest));
+/// let processor = SharedProcessor::<String>::new(options);
+/// assert_eq!(processor.default_resync_period(), Duration::from_secs(30));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ProcessorOptions {
     resync_period: Duration,
     upstream: Option<UpstreamSynced>,
     default_buffer: BufferPolicy,
-    object: PhantomData<fn() -> K>,
 }
 
-impl<K> fmt::Debug for SharedProcessorBuilder<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SharedProcessorBuilder")
-            .field("resync_period", &self.resync_period)
-            .field("upstream", &self.upstream)
-            .field("default_buffer", &self.default_buffer)
-            .finish()
-    }
-}
-
-impl<K: Send + Sync + 'static> SharedProcessorBuilder<K> {
+impl ProcessorOptions {
     /// The default resync period of listeners and the initial resync check period (client-go's
     /// `SharedIndexInformerOptions.ResyncPeriod`); zero, the default, means no resyncs.
     #[must_use]
@@ -216,44 +218,30 @@ impl<K: Send + Sync + 'static> SharedProcessorBuilder<K> {
         self.default_buffer = policy;
         self
     }
+}
 
-    /// Builds the processor; it relays nothing to handlers until [`SharedProcessor::run`].
-    pub fn build(self) -> SharedProcessor<K> {
+impl<K: Send + Sync + 'static> Default for SharedProcessor<K> {
+    fn default() -> Self {
+        Self::new(ProcessorOptions::default())
+    }
+}
+
+impl<K: Send + Sync + 'static> SharedProcessor<K> {
+    /// A processor configured by `options`; it relays nothing to handlers until
+    /// [`run`](Self::run).
+    pub fn new(options: ProcessorOptions) -> Self {
         SharedProcessor {
             shared: Arc::new(Shared {
                 state: RwLock::new(State {
                     listeners: Vec::new(),
                     phase: Phase::Idle,
-                    resync_check_period: self.resync_period,
-                    default_resync_period: self.resync_period,
+                    resync_check_period: options.resync_period,
+                    default_resync_period: options.resync_period,
                 }),
-                upstream: self.upstream.unwrap_or_default(),
-                default_buffer: self.default_buffer,
+                upstream: options.upstream.unwrap_or_default(),
+                default_buffer: options.default_buffer,
                 next_id: AtomicU64::new(1),
             }),
-        }
-    }
-}
-
-impl<K: Send + Sync + 'static> Default for SharedProcessor<K> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<K: Send + Sync + 'static> SharedProcessor<K> {
-    /// A processor without resyncs and with a fresh upstream signal.
-    pub fn new() -> Self {
-        Self::builder().build()
-    }
-
-    /// Starts configuring a processor.
-    pub fn builder() -> SharedProcessorBuilder<K> {
-        SharedProcessorBuilder {
-            resync_period: Duration::ZERO,
-            upstream: None,
-            default_buffer: BufferPolicy::Unbounded,
-            object: PhantomData,
         }
     }
 
@@ -275,7 +263,7 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
     }
 
     /// Registers a handler that joins late: before any other notification it receives `initial`
-    /// as adds with `is_in_initial_list = true`, and its registration syncs once it has handled
+    /// as adds of kind `AddKind::InitialList`, and its registration syncs once it has handled
     /// them. The informer passes its cache snapshot, taken while it holds back distribution so
     /// nothing falls between the snapshot and the stream.
     ///
@@ -422,7 +410,7 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
     ///
     /// use kinformer_processor::{Notification, Recipients, SharedProcessor};
     ///
-    /// let processor = SharedProcessor::<String>::new();
+    /// let processor = SharedProcessor::<String>::default();
     /// let batch = processor.batch();
     /// for name in ["a", "b", "c"] {
     ///     batch.distribute(Notification::add(Arc::new(name.to_owned())), Recipients::All);

@@ -15,8 +15,8 @@ use std::{
 
 use common::{Gate, Recorder, obj, start, stop};
 use kinformer_processor::{
-    Error, HandlerFuncs, ListenerOptions, Notification, Recipients, SharedProcessor,
-    determine_resync_period,
+    Error, HandlerFuncs, ListenerOptions, Notification, ProcessorOptions, Recipients,
+    SharedProcessor, determine_resync_period,
 };
 use tokio::time::Instant;
 
@@ -31,7 +31,7 @@ fn secs(n: u64) -> Duration {
 async fn listener_receives_every_notification_added_concurrently() {
     const PRODUCERS: usize = 5;
     const PER_PRODUCER: usize = 2_000;
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let recorder = Recorder::new();
     processor
         .add_handler(recorder.clone(), ListenerOptions::new().name("bench"))
@@ -73,9 +73,8 @@ async fn listener_receives_every_notification_added_concurrently() {
 /// for no resync, 2s and 3s each receive sync notifications exactly when due.
 #[tokio::test(start_paused = true)]
 async fn listeners_resync_at_their_own_periods() {
-    let processor = SharedProcessor::<String>::builder()
-        .resync_period(secs(1))
-        .build();
+    let processor =
+        SharedProcessor::<String>::new(ProcessorOptions::default().resync_period(secs(1)));
     let listeners: Vec<(Recorder, Duration)> = [0, 2, 3]
         .into_iter()
         .map(|period| (Recorder::new(), secs(period)))
@@ -147,9 +146,9 @@ async fn listeners_resync_at_their_own_periods() {
 /// lowers the processor's check period, and listeners keep the periods they asked for.
 #[test]
 fn resync_check_period_follows_the_shortest_period_requested_before_start() {
-    let processor = SharedProcessor::<String>::builder()
-        .resync_period(Duration::from_secs(12 * 3600))
-        .build();
+    let processor = SharedProcessor::<String>::new(
+        ProcessorOptions::default().resync_period(Duration::from_secs(12 * 3600)),
+    );
     let add = |period: Duration| {
         processor
             .add_handler(
@@ -186,9 +185,8 @@ fn resync_check_period_follows_the_shortest_period_requested_before_start() {
 /// to it, and after start a period under the check period is raised to the check period.
 #[tokio::test]
 async fn short_periods_are_raised_to_the_minimum_and_after_start_to_the_check_period() {
-    let processor = SharedProcessor::<String>::builder()
-        .resync_period(secs(10))
-        .build();
+    let processor =
+        SharedProcessor::<String>::new(ProcessorOptions::default().resync_period(secs(10)));
     let tiny = processor
         .add_handler(
             HandlerFuncs::new(),
@@ -198,9 +196,8 @@ async fn short_periods_are_raised_to_the_minimum_and_after_start_to_the_check_pe
     assert_eq!(tiny.requested_resync_period(), secs(1));
     assert_eq!(processor.resync_check_period(), secs(1));
 
-    let processor = SharedProcessor::<String>::builder()
-        .resync_period(secs(10))
-        .build();
+    let processor =
+        SharedProcessor::<String>::new(ProcessorOptions::default().resync_period(secs(10)));
     let (token, running) = start(&processor).await;
     let late = processor
         .add_handler(
@@ -237,9 +234,8 @@ fn resync_period_is_zero_when_either_side_is_zero_and_at_least_the_check_period(
 /// first should_resync, sync notifications reach everyone; after it, only the listeners due.
 #[tokio::test(start_paused = true)]
 async fn sync_notifications_reach_every_listener_until_the_first_resync_check() {
-    let processor = SharedProcessor::<String>::builder()
-        .resync_period(secs(1))
-        .build();
+    let processor =
+        SharedProcessor::<String>::new(ProcessorOptions::default().resync_period(secs(1)));
     let never = Recorder::new();
     let often = Recorder::new();
     processor
@@ -286,7 +282,7 @@ async fn sync_notifications_reach_every_listener_until_the_first_resync_check() 
 /// Ported from client-go's TestSharedInformerRemoveHandler.
 #[test]
 fn removing_handlers_unregisters_each_one() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let handle1 = processor
         .add_handler(HandlerFuncs::new(), ListenerOptions::new())
         .expect("added");
@@ -303,8 +299,8 @@ fn removing_handlers_unregisters_each_one() {
 /// Ported from client-go's TestSharedInformerRemoveForeignHandler.
 #[test]
 fn removing_a_registration_through_another_processor_changes_nothing() {
-    let processor = SharedProcessor::<String>::new();
-    let processor2 = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
+    let processor2 = SharedProcessor::<String>::default();
     let handle1 = processor
         .add_handler(HandlerFuncs::new(), ListenerOptions::new())
         .expect("added");
@@ -330,7 +326,7 @@ fn removing_a_registration_through_another_processor_changes_nothing() {
 /// gets two independent registrations.
 #[test]
 fn one_handler_registered_twice_gets_two_independent_registrations() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let handler = Recorder::new();
     let reg1 = processor
         .add_handler(handler.clone(), ListenerOptions::new())
@@ -356,7 +352,7 @@ fn one_handler_registered_twice_gets_two_independent_registrations() {
 /// Ported from client-go's TestRemovingRemovedSharedInformer.
 #[test]
 fn removing_a_removed_registration_is_harmless() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let reg = processor
         .add_handler(HandlerFuncs::new(), ListenerOptions::new())
         .expect("added");
@@ -374,7 +370,7 @@ fn removing_a_removed_registration_is_harmless() {
 /// Ported from client-go's TestAddOnStoppedSharedInformer and TestStateSharedInformer.
 #[tokio::test]
 async fn a_stopped_processor_refuses_new_listeners() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     assert!(!processor.is_running() && !processor.is_stopped());
     let (token, running) = start(&processor).await;
     assert!(processor.is_running() && !processor.is_stopped());
@@ -395,7 +391,7 @@ async fn a_stopped_processor_refuses_new_listeners() {
 /// Ported from client-go's TestRemoveOnStoppedSharedInformer.
 #[tokio::test]
 async fn removing_from_a_stopped_processor_is_harmless() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let reg = processor
         .add_handler(HandlerFuncs::new(), ListenerOptions::new())
         .expect("added");
@@ -409,7 +405,7 @@ async fn removing_from_a_stopped_processor_is_harmless() {
 /// A processor runs once.
 #[tokio::test]
 async fn running_twice_is_refused() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let (token, running) = start(&processor).await;
     let again = processor
         .run(tokio_util::sync::CancellationToken::new())
@@ -421,7 +417,7 @@ async fn running_twice_is_refused() {
 /// Ported from client-go's TestRemoveWhileActive: after removal the handler receives nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_removed_listener_receives_nothing_more() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let recorder = Recorder::new();
     let handle = processor
         .add_handler(recorder.clone(), ListenerOptions::new())
@@ -449,7 +445,7 @@ async fn a_removed_listener_receives_nothing_more() {
 /// has processed them, even though the upstream synced long ago.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_added_while_active_syncs_only_after_handling_the_snapshot() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let listener1 = Recorder::new();
     let handle1 = processor
         .add_handler(listener1.clone(), ListenerOptions::new().name("original"))
@@ -505,9 +501,9 @@ async fn a_listener_added_while_active_syncs_only_after_handling_the_snapshot() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn has_synced_waits_for_the_upstream_signal() {
     let upstream = kinformer_processor::UpstreamSynced::new();
-    let processor = SharedProcessor::<String>::builder()
-        .upstream_synced(upstream.clone())
-        .build();
+    let processor = SharedProcessor::<String>::new(
+        ProcessorOptions::default().upstream_synced(upstream.clone()),
+    );
     let recorder = Recorder::new();
     let reg = processor
         .add_handler(recorder.clone(), ListenerOptions::new())
@@ -530,7 +526,7 @@ async fn has_synced_waits_for_the_upstream_signal() {
 /// pending notifications are discarded, and `stopped` resolves only once the handler returns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remove_returns_at_once_and_stopped_waits_for_the_handler_to_exit() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let gate = Gate::new();
     let calls = Arc::new(AtomicUsize::new(0));
     let handler = {
@@ -581,9 +577,8 @@ async fn remove_returns_at_once_and_stopped_waits_for_the_handler_to_exit() {
 /// remaining listeners' notifications.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handlers_added_and_removed_concurrently_while_distributing() {
-    let processor = SharedProcessor::<String>::builder()
-        .resync_period(secs(1))
-        .build();
+    let processor =
+        SharedProcessor::<String>::new(ProcessorOptions::default().resync_period(secs(1)));
     let steady = Recorder::new();
     processor
         .add_handler(steady.clone(), ListenerOptions::new().name("steady"))

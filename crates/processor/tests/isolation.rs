@@ -10,8 +10,8 @@ use std::{
 
 use common::{Gate, PATIENCE, Recorder, obj, start, stop};
 use kinformer_processor::{
-    BufferPolicy, HandlerFuncs, ListenerOptions, Notification, Overflow, Recipients,
-    SharedProcessor,
+    BufferPolicy, HandlerFuncs, ListenerOptions, Notification, Overflow, ProcessorOptions,
+    Recipients, SharedProcessor,
 };
 
 const EVENTS: usize = 1_000;
@@ -36,7 +36,7 @@ fn numbers(lines: &[String]) -> Vec<usize> {
 /// panicking one keeps going, with an exact panic count; each sees its notifications in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_handler_and_a_panicking_handler_do_not_affect_a_normal_one() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
 
     let gate = Gate::new();
     let slow_seen = Recorder::new();
@@ -124,7 +124,7 @@ async fn a_stuck_handler_and_a_panicking_handler_do_not_affect_a_normal_one() {
 /// fire and tasks run while it sleeps.
 #[tokio::test(flavor = "current_thread")]
 async fn a_blocking_handler_does_not_stall_the_runtime() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let gate = Gate::new();
     let blocked = {
         let gate = gate.clone();
@@ -157,7 +157,7 @@ async fn a_blocking_handler_does_not_stall_the_runtime() {
 async fn each_listener_keeps_every_producers_order_under_concurrency() {
     const PRODUCERS: usize = 4;
     const PER_PRODUCER: usize = 500;
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let recorders: Vec<Recorder> = (0..3).map(|_| Recorder::new()).collect();
     for (index, recorder) in recorders.iter().enumerate() {
         processor
@@ -202,7 +202,7 @@ async fn each_listener_keeps_every_producers_order_under_concurrency() {
 /// A bounded buffer that drops the newest keeps an unbroken prefix and counts every drop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_bounded_buffer_drops_the_newest_and_counts_it() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let gate = Gate::new();
     let seen = Recorder::new();
     let handler = {
@@ -237,7 +237,7 @@ async fn a_full_bounded_buffer_drops_the_newest_and_counts_it() {
 /// initial-list add still lets the registration sync.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_bounded_buffer_drops_the_oldest_and_still_syncs() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let gate = Gate::new();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let handler = {
@@ -275,7 +275,7 @@ async fn a_full_bounded_buffer_drops_the_oldest_and_still_syncs() {
 /// A registration's buffer gives its memory back once its handler catches up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drained_backlog_gives_its_memory_back() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let gate = Gate::new();
     let seen = Recorder::new();
     let handler = {
@@ -311,7 +311,7 @@ async fn a_drained_backlog_gives_its_memory_back() {
 /// notification counts as handled (client-go would never report this registration synced).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panic_on_an_initial_add_still_lets_the_registration_sync() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let handler = HandlerFuncs::new().add_func(|obj: Arc<String>, _| {
         if obj.as_str() == "bad" {
             panic!("cannot handle {obj}");
@@ -336,9 +336,9 @@ async fn a_panic_on_an_initial_add_still_lets_the_registration_sync() {
 /// still ask for an unbounded buffer explicitly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_buffer_policy_applies_unless_a_listener_overrides_it() {
-    let processor = SharedProcessor::<String>::builder()
-        .default_buffer(BufferPolicy::bounded(5, Overflow::DropNewest))
-        .build();
+    let processor = SharedProcessor::<String>::new(
+        ProcessorOptions::default().default_buffer(BufferPolicy::bounded(5, Overflow::DropNewest)),
+    );
     let gate = Gate::new();
     let stuck = |gate: &Gate| {
         let gate = gate.clone();

@@ -15,7 +15,7 @@ fn send<T: Send>(_: &T) {}
 /// futures the informer spawns (`run`, `synced`, `stopped`, `shutdown`) are Send.
 #[test]
 fn public_types_and_futures_can_cross_threads() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     send_sync(&processor);
     let registration: Registration<String> = processor
         .add_handler(HandlerFuncs::new(), ListenerOptions::new())

@@ -24,7 +24,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::{
     Decoder, Error, ExpectedType, JsonDecoder, ListOptions, ListPage, ListerWatcher, Reflector,
-    Result, WatchStream,
+    ReflectorOptions, Result, WatchStream,
 };
 use kinformer_store::{Cache, CacheReader};
 use tokio_util::sync::CancellationToken;
@@ -159,9 +159,8 @@ fn main() {
         let lister_watcher = || GeneratedPods {
             decoder: JsonDecoder::new(Some(ExpectedType::new("v1", "Pod"))),
         };
-        let paged = Reflector::builder(lister_watcher(), Arc::clone(&cache))
-            .page_size(PAGE)
-            .build();
+        let paged = Reflector::new(lister_watcher(), Arc::clone(&cache), ReflectorOptions::default()
+            .page_size(PAGE));
         let mut phases = vec![
             round("first list, pages of 500", &paged, &token).await,
             round("relist, pages of 500", &paged, &token).await,
@@ -169,7 +168,7 @@ fn main() {
         let steady_kib = phases[0].after_kib;
         // The same cache, refilled by a reflector that lists everything in one response, as an
         // API server's watch cache answers `resourceVersion=0`.
-        let unpaged = Reflector::builder(lister_watcher(), Arc::clone(&cache)).build();
+        let unpaged = Reflector::new(lister_watcher(), Arc::clone(&cache), ReflectorOptions::default());
         phases.push(round("relist, one 100k-item response", &unpaged, &token).await);
         assert_eq!(cache.len(), PODS);
 

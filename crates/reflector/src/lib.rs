@@ -24,7 +24,9 @@
 //!   streaming lists (`sendInitialEvents`) with a fallback, and prompt cancellation.
 //!
 //! Nothing here knows what sits above the store (queues, handlers). Start with
-//! [`Reflector::builder`].
+//! [`Reflector::new`]: a lister-watcher, a store and [`ReflectorOptions`] (every kinformer layer
+//! is configured the same way: an options struct with [`Default`] and chained setters, given to
+//! the constructor).
 //!
 //! # Example
 //!
@@ -36,7 +38,9 @@
 //!
 //! use async_trait::async_trait;
 //! use k8s_openapi::api::core::v1::Pod;
-//! use kinformer_reflector::{ListOptions, ListPage, ListerWatcher, Reflector, Result, WatchStream};
+//! use kinformer_reflector::{
+//!     ListOptions, ListPage, ListerWatcher, Reflector, ReflectorOptions, Result, WatchStream,
+//! };
 //! use kinformer_store::{Cache, CacheReader};
 //! use kube_core::ObjectMeta;
 //! use tokio_util::sync::CancellationToken;
@@ -66,7 +70,8 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! let cache = Arc::new(Cache::<Pod>::default());
-//! let reflector = Arc::new(Reflector::builder(TwoPods, Arc::clone(&cache)).build());
+//! let options = ReflectorOptions::default().name("pods").page_size(500);
+//! let reflector = Arc::new(Reflector::new(TwoPods, Arc::clone(&cache), options));
 //! let token = CancellationToken::new();
 //! let running = tokio::spawn({
 //!     let (reflector, token) = (Arc::clone(&reflector), token.clone());
@@ -100,7 +105,7 @@ pub use crate::{
     options::{ListOptions, VersionMatch},
     protobuf::{KubeDecoder, WIRE_FORMAT_ENV, WireFormat},
     reflector::{
-        DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Failures, Reflector, ReflectorBuilder,
+        DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Failures, Reflector, ReflectorOptions,
         WATCH_IDLE_GRACE,
     },
 };

@@ -59,11 +59,23 @@ type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
 type BookmarkHandler = Arc<dyn Fn(&str) + Send + Sync>;
 type KnownObject<K> = Arc<dyn Fn(&K) -> Option<Arc<K>> + Send + Sync>;
 
-/// Configures and builds a [`Reflector`]; start from [`Reflector::builder`].
-#[doc(alias = "ReflectorOptions")]
-pub struct ReflectorBuilder<K, S: ?Sized> {
-    lister_watcher: Arc<dyn ListerWatcher<K>>,
-    store: Arc<S>,
+/// How a [`Reflector`] runs; every setting is optional and [`Default`] is client-go's
+/// `NewReflectorWithOptions` with no options.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_reflector::ReflectorOptions;
+///
+/// let options = ReflectorOptions::<Pod>::default()
+///     .name("pods")
+///     .page_size(500)
+///     .resync_period(Duration::from_secs(30))
+///     .min_watch_timeout(Duration::from_secs(60));
+/// # drop(options);
+/// ```
+pub struct ReflectorOptions<K> {
     name: Option<String>,
     page_size: Option<u32>,
     resync_period: Option<Duration>,
@@ -76,9 +88,26 @@ pub struct ReflectorBuilder<K, S: ?Sized> {
     min_watch_timeout: Duration,
 }
 
-impl<K, S: ?Sized> fmt::Debug for ReflectorBuilder<K, S> {
+impl<K> Default for ReflectorOptions<K> {
+    fn default() -> Self {
+        Self {
+            name: None,
+            page_size: None,
+            resync_period: None,
+            should_resync: None,
+            known_object: None,
+            use_watch_list: false,
+            watch_error_handler: None,
+            bookmark_handler: None,
+            backoff: None,
+            min_watch_timeout: DEFAULT_MIN_WATCH_TIMEOUT,
+        }
+    }
+}
+
+impl<K> fmt::Debug for ReflectorOptions<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReflectorBuilder")
+        f.debug_struct("ReflectorOptions")
             .field("name", &self.name)
             .field("page_size", &self.page_size)
             .field("resync_period", &self.resync_period)
@@ -88,11 +117,7 @@ impl<K, S: ?Sized> fmt::Debug for ReflectorBuilder<K, S> {
     }
 }
 
-impl<K, S> ReflectorBuilder<K, S>
-where
-    K: Object,
-    S: Store<K> + ?Sized + 'static,
-{
+impl<K> ReflectorOptions<K> {
     /// The name in logs and spans; defaults to the lister-watcher's type description.
     #[must_use]
     pub fn name(mut self, name: impl Into<String>) -> Self {
@@ -193,26 +218,41 @@ where
         self.min_watch_timeout = timeout.max(DEFAULT_MIN_WATCH_TIMEOUT);
         self
     }
+}
 
-    /// Builds the reflector; nothing runs until [`Reflector::run`].
-    pub fn build(self) -> Reflector<K, S> {
-        let type_description = self.lister_watcher.type_description();
+impl<K, S> Reflector<K, S>
+where
+    K: Object,
+    S: Store<K> + ?Sized + 'static,
+{
+    /// A reflector that fills `store` from `lister_watcher`, configured by `options`; nothing
+    /// runs until [`run`](Self::run).
+    #[doc(alias = "NewReflector")]
+    #[doc(alias = "NewReflectorWithOptions")]
+    pub fn new(
+        lister_watcher: impl ListerWatcher<K> + 'static,
+        store: Arc<S>,
+        options: ReflectorOptions<K>,
+    ) -> Self {
+        let lister_watcher: Arc<dyn ListerWatcher<K>> = Arc::new(lister_watcher);
+        let type_description = lister_watcher.type_description();
         Reflector {
-            name: self.name.unwrap_or_else(|| type_description.clone()),
+            name: options.name.unwrap_or_else(|| type_description.clone()),
             type_description,
-            namespace: self.lister_watcher.namespace(),
-            lister_watcher: self.lister_watcher,
-            store: self.store,
-            page_size: self.page_size,
-            resync_period: self.resync_period,
-            should_resync: self.should_resync,
-            use_watch_list: self.use_watch_list,
-            watch_error_handler: self.watch_error_handler,
-            bookmark_handler: self.bookmark_handler,
-            known_object: self.known_object,
-            min_watch_timeout: self.min_watch_timeout,
+            namespace: lister_watcher.namespace(),
+            lister_watcher,
+            store,
+            page_size: options.page_size,
+            resync_period: options.resync_period,
+            should_resync: options.should_resync,
+            use_watch_list: options.use_watch_list,
+            watch_error_handler: options.watch_error_handler,
+            bookmark_handler: options.bookmark_handler,
+            known_object: options.known_object,
+            min_watch_timeout: options.min_watch_timeout,
             backoff: Mutex::new(
-                self.backoff
+                options
+                    .backoff
                     .unwrap_or_else(|| Box::new(ExponentialBackoffManager::for_reflector())),
             ),
             versions: RwLock::new(Versions::default()),
@@ -234,7 +274,7 @@ struct Versions {
 /// Keeps a [`Store`] in step with the API server: lists, replaces the store's contents, then
 /// watches from the list's resource version, resuming and relisting as the server requires.
 ///
-/// Build one with [`Reflector::builder`], then `run` it until a [`CancellationToken`] fires.
+/// Build one with [`Reflector::new`], then `run` it until a [`CancellationToken`] fires.
 ///
 /// The Rust shape of client-go's `cache.Reflector`.
 #[doc(alias = "NewReflector")]
@@ -313,27 +353,6 @@ where
     K: Object,
     S: Store<K> + ?Sized + 'static,
 {
-    /// Starts configuring a reflector that fills `store` from `lister_watcher`.
-    pub fn builder(
-        lister_watcher: impl ListerWatcher<K> + 'static,
-        store: Arc<S>,
-    ) -> ReflectorBuilder<K, S> {
-        ReflectorBuilder {
-            lister_watcher: Arc::new(lister_watcher),
-            store,
-            name: None,
-            page_size: None,
-            resync_period: None,
-            should_resync: None,
-            known_object: None,
-            use_watch_list: false,
-            watch_error_handler: None,
-            bookmark_handler: None,
-            backoff: None,
-            min_watch_timeout: DEFAULT_MIN_WATCH_TIMEOUT,
-        }
-    }
-
     /// The reflector's name, as in its tracing span.
     pub fn name(&self) -> &str {
         &self.name
@@ -644,7 +663,7 @@ where
     }
 
     /// Maps a listed object to the consumer's own copy when it holds one at the same version
-    /// (see [`ReflectorBuilder::reuse_known_objects`]).
+    /// (see [`ReflectorOptions::reuse_known_objects`]).
     fn reuse_function(&self) -> Option<Arc<ReuseObject<K>>> {
         let known_object = self.known_object.clone()?;
         Some(Arc::new(move |listed: Arc<K>| {

@@ -9,7 +9,9 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_reflector::{Error, KubeListerWatcher, Reflector, WireFormat};
+use kinformer_reflector::{
+    Error, KubeListerWatcher, ListerWatcher, Reflector, ReflectorOptions, WireFormat,
+};
 use kinformer_store::{Cache, CacheReader, Object, Store};
 use kinformer_testing::{FakeApiServer, Fault, Verb, eventually, fixtures};
 use kinformer_wait::ExponentialBackoffManager;
@@ -57,20 +59,21 @@ fn quick_backoff() -> ExponentialBackoffManager {
     )
 }
 
-fn start<K, S>(builder: kinformer_reflector::ReflectorBuilder<K, S>) -> Running<K, S>
+fn start<K, S>(
+    lister_watcher: impl ListerWatcher<K> + 'static,
+    store: &Arc<S>,
+    options: ReflectorOptions<K>,
+) -> Running<K, S>
 where
     K: Object,
     S: Store<K> + ?Sized + 'static,
 {
     let errors = Arc::new(Mutex::new(Vec::new()));
-    let reflector = Arc::new(
-        builder
-            .watch_error_handler({
-                let errors = Arc::clone(&errors);
-                move |error: &Error| errors.lock().push(format!("{error:?}"))
-            })
-            .build(),
-    );
+    let options = options.watch_error_handler({
+        let errors = Arc::clone(&errors);
+        move |error: &Error| errors.lock().push(format!("{error:?}"))
+    });
+    let reflector = Arc::new(Reflector::new(lister_watcher, Arc::clone(store), options));
     let token = CancellationToken::new();
     let task = tokio::spawn({
         let (reflector, token) = (Arc::clone(&reflector), token.clone());
@@ -103,16 +106,14 @@ fn client(server: &FakeApiServer) -> Client {
     Client::try_from(config).expect("client")
 }
 
-fn pods_reflector(
-    server: &FakeApiServer,
-    cache: &Arc<Cache<Pod>>,
-) -> kinformer_reflector::ReflectorBuilder<Pod, Cache<Pod>> {
-    let client = client(server);
-    Reflector::builder(
-        KubeListerWatcher::new(Api::<Pod>::all(client)).wire_format(WireFormat::from_env()),
-        Arc::clone(cache),
-    )
-    .backoff(quick_backoff())
+/// The Pods of `server`, in the wire format the environment asks for.
+fn pods(server: &FakeApiServer) -> KubeListerWatcher<Pod> {
+    KubeListerWatcher::new(Api::<Pod>::all(client(server))).wire_format(WireFormat::from_env())
+}
+
+/// Options that retry quickly.
+fn quick() -> ReflectorOptions<Pod> {
+    ReflectorOptions::default().backoff(quick_backoff())
 }
 
 /// Every fixture pod number a test may create.
@@ -217,7 +218,7 @@ async fn watch_settles(server: &FakeApiServer) {
 async fn lists_then_watches_and_the_cache_follows_every_change() {
     let server = server_with_pods(25).await;
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache));
+    let running = start(pods(&server), &cache, quick());
     converges(&server, &cache).await;
     churn(&server, 100);
     converges(&server, &cache).await;
@@ -236,7 +237,7 @@ async fn lists_then_watches_and_the_cache_follows_every_change() {
 async fn a_dropped_watch_resumes_from_the_last_version_without_relisting() {
     let server = server_with_pods(10).await;
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache));
+    let running = start(pods(&server), &cache, quick());
     converges(&server, &cache).await;
     for round in 0..3 {
         watch_settles(&server).await;
@@ -260,7 +261,7 @@ async fn a_dropped_watch_resumes_from_the_last_version_without_relisting() {
 async fn compaction_while_disconnected_makes_the_reflector_relist() {
     let server = server_with_pods(10).await;
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache));
+    let running = start(pods(&server), &cache, quick());
     converges(&server, &cache).await;
     watch_settles(&server).await;
     server.stop_listener().await;
@@ -289,8 +290,9 @@ async fn a_relist_over_http_keeps_the_cached_copy_of_unchanged_objects() {
     let cache = Arc::new(Cache::<Pod>::default());
     let known = Arc::clone(&cache);
     let running = start(
-        pods_reflector(&server, &cache)
-            .reuse_known_objects(move |pod: &Pod| known.get(pod).ok().flatten()),
+        pods(&server),
+        &cache,
+        quick().reuse_known_objects(move |pod: &Pod| known.get(pod).ok().flatten()),
     );
     converges(&server, &cache).await;
     watch_settles(&server).await;
@@ -341,7 +343,7 @@ async fn a_410_status_on_the_watch_request_relists() {
         .faults()
         .inject(Fault::status(410).verb(Verb::Watch).resource("pods"));
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache));
+    let running = start(pods(&server), &cache, quick());
     eventually("the relist ran", PATIENCE, || {
         server.faults().request_count(Verb::List, "pods") == 2
     })
@@ -365,7 +367,7 @@ async fn pagination_and_its_fallback_when_a_continue_token_expires() {
     // second leaves room for a loaded machine.
     faults.set_delay(Some(Duration::from_secs(1)));
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache).page_size(7));
+    let running = start(pods(&server), &cache, quick().page_size(7));
     // Request 1 is the faulted list at "0", request 2 the first page of the consistent read.
     eventually("the first page is requested", PATIENCE, || {
         faults.request_count(Verb::List, "pods") == 2
@@ -390,7 +392,7 @@ async fn a_consistent_relist_is_paginated_by_the_page_size() {
         .faults()
         .inject(Fault::status(410).verb(Verb::List).resource("pods"));
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache).page_size(7));
+    let running = start(pods(&server), &cache, quick().page_size(7));
     converges(&server, &cache).await;
     // 1 faulted list at "0", then ceil(30 / 7) = 5 pages.
     assert_eq!(server.faults().request_count(Verb::List, "pods"), 6);
@@ -404,7 +406,7 @@ async fn a_consistent_relist_is_paginated_by_the_page_size() {
 async fn a_streaming_list_fills_the_cache_without_any_list_request() {
     let server = server_with_pods(20).await;
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache).use_watch_list(true));
+    let running = start(pods(&server), &cache, quick().use_watch_list(true));
     converges(&server, &cache).await;
     churn(&server, 100);
     converges(&server, &cache).await;
@@ -421,7 +423,7 @@ async fn a_failing_streaming_list_falls_back_to_list_and_watch() {
         .faults()
         .inject(Fault::status(400).verb(Verb::Watch).resource("pods"));
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache).use_watch_list(true));
+    let running = start(pods(&server), &cache, quick().use_watch_list(true));
     converges(&server, &cache).await;
     assert_eq!(server.faults().request_count(Verb::List, "pods"), 1);
     assert!(running.saw("Api { code: 400"), "{:?}", running.errors());
@@ -439,7 +441,7 @@ async fn forbidden_lists_are_reported_and_retried() {
             .times(3),
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache));
+    let running = start(pods(&server), &cache, quick());
     converges(&server, &cache).await;
     let forbidden = running
         .errors()
@@ -468,7 +470,7 @@ async fn internal_errors_are_reported_and_retried() {
             .times(2),
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache));
+    let running = start(pods(&server), &cache, quick());
     converges(&server, &cache).await;
     eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     churn(&server, 30);
@@ -494,7 +496,7 @@ async fn too_many_requests_waits_for_retry_after() {
     );
     let cache = Arc::new(Cache::<Pod>::default());
     let started = Instant::now();
-    let running = start(pods_reflector(&server, &cache));
+    let running = start(pods(&server), &cache, quick());
     converges(&server, &cache).await;
     assert!(
         started.elapsed() >= Duration::from_secs(2),
@@ -515,7 +517,7 @@ async fn too_many_requests_waits_for_retry_after() {
 async fn garbage_watch_lines_are_reported_and_the_cache_recovers() {
     let server = server_with_pods(6).await;
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache));
+    let running = start(pods(&server), &cache, quick());
     converges(&server, &cache).await;
     eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     server.faults().inject_watch_line("{not json at all");
@@ -543,7 +545,7 @@ async fn garbage_watch_lines_are_reported_and_the_cache_recovers() {
 async fn an_object_of_the_wrong_kind_is_reported_and_skipped() {
     let server = server_with_pods(3).await;
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache));
+    let running = start(pods(&server), &cache, quick());
     converges(&server, &cache).await;
     eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     server.faults().inject_watch_line(
@@ -569,7 +571,7 @@ async fn an_object_of_the_wrong_kind_is_reported_and_skipped() {
 async fn a_server_restart_mid_watch_loses_nothing() {
     let server = server_with_pods(10).await;
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache));
+    let running = start(pods(&server), &cache, quick());
     converges(&server, &cache).await;
     eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     server.stop_listener().await;
@@ -598,10 +600,11 @@ async fn a_refusing_server_sees_requests_only_at_the_backoff_schedule() {
     );
     let cache = Arc::new(Cache::<Pod>::default());
     let client = client(&server);
-    let running = start(Reflector::builder(
+    let running = start(
         KubeListerWatcher::new(Api::<Pod>::all(client)).wire_format(WireFormat::from_env()),
-        Arc::clone(&cache),
-    ));
+        &cache,
+        ReflectorOptions::default(),
+    );
     tokio::time::sleep(Duration::from_secs(6)).await;
     let attempts = server.faults().request_count(Verb::List, "pods");
     // Attempts start at 0s, then after at least 0.8s, 1.6s and 3.2s more: 0, 0.8, 2.4, 5.6.
@@ -619,7 +622,7 @@ async fn a_refusing_server_sees_requests_only_at_the_backoff_schedule() {
 async fn stopping_while_watching_closes_the_watch() {
     let server = server_with_pods(3).await;
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache));
+    let running = start(pods(&server), &cache, quick());
     converges(&server, &cache).await;
     eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     running.stop().await;
@@ -635,7 +638,7 @@ async fn stopping_while_listing_returns_promptly() {
     let server = server_with_pods(3).await;
     server.faults().set_delay(Some(Duration::from_secs(30)));
     let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(pods_reflector(&server, &cache));
+    let running = start(pods(&server), &cache, quick());
     // The fake server counts a request only once its delay is over; give the list time to leave.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let stopping = Instant::now();
@@ -656,8 +659,11 @@ async fn namespace_and_label_selectors_narrow_the_cache() {
             options.field_selector = Some("metadata.namespace=ns-3".into());
         });
     let cache = Arc::new(Cache::<Pod>::default());
-    let running =
-        start(Reflector::builder(lister_watcher, Arc::clone(&cache)).backoff(quick_backoff()));
+    let running = start(
+        lister_watcher,
+        &cache,
+        ReflectorOptions::default().backoff(quick_backoff()),
+    );
     // pod-3, 13, 23, 33 live in ns-3; those with i % 3 == 0 are frontends (3, 33).
     let want: Vec<String> = vec!["ns-3/pod-13".into(), "ns-3/pod-23".into()];
     eventually("the selection is cached", PATIENCE, || {
@@ -684,20 +690,16 @@ async fn metadata_and_dynamic_lister_watchers_converge() {
 
     let metadata_cache = Arc::new(Cache::<PartialObjectMeta<Pod>>::default());
     let metadata = start(
-        Reflector::builder(
-            KubeListerWatcher::metadata(Api::<Pod>::all(client.clone())),
-            Arc::clone(&metadata_cache),
-        )
-        .backoff(quick_backoff()),
+        KubeListerWatcher::metadata(Api::<Pod>::all(client.clone())),
+        &metadata_cache,
+        ReflectorOptions::default().backoff(quick_backoff()),
     );
     let resource = ApiResource::erase::<Pod>(&());
     let dynamic_cache = Arc::new(Cache::<DynamicObject>::default());
     let dynamic = start(
-        Reflector::builder(
-            KubeListerWatcher::dynamic(Api::all_with(client, &resource), &resource),
-            Arc::clone(&dynamic_cache),
-        )
-        .backoff(quick_backoff()),
+        KubeListerWatcher::dynamic(Api::all_with(client, &resource), &resource),
+        &dynamic_cache,
+        ReflectorOptions::default().backoff(quick_backoff()),
     );
     converges(&server, &metadata_cache).await;
     converges(&server, &dynamic_cache).await;
@@ -718,11 +720,9 @@ async fn metadata_lister_watchers_fill_the_cache_in_protobuf_and_in_json() {
         let server = server_with_pods(12).await;
         let cache = Arc::new(Cache::<PartialObjectMeta<Pod>>::default());
         let running = start(
-            Reflector::builder(
-                KubeListerWatcher::metadata(Api::<Pod>::all(client(&server))).wire_format(format),
-                Arc::clone(&cache),
-            )
-            .backoff(quick_backoff()),
+            KubeListerWatcher::metadata(Api::<Pod>::all(client(&server))).wire_format(format),
+            &cache,
+            ReflectorOptions::default().backoff(quick_backoff()),
         );
         converges(&server, &cache).await;
         churn(&server, 60);
@@ -818,7 +818,9 @@ async fn the_next_page_is_requested_while_the_current_one_decodes() {
     let lister_watcher = KubeListerWatcher::with_decoder(Api::<Pod>::all(client(&server)), decoder);
     let cache = Arc::new(Cache::<Pod>::default());
     let running = start(
-        Reflector::builder(lister_watcher, Arc::clone(&cache))
+        lister_watcher,
+        &cache,
+        ReflectorOptions::default()
             .backoff(quick_backoff())
             .page_size(50),
     );

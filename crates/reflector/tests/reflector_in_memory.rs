@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::{
-    Error, ListOptions, ListPage, ListerWatcher, Reflector, Result, VersionMatch, WatchEvent,
-    WatchStream,
+    Error, ListOptions, ListPage, ListerWatcher, Reflector, ReflectorOptions, Result, VersionMatch,
+    WatchEvent, WatchStream,
 };
 use kinformer_store::{Cache, CacheReader, Store};
 use kinformer_testing::eventually;
@@ -201,8 +201,11 @@ async fn list_at_version_zero_then_watch_from_the_list_version_with_bookmarks() 
         move |_, _| stream.lock().take().map_or_else(pending_watch, Ok),
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector =
-        Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default(),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the watch is open", PATIENCE, || {
         !lister_watcher.watch_calls().is_empty()
@@ -257,11 +260,12 @@ async fn every_watch_bookmark_reaches_the_bookmark_handler_after_it_is_recorded(
     let seen = Arc::new(Mutex::new(Vec::new()));
     let reflector = {
         let seen = Arc::clone(&seen);
-        Arc::new(
-            Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-                .on_bookmark(move |version| seen.lock().push(version.to_owned()))
-                .build(),
-        )
+        Arc::new(Reflector::new(
+            Arc::clone(&lister_watcher),
+            Arc::clone(&cache),
+            ReflectorOptions::default()
+                .on_bookmark(move |version| seen.lock().push(version.to_owned())),
+        ))
     };
     let (token, running) = spawn(&reflector);
     eventually("the watch is open", PATIENCE, || {
@@ -303,11 +307,11 @@ async fn a_streaming_list_replaces_the_store_at_the_initial_events_end_bookmark(
         move |_, _| stream.lock().take().map_or_else(pending_watch, Ok),
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .use_watch_list(true)
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().use_watch_list(true),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the streaming list is open", PATIENCE, || {
         !lister_watcher.watch_calls().is_empty()
@@ -380,8 +384,10 @@ async fn a_refused_streaming_list_falls_back_to_list_and_watch() {
     );
     let cache = Arc::new(Cache::<Pod>::default());
     let errors = Arc::new(AtomicUsize::new(0));
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default()
             .use_watch_list(true)
             .backoff(quick_backoff())
             .watch_error_handler({
@@ -389,9 +395,8 @@ async fn a_refused_streaming_list_falls_back_to_list_and_watch() {
                 move |_| {
                     errors.fetch_add(1, Ordering::SeqCst);
                 }
-            })
-            .build(),
-    );
+            }),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the fallback list ran", PATIENCE, || {
         cache.list().len() == 1
@@ -437,8 +442,11 @@ async fn a_closed_watch_resumes_from_the_last_seen_version_without_relisting() {
         },
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector =
-        Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default(),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the third watch is open", PATIENCE, || {
         lister_watcher.watch_calls().len() == 3
@@ -480,14 +488,14 @@ async fn an_expired_watch_relists_at_the_last_synced_version() {
     );
     let cache = Arc::new(Cache::<Pod>::default());
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .watch_error_handler({
-                let seen = Arc::clone(&seen);
-                move |error| seen.lock().push(error.to_string())
-            })
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().watch_error_handler({
+            let seen = Arc::clone(&seen);
+            move |error| seen.lock().push(error.to_string())
+        }),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the relist ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "8"
@@ -525,8 +533,11 @@ async fn an_expired_relist_is_retried_as_a_consistent_read() {
         },
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector =
-        Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default(),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the consistent relist ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "11"
@@ -556,11 +567,11 @@ async fn a_page_size_splits_the_list_into_pages_that_all_reach_the_store() {
         |_, _| pending_watch(),
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .page_size(4)
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().page_size(4),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the list is stored", PATIENCE, || {
         reflector.last_sync_resource_version() == "10"
@@ -597,8 +608,11 @@ async fn a_relist_at_a_known_version_is_not_paginated() {
         },
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector =
-        Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default(),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the relist ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "11"
@@ -638,8 +652,11 @@ async fn a_paginated_first_list_keeps_every_relist_paginated() {
         },
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector =
-        Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default(),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the relist ran", PATIENCE, || {
         lister_watcher.list_calls().len() == 4
@@ -682,11 +699,11 @@ async fn an_expired_continuation_page_falls_back_to_one_full_list() {
         },
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .page_size(4)
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().page_size(4),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the full relist ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "11"
@@ -725,11 +742,11 @@ async fn a_too_large_resource_version_relists_from_a_consistent_read() {
         },
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .backoff(quick_backoff())
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().backoff(quick_backoff()),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("three relists ran", PATIENCE, || {
         lister_watcher.watch_calls().len() == 4
@@ -801,11 +818,11 @@ impl Store<Pod> for RecordingStore {
 async fn the_store_is_resynced_every_resync_period() {
     let lister_watcher = Scripted::new(|_, _| Ok(page("1", vec![], None)), |_, _| pending_watch());
     let store = Arc::new(RecordingStore::default());
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&store))
-            .resync_period(Duration::from_secs(30))
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&store),
+        ReflectorOptions::default().resync_period(Duration::from_secs(30)),
+    ));
     let token = CancellationToken::new();
     let running = tokio::spawn({
         let (reflector, token) = (Arc::clone(&reflector), token.clone());
@@ -827,16 +844,17 @@ async fn should_resync_gates_every_resync() {
     let lister_watcher = Scripted::new(|_, _| Ok(page("1", vec![], None)), |_, _| pending_watch());
     let store = Arc::new(RecordingStore::default());
     let asked = Arc::new(AtomicUsize::new(0));
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&store))
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&store),
+        ReflectorOptions::default()
             .resync_period(Duration::from_secs(30))
             .should_resync({
                 let asked = Arc::clone(&asked);
                 // Only every other tick is due.
                 move || asked.fetch_add(1, Ordering::SeqCst) % 2 == 1
-            })
-            .build(),
-    );
+            }),
+    ));
     let token = CancellationToken::new();
     let running = tokio::spawn({
         let (reflector, token) = (Arc::clone(&reflector), token.clone());
@@ -870,11 +888,11 @@ async fn refused_watches_back_off_exponentially_without_relisting() {
         },
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .backoff(quick_backoff())
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().backoff(quick_backoff()),
+    ));
     let started = Instant::now();
     let (token, running) = spawn(&reflector);
     eventually("the sixth watch is open", PATIENCE, || {
@@ -908,11 +926,11 @@ async fn too_many_requests_backs_off_without_relisting() {
         },
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .backoff(quick_backoff())
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().backoff(quick_backoff()),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the sixth watch is open", PATIENCE, || {
         lister_watcher.watch_calls().len() == 6
@@ -936,11 +954,11 @@ async fn retry_after_is_honoured_on_too_many_requests() {
         |_, _| pending_watch(),
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .backoff(quick_backoff())
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().backoff(quick_backoff()),
+    ));
     let started = Instant::now();
     let (token, running) = spawn(&reflector);
     eventually("the second list ran", PATIENCE, || {
@@ -968,8 +986,11 @@ async fn failing_lists_follow_the_backoff_schedule_instead_of_a_hot_loop() {
         |_, _| pending_watch(),
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector =
-        Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default(),
+    ));
     let (token, running) = spawn(&reflector);
     tokio::time::sleep(Duration::from_secs(300)).await;
     let attempts = lister_watcher.list_calls().len();
@@ -994,11 +1015,15 @@ async fn watch_timeouts_are_random_between_the_minimum_and_twice_the_minimum() {
         let lister_watcher =
             Scripted::new(|_, _| Ok(page("10", vec![], None)), |_, _| pending_watch());
         let cache = Arc::new(Cache::<Pod>::default());
-        let mut builder = Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache));
+        let mut options = ReflectorOptions::default();
         if let Some(asked) = asked {
-            builder = builder.min_watch_timeout(asked);
+            options = options.min_watch_timeout(asked);
         }
-        let reflector = Arc::new(builder.build());
+        let reflector = Arc::new(Reflector::new(
+            Arc::clone(&lister_watcher),
+            Arc::clone(&cache),
+            options,
+        ));
         let (token, running) = spawn(&reflector);
         eventually("the watch is open", PATIENCE, || {
             !lister_watcher.watch_calls().is_empty()
@@ -1023,14 +1048,14 @@ async fn a_silent_watch_is_resumed_after_its_timeout() {
     let lister_watcher = Scripted::new(|_, _| Ok(page("4", vec![], None)), |_, _| pending_watch());
     let cache = Arc::new(Cache::<Pod>::default());
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .watch_error_handler({
-                let seen = Arc::clone(&seen);
-                move |error| seen.lock().push(matches!(error, Error::WatchIdle { .. }))
-            })
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().watch_error_handler({
+            let seen = Arc::clone(&seen);
+            move |error| seen.lock().push(matches!(error, Error::WatchIdle { .. }))
+        }),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the first watch is open", PATIENCE, || {
         lister_watcher.watch_calls().len() == 1
@@ -1070,17 +1095,17 @@ async fn objects_of_the_wrong_kind_or_without_a_name_are_reported_and_skipped() 
     );
     let cache = Arc::new(Cache::<Pod>::default());
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .watch_error_handler({
-                let seen = Arc::clone(&seen);
-                move |error| {
-                    seen.lock()
-                        .push(kinformer_wait::ErrorChain(error).to_string());
-                }
-            })
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().watch_error_handler({
+            let seen = Arc::clone(&seen);
+            move |error| {
+                seen.lock()
+                    .push(kinformer_wait::ErrorChain(error).to_string());
+            }
+        }),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the watch is open", PATIENCE, || {
         !lister_watcher.watch_calls().is_empty()
@@ -1134,8 +1159,11 @@ async fn a_very_short_watch_relists_after_a_backoff() {
         },
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector =
-        Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default(),
+    ));
     let started = Instant::now();
     let (token, running) = spawn(&reflector);
     eventually("the second watch is open", PATIENCE, || {
@@ -1166,14 +1194,14 @@ async fn an_undecodable_event_is_reported_and_the_reflector_relists() {
     );
     let cache = Arc::new(Cache::<Pod>::default());
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .watch_error_handler({
-                let seen = Arc::clone(&seen);
-                move |error| seen.lock().push(matches!(error, Error::Decode { .. }))
-            })
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().watch_error_handler({
+            let seen = Arc::clone(&seen);
+            move |error| seen.lock().push(matches!(error, Error::Decode { .. }))
+        }),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the relist ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "3"
@@ -1189,7 +1217,11 @@ async fn an_undecodable_event_is_reported_and_the_reflector_relists() {
 async fn a_cancelled_reflector_makes_no_request() {
     let lister_watcher = Scripted::new(|_, _| Ok(page("1", vec![], None)), |_, _| pending_watch());
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector = Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build();
+    let reflector = Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default(),
+    );
     let token = CancellationToken::new();
     token.cancel();
     reflector.run(token).await;
@@ -1227,15 +1259,13 @@ impl ListerWatcher<Pod> for HangingList {
 async fn stopping_while_listing_abandons_the_list_promptly() {
     let dropped = Arc::new(AtomicUsize::new(0));
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector = Arc::new(
-        Reflector::builder(
-            HangingList {
-                dropped: Arc::clone(&dropped),
-            },
-            Arc::clone(&cache),
-        )
-        .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        HangingList {
+            dropped: Arc::clone(&dropped),
+        },
+        Arc::clone(&cache),
+        ReflectorOptions::default(),
+    ));
     let (token, running) = spawn(&reflector);
     tokio::time::sleep(Duration::from_secs(10)).await;
     stop(token, running).await;
@@ -1257,8 +1287,11 @@ async fn stopping_while_watching_drops_the_watch_promptly() {
         move |_, _| stream.lock().take().map_or_else(pending_watch, Ok),
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector =
-        Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default(),
+    ));
     let (token, running) = spawn(&reflector);
     sender
         .send(Ok(WatchEvent::Added(pod("bar", "2"))))
@@ -1281,7 +1314,11 @@ fn the_public_types_are_send_and_sync() {
     send_sync::<kinformer_reflector::KubeListerWatcher<Pod>>();
     send_sync::<Error>();
     let lister_watcher = Scripted::new(|_, _| Ok(page("1", vec![], None)), |_, _| pending_watch());
-    let reflector = Reflector::builder(lister_watcher, Arc::new(Cache::<Pod>::default())).build();
+    let reflector = Reflector::new(
+        lister_watcher,
+        Arc::new(Cache::<Pod>::default()),
+        ReflectorOptions::default(),
+    );
     send(&reflector.run(CancellationToken::new()));
 }
 
@@ -1314,8 +1351,11 @@ async fn an_error_event_relists_and_the_replace_drops_the_corrupt_object() {
         },
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector =
-        Arc::new(Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache)).build());
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default(),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the watch added the corrupt object", PATIENCE, || {
         cache.list().len() == 4
@@ -1348,11 +1388,11 @@ async fn a_streaming_list_without_its_bookmark_falls_back_to_a_list() {
         },
     );
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .use_watch_list(true)
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().use_watch_list(true),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the fallback list ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "7"
@@ -1400,11 +1440,12 @@ async fn a_relist_reuses_the_cached_copy_of_every_unchanged_object() {
     );
     let cache = Arc::new(Cache::<Pod>::default());
     let known = Arc::clone(&cache);
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&cache))
-            .reuse_known_objects(move |pod: &Pod| known.get(pod).ok().flatten())
-            .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default()
+            .reuse_known_objects(move |pod: &Pod| known.get(pod).ok().flatten()),
+    ));
     let (token, running) = spawn(&reflector);
     eventually("the first list ran", PATIENCE, || {
         reflector.last_sync_resource_version() == "10"
@@ -1471,16 +1512,17 @@ async fn every_store_write_already_sees_its_resource_version() {
     );
     let store = Arc::new(RecordingStore::default());
     let reported_on_error = Arc::new(Mutex::new(Vec::new()));
-    let reflector = Arc::new(
-        Reflector::builder(Arc::clone(&lister_watcher), Arc::clone(&store))
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&store),
+        ReflectorOptions::default()
             .backoff(quick_backoff())
             .watch_error_handler({
                 let store = Arc::clone(&store);
                 let reported = Arc::clone(&reported_on_error);
                 move |_| reported.lock().push(store.reported_version())
-            })
-            .build(),
-    );
+            }),
+    ));
     assert!(store.reflector.set(Arc::downgrade(&reflector)).is_ok());
     let token = CancellationToken::new();
     let running = tokio::spawn({

@@ -6,7 +6,7 @@ use std::{io::Write, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::WireFormat;
-use kinformer_reflector::{KubeListerWatcher, Reflector};
+use kinformer_reflector::{KubeListerWatcher, Reflector, ReflectorOptions};
 use kinformer_store::{Cache, CacheReader};
 use kinformer_testing::{FakeApiServer, Fault, Verb, eventually, fixtures};
 use kinformer_wait::ExponentialBackoffManager;
@@ -55,21 +55,19 @@ async fn list_watch_and_relist_are_traced_inside_the_reflector_span() {
     config.default_retry = false;
     let client = Client::try_from(config).expect("client");
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector = Arc::new(
-        Reflector::builder(
-            KubeListerWatcher::new(Api::<Pod>::all(client)).wire_format(WireFormat::from_env()),
-            Arc::clone(&cache),
-        )
-        .name("pods-under-test")
-        .backoff(ExponentialBackoffManager::new(
-            Duration::from_millis(20),
-            Duration::from_millis(200),
-            Duration::from_secs(2),
-            2.0,
-            0.0,
-        ))
-        .build(),
-    );
+    let reflector = Arc::new(Reflector::new(
+        KubeListerWatcher::new(Api::<Pod>::all(client)).wire_format(WireFormat::from_env()),
+        Arc::clone(&cache),
+        ReflectorOptions::default().name("pods-under-test").backoff(
+            ExponentialBackoffManager::new(
+                Duration::from_millis(20),
+                Duration::from_millis(200),
+                Duration::from_secs(2),
+                2.0,
+                0.0,
+            ),
+        ),
+    ));
     let token = CancellationToken::new();
     let running = tokio::spawn({
         let (reflector, token) = (Arc::clone(&reflector), token.clone());

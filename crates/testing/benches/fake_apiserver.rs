@@ -14,7 +14,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use futures::StreamExt;
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kinformer_testing::{FakeApiServer, fixtures};
+use kinformer_testing::{FakeApiServer, ServerOptions, fixtures};
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -220,12 +220,13 @@ async fn fanout_raw(server: &FakeApiServer, round: usize) -> Duration {
 fn watch_fanout(c: &mut Criterion) {
     let rt = runtime();
     let server = rt.block_on(async {
-        let server = FakeApiServer::builder()
-            .watcher_buffer(EVENTS * 2)
-            .history(EVENTS * 2)
-            .start()
-            .await
-            .expect("start");
+        let server = FakeApiServer::start_with(
+            ServerOptions::default()
+                .watcher_buffer(EVENTS * 2)
+                .history(EVENTS * 2),
+        )
+        .await
+        .expect("start");
         for i in 0..100 {
             server.create_object(fixtures::config_map(i)).expect("seed");
         }

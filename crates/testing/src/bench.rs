@@ -1,7 +1,7 @@
 //! What `cargo xtask bench` needs from the server, and the checksum the peers share with it.
 //!
 //! The contract is `xtask/peers/BENCH-PROTOCOL.md`. With
-//! [`admin_endpoints`](crate::ServerConfig::admin_endpoints) on (as in the
+//! [`admin_endpoints`](crate::ServerOptions::admin_endpoints) on (as in the
 //! `kinformer-fake-apiserver` binary) the server answers:
 //!
 //! - `POST /admin/bench/update?resource=R&count=C&rate=S`: `C` updates of the objects of `R`

@@ -82,24 +82,28 @@ impl Fault {
     }
 
     /// Only requests with this verb.
+    #[must_use]
     pub fn verb(mut self, verb: Verb) -> Self {
         self.verb = Some(verb);
         self
     }
 
     /// Only requests for this resource plural (`pods`, or `pods/status` for a subresource).
+    #[must_use]
     pub fn resource(mut self, plural: &str) -> Self {
         self.resource = Some(plural.to_owned());
         self
     }
 
     /// How many matching requests fail (default 1).
+    #[must_use]
     pub fn times(mut self, times: usize) -> Self {
         self.times = times;
         self
     }
 
     /// Adds a `Retry-After` header and `details.retryAfterSeconds`, as 429s carry.
+    #[must_use]
     pub fn retry_after(mut self, seconds: u64) -> Self {
         self.retry_after = Some(seconds);
         self

@@ -63,7 +63,7 @@
 //!
 //! # Benchmarks
 //!
-//! With [`ServerConfig::admin_endpoints`] on, the server also answers the endpoints that
+//! With [`ServerOptions::admin_endpoints`] on, the server also answers the endpoints that
 //! `cargo xtask bench` drives (timed updates, a forced relist, a checksum of its objects,
 //! response counts by Content-Type); [`bench`](mod@bench) describes them and holds the
 //! [`checksum`](bench::checksum) the benchmark peers compare with the server's.
@@ -100,5 +100,5 @@ mod wire;
 pub use error::{Error, Result};
 pub use faults::{Fault, Faults, Verb};
 pub use resources::{ResourceType, builtin_resources};
-pub use server::{FakeApiServer, ServerConfig};
+pub use server::{FakeApiServer, ServerOptions};
 pub use wait::{eventually, wait_until};

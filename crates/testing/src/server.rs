@@ -26,25 +26,34 @@ use crate::resources::{Registry, ResourceType};
 use crate::store::Store;
 use crate::wire::Encoding;
 
-/// How the fake server behaves; every knob has a test-friendly default.
+/// How the fake server behaves; every setting has a test-friendly default.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use kinformer_testing::{FakeApiServer, ServerOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let options = ServerOptions::default()
+///     .history(100)
+///     .bookmark_interval(Duration::from_millis(200));
+/// let server = FakeApiServer::start_with(options).await?;
+/// assert!(server.url().starts_with("http://127.0.0.1:"));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// Events kept for watch resumption (the compaction window). Default 10 000.
-    pub history: usize,
-    /// Period of BOOKMARK events on watches that allow them. Default 1 s (apiserver: ~1 min).
-    pub bookmark_interval: Duration,
-    /// Events buffered per watcher before a watcher that falls behind is closed. Default 10 000.
-    pub watcher_buffer: usize,
-    /// How long a request for a future resourceVersion waits before 504 "Too large resource
-    /// version". Default 3 s, as apiserver's watch cache waits.
-    pub too_large_rv_wait: Duration,
-    /// Serve `POST /admin/...` fault endpoints (what the standalone binary enables). Default off.
-    pub admin_endpoints: bool,
-    /// The address to bind. Default `127.0.0.1:0` (a free port).
-    pub listen: SocketAddr,
+pub struct ServerOptions {
+    pub(crate) history: usize,
+    pub(crate) bookmark_interval: Duration,
+    pub(crate) watcher_buffer: usize,
+    pub(crate) too_large_rv_wait: Duration,
+    pub(crate) admin_endpoints: bool,
+    pub(crate) listen: SocketAddr,
 }
 
-impl Default for ServerConfig {
+impl Default for ServerOptions {
     fn default() -> Self {
         Self {
             history: 10_000,
@@ -57,50 +66,51 @@ impl Default for ServerConfig {
     }
 }
 
-impl ServerConfig {
-    /// Sets [`ServerConfig::history`].
+impl ServerOptions {
+    /// Events kept for watch resumption (the compaction window). Default 10 000.
+    #[must_use]
     pub fn history(mut self, events: usize) -> Self {
         self.history = events;
         self
     }
 
-    /// Sets [`ServerConfig::bookmark_interval`].
+    /// Period of BOOKMARK events on watches that allow them. Default 1 s (apiserver: about
+    /// 1 min).
+    #[must_use]
     pub fn bookmark_interval(mut self, interval: Duration) -> Self {
         self.bookmark_interval = interval;
         self
     }
 
-    /// Sets [`ServerConfig::watcher_buffer`].
+    /// Events buffered per watcher before a watcher that falls behind is closed. Default
+    /// 10 000.
+    #[must_use]
     pub fn watcher_buffer(mut self, events: usize) -> Self {
         self.watcher_buffer = events;
         self
     }
 
-    /// Sets [`ServerConfig::too_large_rv_wait`].
+    /// How long a request for a future resourceVersion waits before 504 "Too large resource
+    /// version". Default 3 s, as apiserver's watch cache waits.
+    #[must_use]
     pub fn too_large_rv_wait(mut self, wait: Duration) -> Self {
         self.too_large_rv_wait = wait;
         self
     }
 
-    /// Sets [`ServerConfig::admin_endpoints`].
+    /// Serves `POST /admin/...` fault endpoints (what the standalone binary enables). Default
+    /// off.
+    #[must_use]
     pub fn admin_endpoints(mut self, enabled: bool) -> Self {
         self.admin_endpoints = enabled;
         self
     }
 
-    /// Sets [`ServerConfig::listen`].
+    /// The address to bind. Default `127.0.0.1:0` (a free port).
+    #[must_use]
     pub fn listen(mut self, addr: SocketAddr) -> Self {
         self.listen = addr;
         self
-    }
-
-    /// Starts a server with this configuration.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Bind`] when the address cannot be bound.
-    pub async fn start(self) -> Result<FakeApiServer> {
-        FakeApiServer::start_with(self).await
     }
 }
 
@@ -111,7 +121,7 @@ pub(crate) struct Shared {
     pub(crate) registry: RwLock<Registry>,
     pub(crate) revision: watch::Sender<u64>,
     pub(crate) faults: Faults,
-    pub(crate) config: ServerConfig,
+    pub(crate) config: ServerOptions,
     pub(crate) addr: Mutex<SocketAddr>,
     /// The accept loop; aborting it drops every connection with it.
     pub(crate) listener: Mutex<Option<JoinHandle<()>>>,
@@ -163,7 +173,7 @@ impl Shared {
 
 /// A running fake Kubernetes API server on 127.0.0.1, stopped when dropped.
 ///
-/// Start it with [`FakeApiServer::start`] (or [`ServerConfig::start`]), point a client at
+/// Start it with [`FakeApiServer::start`] (or [`FakeApiServer::start_with`] and [`ServerOptions`]), point a client at
 /// [`FakeApiServer::url`], and steer failures through [`FakeApiServer::faults`].
 #[derive(Debug)]
 pub struct FakeApiServer {
@@ -172,21 +182,22 @@ pub struct FakeApiServer {
 }
 
 impl FakeApiServer {
-    /// Starts a server with the default [`ServerConfig`] on a free port.
+    /// Starts a server with the default [`ServerOptions`] on a free port.
     ///
     /// # Errors
     ///
     /// [`Error::Bind`] when no loopback port can be bound.
     pub async fn start() -> Result<Self> {
-        Self::start_with(ServerConfig::default()).await
+        Self::start_with(ServerOptions::default()).await
     }
 
-    /// A configuration to adjust before [`ServerConfig::start`].
-    pub fn builder() -> ServerConfig {
-        ServerConfig::default()
-    }
-
-    async fn start_with(config: ServerConfig) -> Result<Self> {
+    /// Starts a server configured by `options`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Bind`] when the address cannot be bound.
+    pub async fn start_with(options: ServerOptions) -> Result<Self> {
+        let config = options;
         let store = Store::new(config.history, config.watcher_buffer);
         let (revision, _) = watch::channel(store.resource_version());
         let listen = config.listen;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use common::{RawWatch, api_status, config_map, get, pod, raw};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use kinformer_testing::{FakeApiServer, fixtures};
+use kinformer_testing::{FakeApiServer, ServerOptions, fixtures};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, VersionMatch};
 use kube::core::{DynamicObject, GroupVersionKind};
 use kube::discovery::{Discovery, verbs};
@@ -397,11 +397,11 @@ async fn a_continue_token_older_than_compaction_expires_with_410() {
 
 #[tokio::test]
 async fn list_resource_version_semantics_follow_the_watch_cache() {
-    let server = FakeApiServer::builder()
-        .too_large_rv_wait(Duration::from_millis(200))
-        .start()
-        .await
-        .expect("start");
+    let server = FakeApiServer::start_with(
+        ServerOptions::default().too_large_rv_wait(Duration::from_millis(200)),
+    )
+    .await
+    .expect("start");
     let api: Api<ConfigMap> = Api::namespaced(server.client().expect("client"), "default");
     api.create(&PostParams::default(), &config_map("a", "1"))
         .await

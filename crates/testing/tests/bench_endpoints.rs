@@ -7,13 +7,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{PATIENCE, RawWatch, get, raw};
 use kinformer_testing::bench::{EMIT_NS_ANNOTATION, checksum};
-use kinformer_testing::{FakeApiServer, fixtures};
+use kinformer_testing::{FakeApiServer, ServerOptions, fixtures};
 use serde_json::Value;
 
 async fn bench_server(pods: usize, config_maps: usize) -> FakeApiServer {
-    let server = FakeApiServer::builder()
-        .admin_endpoints(true)
-        .start()
+    let server = FakeApiServer::start_with(ServerOptions::default().admin_endpoints(true))
         .await
         .expect("the server starts");
     for i in 0..pods {

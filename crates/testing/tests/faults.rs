@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use common::{PATIENCE, RawWatch, api_status, config_map, get, raw};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kinformer_testing::{FakeApiServer, Fault, Verb};
+use kinformer_testing::{FakeApiServer, Fault, ServerOptions, Verb};
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
@@ -235,9 +235,7 @@ async fn a_stopped_listener_refuses_connections_and_a_restart_keeps_every_object
 
 #[tokio::test]
 async fn the_admin_endpoints_steer_faults_over_http() {
-    let server = FakeApiServer::builder()
-        .admin_endpoints(true)
-        .start()
+    let server = FakeApiServer::start_with(ServerOptions::default().admin_endpoints(true))
         .await
         .expect("start");
     let injected = raw(

@@ -9,7 +9,7 @@ use k8s_openapi::List;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, Status};
 use kinformer_protobuf::{CONTENT_TYPE, DecodeOptions, Envelope, WATCH_CONTENT_TYPE, WatchFrame};
-use kinformer_testing::{FakeApiServer, ResourceType, ServerConfig, fixtures};
+use kinformer_testing::{FakeApiServer, ResourceType, ServerOptions, fixtures};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -114,11 +114,11 @@ async fn a_paged_list_in_protobuf_decodes_to_the_json_pages() {
 
 #[tokio::test]
 async fn a_watch_in_protobuf_frames_the_same_events_as_json() {
-    let server = ServerConfig::default()
-        .bookmark_interval(Duration::from_secs(3600))
-        .start()
-        .await
-        .expect("start");
+    let server = FakeApiServer::start_with(
+        ServerOptions::default().bookmark_interval(Duration::from_secs(3600)),
+    )
+    .await
+    .expect("start");
     seed_pods(&server, 1);
     let path = "/api/v1/namespaces/ns-0/pods?watch=true&sendInitialEvents=true\
                 &resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5";
@@ -175,9 +175,7 @@ async fn a_watch_in_protobuf_frames_the_same_events_as_json() {
 
 #[tokio::test]
 async fn errors_in_protobuf_are_status_envelopes_equal_to_the_json_status() {
-    let server = ServerConfig::default()
-        .history(2)
-        .start()
+    let server = FakeApiServer::start_with(ServerOptions::default().history(2))
         .await
         .expect("start");
     seed_pods(&server, 4);
@@ -437,9 +435,7 @@ struct MetadataList {
 
 #[tokio::test]
 async fn content_types_count_protobuf_responses_under_their_own_type() {
-    let server = ServerConfig::default()
-        .admin_endpoints(true)
-        .start()
+    let server = FakeApiServer::start_with(ServerOptions::default().admin_endpoints(true))
         .await
         .expect("start");
     seed_pods(&server, 2);
@@ -475,9 +471,7 @@ async fn content_types_count_protobuf_responses_under_their_own_type() {
 
 #[tokio::test]
 async fn bench_updates_reach_protobuf_watchers_restamped() {
-    let server = ServerConfig::default()
-        .admin_endpoints(true)
-        .start()
+    let server = FakeApiServer::start_with(ServerOptions::default().admin_endpoints(true))
         .await
         .expect("start");
     seed_pods(&server, 3);

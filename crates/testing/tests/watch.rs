@@ -7,7 +7,7 @@ use std::time::Duration;
 use common::{PATIENCE, RawWatch, config_map, pod};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kinformer_testing::{FakeApiServer, fixtures};
+use kinformer_testing::{FakeApiServer, ServerOptions, fixtures};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -122,11 +122,11 @@ async fn a_watch_without_a_version_starts_with_synthetic_added_events() {
 
 #[tokio::test]
 async fn bookmarks_arrive_periodically_with_the_current_resource_version() {
-    let server = FakeApiServer::builder()
-        .bookmark_interval(Duration::from_millis(100))
-        .start()
-        .await
-        .expect("start");
+    let server = FakeApiServer::start_with(
+        ServerOptions::default().bookmark_interval(Duration::from_millis(100)),
+    )
+    .await
+    .expect("start");
     let api: Api<Pod> = Api::namespaced(server.client().expect("client"), "default");
     server.create_object(json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "other", "namespace": "default" } })).expect("seed");
     let rv = server.resource_version().to_string();
@@ -156,9 +156,7 @@ async fn bookmarks_arrive_periodically_with_the_current_resource_version() {
 
 #[tokio::test]
 async fn a_watch_from_a_compacted_version_gets_a_200_stream_with_one_410_error_event() {
-    let server = FakeApiServer::builder()
-        .history(3)
-        .start()
+    let server = FakeApiServer::start_with(ServerOptions::default().history(3))
         .await
         .expect("start");
     for i in 0..6 {
@@ -295,9 +293,7 @@ async fn timeout_seconds_ends_the_stream_from_the_server_side() {
 
 #[tokio::test]
 async fn a_slow_watcher_is_closed_without_holding_back_the_others() {
-    let server = FakeApiServer::builder()
-        .watcher_buffer(4)
-        .start()
+    let server = FakeApiServer::start_with(ServerOptions::default().watcher_buffer(4))
         .await
         .expect("start");
     let rv = server.resource_version();
@@ -345,11 +341,11 @@ async fn a_slow_watcher_is_closed_without_holding_back_the_others() {
 
 #[tokio::test]
 async fn kube_runtime_watcher_lists_watches_and_relists_after_410() {
-    let server = FakeApiServer::builder()
-        .bookmark_interval(Duration::from_millis(100))
-        .start()
-        .await
-        .expect("start");
+    let server = FakeApiServer::start_with(
+        ServerOptions::default().bookmark_interval(Duration::from_millis(100)),
+    )
+    .await
+    .expect("start");
     let api: Api<ConfigMap> = Api::namespaced(server.client().expect("client"), "default");
     api.create(&PostParams::default(), &config_map("a", "1"))
         .await

@@ -28,7 +28,7 @@ fn add_get_done(c: &mut Criterion) {
     group.bench_function("inline", |b| {
         b.iter(|| {
             single.block_on(async {
-                let queue = Queue::new();
+                let queue = Queue::default();
                 for item in 0..ITEMS {
                     queue.add(item);
                 }
@@ -50,7 +50,7 @@ fn add_get_done(c: &mut Criterion) {
         group.bench_function(format!("workers={workers}"), |b| {
             b.iter(|| {
                 pool.block_on(async {
-                    let queue = Queue::new();
+                    let queue = Queue::default();
                     let handles: Vec<_> = (0..workers)
                         .map(|_| {
                             let queue = queue.clone();
@@ -86,7 +86,7 @@ fn delaying_add_after(c: &mut Criterion) {
     group.bench_function("add_after_then_get", |b| {
         b.iter(|| {
             paused.block_on(async {
-                let queue = DelayingQueue::new();
+                let queue = DelayingQueue::default();
                 let mut seed = fastrand::Rng::with_seed(7);
                 for item in 0..ITEMS {
                     let delay = Duration::from_millis(seed.u64(0..600_000));

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::queue::{Queue, QueueConfig};
+use crate::queue::{Queue, QueueOptions};
 
 /// A deadline so far away that it never fires; used when `now + delay` does not fit in an
 /// `Instant` (tokio uses the same horizon for its own far-future timers).
@@ -108,9 +108,10 @@ impl<T> Default for DelayingQueue<T>
 where
     T: Clone + Eq + Hash + Send + Sync + 'static,
 {
-    /// Same as [`DelayingQueue::new`], including its panic outside a tokio runtime.
+    /// An unnamed delaying queue without metrics; like [`DelayingQueue::new`], it panics
+    /// outside a tokio runtime.
     fn default() -> Self {
-        Self::new()
+        Self::new(QueueOptions::default())
     }
 }
 
@@ -118,24 +119,15 @@ impl<T> DelayingQueue<T>
 where
     T: Clone + Eq + Hash + Send + Sync + 'static,
 {
-    /// An unnamed delaying queue without metrics.
+    /// A delaying queue configured by `options` (a name and a metrics sink, or neither).
     ///
     /// # Panics
     ///
     /// Panics when called outside a tokio runtime, because it starts the timer task.
     #[doc(alias = "NewTypedDelayingQueue")]
-    pub fn new() -> Self {
-        Self::with_config(QueueConfig::default())
-    }
-
-    /// A delaying queue with a name and metrics sink.
-    ///
-    /// # Panics
-    ///
-    /// Panics when called outside a tokio runtime, because it starts the timer task.
     #[doc(alias = "NewTypedDelayingQueueWithConfig")]
-    pub fn with_config(config: QueueConfig) -> Self {
-        let queue = Queue::with_config(config);
+    pub fn new(config: QueueOptions) -> Self {
+        let queue = Queue::new(config);
         let timers = Arc::new(Timers {
             state: Mutex::new(Waiting {
                 heap: BinaryHeap::new(),

@@ -23,11 +23,11 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use kinformer_workqueue::{RateLimitingQueue, default_controller_rate_limiter};
+//! use kinformer_workqueue::{QueueOptions, RateLimitingQueue, default_controller_rate_limiter};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
-//! let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+//! let queue = RateLimitingQueue::new(default_controller_rate_limiter(), QueueOptions::default());
 //! queue.add("default/web".to_string());
 //! queue.add("default/web".to_string()); // already queued: processed once
 //! assert_eq!(queue.len(), 1);
@@ -62,7 +62,7 @@ pub use delaying::DelayingQueue;
 pub use error::{Error, Result};
 pub use metrics::{QueueMetrics, TracingMetrics};
 pub use parallelizer::Parallelizer;
-pub use queue::{DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD, Queue, QueueConfig};
+pub use queue::{DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD, Queue, QueueOptions};
 pub use rate_limiter::{
     BucketRateLimiter, INFINITE_DELAY, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
     MaxOfRateLimiter, RateLimiter, WithMaxWaitRateLimiter, default_controller_rate_limiter,

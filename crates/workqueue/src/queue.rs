@@ -20,18 +20,32 @@ pub const DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_milli
 
 /// Options shared by every queue constructor: a name and where its metrics go.
 ///
-/// `QueueConfig::default()` is an unnamed queue without metrics (like client-go, where an
-/// unnamed queue registers none). [`QueueConfig::named`] gives the queue a name and the
-/// [`TracingMetrics`] sink; [`QueueConfig::metrics`] swaps in another sink.
+/// `QueueOptions::default()` is an unnamed queue without metrics (like client-go, where an
+/// unnamed queue registers none). [`QueueOptions::named`] gives the queue a name and the
+/// [`TracingMetrics`] sink; [`QueueOptions::metrics`] swaps in another sink.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use kinformer_workqueue::{Queue, QueueOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let options = QueueOptions::named("pods").unfinished_work_update_period(Duration::from_secs(1));
+/// let queue = Queue::<String>::new(options);
+/// queue.add("default/web".to_string());
+/// assert_eq!(queue.len(), 1);
+/// # }
+/// ```
 #[doc(alias = "TypedQueueConfig")]
 #[derive(Clone)]
-pub struct QueueConfig {
+pub struct QueueOptions {
     name: Arc<str>,
     metrics: Option<Arc<dyn QueueMetrics>>,
     unfinished_work_update_period: Duration,
 }
 
-impl Default for QueueConfig {
+impl Default for QueueOptions {
     fn default() -> Self {
         Self {
             name: Arc::from(""),
@@ -41,9 +55,9 @@ impl Default for QueueConfig {
     }
 }
 
-impl fmt::Debug for QueueConfig {
+impl fmt::Debug for QueueOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("QueueConfig")
+        f.debug_struct("QueueOptions")
             .field("name", &self.name)
             .field("metrics", &self.metrics)
             .field(
@@ -54,7 +68,7 @@ impl fmt::Debug for QueueConfig {
     }
 }
 
-impl QueueConfig {
+impl QueueOptions {
     /// A named queue that reports its metrics as `tracing` events ([`TracingMetrics`]).
     pub fn named(name: impl Into<String>) -> Self {
         Self {
@@ -160,8 +174,10 @@ impl<T> Default for Queue<T>
 where
     T: Clone + Eq + Hash + Send + Sync + 'static,
 {
+    /// An unnamed queue without metrics. It needs no tokio runtime until a worker awaits
+    /// [`get`](Queue::get).
     fn default() -> Self {
-        Self::new()
+        Self::new(QueueOptions::default())
     }
 }
 
@@ -169,21 +185,16 @@ impl<T> Queue<T>
 where
     T: Clone + Eq + Hash + Send + Sync + 'static,
 {
-    /// An unnamed queue without metrics. It needs no tokio runtime until a worker awaits
-    /// [`get`](Queue::get).
-    #[doc(alias = "NewTyped")]
-    pub fn new() -> Self {
-        Self::with_config(QueueConfig::default())
-    }
-
-    /// A queue with a name and metrics sink.
+    /// A queue configured by `options`: a name and a metrics sink, or neither
+    /// ([`QueueOptions::default`], also [`Queue::default`]).
     ///
     /// # Panics
     ///
     /// With metrics on, the queue starts a tokio task that reports unfinished work, so this
     /// panics when called outside a tokio runtime.
+    #[doc(alias = "NewTyped")]
     #[doc(alias = "NewTypedWithConfig")]
-    pub fn with_config(config: QueueConfig) -> Self {
+    pub fn new(config: QueueOptions) -> Self {
         let timing = config.metrics.as_ref().map(|_| Timing {
             added_at: HashMap::default(),
             processing_since: HashMap::default(),
@@ -384,7 +395,7 @@ where
         self.inner.state.lock().shutting_down
     }
 
-    /// The queue's name from its [`QueueConfig`] (empty when unnamed).
+    /// The queue's name from its [`QueueOptions`] (empty when unnamed).
     pub fn name(&self) -> &str {
         &self.inner.name
     }

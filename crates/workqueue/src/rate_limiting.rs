@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::delaying::DelayingQueue;
-use crate::queue::QueueConfig;
+use crate::queue::QueueOptions;
 use crate::rate_limiter::RateLimiter;
 
 /// The queue a controller uses: deduplicating, delaying, and retrying failed items after the
@@ -44,26 +44,17 @@ impl<T> RateLimitingQueue<T>
 where
     T: Clone + Eq + Hash + Send + Sync + 'static,
 {
-    /// An unnamed queue without metrics, delayed by `limiter` (usually
-    /// [`default_controller_rate_limiter`](crate::default_controller_rate_limiter)).
+    /// A queue configured by `options` (a name and a metrics sink, or neither), delayed by
+    /// `limiter` (usually [`default_controller_rate_limiter`](crate::default_controller_rate_limiter)).
     ///
     /// # Panics
     ///
     /// Panics when called outside a tokio runtime, because it starts the timer task.
     #[doc(alias = "NewTypedRateLimitingQueue")]
-    pub fn new(limiter: impl RateLimiter<T> + 'static) -> Self {
-        Self::with_config(limiter, QueueConfig::default())
-    }
-
-    /// A queue with a name and metrics sink, delayed by `limiter`.
-    ///
-    /// # Panics
-    ///
-    /// Panics when called outside a tokio runtime, because it starts the timer task.
     #[doc(alias = "NewTypedRateLimitingQueueWithConfig")]
-    pub fn with_config(limiter: impl RateLimiter<T> + 'static, config: QueueConfig) -> Self {
+    pub fn new(limiter: impl RateLimiter<T> + 'static, config: QueueOptions) -> Self {
         Self {
-            queue: DelayingQueue::with_config(config),
+            queue: DelayingQueue::new(config),
             limiter: Arc::new(limiter),
         }
     }

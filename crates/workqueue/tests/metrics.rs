@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kinformer_workqueue::{
-    DelayingQueue, ItemExponentialFailureRateLimiter, Queue, QueueConfig, QueueMetrics,
+    DelayingQueue, ItemExponentialFailureRateLimiter, Queue, QueueMetrics, QueueOptions,
     RateLimitingQueue,
 };
 use parking_lot::Mutex;
@@ -66,8 +66,8 @@ async fn settle() {
 #[tokio::test(start_paused = true)]
 async fn queue_reports_adds_depth_latency_work_duration_and_unfinished_work() {
     let recorder = Recorder::default();
-    let queue = Queue::with_config(
-        QueueConfig::named("test")
+    let queue = Queue::new(
+        QueueOptions::named("test")
             .metrics(recorder.clone())
             .unfinished_work_update_period(Duration::from_millis(1)),
     );
@@ -128,8 +128,8 @@ async fn queue_reports_adds_depth_latency_work_duration_and_unfinished_work() {
 #[tokio::test(start_paused = true)]
 async fn unfinished_work_reports_stop_after_shut_down() {
     let recorder = Recorder::default();
-    let queue: Queue<&str> = Queue::with_config(
-        QueueConfig::named("test")
+    let queue: Queue<&str> = Queue::new(
+        QueueOptions::named("test")
             .metrics(recorder.clone())
             .unfinished_work_update_period(Duration::from_millis(1)),
     );
@@ -149,7 +149,7 @@ async fn unfinished_work_reports_stop_after_shut_down() {
 
 #[tokio::test(start_paused = true)]
 async fn a_queue_without_metrics_reports_nothing_and_starts_no_task() {
-    let queue: Queue<&str> = Queue::new();
+    let queue: Queue<&str> = Queue::default();
     assert_eq!(queue.name(), "");
     queue.add("foo");
     let before = tokio::runtime::Handle::current()
@@ -161,7 +161,7 @@ async fn a_queue_without_metrics_reports_nothing_and_starts_no_task() {
 #[tokio::test(start_paused = true)]
 async fn delayed_adds_report_retries_and_waiting_depth() {
     let recorder = Recorder::default();
-    let queue = DelayingQueue::with_config(QueueConfig::named("delayed").metrics(recorder.clone()));
+    let queue = DelayingQueue::new(QueueOptions::named("delayed").metrics(recorder.clone()));
     queue.add_after("foo", Duration::from_millis(10));
     queue.add_after("bar", Duration::from_millis(20));
     assert_eq!(recorder.0.lock().retries, 2);
@@ -176,9 +176,9 @@ async fn delayed_adds_report_retries_and_waiting_depth() {
 #[tokio::test(start_paused = true)]
 async fn rate_limited_adds_count_as_retries() {
     let recorder = Recorder::default();
-    let queue = RateLimitingQueue::with_config(
+    let queue = RateLimitingQueue::new(
         ItemExponentialFailureRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1)),
-        QueueConfig::named("limited").metrics(recorder.clone()),
+        QueueOptions::named("limited").metrics(recorder.clone()),
     );
     queue.add_rate_limited("foo");
     queue.add_rate_limited("foo");
@@ -188,7 +188,7 @@ async fn rate_limited_adds_count_as_retries() {
 
 #[test]
 fn named_queues_default_to_tracing_metrics() {
-    let config = QueueConfig::named("deployments");
+    let config = QueueOptions::named("deployments");
     assert_eq!(config.name(), "deployments");
     assert!(format!("{config:?}").contains("TracingMetrics"));
     assert!(!format!("{:?}", config.without_metrics()).contains("TracingMetrics"));

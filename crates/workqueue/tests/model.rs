@@ -100,7 +100,7 @@ async fn settle() {
 }
 
 async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let queue = DelayingQueue::new();
+    let queue = DelayingQueue::default();
     let mut model = Model::default();
     let mut in_flight: Vec<u8> = Vec::new();
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kinformer_workqueue::{
     BucketRateLimiter, Error, INFINITE_DELAY, ItemExponentialFailureRateLimiter,
-    ItemFastSlowRateLimiter, MaxOfRateLimiter, RateLimiter, RateLimitingQueue,
+    ItemFastSlowRateLimiter, MaxOfRateLimiter, QueueOptions, RateLimiter, RateLimitingQueue,
     WithMaxWaitRateLimiter, default_controller_rate_limiter,
 };
 use tokio::time::advance;
@@ -170,10 +170,10 @@ fn with_max_wait_limiter_caps_the_delay() {
 /// the delaying queue's channel; here the paused clock shows when the item arrives.
 #[tokio::test(start_paused = true)]
 async fn rate_limited_adds_wait_for_the_limiter_and_forget_resets() {
-    let queue = RateLimitingQueue::new(ItemExponentialFailureRateLimiter::new(
-        MS,
-        Duration::from_secs(1),
-    ));
+    let queue = RateLimitingQueue::new(
+        ItemExponentialFailureRateLimiter::new(MS, Duration::from_secs(1)),
+        QueueOptions::default(),
+    );
 
     async fn arrives_after(
         queue: &RateLimitingQueue<&'static str>,
@@ -211,7 +211,7 @@ async fn rate_limited_adds_wait_for_the_limiter_and_forget_resets() {
 /// priority queue): a rate-limited item under the default limiter reaches a waiting worker.
 #[tokio::test(start_paused = true)]
 async fn default_controller_limiter_delivers_a_rate_limited_item() {
-    let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+    let queue = RateLimitingQueue::new(default_controller_rate_limiter(), QueueOptions::default());
     let start = tokio::time::Instant::now();
     queue.add_rate_limited("one");
     assert_eq!(queue.get().await, Some("one"));
@@ -313,7 +313,10 @@ async fn default_controller_limiter_is_bounded_by_the_bucket_after_a_burst() {
 
 #[tokio::test(start_paused = true)]
 async fn an_infinite_delay_never_fires_and_does_not_overflow_the_clock() {
-    let queue = RateLimitingQueue::new(BucketRateLimiter::new(0.0, 0).expect("a valid rate"));
+    let queue = RateLimitingQueue::new(
+        BucketRateLimiter::new(0.0, 0).expect("a valid rate"),
+        QueueOptions::default(),
+    );
     queue.add_rate_limited("never");
     assert_eq!(queue.waiting_len(), 1);
     advance(Duration::from_secs(86_400 * 365)).await;

@@ -2,7 +2,7 @@
 
 use kinformer_workqueue::{
     BucketRateLimiter, DelayingQueue, Error, ItemExponentialFailureRateLimiter,
-    ItemFastSlowRateLimiter, MaxOfRateLimiter, Queue, QueueConfig, RateLimiter, RateLimitingQueue,
+    ItemFastSlowRateLimiter, MaxOfRateLimiter, Queue, QueueOptions, RateLimiter, RateLimitingQueue,
     TracingMetrics, WithMaxWaitRateLimiter,
 };
 
@@ -15,7 +15,7 @@ fn public_types_are_send_and_sync() {
     is_send_sync::<Queue<String>>();
     is_send_sync::<DelayingQueue<String>>();
     is_send_sync::<RateLimitingQueue<String>>();
-    is_send_sync::<QueueConfig>();
+    is_send_sync::<QueueOptions>();
     is_send_sync::<TracingMetrics>();
     is_send_sync::<BucketRateLimiter>();
     is_send_sync::<ItemExponentialFailureRateLimiter<String>>();
@@ -28,11 +28,13 @@ fn public_types_are_send_and_sync() {
 
 #[tokio::test]
 async fn queue_futures_are_send() {
-    let queue: RateLimitingQueue<String> =
-        RateLimitingQueue::new(kinformer_workqueue::default_controller_rate_limiter());
+    let queue: RateLimitingQueue<String> = RateLimitingQueue::new(
+        kinformer_workqueue::default_controller_rate_limiter(),
+        QueueOptions::default(),
+    );
     is_send(&queue.get());
     is_send(&queue.shut_down_with_drain());
-    let plain: Queue<String> = Queue::new();
+    let plain: Queue<String> = Queue::default();
     is_send(&plain.get());
     is_send(&plain.shut_down_with_drain());
 }

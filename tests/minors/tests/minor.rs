@@ -58,7 +58,7 @@ async fn an_informer_syncs_from_the_fake_server_on_this_minor() {
         pod["metadata"]["name"] = json!(format!("web-{i}"));
         server.create_object(pod).expect("created");
     }
-    let factory = SharedInformerFactory::new(server.client().expect("client"));
+    let factory = SharedInformerFactory::new(server.client().expect("client"), FactoryOptions::default());
     let pods = factory.informer::<Pod>().expect("informer");
     factory.start().expect("started");
     let synced = factory.wait_for_cache_sync().await;

@@ -34,7 +34,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kinformer_testing::{FakeApiServer, ResourceType, builtin_resources, fixtures};
+use kinformer_testing::{FakeApiServer, ResourceType, ServerOptions, builtin_resources, fixtures};
 use serde_json::{Value, json};
 
 #[derive(Debug)]
@@ -218,13 +218,14 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let server = match FakeApiServer::builder()
-        .listen(options.listen)
-        .history(options.history)
-        .bookmark_interval(options.bookmark_interval)
-        .admin_endpoints(true)
-        .start()
-        .await
+    let server = match FakeApiServer::start_with(
+        ServerOptions::default()
+            .listen(options.listen)
+            .history(options.history)
+            .bookmark_interval(options.bookmark_interval)
+            .admin_endpoints(true),
+    )
+    .await
     {
         Ok(server) => server,
         Err(error) => {

@@ -52,13 +52,14 @@ impl Peer for Kinformer {
     ) -> Result<Lookup, String> {
         // Protobuf is kinformer's default for built-in kinds, so `memory` measures it too.
         let factory = match args.mode {
-            Mode::Json => SharedInformerFactory::builder(client)
-                .wire_format(WireFormat::Json)
-                .build(),
-            Mode::Stripped => SharedInformerFactory::builder(client)
-                .drop_managed_fields()
-                .build(),
-            _ => SharedInformerFactory::new(client),
+            Mode::Json => SharedInformerFactory::new(
+                client,
+                FactoryOptions::default().wire_format(WireFormat::Json),
+            ),
+            Mode::Stripped => {
+                SharedInformerFactory::new(client, FactoryOptions::default().drop_managed_fields())
+            }
+            _ => SharedInformerFactory::new(client, FactoryOptions::default()),
         };
         let factory = self.factory.insert(factory);
         let error = |error: kinformer::factory::Error| error.to_string();
