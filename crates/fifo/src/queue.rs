@@ -114,7 +114,7 @@ pub trait Queue<K>: Store<K> {
     fn get_by_key(&self, key: &str) -> Option<Deltas<K>>;
 
     /// Waits until something is queued (or the queue is closed), removes it, and hands it to
-    /// `process` together with `is_in_initial_list`; then returns it.
+    /// `process` with its [`AddKind`]; then returns it.
     ///
     /// The process function runs under the queue's lock, so processing a key never races a
     /// resync or replace of that key.

@@ -171,7 +171,7 @@ mod tests {
     }
 
     fn applier() -> (Applier<Pod>, EventStream<Pod>) {
-        let processor = SharedProcessor::new();
+        let processor = SharedProcessor::default();
         let stream = processor
             .subscribe(ListenerOptions::new().name("test"))
             .expect("a stream");
@@ -197,7 +197,7 @@ mod tests {
             seen.push(match &notification {
                 Notification::Add {
                     obj,
-                    is_in_initial_list: true,
+                    kind: AddKind::InitialList,
                 } => describe("initial", obj),
                 Notification::Add { obj, .. } => describe("add", obj),
                 Notification::Update { new, .. } => describe("update", new),

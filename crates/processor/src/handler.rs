@@ -22,7 +22,7 @@ pub enum Notification<K> {
         obj: Arc<K>,
         /// Whether the object is part of the initial list (the first full list the informer
         /// saw, or the cache snapshot given to a listener added after start).
-        is_in_initial_list: bool,
+        kind: AddKind,
     },
     /// The object changed, or a resync re-delivered it unchanged.
     Update {
@@ -40,7 +40,7 @@ impl<K> Notification<K> {
     pub fn add(obj: Arc<K>) -> Self {
         Self::Add {
             obj,
-            is_in_initial_list: false,
+            kind: AddKind::Live,
         }
     }
 
@@ -48,7 +48,7 @@ impl<K> Notification<K> {
     pub fn initial_add(obj: Arc<K>) -> Self {
         Self::Add {
             obj,
-            is_in_initial_list: true,
+            kind: AddKind::InitialList,
         }
     }
 
@@ -76,7 +76,7 @@ impl<K> Notification<K> {
         matches!(
             self,
             Self::Add {
-                is_in_initial_list: true,
+                kind: AddKind::InitialList,
                 ..
             }
         )
@@ -88,10 +88,7 @@ impl<K> Notification<K> {
         H: ResourceEventHandler<K> + ?Sized,
     {
         match self {
-            Self::Add {
-                obj,
-                is_in_initial_list,
-            } => handler.on_add(obj, add_kind(is_in_initial_list)),
+            Self::Add { obj, kind } => handler.on_add(obj, kind),
             Self::Update { old, new } => handler.on_update(old, new),
             Self::Delete(obj) => handler.on_delete(obj),
         }
@@ -101,12 +98,9 @@ impl<K> Notification<K> {
 impl<K> Clone for Notification<K> {
     fn clone(&self) -> Self {
         match self {
-            Self::Add {
-                obj,
-                is_in_initial_list,
-            } => Self::Add {
+            Self::Add { obj, kind } => Self::Add {
                 obj: Arc::clone(obj),
-                is_in_initial_list: *is_in_initial_list,
+                kind: *kind,
             },
             Self::Update { old, new } => Self::Update {
                 old: Arc::clone(old),
@@ -121,30 +115,15 @@ impl<K> PartialEq for Notification<K> {
     /// Equal when both are the same kind of notification over the same allocations.
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (
-                Self::Add {
-                    obj: a,
-                    is_in_initial_list: ia,
-                },
-                Self::Add {
-                    obj: b,
-                    is_in_initial_list: ib,
-                },
-            ) => Arc::ptr_eq(a, b) && ia == ib,
+            (Self::Add { obj: a, kind: ka }, Self::Add { obj: b, kind: kb }) => {
+                Arc::ptr_eq(a, b) && ka == kb
+            }
             (Self::Update { old: oa, new: na }, Self::Update { old: ob, new: nb }) => {
                 Arc::ptr_eq(oa, ob) && Arc::ptr_eq(na, nb)
             }
             (Self::Delete(a), Self::Delete(b)) => a == b,
             _ => false,
         }
-    }
-}
-
-fn add_kind(is_in_initial_list: bool) -> AddKind {
-    if is_in_initial_list {
-        AddKind::InitialList
-    } else {
-        AddKind::Live
     }
 }
 

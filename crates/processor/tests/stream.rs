@@ -12,12 +12,13 @@ use kinformer_processor::{
 
 fn describe(notification: &Notification<String>) -> String {
     match notification {
-        Notification::Add {
-            obj,
-            is_in_initial_list,
-        } => format!(
+        Notification::Add { obj, kind } => format!(
             "add {obj}{}",
-            if *is_in_initial_list { " initial" } else { "" }
+            if kind.is_initial_list() {
+                " initial"
+            } else {
+                ""
+            }
         ),
         Notification::Update { old, new } => format!("update {old} -> {new}"),
         Notification::Delete(obj) => format!("delete {}", obj.object()),
@@ -27,7 +28,7 @@ fn describe(notification: &Notification<String>) -> String {
 /// A stream yields its registration's notifications in order, of every kind.
 #[tokio::test]
 async fn a_stream_yields_notifications_in_order() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let mut events = processor
         .subscribe(ListenerOptions::new().name("stream"))
         .expect("subscribed");
@@ -51,7 +52,7 @@ async fn a_stream_yields_notifications_in_order() {
 /// Removing the registration ends its stream, even while the consumer waits.
 #[tokio::test]
 async fn a_stream_ends_when_its_registration_is_removed() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let mut events = processor
         .subscribe(ListenerOptions::new())
         .expect("subscribed");
@@ -78,7 +79,7 @@ async fn a_stream_ends_when_its_registration_is_removed() {
 /// Stopping the processor ends every stream; `run` does not wait for stream consumers.
 #[tokio::test]
 async fn a_stream_ends_when_the_processor_stops() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let mut events = processor
         .subscribe(ListenerOptions::new())
         .expect("subscribed");
@@ -96,7 +97,7 @@ async fn a_stream_ends_when_the_processor_stops() {
 /// notification, the moment a handler would have returned from it.
 #[tokio::test]
 async fn a_stream_registration_syncs_when_the_consumer_finishes_the_initial_list() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let (token, running) = start(&processor).await;
     processor.upstream_synced().mark_synced();
     let mut events = processor
@@ -125,7 +126,7 @@ async fn a_stream_registration_syncs_when_the_consumer_finishes_the_initial_list
 /// Dropping the stream removes its registration, so its buffer cannot grow unread.
 #[tokio::test]
 async fn dropping_a_stream_removes_its_registration() {
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let events = processor
         .subscribe(ListenerOptions::new())
         .expect("subscribed");
@@ -156,7 +157,7 @@ async fn a_distribution_batch_wakes_once_per_handoff_and_at_its_end() {
         task::{Context, Poll},
     };
 
-    let processor = SharedProcessor::<String>::new();
+    let processor = SharedProcessor::<String>::default();
     let mut events = processor
         .subscribe(ListenerOptions::new())
         .expect("subscribed");
