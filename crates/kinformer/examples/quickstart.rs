@@ -20,7 +20,10 @@ mod support;
 
 use std::{
     collections::HashMap,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        Mutex, PoisonError,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -28,7 +31,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Pod},
 };
-use kinformer::{factory::FactoryResource, prelude::*};
+use kinformer::{factory::FactoryResource, prelude::*, wait::ErrorChain};
 use kinformer_testing::{FakeApiServer, fixtures};
 use serde_json::{Value, json};
 
@@ -82,10 +85,26 @@ async fn main() -> Result<(), BoxError> {
     };
 
     // One factory for the whole program. managedFields are dropped before anything is cached:
-    // no controller reads them, and they are a good part of every object's size.
-    let factory = SharedInformerFactory::builder(client)
+    // no controller reads them, and they are a good part of every object's size. Every list or
+    // watch error is printed as it happens, once per informer and cause: a refused connection,
+    // a 403, a server error show at once rather than as a silent wait.
+    let started = Instant::now();
+    let reported: Mutex<HashMap<String, String>> = Mutex::default();
+    let options = FactoryOptions::default()
         .drop_managed_fields()
-        .build();
+        .watch_error_handler(move |informer, error| {
+            let error = ErrorChain(error).to_string();
+            let mut reported = reported.lock().unwrap_or_else(PoisonError::into_inner);
+            if reported.get(informer.description()) != Some(&error) {
+                println!(
+                    "{:>5.1}s {:<12} failing: {error}",
+                    started.elapsed().as_secs_f64(),
+                    informer.description()
+                );
+                reported.insert(informer.description().to_owned(), error);
+            }
+        });
+    let factory = SharedInformerFactory::new(client, options);
 
     // Pods get an extra index: node name -> Pods on that node.
     let pods = factory.informer::<Pod>()?;
@@ -111,29 +130,15 @@ async fn main() -> Result<(), BoxError> {
         cache_size::<ConfigMap>(&factory)?,
     ];
 
-    let started = Instant::now();
     factory.start()?;
-    // Wait for the first lists, saying at once (not only at the end) why an informer is not
-    // getting there: a refused connection, a 403, a server error.
-    let sync_deadline = started + Duration::from_secs(60);
+    // Wait for the first lists, at most a minute (or until `--seconds`); the handler above
+    // says meanwhile why an informer is not getting there.
+    let sync_deadline = Instant::now() + Duration::from_secs(60);
     let sync_deadline = deadline.map_or(sync_deadline, |end| end.min(sync_deadline));
-    let mut reported: HashMap<String, String> = HashMap::new();
-    let mut all_synced = false;
-    while !all_synced && Instant::now() < sync_deadline {
-        let wait = sync_deadline
-            .saturating_duration_since(Instant::now())
-            .min(Duration::from_secs(1));
-        let synced = factory.wait_for_cache_sync_timeout(wait).await;
-        all_synced = synced.values().all(|synced| *synced);
-        for (informer, status) in factory.sync_status() {
-            if let Some(error) = status.last_error.filter(|_| !status.synced)
-                && reported.get(informer.description()) != Some(&error)
-            {
-                println!("{:<12} failing: {error}", informer.description());
-                reported.insert(informer.description().to_owned(), error);
-            }
-        }
-    }
+    let synced = factory
+        .wait_for_cache_sync_timeout(sync_deadline.saturating_duration_since(Instant::now()))
+        .await;
+    let all_synced = synced.values().all(|synced| *synced);
     let mut statuses: Vec<_> = factory.sync_status().into_iter().collect();
     statuses.sort_by(|(a, _), (b, _)| a.description().cmp(b.description()));
     for (informer, status) in &statuses {
