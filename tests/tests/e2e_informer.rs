@@ -974,6 +974,15 @@ async fn after_a_compaction_the_informer_relists_and_reports_deletions_missed_as
         api.create(&post, &secret("s-4", "one"))
             .await
             .expect("create s-4");
+        // s-3 is deleted and created again: the same name, a new UID.
+        api.delete("s-3", &DeleteParams::default())
+            .await
+            .expect("delete s-3");
+        let s3_again = api
+            .create(&post, &secret("s-3", "again"))
+            .await
+            .expect("create s-3 again");
+        assert_ne!(s3_again.metadata.uid, created[3].metadata.uid);
         let compacted = ctx.backend.force_compaction().await;
         lister_watcher.plug();
 
@@ -990,8 +999,9 @@ async fn after_a_compaction_the_informer_relists_and_reports_deletions_missed_as
             }
         };
         let (s0_gone, s1_gone) = (deletion_lines("s-0"), deletion_lines("s-1"));
+        let s3_gone = deletion_lines("s-3");
         eventually("the handler saw every change", CONVERGE, || {
-            let (log, s0_gone, s1_gone) = (&log, &s0_gone, &s1_gone);
+            let (log, s0_gone, s1_gone, s3_gone) = (&log, &s0_gone, &s1_gone, &s3_gone);
             async move {
                 let seen = lines(log);
                 let has = |wanted: &str| seen.iter().any(|line| line == wanted);
@@ -1000,11 +1010,17 @@ async fn after_a_compaction_the_informer_relists_and_reports_deletions_missed_as
                     .iter()
                     .filter(|line| line.starts_with("delete ") || line.starts_with("tombstone "))
                     .count();
+                // The recreated s-3 is a deletion and an add, never an update.
+                if has("update s-3") {
+                    return Err(format!("s-3 arrived as an update: {seen:?}"));
+                }
                 if has_any(s0_gone)
                     && has_any(s1_gone)
+                    && has_any(s3_gone)
                     && has("update s-2")
                     && has("add s-4")
-                    && deletions == 2
+                    && has("add s-3")
+                    && deletions == 3
                 {
                     Ok(())
                 } else {
@@ -1013,6 +1029,11 @@ async fn after_a_compaction_the_informer_relists_and_reports_deletions_missed_as
             }
         })
         .await;
+        let cached = informer
+            .cache()
+            .get_by_key(&format!("{}/s-3", ctx.namespace))
+            .expect("s-3 cached");
+        assert_eq!(cached.metadata.uid, s3_again.metadata.uid);
         if compacted {
             assert!(
                 lister_watcher.lists.load(Ordering::SeqCst) > lists_before,

@@ -76,6 +76,11 @@ impl<K: Object> Applier<K> {
                 let obj = Arc::clone(delta.object());
                 // One key computation and one lock: the cache hands back what it replaced.
                 match self.indexer.upsert(Arc::clone(&obj))? {
+                    Some(old) if is_recreated::<K>(&old, &obj) => {
+                        let tombstone = self.tombstone(old)?;
+                        out.distribute(Notification::delete(tombstone), Recipients::All);
+                        out.distribute(add_notification(obj, kind), Recipients::All);
+                    }
                     Some(old) => distribute_update(out, old, obj),
                     None => {
                         out.distribute(add_notification(obj, kind), Recipients::All);
@@ -97,13 +102,21 @@ impl<K: Object> Applier<K> {
     ) -> kinformer_store::Result<()> {
         let mut listed_keys = HashSet::with_capacity(replaced.objects.len());
         let mut replacements = Vec::with_capacity(replaced.objects.len());
+        let mut deletions = Vec::new();
         for obj in &replaced.objects {
             let key = (self.key_func)(obj)?;
-            let old = self.indexer.get_by_key(&key);
+            let mut old = self.indexer.get_by_key(&key);
+            // The name was deleted and created again while no watch saw it: the old object
+            // goes with the other deletions, the new one arrives as an add.
+            if let Some(recreated) = old.take_if(|old| is_recreated::<K>(old, obj)) {
+                deletions.push(DeletedFinalStateUnknown {
+                    key: key.clone(),
+                    obj: recreated,
+                });
+            }
             listed_keys.insert(key);
             replacements.push((old, Arc::clone(obj)));
         }
-        let mut deletions = Vec::new();
         for key in self.indexer.list_keys() {
             if listed_keys.contains(&key) {
                 continue;
@@ -124,6 +137,27 @@ impl<K: Object> Applier<K> {
             }
         }
         Ok(())
+    }
+}
+
+impl<K: Object> Applier<K> {
+    /// The tombstone of `old`, a cached object whose deletion no watch event reported.
+    fn tombstone(&self, old: Arc<K>) -> kinformer_store::Result<DeletedFinalStateUnknown<K>> {
+        Ok(DeletedFinalStateUnknown {
+            key: (self.key_func)(&old)?,
+            obj: old,
+        })
+    }
+}
+
+/// Whether `new` is another object than the cached `old` under the same key: its name was
+/// deleted and created again (a new UID) while no watch saw the deletion. Such a pair is a
+/// deletion and an add, never an update, so a controller keyed on UID does not act on a stale
+/// identity. Objects without a UID (projections that drop it) are never told apart.
+fn is_recreated<K: Object>(old: &K, new: &K) -> bool {
+    match (old.uid(), new.uid()) {
+        (Some(old), Some(new)) => !old.is_empty() && !new.is_empty() && old != new,
+        _ => false,
     }
 }
 
@@ -168,6 +202,13 @@ mod tests {
             },
             ..Pod::default()
         })
+    }
+
+    /// A Pod with a UID: `pod_with_uid("a", "5", "u2")` is incarnation `u2` of `a`.
+    fn pod_with_uid(name: &str, version: &str, uid: &str) -> Arc<Pod> {
+        let mut pod = Arc::unwrap_or_clone(pod(name, version));
+        pod.metadata.uid = Some(uid.into());
+        Arc::new(pod)
     }
 
     fn applier() -> (Applier<Pod>, EventStream<Pod>) {
@@ -295,5 +336,93 @@ mod tests {
             .apply(&deltas(DeltaType::Replaced, pod("a", "2")), AddKind::Live)
             .unwrap();
         assert_eq!(drain(&mut stream), ["add:a@1", "update:a@2"]);
+    }
+
+    /// A watch event for a cached name with another UID means the name was deleted and
+    /// created again unseen: a tombstone of the old incarnation, then an add of the new one.
+    #[test]
+    fn an_object_with_a_new_uid_under_a_cached_key_is_a_delete_then_an_add() {
+        let (applier, mut stream) = applier();
+        applier
+            .apply(
+                &deltas(DeltaType::Added, pod_with_uid("a", "1", "u1")),
+                AddKind::Live,
+            )
+            .unwrap();
+        for kind in [DeltaType::Added, DeltaType::Updated, DeltaType::Replaced] {
+            let version = stream_version(&applier) + 1;
+            let uid = format!("u{version}");
+            applier
+                .apply(
+                    &deltas(kind, pod_with_uid("a", &version.to_string(), &uid)),
+                    AddKind::Live,
+                )
+                .unwrap();
+        }
+        assert_eq!(
+            drain(&mut stream),
+            [
+                "add:a@1",
+                "tombstone:a@1",
+                "add:a@2",
+                "tombstone:a@2",
+                "add:a@3",
+                "tombstone:a@3",
+                "add:a@4"
+            ]
+        );
+        let cached = applier.indexer.get_by_key("default/a").expect("cached");
+        assert_eq!(cached.metadata.uid.as_deref(), Some("u4"));
+        // The same UID is an update, and an object without one is never told apart.
+        applier
+            .apply(
+                &deltas(DeltaType::Updated, pod_with_uid("a", "5", "u4")),
+                AddKind::Live,
+            )
+            .unwrap();
+        applier
+            .apply(&deltas(DeltaType::Updated, pod("a", "6")), AddKind::Live)
+            .unwrap();
+        assert_eq!(drain(&mut stream), ["update:a@5", "update:a@6"]);
+    }
+
+    /// On a relist the old incarnation is deleted with the vanished keys, before the list is
+    /// delivered, and the new one is an add.
+    #[test]
+    fn a_replaced_all_with_a_recreated_name_tombstones_the_old_and_adds_the_new() {
+        let (applier, mut stream) = applier();
+        for name in ["a", "b"] {
+            applier
+                .apply(
+                    &deltas(DeltaType::Added, pod_with_uid(name, "1", name)),
+                    AddKind::Live,
+                )
+                .unwrap();
+        }
+        drain(&mut stream);
+        let relist = Popped::ReplacedAll(ReplacedAll {
+            resource_version: "9".into(),
+            objects: vec![
+                pod_with_uid("a", "7", "a-again"),
+                pod_with_uid("b", "8", "b"),
+            ],
+        });
+        applier.apply(&relist, AddKind::Live).unwrap();
+        assert_eq!(
+            drain(&mut stream),
+            ["tombstone:a@1", "add:a@7", "update:b@8"]
+        );
+        let cached = applier.indexer.get_by_key("default/a").expect("cached");
+        assert_eq!(cached.metadata.uid.as_deref(), Some("a-again"));
+    }
+
+    /// The resourceVersion of the cached `a`.
+    fn stream_version(applier: &Applier<Pod>) -> u64 {
+        applier
+            .indexer
+            .get_by_key("default/a")
+            .and_then(|pod| pod.metadata.resource_version.clone())
+            .and_then(|version| version.parse().ok())
+            .expect("a is cached with a numeric version")
     }
 }

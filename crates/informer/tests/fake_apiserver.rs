@@ -365,6 +365,70 @@ async fn a_relist_after_compaction_deletes_exactly_the_vanished_pods_with_tombst
     }
 }
 
+/// A Pod deleted and created again under the same name (a new UID) while the watch was down
+/// and the history compacted comes back, after the relist, as a tombstone of the old Pod and
+/// an add of the new one, never as one update, on both queues.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_recreated_while_the_watch_was_down_is_a_delete_then_an_add() {
+    for queue in [QueueKind::InOrder, QueueKind::DeltaFifo] {
+        let server = FakeApiServer::start()
+            .await
+            .expect("the fake server starts");
+        for i in 0..3 {
+            server.create_object(fixtures::pod(i)).unwrap();
+        }
+        let informer = informer(&server, InformerOptions::new().queue(queue));
+        let recorder = Recorder::new();
+        informer.add_event_handler(recorder.handler()).unwrap();
+        let (token, task) = start(&informer);
+        assert_eq!(
+            tokio::time::timeout(WAIT, informer.wait_for_cache_sync(&token)).await,
+            Ok(true)
+        );
+        let uid_of = |pod: &Pod| pod.metadata.uid.clone().unwrap_or_default();
+        let key = format!("{}/{}", fixtures::namespace_of(1), pod_name(1));
+        let old_uid = uid_of(&informer.cache().get_by_key(&key).expect("cached"));
+
+        server.stop_listener().await;
+        server
+            .delete_object("v1", "Pod", Some(&fixtures::namespace_of(1)), &pod_name(1))
+            .unwrap();
+        let recreated = server.create_object(fixtures::pod(1)).unwrap();
+        let new_uid = recreated["metadata"]["uid"].as_str().unwrap().to_owned();
+        assert_ne!(old_uid, new_uid);
+        server.compact();
+        recorder.clear();
+        server
+            .restart_listener()
+            .await
+            .expect("the listener comes back");
+
+        assert!(
+            wait_until(WAIT, || recorder.of_kind("add") == ["pod-1"]).await,
+            "{queue:?}: got {:?}",
+            recorder.events()
+        );
+        assert_eq!(recorder.of_kind("tombstone"), ["pod-1"], "{queue:?}");
+        assert!(
+            !recorder
+                .events()
+                .iter()
+                .any(|event| event == "update:pod-1"),
+            "{queue:?}: {:?}",
+            recorder.events()
+        );
+        let position = |wanted: &str| recorder.events().iter().position(|event| event == wanted);
+        assert!(
+            position("tombstone:pod-1") < position("add:pod-1"),
+            "{queue:?}: {:?}",
+            recorder.events()
+        );
+        let cached = informer.cache().get_by_key(&key).expect("cached");
+        assert_eq!(uid_of(&cached), new_uid, "{queue:?}");
+        stop(token, task).await;
+    }
+}
+
 /// The reflector options pass through: a streaming list (`sendInitialEvents`) and small pages
 /// both fill the cache from the fake server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
