@@ -324,7 +324,8 @@ async fn a_slow_and_a_panicking_handler_do_not_disturb_a_normal_one_under_churn(
 }
 
 /// Deletions missed while the server was unreachable and its history compacted come back as
-/// tombstones for exactly the vanished Pods, on both queues.
+/// tombstones for exactly the vanished Pods, on both queues. The Pods that did not change come
+/// back to no handler: not to one without a resync period, nor to one whose period is not due.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_after_compaction_deletes_exactly_the_vanished_pods_with_tombstones() {
     for queue in [QueueKind::InOrder, QueueKind::DeltaFifo] {
@@ -337,6 +338,13 @@ async fn a_relist_after_compaction_deletes_exactly_the_vanished_pods_with_tombst
         let informer = informer(&server, InformerOptions::new().queue(queue));
         let recorder = Recorder::new();
         informer.add_event_handler(recorder.handler()).unwrap();
+        let hourly = Recorder::new();
+        informer
+            .add_event_handler_with_options(
+                hourly.handler(),
+                ListenerOptions::new().resync_period(Duration::from_secs(3600)),
+            )
+            .unwrap();
         let (token, task) = start(&informer);
         assert_eq!(
             tokio::time::timeout(WAIT, informer.wait_for_cache_sync(&token)).await,
@@ -361,6 +369,22 @@ async fn a_relist_after_compaction_deletes_exactly_the_vanished_pods_with_tombst
         );
         assert!(recorder.of_kind("delete").is_empty(), "{queue:?}");
         assert_eq!(informer.cache().list_keys().len(), 4, "{queue:?}");
+        // Both handlers have had the relist (its tombstones); neither got an unchanged Pod.
+        assert!(
+            wait_until(WAIT, || hourly.of_kind("tombstone") == ["pod-1", "pod-4"]).await,
+            "{queue:?}: got {:?}",
+            hourly.events()
+        );
+        assert!(
+            recorder.of_kind("update").is_empty(),
+            "{queue:?}: {:?}",
+            recorder.events()
+        );
+        assert!(
+            hourly.of_kind("update").is_empty(),
+            "{queue:?}: {:?}",
+            hourly.events()
+        );
         stop(token, task).await;
     }
 }

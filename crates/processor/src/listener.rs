@@ -170,8 +170,11 @@ pub(crate) struct Listener<K> {
     upstream: UpstreamSynced,
     stopped: Latch,
     resync: Mutex<ResyncState>,
-    /// Whether the last `should_resync` found this listener due; sync notifications go only
-    /// to listeners for which this is set. New listeners start syncing, as in client-go.
+    /// Whether the last `should_resync` found this listener due; sync notifications (a
+    /// resync, or an unchanged object in a relist) go only to listeners for which this is set.
+    /// New listeners start not syncing: in client-go they start syncing, and since only a
+    /// resync check clears the mark, a handler without a resync period received every
+    /// unchanged object after every relist.
     syncing: AtomicBool,
     /// The handler, until the processor starts the listener's thread.
     handler: Mutex<Option<Box<dyn ResourceEventHandler<K>>>>,
@@ -224,7 +227,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
                 period: resync.period,
                 next: now + resync.period,
             }),
-            syncing: AtomicBool::new(true),
+            syncing: AtomicBool::new(false),
             handler: Mutex::new(handler),
             has_thread,
         }

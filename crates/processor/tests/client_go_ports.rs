@@ -230,10 +230,13 @@ fn resync_period_is_zero_when_either_side_is_zero_and_at_least_the_check_period(
     assert_eq!(determine_resync_period(secs(9), secs(5)), secs(9));
 }
 
-/// A listener starts out syncing, as in client-go (`listeners[listener] = true`): until the
-/// first should_resync, sync notifications reach everyone; after it, only the listeners due.
+/// A listener starts out not syncing: sync notifications (a resync, an unchanged object in a
+/// relist) reach only the listeners the last resync check found due, so a handler without a
+/// resync period never receives one. client-go starts every listener syncing
+/// (`listeners[listener] = true`) and only a resync check clears it, so with no resync period
+/// anywhere a relist delivered every unchanged object to every handler.
 #[tokio::test(start_paused = true)]
-async fn sync_notifications_reach_every_listener_until_the_first_resync_check() {
+async fn sync_notifications_reach_only_listeners_found_due_by_a_resync_check() {
     let processor =
         SharedProcessor::<String>::new(ProcessorOptions::default().resync_period(secs(1)));
     let never = Recorder::new();
@@ -249,32 +252,34 @@ async fn sync_notifications_reach_every_listener_until_the_first_resync_check() 
         .expect("added");
     let (token, running) = start(&processor).await;
     let pod = obj("pod1");
-    processor.distribute(
-        Notification::update(Arc::clone(&pod), Arc::clone(&pod)),
-        Recipients::DueForResync,
-    );
-    assert_eq!(never.wait_for(1), ["update pod1 -> pod1"]);
-    assert_eq!(often.wait_for(1), ["update pod1 -> pod1"]);
+    let resync = || {
+        processor.distribute(
+            Notification::update(Arc::clone(&pod), Arc::clone(&pod)),
+            Recipients::DueForResync,
+        );
+    };
+    let barrier = |name: &str| processor.distribute(Notification::add(obj(name)), Recipients::All);
 
+    // Before any resync check, and after one that finds nobody due: nobody receives it.
+    resync();
     assert!(
         !processor.should_resync(Instant::now()),
         "nobody is due yet"
     );
-    processor.distribute(
-        Notification::update(Arc::clone(&pod), Arc::clone(&pod)),
-        Recipients::DueForResync,
-    );
+    resync();
+    barrier("first");
+    assert_eq!(never.wait_for(1), ["add first"]);
+    assert_eq!(often.wait_for(1), ["add first"]);
+
+    // Once its period has passed, the listener that asked for resyncs receives them.
     tokio::time::advance(secs(1)).await;
     assert!(processor.should_resync(Instant::now()));
-    processor.distribute(
-        Notification::update(Arc::clone(&pod), Arc::clone(&pod)),
-        Recipients::DueForResync,
-    );
-    processor.distribute(Notification::add(obj("barrier")), Recipients::All);
-    assert_eq!(never.wait_for(2), ["update pod1 -> pod1", "add barrier"]);
+    resync();
+    barrier("second");
+    assert_eq!(never.wait_for(2), ["add first", "add second"]);
     assert_eq!(
         often.wait_for(3),
-        ["update pod1 -> pod1", "update pod1 -> pod1", "add barrier"]
+        ["add first", "update pod1 -> pod1", "add second"]
     );
     stop(token, running).await;
 }
