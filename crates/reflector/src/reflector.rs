@@ -628,7 +628,12 @@ where
         };
         loop {
             let page = match list(options.clone()).await {
-                Ok(page) => page,
+                // An empty token means the last page, as the API server and client-go's pager
+                // treat it; asking again with "" would restart the list, forever.
+                Ok(mut page) => {
+                    page.continue_token = page.continue_token.filter(|token| !token.is_empty());
+                    page
+                }
                 Err(error @ Error::Expired { .. }) if options.continue_token.is_some() => {
                     info!(error = %ErrorChain(&error), "a continuation page expired, listing everything at once");
                     drop(items);

@@ -588,6 +588,38 @@ async fn a_page_size_splits_the_list_into_pages_that_all_reach_the_store() {
     stop(token, running).await;
 }
 
+/// A lister-watcher that marks its last page with an empty continue token (`Some("")`, as a
+/// hand-written one may) ends the list there: the reflector does not ask again with "".
+#[tokio::test(start_paused = true)]
+async fn an_empty_continue_token_ends_the_list() {
+    let pods: Vec<_> = (0..6)
+        .map(|i| pod(&format!("pod-{i}"), &i.to_string()))
+        .collect();
+    let lister_watcher = Scripted::new(
+        move |options, _| match options.continue_token.as_deref() {
+            None => Ok(page("10", pods[0..4].to_vec(), Some("C1"))),
+            Some("C1") => Ok(page("10", pods[4..6].to_vec(), Some(""))),
+            Some(other) => panic!("asked again with continue token {other:?}"),
+        },
+        |_, _| pending_watch(),
+    );
+    let cache = Arc::new(Cache::<Pod>::default());
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(&lister_watcher),
+        Arc::clone(&cache),
+        ReflectorOptions::default().page_size(4),
+    ));
+    let (token, running) = spawn(&reflector);
+    eventually("the watch opens after the list", PATIENCE, || {
+        !lister_watcher.watch_calls().is_empty()
+    })
+    .await;
+    assert_eq!(cache.list().len(), 6);
+    assert_eq!(lister_watcher.list_calls().len(), 2);
+    assert_eq!(reflector.last_sync_resource_version(), "10");
+    stop(token, running).await;
+}
+
 /// Ported from client-go's TestReflectorNotPaginatingNotConsistentReads and
 /// TestReflectorResyncWithResourceVersion: a relist at a known version asks for everything at
 /// once (so the watch cache can serve it) and never goes back in time.
