@@ -148,3 +148,43 @@ async fn the_factory_hands_every_informers_errors_to_one_handler() {
     assert!(synced.values().all(|synced| *synced), "{synced:?}");
     factory.shutdown().await;
 }
+
+/// The reflector owns retries: a 503 and a 504 on the list reach it (and the factory's error
+/// handler) as they happen, one request each, rather than being retried underneath by
+/// kube-client's retry layer, which `FakeApiServer::client` leaves off as applications should.
+#[tokio::test]
+async fn server_errors_reach_the_reflector_without_a_retry_layer_underneath() {
+    let server = FakeApiServer::start()
+        .await
+        .expect("the fake server starts");
+    server.create_object(fixtures::pod(0)).expect("a pod");
+    for code in [503, 504] {
+        server.faults().inject(
+            Fault::status(code)
+                .verb(Verb::List)
+                .resource("pods")
+                .times(1),
+        );
+    }
+    let (sender, mut errors) = tokio::sync::mpsc::unbounded_channel();
+    let factory = SharedInformerFactory::new(
+        server.client().expect("client"),
+        FactoryOptions::default().watch_error_handler(move |_, error| {
+            let _ = sender.send(error.to_string());
+        }),
+    );
+    factory.informer::<Pod>().expect("informer");
+    factory.start().expect("started");
+    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
+    assert!(synced.values().all(|synced| *synced), "{synced:?}");
+    let mut seen = Vec::new();
+    while let Ok(error) = errors.try_recv() {
+        seen.push(error);
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen[0].contains("503"), "{seen:?}");
+    assert!(seen[1].contains("504"), "{seen:?}");
+    // Two failed lists and the one that succeeded: nothing was retried underneath.
+    assert_eq!(server.faults().request_count(Verb::List, "pods"), 3);
+    factory.shutdown().await;
+}

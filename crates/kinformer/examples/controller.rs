@@ -90,7 +90,7 @@ async fn main() -> Result<(), BoxError> {
                 "kubeconfig {} found: labelling the Deployments of namespace {namespace:?} in that cluster",
                 path.display()
             );
-            (Client::try_default().await?, Some(namespace), None)
+            (support::client().await?, Some(namespace), None)
         }
         None => {
             println!("no kubeconfig: starting the embedded fake API server");

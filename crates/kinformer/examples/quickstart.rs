@@ -65,7 +65,7 @@ async fn main() -> Result<(), BoxError> {
                 "kubeconfig {} found: informing that cluster (read only)",
                 path.display()
             );
-            (kube_client::Client::try_default().await?, None)
+            (support::client().await?, None)
         }
         None => {
             println!("no kubeconfig: starting the embedded fake API server");

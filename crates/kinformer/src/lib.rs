@@ -40,8 +40,8 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // An API server in this process, with two Pods (use `kube_client::Client::try_default()`
-//! // for a real cluster).
+//! // An API server in this process, with two Pods. For a real cluster, build the client from
+//! // `kube_client::Config::infer()` with `default_retry` off: the reflector owns retries.
 //! let server = FakeApiServer::start().await?;
 //! server.create_object(fixtures::pod(0))?;
 //! server.create_object(fixtures::pod(1))?;

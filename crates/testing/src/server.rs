@@ -238,7 +238,9 @@ impl FakeApiServer {
         self.addr
     }
 
-    /// A kube-client `Client` for this server (plain HTTP, namespace `default`).
+    /// A kube-client `Client` for this server (plain HTTP, namespace `default`), without
+    /// kube-client's retry layer: a reflector owns the retries of its lists and watches and must
+    /// see every 429, 503 and 504 the fake injects.
     ///
     /// # Errors
     ///
@@ -248,7 +250,9 @@ impl FakeApiServer {
         let uri: http::Uri = self.url().parse().map_err(|e: http::uri::InvalidUri| {
             Error::Client(kube_client::Error::HttpError(e.into()))
         })?;
-        kube_client::Client::try_from(kube_client::Config::new(uri)).map_err(Error::Client)
+        let mut config = kube_client::Config::new(uri);
+        config.default_retry = false;
+        kube_client::Client::try_from(config).map_err(Error::Client)
     }
 
     /// A kubeconfig (YAML) whose current context points at this server.

@@ -97,9 +97,11 @@ impl Backend {
         let path = std::env::var("KINFORMER_E2E_KUBECONFIG")
             .expect("KINFORMER_E2E_KUBECONFIG names the kubeconfig of a real backend");
         let kubeconfig = Kubeconfig::read_from(&path).expect("the e2e kubeconfig parses");
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .expect("the e2e kubeconfig gives a client configuration");
+        // The reflector owns retries; kube-client's layer would hide 429/503/504 from it.
+        config.default_retry = false;
         let client = Client::try_from(config.clone()).expect("a client for the e2e cluster");
         Self {
             kind,
