@@ -421,6 +421,13 @@ where
                 Ok(bookmark.into_event())
             }
             "ERROR" => {
+                let types: TypeFields<'_> =
+                    serde_json::from_str(object.get()).map_err(|error| {
+                        Error::decode("ERROR event", error.to_string(), object.get().as_bytes())
+                    })?;
+                if types.kind.as_deref().is_some_and(|kind| kind != "Status") {
+                    return Err(not_a_status(object.get().as_bytes()));
+                }
                 let status: kube_core::Status =
                     serde_json::from_str(object.get()).map_err(|error| {
                         Error::decode("ERROR status", error.to_string(), object.get().as_bytes())
@@ -436,12 +443,20 @@ where
     }
 }
 
+/// The error for an `ERROR` watch event whose object is not a `Status`.
+pub(crate) fn not_a_status(object: &[u8]) -> Error {
+    Error::decode(
+        "ERROR event",
+        "its object is not a Status, as an ERROR event's must be",
+        object,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::Pod;
 
     use super::*;
-    use crate::DECODE_EXCERPT_LIMIT;
 
     fn pod_decoder() -> JsonDecoder<Pod> {
         JsonDecoder::new(Some(ExpectedType::new("v1", "Pod")))
@@ -485,16 +500,33 @@ mod tests {
     }
 
     #[test]
-    fn a_garbage_line_is_a_decode_error_with_a_truncated_excerpt() {
+    fn a_garbage_line_is_a_decode_error_that_gives_its_size_not_its_bytes() {
         let line = vec![b'x'; 10_000];
         let error = pod_decoder().decode_event(&line).expect_err("garbage");
-        match error {
-            Error::Decode { excerpt, what, .. } => {
-                assert_eq!(what, "watch event");
-                assert!(excerpt.len() <= DECODE_EXCERPT_LIMIT + 3);
+        match &error {
+            Error::Decode {
+                what, size, object, ..
+            } => {
+                assert_eq!(*what, "watch event");
+                assert_eq!(*size, 10_000);
+                assert_eq!(*object, None);
             }
             other => panic!("expected a decode error, got {other}"),
         }
+        assert!(!error.to_string().contains("xxx"), "{error}");
+    }
+
+    /// An ERROR event must carry a Status; anything else is reported by what it is, not as
+    /// an empty API error, and without its contents.
+    #[test]
+    fn an_error_event_carrying_something_else_than_a_status_says_what_it_carried() {
+        let line = br#"{"type":"ERROR","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"db","namespace":"prod"},"data":{"password":"aHVudGVyMg=="}}}"#;
+        let error = pod_decoder().decode_event(line).expect_err("not a status");
+        let message = error.to_string();
+        assert!(matches!(error, Error::Decode { .. }), "{message}");
+        assert!(message.contains("v1/Secret prod/db"), "{message}");
+        assert!(message.contains("not a Status"), "{message}");
+        assert!(!message.contains("aHVudGVyMg"), "{message}");
     }
 
     #[test]

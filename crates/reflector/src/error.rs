@@ -2,10 +2,6 @@
 
 use std::time::Duration;
 
-/// How many bytes of an undecodable line or body an [`Error::Decode`] keeps, so a log line stays
-/// readable when the server sends megabytes of garbage.
-pub const DECODE_EXCERPT_LIMIT: usize = 256;
-
 /// Everything that can go wrong while listing and watching.
 ///
 /// The variants are chosen by what the reflector must do next: [`Error::Expired`] and
@@ -58,16 +54,24 @@ pub enum Error {
         /// The server's message.
         message: String,
     },
-    /// A list body or a watch line that does not decode; `excerpt` holds its first
-    /// [`DECODE_EXCERPT_LIMIT`] bytes.
-    #[error("cannot decode {what}: {reason}; got {excerpt:?}")]
+    /// A list body, watch event or object that does not decode. It says what arrived (its
+    /// kind and name when they can be read, its size, where decoding stopped) and never the
+    /// data itself: Secrets pass through here, so no byte of the payload and no quoted value
+    /// from the decoder's complaint reaches an error or a log line.
+    #[error("cannot decode {what} ({}{size} bytes): {reason}", match object {
+        Some(object) => format!("{object}, "),
+        None => String::new(),
+    })]
     Decode {
         /// What was being decoded (`"watch event"`, `"list page"`, ...).
         what: &'static str,
-        /// The decoder's complaint.
+        /// The decoder's complaint, with the position it stopped at when it knows one, and
+        /// every quoted value replaced by `"…"`.
         reason: String,
-        /// The start of the offending bytes, lossily converted to UTF-8.
-        excerpt: String,
+        /// The size of the offending bytes.
+        size: usize,
+        /// What the bytes say they are, when that much could be read: `v1/Secret ns/name`.
+        object: Option<String>,
     },
     /// An object of another kind than the reflector expects (client-go's expected-type check).
     #[error("expected objects of kind {expected}, got {found}")]
@@ -164,17 +168,14 @@ impl Error {
         }
     }
 
-    /// Builds a [`Error::Decode`] keeping only the start of `bytes`.
-    pub fn decode(what: &'static str, reason: impl Into<String>, bytes: &[u8]) -> Self {
-        let cut = bytes.len().min(DECODE_EXCERPT_LIMIT);
-        let mut excerpt = String::from_utf8_lossy(&bytes[..cut]).into_owned();
-        if bytes.len() > cut {
-            excerpt.push_str("...");
-        }
+    /// Builds an [`Error::Decode`] about `bytes`: their size and, when the bytes still say it,
+    /// the kind and name of the object they hold; `reason` loses its quoted values.
+    pub fn decode(what: &'static str, reason: impl AsRef<str>, bytes: &[u8]) -> Self {
         Error::Decode {
             what,
-            reason: reason.into(),
-            excerpt,
+            reason: redact(reason.as_ref()),
+            size: bytes.len(),
+            object: crate::peek::describe(bytes),
         }
     }
 
@@ -235,3 +236,71 @@ impl Error {
 
 /// The reflector's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `reason` with the contents of every double-quoted value replaced by `…`: serde and the
+/// protobuf decoder quote the value they refused (`invalid type: string "hunter2"`), and the
+/// value may be a Secret's.
+fn redact(reason: &str) -> String {
+    let mut redacted = String::with_capacity(reason.len());
+    let mut quoted = false;
+    let mut escaped = false;
+    for c in reason.chars() {
+        if quoted {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => {
+                    redacted.push_str("…\"");
+                    quoted = false;
+                }
+                _ => {}
+            }
+        } else {
+            redacted.push(c);
+            quoted = c == '"';
+        }
+    }
+    if quoted {
+        redacted.push('…');
+    }
+    redacted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_values_are_redacted_and_the_rest_is_kept() {
+        assert_eq!(
+            redact(r#"invalid type: string "hunter2", expected i32 at line 1 column 9"#),
+            r#"invalid type: string "…", expected i32 at line 1 column 9"#
+        );
+        assert_eq!(
+            redact(r#"a "quoted \" value" and "another""#),
+            r#"a "…" and "…""#
+        );
+        assert_eq!(redact(r#"cut "in the middle"#), r#"cut "…"#);
+        assert_eq!(redact("nothing quoted"), "nothing quoted");
+    }
+
+    #[test]
+    fn a_decode_error_names_the_object_and_its_size_but_not_its_data() {
+        let secret = br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"db","namespace":"prod"},"data":{"password":5}}"#;
+        let error = Error::decode(
+            "ADDED object",
+            r#"invalid type: integer `5`, expected a base64 string "c2VjcmV0" at line 1 column 99"#,
+            secret,
+        );
+        let message = error.to_string();
+        assert_eq!(
+            message,
+            format!(
+                "cannot decode ADDED object (v1/Secret prod/db, {} bytes): invalid type: \
+                 integer `5`, expected a base64 string \"…\" at line 1 column 99",
+                secret.len()
+            )
+        );
+        assert!(!message.contains("c2VjcmV0") && !message.contains("password"));
+    }
+}

@@ -93,12 +93,13 @@ mod event;
 mod kube;
 mod lister_watcher;
 mod options;
+mod peek;
 mod protobuf;
 mod reflector;
 
 pub use crate::{
     decoder::{Decoder, ExpectedType, Framing, JsonDecoder},
-    error::{DECODE_EXCERPT_LIMIT, Error, Result},
+    error::{Error, Result},
     event::{INITIAL_EVENTS_END_ANNOTATION, ListPage, WatchEvent, WatchStream},
     kube::KubeListerWatcher,
     lister_watcher::{ListerWatcher, ReuseObject},

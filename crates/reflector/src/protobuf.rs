@@ -181,6 +181,9 @@ impl<K> KubeDecoder<PartialObjectMeta<K>> {
     }
 }
 
+/// The first byte of every protobuf watch frame: field 1, wire type 2.
+const PROTOBUF_EVENT_TAG: u8 = 0x0a;
+
 fn protobuf_error(what: &'static str, error: &kinformer_protobuf::Error, bytes: &[u8]) -> Error {
     Error::decode(what, format!("protobuf: {error}"), bytes)
 }
@@ -268,6 +271,9 @@ where
                 Ok(bookmark.into_event())
             }
             "ERROR" => {
+                if (object.api_version, object.kind) != ("v1", "Status") {
+                    return Err(crate::decoder::not_a_status(event.object));
+                }
                 let status: kube_core::Status = kinformer_protobuf::from_message(
                     object.raw,
                     &kinformer_protobuf::messages::STATUS,
@@ -337,10 +343,13 @@ where
     }
 
     fn decode_event(&self, frame: &[u8]) -> Result<WatchEvent<K>> {
-        if frame.first() == Some(&b'{') {
-            self.json.decode_event(frame)
-        } else {
+        // A protobuf watch frame is a `WatchEvent` message, whose first byte is field 1's tag
+        // (`type`, length-delimited); anything else is a JSON line, so a line that is not JSON
+        // is reported as such, not as a malformed protobuf frame.
+        if frame.first() == Some(&PROTOBUF_EVENT_TAG) {
             self.decode_protobuf_event(frame)
+        } else {
+            self.json.decode_event(frame)
         }
     }
 }
@@ -667,5 +676,31 @@ mod tests {
             decoder.decode_event(&frame("SURPRISE", &pod_json("a", "1"))),
             Err(Error::Decode { .. })
         ));
+    }
+
+    /// A JSON line that is not JSON is reported as a JSON watch event that does not decode,
+    /// not as a malformed protobuf frame; an ERROR frame carrying another kind than Status
+    /// names what it carried.
+    #[test]
+    fn undecodable_events_are_reported_as_what_they_are() {
+        let decoder = decoder();
+        let error = decoder
+            .decode_event(b"<html>bad gateway</html>")
+            .expect_err("not json");
+        let message = error.to_string();
+        assert!(
+            message.starts_with("cannot decode watch event"),
+            "{message}"
+        );
+        assert!(!message.contains("protobuf"), "{message}");
+        assert!(message.contains("line 1 column 1"), "{message}");
+        assert!(!message.contains("gateway"), "{message}");
+
+        let error = decoder
+            .decode_event(&frame("ERROR", &pod_json("a", "1")))
+            .expect_err("not a status");
+        let message = error.to_string();
+        assert!(message.contains("v1/Pod ns/a"), "{message}");
+        assert!(message.contains("not a Status"), "{message}");
     }
 }

@@ -532,10 +532,46 @@ async fn garbage_watch_lines_are_reported_and_the_cache_recovers() {
         .into_iter()
         .find(|e| e.starts_with("Decode"))
         .unwrap_or_default();
+    // What arrived is described by its size and where decoding stopped, never quoted.
     assert!(
-        decode.contains("not json at all"),
-        "the excerpt names the line: {decode}"
+        decode.contains("size: 16") && decode.contains("line 1 column 2"),
+        "{decode}"
     );
+    assert!(!decode.contains("not json"), "{decode}");
+    running.stop().await;
+}
+
+/// An ERROR event whose object is not a Status (here a Secret) is reported by what it
+/// carried, kind and name, not as an empty "API error 0", and none of its data reaches the
+/// error; the reflector relists and loses nothing.
+#[tokio::test]
+async fn an_error_event_without_a_status_is_reported_by_kind_and_name_without_its_data() {
+    let server = server_with_pods(6).await;
+    let cache = Arc::new(Cache::<Pod>::default());
+    let running = start(pods(&server), &cache, quick());
+    converges(&server, &cache).await;
+    eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
+    server.faults().inject_watch_line(
+        r#"{"type":"ERROR","object":{"apiVersion":"v1","kind":"Secret","metadata":{"name":"db","namespace":"prod"},"data":{"password":"aHVudGVyMg=="}}}"#,
+    );
+    eventually("the event is reported", PATIENCE, || {
+        running
+            .errors()
+            .iter()
+            .any(|error| error.contains("ERROR event"))
+    })
+    .await;
+    let reported = running
+        .errors()
+        .into_iter()
+        .find(|error| error.contains("ERROR event"))
+        .unwrap_or_default();
+    assert!(reported.contains("v1/Secret prod/db"), "{reported}");
+    assert!(reported.contains("not a Status"), "{reported}");
+    assert!(!reported.contains("aHVudGVyMg"), "{reported}");
+    assert!(!reported.contains("API error 0"), "{reported}");
+    churn(&server, 10);
+    converges(&server, &cache).await;
     running.stop().await;
 }
 
