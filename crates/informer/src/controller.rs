@@ -8,17 +8,29 @@ use kinformer_processor::{DistributionBatch, Notification, Recipients, SharedPro
 use kinformer_store::{DeletedFinalStateUnknown, Indexer, KeyFunc, Object};
 use tracing::{debug, trace};
 
+use crate::progress::Progress;
+
 /// Applies popped items to the cache, then hands the matching notifications to the processor.
 pub(crate) struct Applier<K> {
     pub(crate) indexer: Arc<dyn Indexer<K>>,
     pub(crate) processor: SharedProcessor<K>,
     pub(crate) key_func: KeyFunc<K>,
+    /// What has been applied so far, for waits on the cache.
+    pub(crate) progress: Progress,
 }
 
 impl<K: Object> Applier<K> {
     /// Processes one popped item; the caller holds the informer's delta lock, so no late
     /// handler can join between the cache change and its notification.
     pub(crate) fn apply(&self, popped: &Popped<K>, kind: AddKind) -> kinformer_store::Result<()> {
+        let applied = self.apply_to_cache(popped, kind);
+        // A failed item is not retried from here, so it counts as applied too: the cache has
+        // moved past it.
+        self.progress.applied(popped);
+        applied
+    }
+
+    fn apply_to_cache(&self, popped: &Popped<K>, kind: AddKind) -> kinformer_store::Result<()> {
         // One popped item can carry a thousand deltas; handler threads are woken once per
         // handoff of them, and for the rest when the item is done.
         let out = self.processor.batch();
@@ -191,6 +203,7 @@ mod tests {
     use kube_core::ObjectMeta;
 
     use super::Applier;
+    use crate::progress::Progress;
 
     fn pod(name: &str, version: &str) -> Arc<Pod> {
         Arc::new(Pod {
@@ -220,6 +233,7 @@ mod tests {
             indexer: Arc::new(Cache::with_namespace_index()),
             processor,
             key_func: default_key_func(),
+            progress: Progress::new(true),
         };
         (applier, stream)
     }

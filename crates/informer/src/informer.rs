@@ -22,7 +22,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error_span, info, warn};
 
 use crate::{
-    Error, InformerOptions, QueueKind, Result, controller::Applier, options::WatchErrorHandler,
+    Error, InformerOptions, QueueKind, Result,
+    controller::Applier,
+    options::WatchErrorHandler,
+    progress::{Progress, WaitError},
 };
 
 /// While the initial list has not been processed, the process loop looks at the queue's
@@ -159,6 +162,7 @@ impl<K: Object> SharedIndexInformer<K> {
                     indexer,
                     processor,
                     key_func: options.key_func,
+                    progress: Progress::new(options.queue == QueueKind::InOrder),
                 },
                 settings: Mutex::new(Settings {
                     phase: Phase::Idle,
@@ -357,6 +361,69 @@ impl<K: Object> SharedIndexInformer<K> {
             () = token.cancelled() => false,
             () = self.inner.stopped.cancelled() => self.synced_signal().has_synced(),
         }
+    }
+
+    /// Waits until the cache has seen `resource_version` or a later one: the version a create,
+    /// update or patch returned, so that a lister read afterwards sees that write or a newer
+    /// state (read-your-writes). Returns at once when the cache is already there.
+    ///
+    /// See [`WaitError`] for how versions are compared; an informer on the
+    /// [`QueueKind::DeltaFifo`] has no cache-wide version (wait on the key instead).
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::TimedOut`] after `within`, [`WaitError::Cancelled`] when `token` fires,
+    /// [`WaitError::Stopped`] when the informer stops first, and the two errors of a version
+    /// that cannot be compared.
+    pub async fn wait_for_version(
+        &self,
+        resource_version: &str,
+        within: Duration,
+        token: &CancellationToken,
+    ) -> std::result::Result<(), WaitError> {
+        self.inner
+            .applier
+            .progress
+            .wait_for_version(resource_version, within, token, &self.inner.stopped)
+            .await
+    }
+
+    /// Waits until `condition` holds for what the cache holds under `key` (`None` when it
+    /// holds nothing), checking now and after every change the informer applies; returns what
+    /// the cache held then. `|object| object.is_none()` waits for a deletion and returns at
+    /// once for a key the cache never had.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::TimedOut`] after `within`, [`WaitError::Cancelled`] when `token` fires,
+    /// [`WaitError::Stopped`] when the informer stops first.
+    pub async fn wait_for_key(
+        &self,
+        key: &str,
+        condition: impl FnMut(Option<&K>) -> bool,
+        within: Duration,
+        token: &CancellationToken,
+    ) -> std::result::Result<Option<Arc<K>>, WaitError> {
+        let cache = self.cache();
+        self.inner
+            .applier
+            .progress
+            .wait_for_key(
+                cache.as_ref(),
+                key,
+                condition,
+                within,
+                token,
+                &self.inner.stopped,
+            )
+            .await
+    }
+
+    /// The highest resource version the cache has applied, in order: every change up to it is
+    /// in the cache. `None` for an informer on the [`QueueKind::DeltaFifo`], which reorders
+    /// keys; 0 before the first list.
+    pub fn cache_version(&self) -> Option<u64> {
+        self.inner.applier.progress.version()
     }
 
     /// The resource version of the last list, watch event or bookmark the reflector applied;

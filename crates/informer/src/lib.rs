@@ -13,7 +13,12 @@
 //!   extra indexers, the watch error handler, async [`EventStream`]s, and a clean stop;
 //! - **the semantics in between**: an update whose resourceVersion did not change is a resync
 //!   and reaches only the handlers due for one; a relist that no longer has an object deletes
-//!   it with a [`DeletedFinalStateUnknown`](kinformer_store::DeletedFinalStateUnknown).
+//!   it with a [`DeletedFinalStateUnknown`](kinformer_store::DeletedFinalStateUnknown); an
+//!   object whose name came back with a new UID is a deletion and an add, never an update;
+//! - **waiting on the cache**: [`SharedIndexInformer::wait_for_version`] until the cache has
+//!   seen the version a write returned (read-your-writes), and
+//!   [`SharedIndexInformer::wait_for_key`] until a condition holds for one key, each with a
+//!   deadline and cancellation ([`WaitError`] says how versions are compared).
 //!
 //! Start with [`SharedIndexInformer::new`] and [`InformerOptions`].
 //!
@@ -99,11 +104,13 @@ mod controller;
 mod error;
 mod informer;
 mod options;
+mod progress;
 
 pub use crate::{
     error::{Error, Result},
     informer::{SharedIndexInformer, SyncStatus, wait_for_cache_sync},
     options::{InformerOptions, QueueKind},
+    progress::WaitError,
 };
 pub use kinformer_processor::{
     AddKind, EventStream, HandlerFuncs, ListenerOptions, Notification, Registration,
