@@ -87,7 +87,11 @@ async fn injected_statuses_carry_the_reason_apiserver_pairs_with_each_code() {
 #[tokio::test]
 async fn kube_client_retries_429_with_retry_after_and_the_counts_show_each_attempt() {
     let server = FakeApiServer::start().await.expect("start");
-    let api: Api<ConfigMap> = Api::namespaced(server.client().expect("client"), "default");
+    // `server.client()` turns kube-client's retries off, as informers want; this test is about
+    // them, so its client keeps kube-client's default.
+    let url = server.url().parse().expect("the server URL parses");
+    let client = kube_client::Client::try_from(kube_client::Config::new(url)).expect("client");
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
     server.faults().inject(
         Fault::status(429)
             .verb(Verb::List)
