@@ -5,7 +5,7 @@ use std::{fmt, sync::Arc};
 
 use crate::{
     CacheReader, Indexer, Indexers, KeyFunc, Object, Result, Store, ThreadSafeStore,
-    default_key_func, namespace_indexers,
+    default_key_func, namespace_indexers, thread_safe::ReadView,
 };
 
 /// The informer's local cache: objects keyed by a key func, with secondary indexes.
@@ -135,6 +135,78 @@ impl<K: Send + Sync> CacheReader<K> for Cache<K> {
         let mut names: Vec<String> = self.store.indexers().into_keys().collect();
         names.sort();
         names
+    }
+
+    fn by_indexes(&self, query: &[(&str, &[&str])]) -> Result<Vec<Arc<K>>> {
+        self.store.by_indexes(query)
+    }
+
+    fn read_consistent(&self, reader: &mut dyn FnMut(&dyn CacheReader<K>)) -> bool {
+        self.store.read(|view| {
+            reader(&CacheView {
+                view,
+                key_func: &self.key_func,
+            });
+        });
+        true
+    }
+}
+
+/// A [`Cache`] held still: every query answers from the same state.
+struct CacheView<'a, 'v, K> {
+    view: &'a ReadView<'v, K>,
+    key_func: &'a KeyFunc<K>,
+}
+
+impl<K: Send + Sync> CacheReader<K> for CacheView<'_, '_, K> {
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.view.get(key)
+    }
+
+    fn get(&self, obj: &K) -> Result<Option<Arc<K>>> {
+        Ok(self.view.get(&(self.key_func)(obj)?))
+    }
+
+    fn list(&self) -> Vec<Arc<K>> {
+        self.view.list()
+    }
+
+    fn list_keys(&self) -> Vec<String> {
+        self.view.list_keys()
+    }
+
+    fn len(&self) -> usize {
+        self.view.len()
+    }
+
+    fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>> {
+        self.view.by_index(index_name, indexed_value)
+    }
+
+    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
+        self.view.index(index_name, obj)
+    }
+
+    fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>> {
+        self.view.index_keys(index_name, indexed_value)
+    }
+
+    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        self.view.list_index_func_values(index_name)
+    }
+
+    fn index_names(&self) -> Vec<String> {
+        self.view.index_names()
+    }
+
+    fn by_indexes(&self, query: &[(&str, &[&str])]) -> Result<Vec<Arc<K>>> {
+        self.view.by_indexes(query)
+    }
+
+    /// Already still: `reader` reads this view.
+    fn read_consistent(&self, reader: &mut dyn FnMut(&dyn CacheReader<K>)) -> bool {
+        reader(self);
+        true
     }
 }
 

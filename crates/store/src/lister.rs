@@ -2,32 +2,38 @@
 
 use std::{fmt, sync::Arc};
 
-use kube_core::Selector;
+use kube_core::{Expression, Selector};
 
-use crate::{CacheReader, Error, NAMESPACE_INDEX, Object, Result, object_key, selector_matches};
+use crate::{
+    CacheReader, Error, LABEL_INDEX, NAMESPACE_INDEX, Object, Result, object_key, selector_matches,
+};
 
 /// Every object in `cache` whose labels `selector` accepts.
 ///
 /// An empty selector (`Selector::default()`, client-go's `labels.Everything()`) returns every
-/// object without looking at labels.
+/// object without looking at labels. A cache with the [`LABEL_INDEX`] answers the selector's
+/// equality and `in` requirements from it and checks the rest on those candidates only;
+/// without it, or for a selector with neither, every object is checked.
 #[doc(alias = "ListAll")]
 pub fn list_all<K, C>(cache: &C, selector: &Selector) -> Vec<Arc<K>>
 where
     K: Object,
     C: CacheReader<K> + ?Sized,
 {
-    let all = cache.list();
     if selector.selects_all() {
-        return all;
+        return cache.list();
     }
-    all.into_iter()
-        .filter(|obj| selector_matches(selector, obj.labels()))
-        .collect()
+    let matches = |obj: &Arc<K>| selector_matches(selector, obj.labels());
+    if let Some(candidates) = by_label_index(cache, None, selector) {
+        return candidates.into_iter().filter(matches).collect();
+    }
+    cache.list().into_iter().filter(matches).collect()
 }
 
 /// Every object in `namespace` whose labels `selector` accepts; `""` means all namespaces.
 ///
-/// Uses the [`NAMESPACE_INDEX`] when the cache has one and scans every object otherwise, as
+/// Uses the [`NAMESPACE_INDEX`] when the cache has one, together with the [`LABEL_INDEX`]
+/// when it has that too (one compound index query), and scans every object otherwise, as
 /// client-go's `ListAllByNamespace` does (it logs a warning on the slow path; this layer has no
 /// logger, so register the namespace index wherever namespaced listing is frequent).
 #[doc(alias = "ListAllByNamespace")]
@@ -39,20 +45,59 @@ where
     if namespace.is_empty() {
         return list_all(cache, selector);
     }
-    let in_namespace = |obj: &Arc<K>| obj.namespace() == Some(namespace);
-    match cache.by_index(NAMESPACE_INDEX, namespace) {
-        // A custom index registered under the namespace index's name could hold anything; the
-        // namespace check keeps the lister's promise whatever the index func does.
-        Ok(candidates) => candidates
-            .into_iter()
-            .filter(|obj| in_namespace(obj) && selector_matches(selector, obj.labels()))
-            .collect(),
-        Err(_) => cache
-            .list()
-            .into_iter()
-            .filter(|obj| in_namespace(obj) && selector_matches(selector, obj.labels()))
-            .collect(),
+    // A custom index registered under the namespace index's name could hold anything; the
+    // namespace check keeps the lister's promise whatever the index func does.
+    let matches = |obj: &Arc<K>| {
+        obj.namespace() == Some(namespace) && selector_matches(selector, obj.labels())
+    };
+    if let Some(candidates) = by_label_index(cache, Some(namespace), selector) {
+        return candidates.into_iter().filter(matches).collect();
     }
+    match cache.by_index(NAMESPACE_INDEX, namespace) {
+        Ok(candidates) => candidates.into_iter().filter(matches).collect(),
+        Err(_) => cache.list().into_iter().filter(matches).collect(),
+    }
+}
+
+/// The candidates for `selector` (in `namespace`, when given) from the label index: the
+/// objects indexed under one allowed value of every equality and `in` requirement. `None`
+/// when the selector has no such requirement or the cache lacks an index it needs.
+fn by_label_index<K, C>(
+    cache: &C,
+    namespace: Option<&str>,
+    selector: &Selector,
+) -> Option<Vec<Arc<K>>>
+where
+    C: CacheReader<K> + ?Sized,
+{
+    let terms: Vec<Vec<String>> = selector
+        .clone()
+        .into_iter()
+        .filter_map(|expression| match expression {
+            Expression::Equal(key, value) => Some(vec![format!("{key}={value}")]),
+            Expression::In(key, values) => Some(
+                values
+                    .into_iter()
+                    .map(|value| format!("{key}={value}"))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect();
+    if terms.is_empty() {
+        return None;
+    }
+    let values: Vec<Vec<&str>> = terms
+        .iter()
+        .map(|term| term.iter().map(String::as_str).collect())
+        .collect();
+    let namespace = namespace.map(|namespace| [namespace]);
+    let mut query: Vec<(&str, &[&str])> = Vec::with_capacity(values.len() + 1);
+    if let Some(namespace) = &namespace {
+        query.push((NAMESPACE_INDEX, namespace.as_slice()));
+    }
+    query.extend(values.iter().map(|term| (LABEL_INDEX, term.as_slice())));
+    cache.by_indexes(&query).ok()
 }
 
 /// A typed, read-only view of a cache: list by label selector, get by name, and narrow to one

@@ -117,11 +117,7 @@ impl<K> ThreadSafeStore<K> {
 
     /// The object under `key`.
     pub fn get(&self, key: &str) -> Option<Arc<K>> {
-        let inner = self.inner.read();
-        inner
-            .slots_by_key
-            .get(key)
-            .map(|keyed| Arc::clone(&keyed.obj))
+        self.inner.read().get(key)
     }
 
     /// Whether an object is stored under `key`.
@@ -141,30 +137,12 @@ impl<K> ThreadSafeStore<K> {
 
     /// Every object, in no particular order.
     pub fn list(&self) -> Vec<Arc<K>> {
-        let inner = self.inner.read();
-        let mut out = Vec::with_capacity(inner.slots_by_key.len());
-        out.extend(
-            inner
-                .entries
-                .iter()
-                .flatten()
-                .map(|entry| Arc::clone(&entry.obj)),
-        );
-        out
+        self.inner.read().list()
     }
 
     /// Every key, in no particular order.
     pub fn list_keys(&self) -> Vec<String> {
-        let inner = self.inner.read();
-        let mut out = Vec::with_capacity(inner.slots_by_key.len());
-        out.extend(
-            inner
-                .entries
-                .iter()
-                .flatten()
-                .map(|entry| entry.key.to_string()),
-        );
-        out
+        self.inner.read().list_keys()
     }
 
     /// Replaces every object with `items` and rebuilds every index from scratch; when a key
@@ -199,27 +177,7 @@ impl<K> ThreadSafeStore<K> {
     ///
     /// [`Error::IndexNotFound`] for an unknown index.
     pub fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
-        let inner = self.inner.read();
-        let (func, index) = inner.index_named(index_name)?;
-        let values = func(obj);
-        let out = match values.as_slice() {
-            [] => Vec::new(),
-            // The common case needs no dedup.
-            [value] => index
-                .get(value.as_str())
-                .map(|slots| inner.objects(slots.iter().copied()))
-                .unwrap_or_default(),
-            _ => {
-                let mut slots: Set<Slot> = Set::default();
-                for value in &values {
-                    if let Some(set) = index.get(value.as_str()) {
-                        slots.extend(set.iter().copied());
-                    }
-                }
-                inner.objects(slots.into_iter())
-            }
-        };
-        Ok(out)
+        self.inner.read().index(index_name, obj)
     }
 
     /// The keys indexed under `indexed_value`.
@@ -228,28 +186,13 @@ impl<K> ThreadSafeStore<K> {
     ///
     /// [`Error::IndexNotFound`] for an unknown index.
     pub fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>> {
-        let inner = self.inner.read();
-        let (_, index) = inner.index_named(index_name)?;
-        Ok(index
-            .get(indexed_value)
-            .map(|slots| {
-                slots
-                    .iter()
-                    .map(|slot| inner.entry(*slot).key.to_string())
-                    .collect()
-            })
-            .unwrap_or_default())
+        self.inner.read().index_keys(index_name, indexed_value)
     }
 
     /// Every value under which index `index_name` holds at least one object; empty for an
     /// unknown index, as client-go does.
     pub fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
-        self.inner
-            .read()
-            .indices
-            .get(index_name)
-            .map(|index| index.keys().map(|value| value.to_string()).collect())
-            .unwrap_or_default()
+        self.inner.read().list_index_func_values(index_name)
     }
 
     /// The objects indexed under `indexed_value`.
@@ -258,12 +201,25 @@ impl<K> ThreadSafeStore<K> {
     ///
     /// [`Error::IndexNotFound`] for an unknown index.
     pub fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>> {
+        self.inner.read().by_index(index_name, indexed_value)
+    }
+
+    /// The objects that match every term of `query`: for each `(index, values)` pair, an
+    /// object indexed under at least one of the values. The smallest candidate set is walked
+    /// and every other term is a set lookup, all in one read of the store.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::IndexNotFound`] for an unknown index.
+    pub fn by_indexes(&self, query: &[(&str, &[&str])]) -> Result<Vec<Arc<K>>> {
+        self.inner.read().by_indexes(query)
+    }
+
+    /// Runs `reader` on the store as it is now: nothing changes until it returns. Writers wait
+    /// meanwhile, so keep `reader` short, and never write to the store from it.
+    pub(crate) fn read<R>(&self, reader: impl FnOnce(&ReadView<'_, K>) -> R) -> R {
         let inner = self.inner.read();
-        let (_, index) = inner.index_named(index_name)?;
-        Ok(index
-            .get(indexed_value)
-            .map(|slots| inner.objects(slots.iter().copied()))
-            .unwrap_or_default())
+        reader(&ReadView { inner: &inner })
     }
 
     /// The registered index funcs.
@@ -293,7 +249,168 @@ impl<K> ThreadSafeStore<K> {
     }
 }
 
+/// A read-locked store: every query answers from the same state.
+pub(crate) struct ReadView<'a, K> {
+    inner: &'a Inner<K>,
+}
+
+impl<K> ReadView<'_, K> {
+    pub(crate) fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.inner.get(key)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.inner.slots_by_key.len()
+    }
+
+    pub(crate) fn list(&self) -> Vec<Arc<K>> {
+        self.inner.list()
+    }
+
+    pub(crate) fn list_keys(&self) -> Vec<String> {
+        self.inner.list_keys()
+    }
+
+    pub(crate) fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
+        self.inner.index(index_name, obj)
+    }
+
+    pub(crate) fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<String>> {
+        self.inner.index_keys(index_name, value)
+    }
+
+    pub(crate) fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        self.inner.list_index_func_values(index_name)
+    }
+
+    pub(crate) fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>> {
+        self.inner.by_index(index_name, value)
+    }
+
+    pub(crate) fn by_indexes(&self, query: &[(&str, &[&str])]) -> Result<Vec<Arc<K>>> {
+        self.inner.by_indexes(query)
+    }
+
+    pub(crate) fn index_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.inner.indexers.keys().cloned().collect();
+        names.sort();
+        names
+    }
+}
+
 impl<K> Inner<K> {
+    fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.slots_by_key
+            .get(key)
+            .map(|keyed| Arc::clone(&keyed.obj))
+    }
+
+    fn list(&self) -> Vec<Arc<K>> {
+        let mut out = Vec::with_capacity(self.slots_by_key.len());
+        out.extend(
+            self.entries
+                .iter()
+                .flatten()
+                .map(|entry| Arc::clone(&entry.obj)),
+        );
+        out
+    }
+
+    fn list_keys(&self) -> Vec<String> {
+        let mut out = Vec::with_capacity(self.slots_by_key.len());
+        out.extend(
+            self.entries
+                .iter()
+                .flatten()
+                .map(|entry| entry.key.to_string()),
+        );
+        out
+    }
+
+    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
+        let (func, index) = self.index_named(index_name)?;
+        let values = func(obj);
+        let out = match values.as_slice() {
+            [] => Vec::new(),
+            // The common case needs no dedup.
+            [value] => index
+                .get(value.as_str())
+                .map(|slots| self.objects(slots.iter().copied()))
+                .unwrap_or_default(),
+            _ => {
+                let mut slots: Set<Slot> = Set::default();
+                for value in &values {
+                    if let Some(set) = index.get(value.as_str()) {
+                        slots.extend(set.iter().copied());
+                    }
+                }
+                self.objects(slots.into_iter())
+            }
+        };
+        Ok(out)
+    }
+
+    fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>> {
+        let (_, index) = self.index_named(index_name)?;
+        Ok(index
+            .get(indexed_value)
+            .map(|slots| {
+                slots
+                    .iter()
+                    .map(|slot| self.entry(*slot).key.to_string())
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        self.indices
+            .get(index_name)
+            .map(|index| index.keys().map(|value| value.to_string()).collect())
+            .unwrap_or_default()
+    }
+
+    fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>> {
+        let (_, index) = self.index_named(index_name)?;
+        Ok(index
+            .get(indexed_value)
+            .map(|slots| self.objects(slots.iter().copied()))
+            .unwrap_or_default())
+    }
+
+    fn by_indexes(&self, query: &[(&str, &[&str])]) -> Result<Vec<Arc<K>>> {
+        // Each term as the index sets of its values; a term with no value matches nothing.
+        let mut terms: Vec<Vec<&Set<Slot>>> = Vec::with_capacity(query.len());
+        for (index_name, values) in query {
+            let (_, index) = self.index_named(index_name)?;
+            terms.push(
+                values
+                    .iter()
+                    .filter_map(|value| index.get(*value))
+                    .collect(),
+            );
+        }
+        let size = |term: &Vec<&Set<Slot>>| term.iter().map(|set| set.len()).sum::<usize>();
+        let Some((smallest, _)) = terms.iter().enumerate().min_by_key(|(_, term)| size(term))
+        else {
+            // No term at all: everything.
+            return Ok(self.list());
+        };
+        let candidates = terms.swap_remove(smallest);
+        let mut seen: Set<Slot> = Set::default();
+        let mut out = Vec::new();
+        for slot in candidates.iter().flat_map(|set| set.iter().copied()) {
+            let in_every_term = terms
+                .iter()
+                .all(|term| term.iter().any(|set| set.contains(&slot)));
+            // A slot under two values of the candidate term is taken once.
+            if in_every_term && (candidates.len() == 1 || seen.insert(slot)) {
+                out.push(Arc::clone(&self.entry(slot).obj));
+            }
+        }
+        Ok(out)
+    }
+
     fn empty(indexers: Indexers<K>) -> Self {
         Self {
             slots_by_key: Map::default(),

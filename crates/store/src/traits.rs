@@ -130,6 +130,97 @@ pub trait CacheReader<K>: Send + Sync {
     fn index_names(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// The objects that match every term of `query` (an AND of ORs): for each
+    /// `(index, values)` pair, an object indexed under at least one of the values. With
+    /// `[("namespace", &["prod"]), ("by-node", &["n1", "n2"])]`, the Pods of `prod` on `n1` or
+    /// `n2`. No term means every object; a term without values matches none.
+    ///
+    /// [`Cache`](crate::Cache) answers from its indexes in one consistent read, walking the
+    /// smallest candidate set. The default composes [`by_index`](Self::by_index) calls, which
+    /// a cache that changes meanwhile may answer from different states.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::IndexNotFound`](crate::Error::IndexNotFound) for an unknown index.
+    fn by_indexes(&self, query: &[(&str, &[&str])]) -> Result<Vec<Arc<K>>> {
+        let mut matches: Option<Vec<Arc<K>>> = None;
+        for (index_name, values) in query {
+            let mut term: Vec<Arc<K>> = Vec::new();
+            for value in *values {
+                for obj in self.by_index(index_name, value)? {
+                    if !term.iter().any(|seen| Arc::ptr_eq(seen, &obj)) {
+                        term.push(obj);
+                    }
+                }
+            }
+            matches = Some(match matches {
+                None => term,
+                Some(so_far) => so_far
+                    .into_iter()
+                    .filter(|obj| term.iter().any(|other| Arc::ptr_eq(obj, other)))
+                    .collect(),
+            });
+        }
+        Ok(matches.unwrap_or_else(|| self.list()))
+    }
+
+    /// Calls `reader` once with a view of this cache that does not change while `reader`
+    /// runs, so that gets, lists, index queries and key listings on it agree with one another;
+    /// returns whether it did. Writers wait meanwhile: keep `reader` short.
+    ///
+    /// Use [`read_consistently`] rather than calling this: the default returns `false`
+    /// without calling `reader` (a cache that cannot hold still), and `read_consistently`
+    /// then reads the cache directly. [`Cache`](crate::Cache) holds still.
+    fn read_consistent(&self, reader: &mut dyn FnMut(&dyn CacheReader<K>)) -> bool {
+        let _ = reader;
+        false
+    }
+}
+
+/// Runs `read` on a view of `cache` in which every query answers from the same state: a
+/// list, the keys, index queries and gets all agree, whatever the informer writes meanwhile
+/// (it waits until `read` returns, so keep `read` short and never write to the cache from
+/// it). A cache that cannot hold still is read directly.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_store::{Cache, CacheReader, NAMESPACE_INDEX, Store, read_consistently};
+/// use kube_core::ObjectMeta;
+///
+/// let cache = Cache::<Pod>::with_namespace_index();
+/// for (namespace, name) in [("a", "one"), ("a", "two"), ("b", "three")] {
+///     let metadata = ObjectMeta {
+///         namespace: Some(namespace.into()),
+///         name: Some(name.into()),
+///         ..ObjectMeta::default()
+///     };
+///     cache.add(Arc::new(Pod { metadata, ..Pod::default() }))?;
+/// }
+/// let (total, in_a) = read_consistently(&cache, |view| {
+///     (view.len(), view.by_index(NAMESPACE_INDEX, "a").map(|pods| pods.len()))
+/// });
+/// assert_eq!((total, in_a?), (3, 2));
+/// # Ok::<(), kinformer_store::Error>(())
+/// ```
+pub fn read_consistently<K, R>(
+    cache: &dyn CacheReader<K>,
+    read: impl FnOnce(&dyn CacheReader<K>) -> R,
+) -> R {
+    let mut read = Some(read);
+    let mut out = None;
+    cache.read_consistent(&mut |view| {
+        if let Some(read) = read.take() {
+            out = Some(read(view));
+        }
+    });
+    match (out, read) {
+        (Some(out), _) => out,
+        (None, Some(read)) => read(cache),
+        (None, None) => unreachable!("`read` ran but returned nothing"),
+    }
 }
 
 fn index_not_found(index_name: &str) -> crate::Error {
@@ -161,6 +252,31 @@ pub fn namespace_indexers<K: Object>() -> Indexers<K> {
         NAMESPACE_INDEX.to_owned(),
         Arc::new(meta_namespace_index_func::<K>),
     );
+    indexers
+}
+
+/// The name of the label index ([`label_indexers`]).
+pub const LABEL_INDEX: &str = "labels";
+
+/// Indexes an object under `key=value` for each of its labels.
+pub fn label_index_func<K: Object>(obj: &K) -> Vec<String> {
+    obj.labels()
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(key, value)| format!("{key}={value}"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// [`Indexers`] holding the label index: a cache with it answers the equality and `in`
+/// requirements of a label selector ([`list_all`](crate::list_all), [`Lister`](crate::Lister))
+/// from the index instead of scanning every object, and checks the rest of the selector on
+/// the matches only. It costs an index entry per label of every object.
+pub fn label_indexers<K: Object>() -> Indexers<K> {
+    let mut indexers: Indexers<K> = HashMap::new();
+    indexers.insert(LABEL_INDEX.to_owned(), Arc::new(label_index_func::<K>));
     indexers
 }
 
