@@ -22,6 +22,12 @@ pub enum Error {
     /// The cache refused a change (an index name already taken, an object without a name).
     #[error("the informer's cache refused the change")]
     Store(#[source] kinformer_store::Error),
+    /// Two options that do not go together.
+    #[error("the informer's options conflict: {reason}")]
+    Options {
+        /// Which, and why.
+        reason: &'static str,
+    },
     /// The queue could not be built from the options given.
     #[error("the informer's queue could not be built")]
     Queue(#[source] kinformer_fifo::Error),

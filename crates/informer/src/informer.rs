@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error_span, info, warn};
 
 use crate::{
-    Error, InformerOptions, QueueKind, Result,
+    ConsistencyStats, Error, InformerOptions, QueueKind, Result,
+    checker::{Checker, Counters},
     controller::Applier,
     options::WatchErrorHandler,
     progress::{Progress, WaitError},
@@ -48,6 +49,7 @@ struct Settings<K> {
     use_watch_list: bool,
     watch_error_handler: Option<WatchErrorHandler>,
     retry_on_error: bool,
+    consistency_check: Option<Duration>,
 }
 
 type QueueReflector<K> = Reflector<K, dyn Queue<K>>;
@@ -64,6 +66,7 @@ struct Inner<K> {
     queue: OnceLock<Arc<dyn Queue<K>>>,
     reflector: OnceLock<Arc<QueueReflector<K>>>,
     stopped: CancellationToken,
+    checks: Arc<Counters>,
 }
 
 /// A cache of one kind of object kept in step with the API server by one list+watch, with
@@ -172,11 +175,13 @@ impl<K: Object> SharedIndexInformer<K> {
                     use_watch_list: options.use_watch_list,
                     watch_error_handler: options.watch_error_handler,
                     retry_on_error: options.retry_on_error,
+                    consistency_check: options.consistency_check,
                 }),
                 block_deltas: Mutex::new(()),
                 queue: OnceLock::new(),
                 reflector: OnceLock::new(),
                 stopped: CancellationToken::new(),
+                checks: Arc::default(),
             }),
         }
     }
@@ -419,6 +424,12 @@ impl<K: Object> SharedIndexInformer<K> {
             .await
     }
 
+    /// What the consistency checks found so far
+    /// ([`InformerOptions::consistency_check`]); all zero when they are off.
+    pub fn consistency_stats(&self) -> ConsistencyStats {
+        self.inner.checks.stats()
+    }
+
     /// The highest resource version the cache has applied, in order: every change up to it is
     /// in the cache. `None` for an informer on the [`QueueKind::DeltaFifo`], which reorders
     /// keys; 0 before the first list.
@@ -516,9 +527,14 @@ impl<K: Object> SharedIndexInformer<K> {
                 }
             });
 
+            let checker_task = self.spawn_checker(&run_token);
+
             self.process_loop(queue.as_ref(), retry_on_error).await;
 
             run_token.cancel();
+            if let Some(checker) = checker_task {
+                let _ = checker.await;
+            }
             if let Err(error) = reflector_task.await {
                 warn!(error = %ErrorChain(&error), "reflector task failed");
             }
@@ -539,6 +555,36 @@ impl<K: Object> SharedIndexInformer<K> {
         Ok(())
     }
 
+    /// Starts the consistency checks when the options ask for them.
+    fn spawn_checker(&self, token: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
+        let (period, handler) = {
+            let settings = self.inner.settings.lock();
+            (
+                settings.consistency_check?,
+                settings.watch_error_handler.clone(),
+            )
+        };
+        let checker = Checker {
+            lister_watcher: Arc::clone(&self.inner.lister_watcher),
+            key_func: Arc::clone(&self.inner.applier.key_func),
+            handler,
+            counters: Arc::clone(&self.inner.checks),
+        };
+        let informer = self.clone();
+        // The cache and its version, taken under the lock that orders cache changes, so they
+        // describe one state.
+        let snapshot = move || {
+            let _blocked = informer.inner.block_deltas.lock();
+            let version = informer.inner.applier.progress.version().unwrap_or(0);
+            (version, informer.inner.applier.indexer.list())
+        };
+        Some(tokio::spawn(
+            checker
+                .run(period, snapshot, token.clone())
+                .in_current_span(),
+        ))
+    }
+
     #[allow(clippy::type_complexity)] // a private tuple read once, in `run`
     fn start(&self) -> Result<(Arc<dyn Queue<K>>, Arc<QueueReflector<K>>, bool)> {
         let mut settings = self.inner.settings.lock();
@@ -546,6 +592,12 @@ impl<K: Object> SharedIndexInformer<K> {
             Phase::Idle => {}
             Phase::Running => return Err(Error::AlreadyStarted { action: "run" }),
             Phase::Stopped => return Err(Error::Stopped { action: "run" }),
+        }
+        if settings.consistency_check.is_some() && settings.queue != QueueKind::InOrder {
+            return Err(Error::Options {
+                reason: "a consistency check needs the in-order queue, whose cache has a \
+                         version to compare at; the DeltaFIFO reorders keys",
+            });
         }
         let queue = self.build_queue(&settings)?;
         let processor = self.inner.applier.processor.clone();

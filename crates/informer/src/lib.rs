@@ -18,7 +18,10 @@
 //! - **waiting on the cache**: [`SharedIndexInformer::wait_for_version`] until the cache has
 //!   seen the version a write returned (read-your-writes), and
 //!   [`SharedIndexInformer::wait_for_key`] until a condition holds for one key, each with a
-//!   deadline and cancellation ([`WaitError`] says how versions are compared).
+//!   deadline and cancellation ([`WaitError`] says how versions are compared);
+//! - **the consistency check** (opt-in, [`InformerOptions::consistency_check`]): the server
+//!   listed at the cache's exact version and compared with the cache, differences reported
+//!   ([`ConsistencyStats`]), nothing written.
 //!
 //! Start with [`SharedIndexInformer::new`] and [`InformerOptions`].
 //!
@@ -100,6 +103,7 @@
 //!   delivers them in sequence as [`Popped::Bookmark`](kinformer_fifo::Popped); the process loop
 //!   only traces them, as there is no resource-version consumer above it yet.
 
+mod checker;
 mod controller;
 mod error;
 mod informer;
@@ -107,6 +111,7 @@ mod options;
 mod progress;
 
 pub use crate::{
+    checker::ConsistencyStats,
     error::{Error, Result},
     informer::{SharedIndexInformer, SyncStatus, wait_for_cache_sync},
     options::{InformerOptions, QueueKind},

@@ -59,6 +59,7 @@ pub struct InformerOptions<K> {
     pub(crate) use_watch_list: bool,
     pub(crate) watch_error_handler: Option<WatchErrorHandler>,
     pub(crate) retry_on_error: bool,
+    pub(crate) consistency_check: Option<Duration>,
 }
 
 impl<K: Object> Default for InformerOptions<K> {
@@ -83,6 +84,7 @@ impl<K: Object> InformerOptions<K> {
             use_watch_list: false,
             watch_error_handler: None,
             retry_on_error: false,
+            consistency_check: None,
         }
     }
 }
@@ -203,6 +205,23 @@ impl<K> InformerOptions<K> {
         self.retry_on_error = retry;
         self
     }
+
+    /// Every `period`, lists from the server at exactly the resource version the cache has
+    /// reached (a consistent, paged read) and compares keys, UIDs and resourceVersions with the
+    /// cache. A difference is a change the cache missed: it is reported as
+    /// [`Error::CacheDrift`](kinformer_reflector::Error::CacheDrift) to the watch error handler
+    /// (or logged), counted in
+    /// [`SharedIndexInformer::consistency_stats`](crate::SharedIndexInformer::consistency_stats),
+    /// and never written into the cache. Off by default: each check lists everything.
+    ///
+    /// It needs the in-order queue (the default), whose cache has a version to compare at;
+    /// `run` refuses it with the DeltaFIFO. The comparison sees the cache after the transform,
+    /// so a transform must keep UIDs and resourceVersions.
+    #[must_use]
+    pub fn consistency_check(mut self, period: Duration) -> Self {
+        self.consistency_check = Some(period);
+        self
+    }
 }
 
 impl<K> fmt::Debug for InformerOptions<K> {
@@ -220,6 +239,7 @@ impl<K> fmt::Debug for InformerOptions<K> {
             .field("use_watch_list", &self.use_watch_list)
             .field("watch_error_handler", &self.watch_error_handler.is_some())
             .field("retry_on_error", &self.retry_on_error)
+            .field("consistency_check", &self.consistency_check)
             .finish()
     }
 }

@@ -139,6 +139,26 @@ pub enum Error {
     /// bookmark, so the server may not support streaming lists.
     #[error("the streaming list ended before its initial-events-end bookmark")]
     WatchListIncomplete,
+    /// A consistency check found the cache different from the server at the same resource
+    /// version: some change never reached the cache. The informer goes on; the cache heals at
+    /// the next relist. Reported by an informer's opt-in consistency check, never by a list or
+    /// watch.
+    #[error(
+        "the cache differs from the server at resource version {resource_version}: {missing} \
+         missing, {unexpected} unexpected, {changed} changed (for example {examples:?})"
+    )]
+    CacheDrift {
+        /// The version both were compared at.
+        resource_version: String,
+        /// Keys the server has and the cache lacks.
+        missing: usize,
+        /// Keys the cache has and the server does not.
+        unexpected: usize,
+        /// Keys both have with another UID or resourceVersion.
+        changed: usize,
+        /// Up to five of the keys concerned, sorted.
+        examples: Vec<String>,
+    },
 }
 
 impl Error {
