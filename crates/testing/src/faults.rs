@@ -2,7 +2,7 @@
 //!
 //! [`FakeApiServer::faults`]: crate::FakeApiServer::faults
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,11 +127,34 @@ pub(crate) enum WatchFault {
     Close,
     /// Write this line (a newline is added) into the stream.
     RawLine(String),
+    /// Send nothing more (no event, no bookmark) but keep the connection open, as a watch
+    /// whose server or proxy hangs.
+    Stall,
+}
+
+/// One request the server received: its verb, resource and query parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// The verb.
+    pub verb: Verb,
+    /// The resource plural (`pods`, or `pods/status`).
+    pub resource: String,
+    /// Every query parameter, by name.
+    pub params: BTreeMap<String, String>,
+}
+
+impl RequestRecord {
+    /// A query parameter (`resourceVersion`, `continue`, `resourceVersionMatch`,
+    /// `sendInitialEvents`, `timeoutSeconds`, `limit`, ...), when the request had it.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params.get(name).map(String::as_str)
+    }
 }
 
 #[derive(Debug, Default)]
 struct Accounting {
     counts: HashMap<(Verb, String), u64>,
+    requests: Vec<RequestRecord>,
 }
 
 /// The fault-injection and accounting handle of one server. Cheap to clone.
@@ -226,19 +249,48 @@ impl Faults {
         all
     }
 
-    /// Forgets the request counts.
+    /// Forgets the request counts and the request log.
     pub fn reset_counts(&self) {
-        self.accounting.lock().counts.clear();
+        let mut accounting = self.accounting.lock();
+        accounting.counts.clear();
+        accounting.requests.clear();
     }
 
-    /// Counts the request and returns the failure to answer with, if one is due.
-    pub(crate) fn on_request(&self, verb: Verb, resource: &str) -> Option<Fault> {
-        *self
-            .accounting
-            .lock()
-            .counts
-            .entry((verb, resource.to_owned()))
-            .or_default() += 1;
+    /// Every resource request received since the start (or the last
+    /// [`reset_counts`](Self::reset_counts)), in arrival order, with its query parameters.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.accounting.lock().requests.clone()
+    }
+
+    /// Stops every open watch stream mid-stream without closing it: no event and no bookmark
+    /// is sent any more, and the connection stays open until the watch's own timeout or the
+    /// client gives up. Watches opened afterwards are served normally.
+    pub fn stall_watches(&self) {
+        let _ = self.watch_faults.send(WatchFault::Stall);
+    }
+
+    /// Counts and logs the request and returns the failure to answer with, if one is due.
+    pub(crate) fn on_request(
+        &self,
+        verb: Verb,
+        resource: &str,
+        params: &HashMap<String, String>,
+    ) -> Option<Fault> {
+        {
+            let mut accounting = self.accounting.lock();
+            *accounting
+                .counts
+                .entry((verb, resource.to_owned()))
+                .or_default() += 1;
+            accounting.requests.push(RequestRecord {
+                verb,
+                resource: resource.to_owned(),
+                params: params
+                    .iter()
+                    .map(|(name, value)| (name.clone(), value.clone()))
+                    .collect(),
+            });
+        }
         let mut rules = self.rules.lock();
         let index = rules.iter().position(|f| f.matches(verb, resource))?;
         let fault = rules[index].clone();

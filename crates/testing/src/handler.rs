@@ -468,7 +468,7 @@ async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, ca
         Some(sub) => format!("{}/{sub}", resource.plural),
         None => resource.plural.clone(),
     };
-    if let Some(fault) = shared.faults.on_request(verb, &label) {
+    if let Some(fault) = shared.faults.on_request(verb, &label, &call.query) {
         return Err(ApiError::injected(
             fault.code(),
             verb.as_str(),

@@ -98,7 +98,7 @@ mod watch;
 mod wire;
 
 pub use error::{Error, Result};
-pub use faults::{Fault, Faults, Verb};
+pub use faults::{Fault, Faults, RequestRecord, Verb};
 pub use resources::{ResourceType, builtin_resources};
 pub use server::{FakeApiServer, ServerOptions};
 pub use wait::{eventually, wait_until};

@@ -51,6 +51,7 @@ pub struct ServerOptions {
     pub(crate) too_large_rv_wait: Duration,
     pub(crate) admin_endpoints: bool,
     pub(crate) listen: SocketAddr,
+    pub(crate) max_watch_timeout: Option<Duration>,
 }
 
 impl Default for ServerOptions {
@@ -62,6 +63,7 @@ impl Default for ServerOptions {
             too_large_rv_wait: Duration::from_secs(3),
             admin_endpoints: false,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            max_watch_timeout: None,
         }
     }
 }
@@ -103,6 +105,15 @@ impl ServerOptions {
     #[must_use]
     pub fn admin_endpoints(mut self, enabled: bool) -> Self {
         self.admin_endpoints = enabled;
+        self
+    }
+
+    /// Ends every watch after at most `timeout`, whatever `timeoutSeconds` it asked for (a
+    /// reflector never asks for less than 5 minutes), so tests see watches end and resume in
+    /// seconds. Default: each watch lasts its `timeoutSeconds`, or 30 minutes without one.
+    #[must_use]
+    pub fn max_watch_timeout(mut self, timeout: Duration) -> Self {
+        self.max_watch_timeout = Some(timeout);
         self
     }
 

@@ -144,13 +144,33 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// Holds the connection open and silent until the watch times out, the client leaves, or
+    /// a close fault arrives.
+    async fn stall(&mut self, timeout: &mut std::pin::Pin<&mut tokio::time::Sleep>) {
+        loop {
+            tokio::select! {
+                biased;
+                () = timeout.as_mut() => return,
+                () = self.out.closed() => return,
+                fault = self.faults.recv() => match fault {
+                    Ok(WatchFault::Close) | Err(broadcast::error::RecvError::Closed) => return,
+                    _ => {}
+                },
+            }
+        }
+    }
+
     async fn run(
         mut self,
         backlog: Vec<WatchItem>,
         mut events: mpsc::Receiver<WatchItem>,
         initial_events_end: Option<u64>,
     ) {
-        let timeout = tokio::time::sleep(self.params.timeout.unwrap_or(DEFAULT_WATCH_TIMEOUT));
+        let mut lasts = self.params.timeout.unwrap_or(DEFAULT_WATCH_TIMEOUT);
+        if let Some(cap) = self.shared.config.max_watch_timeout {
+            lasts = lasts.min(cap);
+        }
+        let timeout = tokio::time::sleep(lasts);
         tokio::pin!(timeout);
         for item in backlog {
             if !self.send_item(item).await {
@@ -182,6 +202,10 @@ impl Watcher {
                         if !self.send(raw_chunk(self.encoding, raw)).await {
                             break;
                         }
+                    }
+                    Ok(WatchFault::Stall) => {
+                        self.stall(&mut timeout).await;
+                        break;
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {}
                 },

@@ -341,3 +341,71 @@ async fn connectable_within(server: &FakeApiServer, wanted: bool, limit: Duratio
     }
     false
 }
+
+/// A stalled watch stays open and silent: it delivers no event and no bookmark while a watch
+/// opened afterwards sees the same change, and it ends only at its timeout (here capped by
+/// `max_watch_timeout`).
+#[tokio::test]
+async fn a_stalled_watch_stays_open_and_silent_until_its_timeout() {
+    let server = FakeApiServer::start_with(
+        ServerOptions::default()
+            .bookmark_interval(Duration::from_millis(10))
+            .max_watch_timeout(Duration::from_millis(300)),
+    )
+    .await
+    .expect("start");
+    let rv = server.resource_version();
+    let path =
+        format!("/api/v1/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion={rv}");
+    let mut stalled = RawWatch::open(&server, &path).await;
+    tokio::time::timeout(PATIENCE, async {
+        while server.open_watches() < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("watch registered");
+    server.faults().stall_watches();
+    server
+        .create_object(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": "after-the-stall", "namespace": "default" },
+        }))
+        .expect("created");
+    let mut fresh = RawWatch::open(
+        &server,
+        &format!("/api/v1/configmaps?watch=true&resourceVersion={rv}"),
+    )
+    .await;
+    let event = fresh.next().await.expect("the fresh watch sees the change");
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["metadata"]["name"], "after-the-stall");
+    assert_eq!(server.open_watches(), 2, "the stalled watch is still open");
+    // Nothing at all on the stalled stream, then its end.
+    assert_eq!(stalled.next().await, None);
+}
+
+/// Every resource request is logged with its query parameters, in arrival order.
+#[tokio::test]
+async fn requests_are_logged_with_their_parameters() {
+    let server = FakeApiServer::start().await.expect("start");
+    get(&server, "/api/v1/configmaps?limit=5&resourceVersion=0").await;
+    get(
+        &server,
+        "/api/v1/namespaces/default/configmaps?resourceVersion=1&resourceVersionMatch=NotOlderThan",
+    )
+    .await;
+    let requests = server.faults().requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests[0].verb, Verb::List);
+    assert_eq!(requests[0].resource, "configmaps");
+    assert_eq!(requests[0].param("limit"), Some("5"));
+    assert_eq!(requests[0].param("resourceVersion"), Some("0"));
+    assert_eq!(requests[0].param("continue"), None);
+    assert_eq!(
+        requests[1].param("resourceVersionMatch"),
+        Some("NotOlderThan")
+    );
+    server.faults().reset_counts();
+    assert!(server.faults().requests().is_empty());
+}
