@@ -481,6 +481,7 @@ async fn a_custom_resource_definition_is_established_and_serves_dynamic_objects(
                 break;
             }
             assert!(tokio::time::Instant::now() < deadline, "the CRD was not Established in 30 s");
+            // Polling: a CRD's conditions have no watch in this check.
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
 
@@ -495,6 +496,7 @@ async fn a_custom_resource_definition_is_established_and_serves_dynamic_objects(
             match widgets.create(&PostParams::default(), &widget("first", 1)).await {
                 Ok(_) => break,
                 Err(kube_client::Error::Api(status)) if status.code == 404 && tokio::time::Instant::now() < deadline => {
+                    // Retrying: the new resource is served a moment after it is Established.
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Err(err) => panic!("creating a Widget: {err}"),

@@ -391,6 +391,7 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
             }
         })
         .await;
+        // The outage lasts its full length, so the reflector backs off against a dead server.
         tokio::time::sleep_until((down_at + OUTAGE).into()).await;
         let starting_at = Instant::now();
         let while_down = attempts.between(down_at, starting_at);
@@ -442,6 +443,7 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
         let relisted = [&while_starting, &after_start]
             .iter()
             .any(|requests| requests.contains(&"list"));
+        // A settled period: a reflector in a retry loop would show as requests within it.
         tokio::time::sleep(SETTLED).await;
         let settled = attempts.between(converged_at, Instant::now());
         let reported: Vec<String> = errors

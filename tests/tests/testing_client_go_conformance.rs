@@ -481,6 +481,7 @@ async fn informer_factory_scenario(setup: ClientSetup) {
     let deadline = Instant::now() + PROMPT;
     while fake.server.faults().request_count(Verb::Watch, "pods") == watches_before {
         assert!(Instant::now() < deadline, "client-go never re-watched pods");
+        // Polling: the request count has no signal to wait on.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     fake.update("pods", "ns-2/pod-2", "a");

@@ -307,3 +307,54 @@ fn every_crate_inherits_workspace_lints_and_dependency_versions() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Test code does not wait on the wall clock without saying why: every `sleep` in a test
+/// carries its reason, in a comment on the line or on the line just above (pacing a producer,
+/// a real-time threshold of the code under test, a deliberately slow handler, a paused clock).
+/// Waiting for a condition goes through `eventually` / `wait_until`; "nothing else happened" is
+/// shown with a barrier event, not a sleep.
+#[test]
+fn every_sleep_in_a_test_says_why() {
+    let root = project_root();
+    let mut offenders = Vec::new();
+    for file in all_rust_files() {
+        let relative = file.strip_prefix(&root).unwrap_or(&file);
+        let in_tests = relative
+            .components()
+            .any(|part| part.as_os_str() == "tests");
+        if !in_tests {
+            continue;
+        }
+        let text = fs::read_to_string(&file).expect("readable source");
+        let lines: Vec<&str> = text.lines().collect();
+        for (number, line) in lines.iter().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            if !(code.contains("sleep(") || code.contains("sleep_until(")) {
+                continue;
+            }
+            let commented_here = line.contains("// ");
+            let commented_above = lines[..number]
+                .iter()
+                .rev()
+                .find(|above| !above.trim().is_empty())
+                .is_some_and(|above| {
+                    let above = above.trim_start();
+                    above.starts_with("// ") && !above.starts_with("///")
+                });
+            if !commented_here && !commented_above {
+                offenders.push(format!(
+                    "{}:{}: {}",
+                    relative.display(),
+                    number + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "sleeps in tests without a reason (say why on the line or just above, or wait for a \
+         condition instead):\n{}",
+        offenders.join("\n")
+    );
+}

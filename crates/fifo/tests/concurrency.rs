@@ -91,6 +91,7 @@ async fn run(queue: Arc<dyn Queue<Obj>>, cache: Arc<Cache<Obj>>) {
                 if !producing.load(Ordering::SeqCst) {
                     break resyncs;
                 }
+                // Pacing: resyncs interleave with the producer instead of flooding the queue.
                 tokio::time::sleep(Duration::from_micros(200)).await;
             }
         })

@@ -2,9 +2,11 @@
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
-use common::{D, Obj, describe_all, expect, known, obj, pop, pop_described, pop_newest};
+use common::{
+    D, Obj, describe_all, expect, is_waiting, known, obj, pop, pop_described, pop_newest,
+};
 use kinformer_fifo::{
     DeltaFifo, DeltaFifoOptions, DeltaType::*, Deltas, Error, Popped, Processed, Queue, Transformer,
 };
@@ -202,12 +204,8 @@ async fn one_pop_delivers_every_change_to_a_key_and_the_newest_last() {
     assert_eq!(fifo.list_keys(), ["foo"]);
 
     assert_eq!(pop_newest(&fifo).val, 15);
-    let second = tokio::time::timeout(
-        Duration::from_millis(50),
-        fifo.pop(&mut |_, _| Processed::Done),
-    )
-    .await;
-    assert!(second.is_err(), "a second value was popped: {second:?}");
+    let mut second = Box::pin(async { fifo.pop(&mut |_, _| Processed::Done).await });
+    assert!(is_waiting(&mut second).await, "a second value was popped");
     assert!(
         fifo.get(&obj("foo", 0)).unwrap().is_none(),
         "item was not removed"
@@ -249,12 +247,8 @@ async fn replace_appends_to_a_queued_key_instead_of_queueing_it_twice() {
     fifo.add(obj("foo", 10)).unwrap();
     fifo.replace(vec![obj("foo", 15)], "0").unwrap();
     assert_eq!(pop_newest(&fifo).val, 15);
-    let second = tokio::time::timeout(
-        Duration::from_millis(50),
-        fifo.pop(&mut |_, _| Processed::Done),
-    )
-    .await;
-    assert!(second.is_err(), "a second value was popped");
+    let mut second = Box::pin(async { fifo.pop(&mut |_, _| Processed::Done).await });
+    assert!(is_waiting(&mut second).await, "a second value was popped");
 }
 
 /// Ported from client-go's TestDeltaFIFO_ResyncNonExisting.
@@ -491,24 +485,21 @@ fn has_synced_follows_the_initial_population() {
     }
 }
 
-/// Ported from client-go's TestDeltaFIFO_PopShouldUnblockWhenClosed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Ported from client-go's TestDeltaFIFO_PopShouldUnblockWhenClosed: every pop is parked
+/// (polled to `Pending`) before the close, so the close is what wakes them.
+#[tokio::test]
 async fn close_wakes_every_waiting_pop() {
-    let fifo = Arc::new(with_known(vec![obj("foo", 5)]));
-    let waiters: Vec<_> = (0..10)
-        .map(|_| {
-            let fifo = Arc::clone(&fifo);
-            tokio::spawn(async move { fifo.pop(&mut |_, _| Processed::Done).await.map(|_| ()) })
-        })
+    let fifo = with_known(vec![obj("foo", 5)]);
+    let mut waiters: Vec<_> = (0..10)
+        .map(|_| Box::pin(async { fifo.pop(&mut |_, _| Processed::Done).await.map(|_| ()) }))
         .collect();
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    for waiter in &mut waiters {
+        assert!(is_waiting(waiter).await, "a pop on an empty queue waits");
+    }
     fifo.close();
     assert!(fifo.is_closed());
     for waiter in waiters {
-        let outcome = tokio::time::timeout(Duration::from_millis(500), waiter)
-            .await
-            .expect("pop did not return after close")
-            .unwrap();
+        let outcome = waiter.await;
         assert!(matches!(outcome, Err(Error::Closed)), "{outcome:?}");
     }
 }
@@ -615,24 +606,17 @@ fn a_failed_process_drops_the_item_and_reports_the_failure() {
     assert!(fifo.is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_pop_waiting_on_an_empty_queue_wakes_when_something_is_added() {
     let fifo: Arc<dyn Queue<Obj>> = Arc::new(plain());
-    let waiter = {
-        let fifo = Arc::clone(&fifo);
-        tokio::spawn(async move {
-            fifo.pop(&mut |_, _| Processed::Done)
-                .await
-                .map(|popped| popped.deltas().len())
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut waiter = Box::pin(async {
+        fifo.pop(&mut |_, _| Processed::Done)
+            .await
+            .map(|popped| popped.deltas().len())
+    });
+    assert!(is_waiting(&mut waiter).await, "the pop parks first");
     fifo.add(obj("a", 1)).unwrap();
-    let popped = tokio::time::timeout(Duration::from_secs(5), waiter)
-        .await
-        .expect("the waiting pop was not woken")
-        .unwrap();
-    assert_eq!(popped.unwrap(), 1);
+    assert_eq!(waiter.await.unwrap(), 1);
 }
 
 #[tokio::test]

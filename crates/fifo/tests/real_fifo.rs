@@ -2,15 +2,14 @@
 
 mod common;
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::Duration,
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
 };
 
-use common::{D, Obj, describe_all, expect, known, obj, pop, pop_described, pop_newest};
+use common::{
+    D, Obj, describe_all, expect, is_waiting, known, obj, pop, pop_described, pop_newest,
+};
 use kinformer_fifo::{
     DeltaType::*, Error, KnownObjects, Popped, Processed, Queue, RealFifo, RealFifoOptions,
     Transformer,
@@ -188,12 +187,8 @@ async fn every_change_is_delivered_in_its_own_pop() {
     for expected in [10, 12, 15] {
         assert_eq!(pop_newest(&fifo).val, expected);
     }
-    let more = tokio::time::timeout(
-        Duration::from_millis(50),
-        fifo.pop(&mut |_, _| Processed::Done),
-    )
-    .await;
-    assert!(more.is_err(), "an extra value was popped");
+    let mut more = Box::pin(async { fifo.pop(&mut |_, _| Processed::Done).await });
+    assert!(is_waiting(&mut more).await, "an extra value was popped");
     assert!(fifo.is_empty());
 }
 
@@ -453,27 +448,26 @@ fn has_synced_follows_the_initial_population() {
     }
 }
 
-/// Ported from client-go's TestRealFIFO_PopShouldUnblockWhenClosed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Ported from client-go's TestRealFIFO_PopShouldUnblockWhenClosed: every pop is parked
+/// (polled to `Pending`) before the close, so the close is what wakes them.
+#[tokio::test]
 async fn close_wakes_every_waiting_pop() {
-    let fifo = Arc::new(real(known(vec![obj("foo", 5)])));
-    let waiters: Vec<_> = (0..10)
+    let fifo = real(known(vec![obj("foo", 5)]));
+    let mut waiters: Vec<_> = (0..10)
         .map(|_| {
-            let fifo = Arc::clone(&fifo);
-            tokio::spawn(async move {
+            Box::pin(async {
                 fifo.pop_batch(&mut |_, _| Processed::Done)
                     .await
                     .map(|_| ())
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    for waiter in &mut waiters {
+        assert!(is_waiting(waiter).await, "a pop on an empty queue waits");
+    }
     fifo.close();
     for waiter in waiters {
-        let outcome = tokio::time::timeout(Duration::from_millis(500), waiter)
-            .await
-            .expect("pop did not return after close")
-            .unwrap();
+        let outcome = waiter.await;
         assert!(matches!(outcome, Err(Error::Closed)), "{outcome:?}");
     }
 }

@@ -197,15 +197,14 @@ async fn a_watch_disruption_delivers_missed_changes_and_resyncs_only_to_due_hand
 
         source.add_drop_watch("pod3");
         source.modify_drop_watch("pod2");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The source never sent the dropped changes, so nothing can be on its way: no wait.
         assert!(
             no_resync.events().is_empty(),
             "{queue:?}: nobody saw the dropped changes"
         );
-        // Past one resync check, the listener that asked for no resyncs has stopped syncing
-        // (client-go's test steps its fake clock by a second here); new listeners start out
-        // syncing, as in client-go. A delivered resync proves the check ran, and one check
-        // decides every listener's syncing flag.
+        // Past one resync check (client-go's test steps its fake clock by a second here) the
+        // listener that asked for resyncs gets them; the other one never syncs. A delivered
+        // resync proves the check ran.
         assert!(
             wait_until(WAIT, || resync.of_kind("update").len() >= 2).await,
             "{queue:?}: no resync within {WAIT:?}: {:?}",
@@ -224,7 +223,14 @@ async fn a_watch_disruption_delivers_missed_changes_and_resyncs_only_to_due_hand
             "{queue:?}: got {:?}",
             resync.events()
         );
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        // Another full resync round for the listener that asked for them; the one that did
+        // not ask gets none of it.
+        resync.clear();
+        assert!(
+            wait_until(WAIT, || resync.of_kind("update").len() >= 3).await,
+            "{queue:?}: no resync round: {:?}",
+            resync.events()
+        );
         assert_eq!(
             no_resync.events(),
             ["update:pod2", "add:pod3"],
@@ -363,9 +369,12 @@ async fn a_removed_handler_receives_nothing_more() {
 
     registration.shutdown().await;
     assert!(!informer.processor().is_registered(&registration));
+    // A witness registered throughout: once it has pod2, pod2 was distributed, to every
+    // registered handler at once.
+    let witness = Recorder::new();
+    informer.add_event_handler(witness.handler()).unwrap();
     source.add("pod2");
-    assert!(wait_until(WAIT, || informer.cache().list_keys().len() == 2).await);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(wait_until(WAIT, || witness.names() == ["pod1", "pod2"]).await);
     assert_eq!(recorder.names(), ["pod1"]);
     stop(running).await;
 }
@@ -424,6 +433,7 @@ async fn handlers_joining_during_churn_miss_nothing_and_see_nothing_twice() {
     });
     let mut late = Vec::new();
     for _ in 0..5 {
+        // Pacing: the joins spread over the churn.
         tokio::time::sleep(Duration::from_millis(2)).await;
         let recorder = Recorder::new();
         informer.add_event_handler(recorder.handler()).unwrap();
@@ -502,10 +512,9 @@ async fn removing_a_busy_handler_returns_at_once_and_stopped_waits_for_it() {
     tokio::time::timeout(WAIT, registration.stopped())
         .await
         .expect("the handler exits after its current call");
+    // The handler's thread has exited, so the count is final.
     let delivered = recorder.count();
     assert!(delivered < 200, "pending notifications were dropped");
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(recorder.count(), delivered);
     stop(running).await;
 }
 
@@ -568,14 +577,26 @@ async fn a_relist_deletes_exactly_the_vanished_objects_with_tombstones() {
             "{queue:?}: got {:?}",
             recorder.events()
         );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // A change after the relist: once it arrives, nothing of the relist is still on its way.
+        source.add("barrier");
+        assert!(
+            wait_until(WAIT, || recorder
+                .of_kind("add")
+                .contains(&"barrier".to_owned()))
+            .await
+        );
         assert!(recorder.of_kind("delete").is_empty(), "{queue:?}");
         assert_eq!(recorder.of_kind("tombstone"), ["pod2", "pod4"], "{queue:?}");
         let mut keys = informer.cache().list_keys();
         keys.sort();
         assert_eq!(
             keys,
-            ["default/pod1", "default/pod3", "default/pod5"],
+            [
+                "default/barrier",
+                "default/pod1",
+                "default/pod3",
+                "default/pod5"
+            ],
             "{queue:?}"
         );
         stop(running).await;

@@ -173,7 +173,7 @@ impl ViewHandler {
     }
 
     fn record(&mut self, pod: &Pod, present: bool) {
-        std::thread::sleep(self.delay);
+        std::thread::sleep(self.delay); // the point: a handler that is slow
         let name = pod.metadata.name.clone().unwrap_or_default();
         let mut view = self.view.lock().unwrap();
         if present {
@@ -289,7 +289,7 @@ async fn a_slow_and_a_panicking_handler_do_not_disturb_a_normal_one_under_churn(
                     }
                     _ => touch(&churn_server, step % PODS),
                 }
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(Duration::from_millis(2)); // pacing: a steady churn rate
             }
             (server, created)
         }

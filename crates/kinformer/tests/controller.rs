@@ -73,6 +73,7 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
         fake_cluster::churn_once(&client, &server, round).await;
         changes += 1;
         if round.is_multiple_of(4) {
+            // Pacing: the informers see some rounds apart rather than all at once.
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -111,6 +112,8 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
 
     // Quiet: nothing changes, so nothing is written, and the queue stays empty.
     let settled_patches = server.faults().request_count(Verb::Patch, "deployments");
+    // A quiet period: a write loop (a PATCH whose update is reconciled into another PATCH)
+    // would show as PATCHes within it; the queue is already empty, so no barrier applies.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         server.faults().request_count(Verb::Patch, "deployments"),
@@ -126,6 +129,7 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
         annotate_deployment(&server, d)?;
     }
     wait_for_reconciles(&controller, before.reconciles + remaining.len() as u64).await;
+    // A quiet period, as above: a write these reconciles caused would show within it.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         server.faults().request_count(Verb::Patch, "deployments"),
@@ -144,6 +148,7 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
     )
     .await?;
     wait_until_converged(&server, &controller, &remaining).await;
+    // A quiet period, as above: the PATCH's own update must not be reconciled into more.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         server.faults().request_count(Verb::Patch, "deployments"),
@@ -247,6 +252,7 @@ async fn wait_for_reconciles(controller: &ReadyPodsController, reconciles: u64) 
             Instant::now() < deadline,
             "{done} of {reconciles} reconciles after 10s"
         );
+        // Polling: the counters have no signal to wait on.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -352,6 +358,7 @@ async fn wait_until_converged(
             queue.waiting_len(),
             controller.counters().snapshot(),
         );
+        // Polling: convergence is read from the server and the caches, with no signal.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

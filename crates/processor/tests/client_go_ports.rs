@@ -558,19 +558,16 @@ async fn remove_returns_at_once_and_stopped_waits_for_the_handler_to_exit() {
         0,
         "pending notifications are discarded"
     );
-    let stopped = tokio::spawn({
-        let reg = reg.clone();
-        async move { reg.stopped().await }
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The handler is held inside its call, so `stopped` must be waiting: polled once, it is.
+    let mut stopped = Box::pin(reg.stopped());
     assert!(
-        !stopped.is_finished(),
+        futures::FutureExt::now_or_never(&mut stopped).is_none(),
         "stopped resolved while the handler was still running"
     );
     assert!(!reg.is_stopped());
 
     gate.open();
-    stopped.await.expect("stopped waiter panicked");
+    stopped.await;
     assert!(reg.is_stopped());
     assert_eq!(calls.load(Ordering::SeqCst), 1, "no call after removal");
     assert_eq!(reg.stats().delivered, 1);

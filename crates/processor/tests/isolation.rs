@@ -102,6 +102,7 @@ async fn a_stuck_handler_and_a_panicking_handler_do_not_affect_a_normal_one() {
     // The last notification panics; wait until it has been handled before counting.
     let deadline = StdInstant::now() + PATIENCE;
     while panicky.stats().panicked < (EVENTS / 10) as u64 && StdInstant::now() < deadline {
+        // Polling: the stats have no signal to wait on.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let panicky_stats = panicky.stats();
@@ -138,6 +139,7 @@ async fn a_blocking_handler_does_not_stall_the_runtime() {
     gate.wait_for_arrivals(1);
 
     let began = StdInstant::now();
+    // The point: a timer fires while the handler blocks its own thread.
     tokio::time::sleep(Duration::from_millis(20)).await;
     let ticked = tokio::spawn(async { 42 }).await.expect("task ran");
     assert_eq!(ticked, 42);

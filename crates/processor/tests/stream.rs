@@ -2,8 +2,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{obj, start, stop};
 use futures::StreamExt;
 use kinformer_processor::{
@@ -61,16 +59,17 @@ async fn a_stream_ends_when_its_registration_is_removed() {
     processor.distribute(Notification::add(obj("a")), Recipients::All);
     assert_eq!(describe(&events.next().await.expect("an event")), "add a");
 
-    let consumer = tokio::spawn(async move {
+    let mut consumer = Box::pin(async move {
         let mut rest = Vec::new();
         while let Some(event) = events.next().await {
             rest.push(describe(&event));
         }
         rest
     });
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    // Polled once, the consumer is parked on an empty stream; the removal must wake it.
+    assert!(futures::FutureExt::now_or_never(&mut consumer).is_none());
     registration.remove();
-    assert!(consumer.await.expect("consumer panicked").is_empty());
+    assert!(consumer.await.is_empty());
     registration.stopped().await;
     assert!(!processor.is_registered(&registration));
     stop(token, running).await;

@@ -134,6 +134,7 @@ fn pending_watch() -> Result<WatchStream<Pod>> {
 fn events_then_close(events: Vec<Result<WatchEvent<Pod>>>) -> Result<WatchStream<Pod>> {
     // Lasting longer than a second keeps the watch from counting as "very short".
     let delayed = futures::stream::once(async {
+        // Virtual time under the paused clock: the watch lasts two seconds.
         tokio::time::sleep(Duration::from_secs(2)).await;
         futures::stream::iter(events)
     })
@@ -320,6 +321,8 @@ async fn a_streaming_list_replaces_the_store_at_the_initial_events_end_bookmark(
     sender
         .send(Ok(WatchEvent::Added(pod("foo", "1"))))
         .expect("watching");
+    // Virtual time: the paused clock advances only once every task is idle, so an early
+    // store write would have happened by now.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(
         cache.list().is_empty(),
@@ -860,6 +863,7 @@ async fn the_store_is_resynced_every_resync_period() {
         let (reflector, token) = (Arc::clone(&reflector), token.clone());
         async move { reflector.run(token).await }
     });
+    // Virtual time: the paused clock moves 95 s at once.
     tokio::time::sleep(Duration::from_secs(95)).await;
     assert_eq!(
         store.resyncs.load(Ordering::SeqCst),
@@ -892,6 +896,7 @@ async fn should_resync_gates_every_resync() {
         let (reflector, token) = (Arc::clone(&reflector), token.clone());
         async move { reflector.run(token).await }
     });
+    // Virtual time: the paused clock moves 125 s at once.
     tokio::time::sleep(Duration::from_secs(125)).await;
     assert_eq!(asked.load(Ordering::SeqCst), 4);
     assert_eq!(store.resyncs.load(Ordering::SeqCst), 2);
@@ -1024,6 +1029,7 @@ async fn failing_lists_follow_the_backoff_schedule_instead_of_a_hot_loop() {
         ReflectorOptions::default(),
     ));
     let (token, running) = spawn(&reflector);
+    // Virtual time: five minutes on the paused clock.
     tokio::time::sleep(Duration::from_secs(300)).await;
     let attempts = lister_watcher.list_calls().len();
     // Without jitter: 0.8+1.6+3.2+6.4+12.8+25.6 = 50.4s, then one every 30s: 15 attempts; the
@@ -1299,6 +1305,7 @@ async fn stopping_while_listing_abandons_the_list_promptly() {
         ReflectorOptions::default(),
     ));
     let (token, running) = spawn(&reflector);
+    // Virtual time: ten seconds on the paused clock.
     tokio::time::sleep(Duration::from_secs(10)).await;
     stop(token, running).await;
     assert_eq!(

@@ -233,6 +233,7 @@ fn concurrent_readers_never_see_an_object_under_a_value_it_no_longer_has() {
 
     let started = Instant::now();
     while started.elapsed() < RUN_FOR {
+        // The stress runs for a fixed time; the readers assert, not this loop.
         thread::sleep(Duration::from_millis(20));
     }
     stop.store(true, Ordering::Relaxed);

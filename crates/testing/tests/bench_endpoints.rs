@@ -88,6 +88,7 @@ async fn wait_for(server: &FakeApiServer, path: &str) -> Value {
             return response.json();
         }
         assert!(Instant::now() < deadline, "{path} never appeared");
+        // Polling: the endpoint answers 404 until the background work has finished.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

@@ -4,12 +4,12 @@
 
 mod common;
 
-use common::{Raw, RawWatch, raw};
+use common::{PATIENCE, Raw, RawWatch, raw};
 use k8s_openapi::List;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, Status};
 use kinformer_protobuf::{CONTENT_TYPE, DecodeOptions, Envelope, WATCH_CONTENT_TYPE, WatchFrame};
-use kinformer_testing::{FakeApiServer, ResourceType, ServerOptions, fixtures};
+use kinformer_testing::{FakeApiServer, ResourceType, ServerOptions, eventually, fixtures};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -517,9 +517,10 @@ async fn an_injected_event_reaches_a_protobuf_watch_as_a_frame() {
     let path = "/api/v1/pods?watch=true&timeoutSeconds=5";
     let (mut watch, _) = RawWatch::open_with(&server, path, &[("Accept", PROTOBUF_FIRST)]).await;
     // Let the watch register before the faults are broadcast.
-    while server.open_watches() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually("the watch registers", PATIENCE, || {
+        server.open_watches() > 0
+    })
+    .await;
     server.faults().inject_unknown_watch_event();
     server.faults().inject_watch_line("{not json");
     let frame = watch.next_frame().await.expect("the unknown event");

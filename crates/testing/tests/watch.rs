@@ -7,7 +7,7 @@ use std::time::Duration;
 use common::{PATIENCE, RawWatch, config_map, pod};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kinformer_testing::{FakeApiServer, ServerOptions, fixtures};
+use kinformer_testing::{FakeApiServer, ServerOptions, eventually, fixtures};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -309,13 +309,10 @@ async fn a_slow_watcher_is_closed_without_holding_back_the_others() {
         .await
         .expect("watch")
         .boxed();
-    tokio::time::timeout(PATIENCE, async {
-        while server.open_watches() < 2 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+    eventually("both watches registered", PATIENCE, || {
+        server.open_watches() >= 2
     })
-    .await
-    .expect("both watches registered");
+    .await;
     let total = 1500;
     let mut received = 0;
     for i in 0..total {

@@ -35,6 +35,7 @@ async fn basic_scenario(kind: ShutDownKind) {
         producers.spawn(async move {
             for _ in 0..50 {
                 queue.add(producer.to_string());
+                // Pacing: adds spread over the consumers' work, as client-go's test does.
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         });
@@ -48,6 +49,7 @@ async fn basic_scenario(kind: ShutDownKind) {
                     item, "added after shutdown!",
                     "got an item added after shutdown"
                 );
+                // Work that takes time, so items are re-added while being processed.
                 tokio::time::sleep(Duration::from_millis(3)).await;
                 queue.done(&item);
             }

@@ -436,6 +436,7 @@ where
             tokio::time::Instant::now() < deadline,
             "{what}: not converged within {within:?}; last mismatch: {last}"
         );
+        // Polling: convergence is read from the server, which has no signal for it.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -550,6 +551,7 @@ impl Backend {
                 tokio::time::Instant::now() < deadline,
                 "xtask did not answer {request:?} within 120 s"
             );
+            // Polling: xtask answers through a file.
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         match text.split_once(' ') {

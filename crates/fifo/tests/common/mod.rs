@@ -4,7 +4,7 @@
 // Each test crate uses a different subset of these helpers, and `pub` is how they share them.
 #![allow(dead_code, unreachable_pub)]
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{collections::BTreeMap, future::Future, pin::Pin, sync::Arc, task::Poll};
 
 use kinformer_fifo::{Delta, DeltaType, Deltas, KnownObjects, Popped, Processed, Queue};
 use kinformer_store::{CacheReader, Object, ObjectOrTombstone};
@@ -120,4 +120,10 @@ pub fn deltas_of(popped: Popped<Obj>) -> Deltas<Obj> {
         Popped::Deltas(deltas) => deltas,
         other => panic!("expected one key's deltas, got {other:?}"),
     }
+}
+
+/// Polls `future` once and says whether it is waiting: proof that a pop has parked (and
+/// registered its waker) before the test goes on, without sleeping on it.
+pub async fn is_waiting<F: Future + Unpin>(future: &mut F) -> bool {
+    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *future).poll(cx).is_pending())).await
 }

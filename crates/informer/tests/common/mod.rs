@@ -284,17 +284,17 @@ struct SlowHandler {
 
 impl ResourceEventHandler<Pod> for SlowHandler {
     fn on_add(&mut self, obj: Arc<Pod>, kind: AddKind) {
-        std::thread::sleep(self.delay);
+        std::thread::sleep(self.delay); // the point: a handler that is slow
         self.inner.on_add(obj, kind);
     }
 
     fn on_update(&mut self, old: Arc<Pod>, new: Arc<Pod>) {
-        std::thread::sleep(self.delay);
+        std::thread::sleep(self.delay); // the point: a handler that is slow
         self.inner.on_update(old, new);
     }
 
     fn on_delete(&mut self, obj: ObjectOrTombstone<Pod>) {
-        std::thread::sleep(self.delay);
+        std::thread::sleep(self.delay); // the point: a handler that is slow
         self.inner.on_delete(obj);
     }
 }
