@@ -12,7 +12,9 @@
 //! Start here: [`RateLimitingQueue`] with [`default_controller_rate_limiter`] is what a
 //! controller wants. It is built from [`DelayingQueue`] (adds after a delay, one timer task) and
 //! [`Queue`] (deduplication and the processing set). Rate limiters implement [`RateLimiter`];
-//! metrics go through [`QueueMetrics`], by default as `tracing` events ([`TracingMetrics`]).
+//! metrics go through [`QueueMetrics`], by default as `tracing` events ([`TracingMetrics`]);
+//! with the `prometheus` feature, `PrometheusMetrics` exports them under client-go's names
+//! (`workqueue_depth`, `workqueue_adds_total`, ...) through the prometheus-client crate.
 //! All time is tokio's, so tests with a paused clock are exact. [`Parallelizer`] (client-go's
 //! `ParallelizeUntil`) spreads CPU-bound pieces of work over threads.
 //!
@@ -54,6 +56,8 @@ mod delaying;
 mod error;
 mod metrics;
 mod parallelizer;
+#[cfg(feature = "prometheus")]
+mod prometheus;
 mod queue;
 mod rate_limiter;
 mod rate_limiting;
@@ -62,6 +66,8 @@ pub use delaying::DelayingQueue;
 pub use error::{Error, Result};
 pub use metrics::{QueueMetrics, TracingMetrics};
 pub use parallelizer::Parallelizer;
+#[cfg(feature = "prometheus")]
+pub use prometheus::PrometheusMetrics;
 pub use queue::{DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD, Queue, QueueOptions};
 pub use rate_limiter::{
     BucketRateLimiter, INFINITE_DELAY, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
