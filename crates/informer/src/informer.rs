@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error_span, info, warn};
 
 use crate::{
-    ConsistencyStats, Error, InformerOptions, QueueKind, Result,
+    ConsistencyStats, Error, InformerHealth, InformerOptions, QueueKind, Result,
     checker::{Checker, Counters},
     controller::Applier,
     options::WatchErrorHandler,
@@ -422,6 +422,25 @@ impl<K: Object> SharedIndexInformer<K> {
                 &self.inner.stopped,
             )
             .await
+    }
+
+    /// The informer's state in one read: sync status, the reflector's counters, every
+    /// handler's counters, the cache's size and version, and the consistency checks.
+    pub fn health(&self) -> InformerHealth {
+        InformerHealth {
+            name: self.inner.name.clone(),
+            sync: self.sync_status(),
+            reflector: self
+                .inner
+                .reflector
+                .get()
+                .map(|reflector| reflector.stats())
+                .unwrap_or_default(),
+            handlers: self.inner.applier.processor.listener_stats(),
+            cached_objects: self.inner.applier.indexer.len(),
+            cache_version: self.cache_version(),
+            consistency: self.consistency_stats(),
+        }
     }
 
     /// What the consistency checks found so far

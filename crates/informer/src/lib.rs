@@ -106,6 +106,7 @@
 mod checker;
 mod controller;
 mod error;
+mod health;
 mod informer;
 mod options;
 mod progress;
@@ -113,6 +114,7 @@ mod progress;
 pub use crate::{
     checker::ConsistencyStats,
     error::{Error, Result},
+    health::InformerHealth,
     informer::{SharedIndexInformer, SyncStatus, wait_for_cache_sync},
     options::{InformerOptions, QueueKind},
     progress::WaitError,

@@ -17,7 +17,7 @@ use tracing::{debug, error, warn};
 use crate::{
     BufferPolicy, Error, EventStream, ListenerOptions, Notification, Registration,
     ResourceEventHandler, Result, UpstreamSynced,
-    listener::{Listener, ResyncPeriods},
+    listener::{Listener, ListenerStats, ResyncPeriods},
 };
 
 /// The shortest resync period a listener can ask for; shorter requests are raised to it.
@@ -390,6 +390,18 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
     /// How many listeners are registered.
     pub fn listener_count(&self) -> usize {
         self.shared.state.read().listeners.len()
+    }
+
+    /// Every registered listener's name (as given in [`ListenerOptions::name`], else
+    /// `listener-<n>`) and counters, in registration order: what a metrics scrape reads.
+    pub fn listener_stats(&self) -> Vec<(String, ListenerStats)> {
+        self.shared
+            .state
+            .read()
+            .listeners
+            .iter()
+            .map(|listener| (listener.name.to_string(), listener.stats()))
+            .collect()
     }
 
     /// Hands a notification to every listener, or, for [`Recipients::DueForResync`], only to

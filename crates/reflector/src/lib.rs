@@ -96,6 +96,7 @@ mod options;
 mod peek;
 mod protobuf;
 mod reflector;
+mod stats;
 
 pub use crate::{
     decoder::{Decoder, ExpectedType, Framing, JsonDecoder},
@@ -109,4 +110,5 @@ pub use crate::{
         DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Failures, Reflector, ReflectorOptions,
         WATCH_IDLE_GRACE,
     },
+    stats::{RELIST_REASONS, ReflectorStats},
 };

@@ -36,7 +36,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error_span, info, warn};
 
 use crate::{
-    Error, ListOptions, ListerWatcher, Result, ReuseObject, VersionMatch, WatchEvent, WatchStream,
+    Error, ListOptions, ListerWatcher, ReflectorStats, Result, ReuseObject, VersionMatch,
+    WatchEvent, WatchStream,
+    stats::{Counters, EventKind},
 };
 
 /// client-go's `pager.PageSize`: the page size when the caller asked for none.
@@ -260,6 +262,7 @@ where
             watch_list_refused: Mutex::new(false),
             failures: Mutex::new(Failures::default()),
             failing: AtomicBool::new(false),
+            counters: Counters::default(),
         }
     }
 }
@@ -303,6 +306,8 @@ pub struct Reflector<K, S: ?Sized> {
     failures: Mutex<Failures>,
     /// Whether `failures` holds any, so progress on the hot path costs one load.
     failing: AtomicBool,
+    /// What the reflector has done, for metrics and health.
+    counters: Counters,
 }
 
 /// The reflector's errors since it last made progress (a list applied, a watch event
@@ -462,6 +467,8 @@ where
     }
 
     fn report(&self, error: &Error) {
+        self.counters
+            .reported(matches!(error, Error::Decode { .. }));
         {
             let mut failures = self.failures.lock();
             failures.consecutive = failures.consecutive.saturating_add(1);
@@ -496,6 +503,12 @@ where
     /// The errors since the reflector last made progress.
     pub fn failures(&self) -> Failures {
         self.failures.lock().clone()
+    }
+
+    /// What the reflector has done so far: lists, watches, relists by reason, events by type,
+    /// errors, and how long ago the last event arrived. Cheap enough for every scrape.
+    pub fn stats(&self) -> ReflectorStats {
+        self.counters.snapshot()
     }
 
     /// The reflector made progress: a list was applied or a watch event arrived.
@@ -584,6 +597,7 @@ where
             Ok(listed) => listed,
             Err(error) => {
                 debug!(error = %ErrorChain(&error), elapsed = ?started.elapsed(), "list failed");
+                self.counters.list_failed();
                 return Err(error);
             }
         };
@@ -593,6 +607,7 @@ where
         self.set_unavailable(false);
         let count = items.len();
         self.replace_store(items, &list_version)?;
+        self.counters.listed(started.elapsed());
         info!(items = count, resource_version = %list_version, duration = ?started.elapsed(), "list finished");
         Ok(true)
     }
@@ -693,6 +708,7 @@ where
             };
             match opened {
                 Ok(stream) => {
+                    self.counters.watch_opened(started);
                     info!(resource_version = %self.last_sync_resource_version(), ?timeout, "watch started");
                     return Ok(Some(OpenWatch {
                         stream,
@@ -710,7 +726,9 @@ where
                     }
                 }
                 Err(error) => {
-                    info!(error = %ErrorChain(&error), reason = relist_reason(&error), "the watch could not start, relisting");
+                    let reason = relist_reason(&error);
+                    self.counters.relisting(reason);
+                    info!(error = %ErrorChain(&error), reason, "the watch could not start, relisting");
                     return Err(error);
                 }
             }
@@ -733,6 +751,7 @@ where
             };
             let started = watch.started;
             let (end, events) = self.handle_watch(watch, &mut next_resync, token).await;
+            self.counters.watch_closed();
             match end {
                 WatchEnd::Stopped => return Ok(()),
                 WatchEnd::Closed => {
@@ -761,6 +780,7 @@ where
                         }
                         error => {
                             let reason = relist_reason(&error);
+                            self.counters.relisting(reason);
                             info!(error = %ErrorChain(&error), events, reason, "watch ended, relisting");
                             return Err(error);
                         }
@@ -819,16 +839,22 @@ where
             events += 1;
             last_event = Instant::now();
             let applied = match event {
-                WatchEvent::Added(object) => self.apply(object, |store, object| store.add(object)),
+                WatchEvent::Added(object) => {
+                    self.counters.event(EventKind::Added, last_event);
+                    self.apply(object, |store, object| store.add(object))
+                }
                 WatchEvent::Modified(object) => {
+                    self.counters.event(EventKind::Modified, last_event);
                     self.apply(object, |store, object| store.update(object))
                 }
                 WatchEvent::Deleted(object) => {
+                    self.counters.event(EventKind::Deleted, last_event);
                     self.apply(object, |store, object| store.delete(object))
                 }
                 WatchEvent::Bookmark {
                     resource_version, ..
                 } => {
+                    self.counters.event(EventKind::Bookmark, last_event);
                     self.set_last_sync(&resource_version);
                     if let Some(handler) = &self.bookmark_handler {
                         handler(&resource_version);
@@ -943,6 +969,7 @@ where
                             drop(scratch);
                             let count = items.len();
                             self.replace_store(items, &version)?;
+                            self.counters.listed(started.elapsed());
                             info!(items = count, resource_version = %version, duration = ?started.elapsed(), "streaming list finished");
                             return Ok(Some(OpenWatch {
                                 stream,
