@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use kinformer_informer::{InformerOptions, SharedIndexInformer, SyncStatus};
+use kinformer_informer::{InformerHealth, InformerOptions, SharedIndexInformer, SyncStatus};
 use kinformer_reflector::{
     Decoder, Error as ReflectorError, JsonDecoder, KubeListerWatcher, ListOptions, WireFormat,
 };
@@ -384,6 +384,26 @@ struct Inner {
     tasks: TaskTracker,
 }
 
+/// A handle that does not keep the factory alive (for a metrics registry, which outlives it).
+#[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+pub(crate) struct WeakFactory(std::sync::Weak<Inner>);
+
+#[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+impl WeakFactory {
+    pub(crate) fn upgrade(&self) -> Option<SharedInformerFactory> {
+        self.0
+            .upgrade()
+            .map(|inner| SharedInformerFactory { inner })
+    }
+}
+
+#[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+impl SharedInformerFactory {
+    pub(crate) fn downgrade(&self) -> WeakFactory {
+        WeakFactory(Arc::downgrade(&self.inner))
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         self.token.cancel();
@@ -409,6 +429,7 @@ trait ErasedInformer: Send + Sync {
     fn spawn(&self, tasks: &TaskTracker, token: CancellationToken);
     fn has_synced(&self) -> bool;
     fn sync_status(&self) -> SyncStatus;
+    fn health(&self) -> InformerHealth;
     fn is_stopped(&self) -> bool;
     fn wait_for_sync<'a>(&'a self, token: &'a CancellationToken) -> BoxFuture<'a, bool>;
 }
@@ -433,6 +454,10 @@ impl<K: Object> ErasedInformer for SharedIndexInformer<K> {
 
     fn sync_status(&self) -> SyncStatus {
         SharedIndexInformer::sync_status(self)
+    }
+
+    fn health(&self) -> InformerHealth {
+        SharedIndexInformer::health(self)
     }
 
     fn is_stopped(&self) -> bool {
@@ -766,6 +791,25 @@ impl SharedInformerFactory {
             .informers
             .iter()
             .map(|(key, entry)| (key.clone(), entry.informer.sync_status()))
+            .collect()
+    }
+
+    /// Every informer's [`InformerHealth`]: sync status, reflector and handler counters, cache
+    /// size and version. What a `/healthz` handler or a metrics scrape reads.
+    pub fn health(&self) -> HashMap<InformerKey, InformerHealth> {
+        // The informers are read outside the registry lock: a health read never blocks a
+        // caller asking for an informer.
+        let informers: Vec<(InformerKey, Arc<dyn ErasedInformer>)> = {
+            let state = self.inner.state.lock();
+            state
+                .informers
+                .iter()
+                .map(|(key, entry)| (key.clone(), Arc::clone(&entry.informer)))
+                .collect()
+        };
+        informers
+            .into_iter()
+            .map(|(key, informer)| (key, informer.health()))
             .collect()
     }
 

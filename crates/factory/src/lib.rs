@@ -68,6 +68,8 @@
 
 mod error;
 mod factory;
+#[cfg(feature = "prometheus")]
+mod metrics;
 mod scope;
 mod selection;
 

@@ -1,0 +1,279 @@
+//! Prometheus metrics for every informer of a factory, read from the informers at scrape time:
+//! nothing is recorded on the watch path beyond the reflector's and the handlers' own counters.
+
+use std::fmt;
+
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
+    metrics::{counter::ConstCounter, gauge::ConstGauge},
+    registry::Registry,
+};
+
+use crate::factory::{SharedInformerFactory, WeakFactory};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InformerLabels {
+    informer: String,
+    selection: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WithValue {
+    informer: String,
+    selection: String,
+    /// The second dimension: a list's result, a relist's reason, an event's type.
+    value: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HandlerLabels {
+    informer: String,
+    selection: String,
+    handler: String,
+}
+
+impl SharedInformerFactory {
+    /// Registers metrics for every informer this factory has or will have, read from the
+    /// informers each time `registry` is encoded. The registry does not keep the factory
+    /// alive; once the factory is dropped it reports nothing.
+    ///
+    /// Per informer (labels `informer`, `selection`):
+    ///
+    /// | metric | type |
+    /// | --- | --- |
+    /// | `kinformer_informer_synced` | gauge, 0 or 1 |
+    /// | `kinformer_informer_consecutive_failures` | gauge |
+    /// | `kinformer_informer_cached_objects` | gauge |
+    /// | `kinformer_informer_last_event_age_seconds` | gauge, once an event arrived |
+    /// | `kinformer_informer_watch_open_seconds` | gauge, while a watch is open |
+    /// | `kinformer_informer_consistency_drifts_total` | counter |
+    /// | `kinformer_reflector_lists_total` | counter, `value` = `ok` or `error` |
+    /// | `kinformer_reflector_list_seconds_total` | counter |
+    /// | `kinformer_reflector_watches_total` | counter |
+    /// | `kinformer_reflector_relists_total` | counter, `value` = the reason |
+    /// | `kinformer_reflector_events_total` | counter, `value` = `added`, `modified`, `deleted`, `bookmark` |
+    /// | `kinformer_reflector_errors_total` | counter |
+    /// | `kinformer_reflector_decode_errors_total` | counter |
+    ///
+    /// Per handler (labels `informer`, `selection`, `handler`): `kinformer_handler_buffered`
+    /// (gauge), `kinformer_handler_delivered_total`, `kinformer_handler_dropped_total` and
+    /// `kinformer_handler_panics_total` (counters).
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register_collector(Box::new(FactoryCollector {
+            factory: self.downgrade(),
+        }));
+    }
+}
+
+struct FactoryCollector {
+    factory: WeakFactory,
+}
+
+impl fmt::Debug for FactoryCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FactoryCollector").finish_non_exhaustive()
+    }
+}
+
+/// One family: a descriptor, then one sample per label set.
+fn family<L: EncodeLabelSet, M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    samples: &[(L, M)],
+) -> fmt::Result {
+    let Some((_, first)) = samples.first() else {
+        return Ok(());
+    };
+    let mut metric = encoder.encode_descriptor(name, help, None, first.metric_type())?;
+    for (labels, value) in samples {
+        value.encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+fn gauge(value: impl TryInto<i64>) -> ConstGauge {
+    ConstGauge::new(value.try_into().unwrap_or(i64::MAX))
+}
+
+impl Collector for FactoryCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+        let Some(factory) = self.factory.upgrade() else {
+            return Ok(());
+        };
+        let mut informers: Vec<_> = factory.health().into_iter().collect();
+        informers.sort_by_key(|(key, _)| key.to_string());
+        let labels = |key: &crate::InformerKey| InformerLabels {
+            informer: key.description().to_owned(),
+            selection: key.selection().to_string(),
+        };
+        let with = |key: &crate::InformerKey, value: &str| WithValue {
+            informer: key.description().to_owned(),
+            selection: key.selection().to_string(),
+            value: value.to_owned(),
+        };
+
+        let mut synced = Vec::new();
+        let mut failures = Vec::new();
+        let mut cached = Vec::new();
+        let mut last_event = Vec::new();
+        let mut watch_open = Vec::new();
+        let mut drifts = Vec::new();
+        let mut lists = Vec::new();
+        let mut list_seconds = Vec::new();
+        let mut watches = Vec::new();
+        let mut relists = Vec::new();
+        let mut events = Vec::new();
+        let mut errors = Vec::new();
+        let mut decode_errors = Vec::new();
+        let mut buffered = Vec::new();
+        let mut delivered = Vec::new();
+        let mut dropped = Vec::new();
+        let mut panics = Vec::new();
+        for (key, health) in &informers {
+            let reflector = &health.reflector;
+            synced.push((labels(key), gauge(i64::from(health.sync.synced))));
+            failures.push((labels(key), gauge(health.sync.consecutive_failures)));
+            cached.push((labels(key), gauge(health.cached_objects)));
+            if let Some(age) = reflector.since_last_event {
+                last_event.push((labels(key), ConstGauge::new(age.as_secs_f64())));
+            }
+            if let Some(open) = reflector.watch_open_for {
+                watch_open.push((labels(key), ConstGauge::new(open.as_secs_f64())));
+            }
+            drifts.push((labels(key), ConstCounter::new(health.consistency.drifts)));
+            lists.push((with(key, "ok"), ConstCounter::new(reflector.lists)));
+            lists.push((
+                with(key, "error"),
+                ConstCounter::new(reflector.failed_lists),
+            ));
+            list_seconds.push((labels(key), ConstCounter::new(reflector.list_seconds)));
+            watches.push((labels(key), ConstCounter::new(reflector.watches)));
+            for (reason, count) in &reflector.relists {
+                relists.push((with(key, reason), ConstCounter::new(*count)));
+            }
+            for (kind, count) in [
+                ("added", reflector.added),
+                ("modified", reflector.modified),
+                ("deleted", reflector.deleted),
+                ("bookmark", reflector.bookmarks),
+            ] {
+                events.push((with(key, kind), ConstCounter::new(count)));
+            }
+            errors.push((labels(key), ConstCounter::new(reflector.errors)));
+            decode_errors.push((labels(key), ConstCounter::new(reflector.decode_errors)));
+            for (handler, stats) in &health.handlers {
+                let handler = HandlerLabels {
+                    informer: key.description().to_owned(),
+                    selection: key.selection().to_string(),
+                    handler: handler.clone(),
+                };
+                buffered.push((handler.clone(), gauge(stats.buffered)));
+                delivered.push((handler.clone(), ConstCounter::new(stats.delivered)));
+                dropped.push((handler.clone(), ConstCounter::new(stats.dropped)));
+                panics.push((handler, ConstCounter::new(stats.panicked)));
+            }
+        }
+
+        let e = &mut encoder;
+        family(
+            e,
+            "kinformer_informer_synced",
+            "Whether the informer has synced (1) or not (0).",
+            &synced,
+        )?;
+        family(
+            e,
+            "kinformer_informer_consecutive_failures",
+            "List and watch errors since the informer last made progress.",
+            &failures,
+        )?;
+        family(
+            e,
+            "kinformer_informer_cached_objects",
+            "Objects in the informer's cache.",
+            &cached,
+        )?;
+        family(
+            e,
+            "kinformer_informer_last_event_age_seconds",
+            "Seconds since the last watch event or applied list.",
+            &last_event,
+        )?;
+        family(
+            e,
+            "kinformer_informer_watch_open_seconds",
+            "Seconds the current watch has been open.",
+            &watch_open,
+        )?;
+        family(
+            e,
+            "kinformer_informer_consistency_drifts",
+            "Consistency checks that found the cache different from the server.",
+            &drifts,
+        )?;
+        family(e, "kinformer_reflector_lists", "Lists, by result.", &lists)?;
+        family(
+            e,
+            "kinformer_reflector_list_seconds",
+            "Seconds spent in applied lists.",
+            &list_seconds,
+        )?;
+        family(
+            e,
+            "kinformer_reflector_watches",
+            "Watches opened.",
+            &watches,
+        )?;
+        family(
+            e,
+            "kinformer_reflector_relists",
+            "Relists after a watch, by reason.",
+            &relists,
+        )?;
+        family(
+            e,
+            "kinformer_reflector_events",
+            "Watch events received, by type.",
+            &events,
+        )?;
+        family(
+            e,
+            "kinformer_reflector_errors",
+            "List and watch errors reported.",
+            &errors,
+        )?;
+        family(
+            e,
+            "kinformer_reflector_decode_errors",
+            "Bodies and events that did not decode.",
+            &decode_errors,
+        )?;
+        family(
+            e,
+            "kinformer_handler_buffered",
+            "Notifications waiting in a handler's buffer.",
+            &buffered,
+        )?;
+        family(
+            e,
+            "kinformer_handler_delivered",
+            "Notifications a handler has handled.",
+            &delivered,
+        )?;
+        family(
+            e,
+            "kinformer_handler_dropped",
+            "Notifications a bounded buffer dropped.",
+            &dropped,
+        )?;
+        family(
+            e,
+            "kinformer_handler_panics",
+            "Handler calls that panicked.",
+            &panics,
+        )?;
+        Ok(())
+    }
+}
