@@ -88,7 +88,8 @@ async fn the_workqueue_controller_labels_every_deployment_with_the_ready_pods_th
                 .namespace(ctx.namespace.clone())
                 .resync_for::<Deployment>(RESYNC),
         );
-        let controller = ReadyPodsController::new(&factory, client.clone(), RESYNC)
+        let mut registry = prometheus_client::registry::Registry::default();
+        let controller = ReadyPodsController::new(&factory, client.clone(), RESYNC, &mut registry)
             .expect("the controller registers its handlers");
         factory.start().expect("the factory starts");
         let synced = factory.wait_for_cache_sync_timeout(CONVERGE).await;

@@ -6,7 +6,11 @@
 //! cargo run -p kinformer --example controller -- --seconds 10    # stop after ten seconds
 //! cargo run -p kinformer --example controller -- --fake          # the fake one even with a kubeconfig
 //! cargo run -p kinformer --example controller -- --workers 8 --namespace team-a
+//! cargo run -p kinformer --example controller -- --operations 127.0.0.1:9090  # fixed port
 //! ```
+//!
+//! It serves `/metrics` (the factory's informers and the work queue, under client-go's
+//! `workqueue_*` names) and `/healthz` over hyper, on a free local port unless told one.
 //!
 //! The shape is client-go's: one [`SharedInformerFactory`] informs Deployments and Pods; event
 //! handlers turn every relevant change into the key (`namespace/name`) of the Deployment it
@@ -26,6 +30,8 @@
 
 #![allow(clippy::print_stdout, reason = "an example reports on the terminal")]
 
+#[path = "support/operations.rs"]
+pub(crate) mod operations;
 #[path = "support/mod.rs"]
 mod support;
 
@@ -39,6 +45,7 @@ use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use kinformer::{
     prelude::*,
     store::{object_key, split_key},
+    workqueue::PrometheusMetrics,
 };
 use kinformer_testing::FakeApiServer;
 use kube_client::{
@@ -46,6 +53,7 @@ use kube_client::{
     api::{Patch, PatchParams},
 };
 use kube_core::{Selector, SelectorExt};
+use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio::task::JoinSet;
 
@@ -116,7 +124,23 @@ async fn main() -> Result<(), BoxError> {
         options = options.namespace(namespace);
     }
     let factory = SharedInformerFactory::new(client.clone(), options);
-    let controller = ReadyPodsController::new(&factory, client, DEFAULT_RESYNC)?;
+    let mut registry = Registry::default();
+    factory.register_metrics(&mut registry);
+    let controller = ReadyPodsController::new(&factory, client, DEFAULT_RESYNC, &mut registry)?;
+
+    // /metrics and /healthz for operators.
+    let listener = tokio::net::TcpListener::bind(&args.operations).await?;
+    println!(
+        "serving /metrics and /healthz at http://{}",
+        listener.local_addr()?
+    );
+    let stop_operations = CancellationToken::new();
+    tokio::spawn(operations::serve(
+        listener,
+        Arc::new(registry),
+        factory.clone(),
+        stop_operations.clone(),
+    ));
 
     let started = Instant::now();
     factory.start()?;
@@ -173,6 +197,7 @@ async fn main() -> Result<(), BoxError> {
     let stopping = Instant::now();
     stop.cancel();
     workers.await?;
+    stop_operations.cancel();
     factory.shutdown().await;
     let total = controller.counters().snapshot();
     println!(
@@ -212,15 +237,19 @@ impl ReadyPodsController {
     /// Registers the Deployment and Pod handlers on `factory`'s informers (before
     /// `factory.start()`); every Deployment is also re-queued each `resync` period, when the
     /// factory resyncs Deployments at least that often (`resync_for::<Deployment>`).
+    ///
+    /// The work queue's metrics (client-go's `workqueue_*`, queue `ready-pods`) go to
+    /// `registry`.
     pub(crate) fn new(
         factory: &SharedInformerFactory,
         client: Client,
         resync: Duration,
+        registry: &mut Registry,
     ) -> Result<Self, BoxError> {
         let controller = Self {
             queue: RateLimitingQueue::new(
                 default_controller_rate_limiter(),
-                QueueOptions::default(),
+                QueueOptions::named("ready-pods").metrics(PrometheusMetrics::register(registry)),
             ),
             deployments: factory.lister::<Deployment>()?,
             pods: factory.lister::<Pod>()?,
@@ -542,6 +571,8 @@ struct Args {
     fake: bool,
     workers: usize,
     namespace: Option<String>,
+    /// Where /metrics and /healthz are served.
+    operations: String,
 }
 
 impl Args {
@@ -551,6 +582,7 @@ impl Args {
             fake: false,
             workers: 4,
             namespace: None,
+            operations: "127.0.0.1:0".to_owned(),
         };
         let mut raw = std::env::args().skip(1);
         while let Some(arg) = raw.next() {
@@ -567,9 +599,12 @@ impl Args {
                     args.namespace = Some(raw.next().ok_or("--namespace needs a name")?);
                 }
                 "--fake" => args.fake = true,
+                "--operations" => {
+                    args.operations = raw.next().ok_or("--operations needs an address")?;
+                }
                 other => {
                     return Err(format!(
-                        "unknown argument {other:?}; try --seconds N, --workers N, --namespace NS or --fake"
+                        "unknown argument {other:?}; try --seconds N, --workers N, --namespace NS, --operations ADDR or --fake"
                     )
                     .into());
                 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use kinformer::prelude::*;
 use kinformer_testing::{FakeApiServer, Fault, Verb};
+use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 
 #[path = "../examples/controller.rs"]
@@ -43,7 +44,23 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
             .wire_format(WireFormat::from_env())
             .resync_for::<Deployment>(Duration::from_secs(60)),
     );
-    let controller = ReadyPodsController::new(&factory, client.clone(), Duration::from_secs(60))?;
+    let mut registry = Registry::default();
+    factory.register_metrics(&mut registry);
+    let controller = ReadyPodsController::new(
+        &factory,
+        client.clone(),
+        Duration::from_secs(60),
+        &mut registry,
+    )?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let operations = listener.local_addr()?;
+    let stop_operations = CancellationToken::new();
+    tokio::spawn(controller::operations::serve(
+        listener,
+        Arc::new(registry),
+        factory.clone(),
+        stop_operations.clone(),
+    ));
     factory.start()?;
     let synced = factory
         .wait_for_cache_sync_timeout(Duration::from_secs(10))
@@ -54,6 +71,27 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
     let workers = tokio::spawn(controller.clone().run(WORKERS, stop.clone()));
     let all_seeded: Vec<usize> = (0..fake_cluster::DEPLOYMENTS).collect();
     wait_until_converged(&server, &controller, &all_seeded).await;
+
+    // What an operator scrapes: the work queue under client-go's names, the informers, health.
+    let (status, metrics) = get(operations, "/metrics").await?;
+    assert_eq!(status, 200, "{metrics}");
+    for series in [
+        r#"workqueue_adds_total{name="ready-pods"}"#,
+        r#"workqueue_depth{name="ready-pods"}"#,
+        r#"workqueue_work_duration_seconds_count{name="ready-pods"}"#,
+        r#"kinformer_informer_synced{informer="Deployment""#,
+        r#"kinformer_informer_synced{informer="Pod""#,
+        r#"kinformer_reflector_events_total{informer="Pod""#,
+    ] {
+        assert!(
+            metrics.contains(series),
+            "{series} missing from:\n{metrics}"
+        );
+    }
+    let (status, health) = get(operations, "/healthz").await?;
+    assert_eq!((status, health.as_str()), (200, "ok\n"));
+    assert_eq!(get(operations, "/nothing").await?.0, 404);
+
     let seeded_patches = server.faults().request_count(Verb::Patch, "deployments");
     assert!(
         seeded_patches >= all_seeded.len() as u64,
@@ -361,4 +399,24 @@ async fn wait_until_converged(
         // Polling: convergence is read from the server and the caches, with no signal.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A GET over plain HTTP/1.1: the status and the body.
+async fn get(addr: std::net::SocketAddr, path: &str) -> Result<(u16, String), BoxError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .ok_or("no status line")?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
 }
