@@ -92,6 +92,32 @@ impl Run {
     }
 }
 
+impl Run {
+    /// The run exited non-zero, said why within 2 s, and named `cause` for every informer.
+    fn assert_failed_saying(&self, cause: &str) {
+        assert!(
+            !self.status.success(),
+            "exit {}: {:#?}",
+            self.status,
+            self.stdout
+        );
+        assert!(
+            self.first_failure_at() < 2.0,
+            "the cause came late: {:#?}",
+            self.stdout
+        );
+        let failures = self.failures();
+        for kind in ["Pod", "Deployment", "ConfigMap"] {
+            assert!(
+                failures
+                    .iter()
+                    .any(|line| line.contains(kind) && line.contains(cause)),
+                "no {cause:?} reported for {kind}: {failures:#?}"
+            );
+        }
+    }
+}
+
 /// Runs the quickstart for at most `seconds` against the cluster in `kubeconfig`.
 async fn run_quickstart(kubeconfig: PathBuf, seconds: u64) -> Run {
     tokio::task::spawn_blocking(move || {
@@ -126,27 +152,7 @@ async fn against_a_closed_port_the_quickstart_says_why_and_exits_non_zero() {
 
     let run = run_quickstart(config, 3).await;
 
-    assert!(
-        !run.status.success(),
-        "exit {}: {:#?}",
-        run.status,
-        run.stdout
-    );
-    assert!(
-        run.first_failure_at() < 2.0,
-        "the cause came late: {:#?}",
-        run.stdout
-    );
-    // One line per informer, each naming the cause.
-    let failures = run.failures();
-    for kind in ["Pod", "Deployment", "ConfigMap"] {
-        assert!(
-            failures
-                .iter()
-                .any(|line| line.contains(kind) && line.contains("refused")),
-            "no refused connection reported for {kind}: {failures:#?}"
-        );
-    }
+    run.assert_failed_saying("refused");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -159,26 +165,7 @@ async fn against_a_forbidding_server_the_quickstart_says_why_and_exits_non_zero(
 
     let run = run_quickstart(config, 3).await;
 
-    assert!(
-        !run.status.success(),
-        "exit {}: {:#?}",
-        run.status,
-        run.stdout
-    );
-    assert!(
-        run.first_failure_at() < 2.0,
-        "the cause came late: {:#?}",
-        run.stdout
-    );
-    let failures = run.failures();
-    for kind in ["Pod", "Deployment", "ConfigMap"] {
-        assert!(
-            failures
-                .iter()
-                .any(|line| line.contains(kind) && line.contains("403")),
-            "no 403 reported for {kind}: {failures:#?}"
-        );
-    }
+    run.assert_failed_saying("403");
     // And the summary at the deadline says which informers did not sync.
     assert!(
         run.stdout.iter().any(|line| line.contains("not synced")),
