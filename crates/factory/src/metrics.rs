@@ -103,16 +103,7 @@ impl Collector for FactoryCollector {
             return Ok(());
         };
         let mut informers: Vec<_> = factory.health().into_iter().collect();
-        informers.sort_by_key(|(key, _)| key.to_string());
-        let labels = |key: &crate::InformerKey| InformerLabels {
-            informer: key.description().to_owned(),
-            selection: key.selection().to_string(),
-        };
-        let with = |key: &crate::InformerKey, value: &str| WithValue {
-            informer: key.description().to_owned(),
-            selection: key.selection().to_string(),
-            value: value.to_owned(),
-        };
+        informers.sort_by_cached_key(|(key, _)| key.to_string());
 
         let mut synced = Vec::new();
         let mut failures = Vec::new();
@@ -133,25 +124,32 @@ impl Collector for FactoryCollector {
         let mut panics = Vec::new();
         for (key, health) in &informers {
             let reflector = &health.reflector;
-            synced.push((labels(key), gauge(i64::from(health.sync.synced))));
-            failures.push((labels(key), gauge(health.sync.consecutive_failures)));
-            cached.push((labels(key), gauge(health.cached_objects)));
+            // The informer's labels, rendered once and cloned into each of its series.
+            let base = InformerLabels {
+                informer: key.description().to_owned(),
+                selection: key.selection().to_string(),
+            };
+            let with = |value: &str| WithValue {
+                informer: base.informer.clone(),
+                selection: base.selection.clone(),
+                value: value.to_owned(),
+            };
+            synced.push((base.clone(), gauge(i64::from(health.sync.synced))));
+            failures.push((base.clone(), gauge(health.sync.consecutive_failures)));
+            cached.push((base.clone(), gauge(health.cached_objects)));
             if let Some(age) = reflector.since_last_event {
-                last_event.push((labels(key), ConstGauge::new(age.as_secs_f64())));
+                last_event.push((base.clone(), ConstGauge::new(age.as_secs_f64())));
             }
             if let Some(open) = reflector.watch_open_for {
-                watch_open.push((labels(key), ConstGauge::new(open.as_secs_f64())));
+                watch_open.push((base.clone(), ConstGauge::new(open.as_secs_f64())));
             }
-            drifts.push((labels(key), ConstCounter::new(health.consistency.drifts)));
-            lists.push((with(key, "ok"), ConstCounter::new(reflector.lists)));
-            lists.push((
-                with(key, "error"),
-                ConstCounter::new(reflector.failed_lists),
-            ));
-            list_seconds.push((labels(key), ConstCounter::new(reflector.list_seconds)));
-            watches.push((labels(key), ConstCounter::new(reflector.watches)));
+            drifts.push((base.clone(), ConstCounter::new(health.consistency.drifts)));
+            lists.push((with("ok"), ConstCounter::new(reflector.lists)));
+            lists.push((with("error"), ConstCounter::new(reflector.failed_lists)));
+            list_seconds.push((base.clone(), ConstCounter::new(reflector.list_seconds)));
+            watches.push((base.clone(), ConstCounter::new(reflector.watches)));
             for (reason, count) in &reflector.relists {
-                relists.push((with(key, reason), ConstCounter::new(*count)));
+                relists.push((with(reason), ConstCounter::new(*count)));
             }
             for (kind, count) in [
                 ("added", reflector.added),
@@ -159,14 +157,14 @@ impl Collector for FactoryCollector {
                 ("deleted", reflector.deleted),
                 ("bookmark", reflector.bookmarks),
             ] {
-                events.push((with(key, kind), ConstCounter::new(count)));
+                events.push((with(kind), ConstCounter::new(count)));
             }
-            errors.push((labels(key), ConstCounter::new(reflector.errors)));
-            decode_errors.push((labels(key), ConstCounter::new(reflector.decode_errors)));
+            errors.push((base.clone(), ConstCounter::new(reflector.errors)));
+            decode_errors.push((base.clone(), ConstCounter::new(reflector.decode_errors)));
             for (handler, stats) in &health.handlers {
                 let handler = HandlerLabels {
-                    informer: key.description().to_owned(),
-                    selection: key.selection().to_string(),
+                    informer: base.informer.clone(),
+                    selection: base.selection.clone(),
                     handler: handler.clone(),
                 };
                 buffered.push((handler.clone(), gauge(stats.buffered)));

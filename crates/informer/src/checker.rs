@@ -150,10 +150,10 @@ impl<K: Object> Checker<K> {
                     server.insert(key, identity(object.as_ref()));
                 }
             }
-            match page.continue_token.filter(|token| !token.is_empty()) {
+            match page.next_page_token() {
                 None => return Ok(server),
                 Some(token) => {
-                    options.continue_token = Some(token);
+                    options.continue_token = Some(token.to_owned());
                     options.resource_version = None;
                     options.resource_version_match = None;
                 }

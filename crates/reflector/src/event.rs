@@ -21,6 +21,17 @@ pub struct ListPage<K> {
     pub continue_token: Option<String>,
 }
 
+impl<K> ListPage<K> {
+    /// The token to ask for the next page with; `None` on the last page, which the API server
+    /// (and client-go's pager) marks with an absent or an empty `continue`. Asking again with
+    /// `""` would start the list over, forever.
+    pub fn next_page_token(&self) -> Option<&str> {
+        self.continue_token
+            .as_deref()
+            .filter(|token| !token.is_empty())
+    }
+}
+
 /// One event of a watch stream.
 #[derive(Debug, Clone)]
 #[doc(alias = "Event")]

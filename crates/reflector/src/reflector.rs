@@ -643,12 +643,7 @@ where
         };
         loop {
             let page = match list(options.clone()).await {
-                // An empty token means the last page, as the API server and client-go's pager
-                // treat it; asking again with "" would restart the list, forever.
-                Ok(mut page) => {
-                    page.continue_token = page.continue_token.filter(|token| !token.is_empty());
-                    page
-                }
+                Ok(page) => page,
                 Err(error @ Error::Expired { .. }) if options.continue_token.is_some() => {
                     info!(error = %ErrorChain(&error), "a continuation page expired, listing everything at once");
                     drop(items);
@@ -661,7 +656,8 @@ where
                 }
                 Err(error) => return Err(error),
             };
-            if !paginated && page.continue_token.is_none() {
+            let next = page.next_page_token().map(str::to_owned);
+            if !paginated && next.is_none() {
                 return Ok((page.items, page.resource_version, false));
             }
             if items.is_empty() {
@@ -669,7 +665,7 @@ where
             } else {
                 items.extend(page.items);
             }
-            match page.continue_token {
+            match next {
                 None => return Ok((items, page.resource_version, paginated)),
                 Some(token) => {
                     debug!(items = items.len(), "list page received");
