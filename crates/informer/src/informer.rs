@@ -155,8 +155,11 @@ impl<K: Object> SharedIndexInformer<K> {
             Some(indexer) => indexer,
             None => Arc::new(Cache::new(options.key_func.clone(), options.indexers)),
         };
-        let processor =
-            SharedProcessor::new(ProcessorOptions::default().resync_period(options.resync_period));
+        let processor = SharedProcessor::new(
+            ProcessorOptions::default()
+                .resync_period(options.resync_period)
+                .key_func(Arc::clone(&options.key_func)),
+        );
         Self {
             inner: Arc::new(Inner {
                 name,

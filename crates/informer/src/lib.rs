@@ -120,7 +120,7 @@ pub use crate::{
     progress::WaitError,
 };
 pub use kinformer_processor::{
-    AddKind, EventStream, HandlerFuncs, ListenerOptions, Notification, Registration,
-    ResourceEventHandler,
+    AddKind, BufferPolicy, EventStream, HandlerFuncs, ListenerOptions, ListenerStats, Notification,
+    Overflow, Registration, ResourceEventHandler,
 };
 pub use kinformer_reflector::ListerWatcher;

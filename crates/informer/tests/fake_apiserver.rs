@@ -13,7 +13,8 @@ use std::{
 use common::Recorder;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{
-    AddKind, InformerOptions, ListenerOptions, QueueKind, ResourceEventHandler, SharedIndexInformer,
+    AddKind, BufferPolicy, InformerOptions, ListenerOptions, QueueKind, ResourceEventHandler,
+    SharedIndexInformer,
 };
 use kinformer_reflector::KubeListerWatcher;
 use kinformer_reflector::WireFormat;
@@ -227,9 +228,10 @@ fn percentile(latencies: &[Duration], fraction: f64) -> Duration {
     sorted.get(index).copied().unwrap_or_default()
 }
 
-/// Three handlers under churn: a slow one (10 ms a call), one that panics on every tenth call,
-/// and a normal one. The normal one keeps up, the panicking one keeps receiving, and once the
-/// churn is over every handler's view equals the server's.
+/// Four handlers under churn: a slow one (10 ms a call), the same behind a coalescing buffer,
+/// one that panics on every tenth call, and a normal one. The normal one keeps up, the
+/// panicking one keeps receiving, the coalescing one handles fewer notifications than the slow
+/// one, and once the churn is over every handler's view equals the server's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_and_a_panicking_handler_do_not_disturb_a_normal_one_under_churn() {
     const PODS: usize = 40;
@@ -242,17 +244,27 @@ async fn a_slow_and_a_panicking_handler_do_not_disturb_a_normal_one_under_churn(
     }
     let informer = informer(&server, InformerOptions::new());
     let slow = ViewHandler::new(Duration::from_millis(10), None);
+    let coalescing = ViewHandler::new(Duration::from_millis(10), None);
     let panicking = ViewHandler::new(Duration::ZERO, Some(10));
     let normal = ViewHandler::new(Duration::ZERO, None);
     let views = [
         ("slow", Arc::clone(&slow.view)),
+        ("coalescing", Arc::clone(&coalescing.view)),
         ("panicking", Arc::clone(&panicking.view)),
         ("normal", Arc::clone(&normal.view)),
     ];
     let normal_latencies = Arc::clone(&normal.latencies);
     let slow_latencies = Arc::clone(&slow.latencies);
-    informer
+    let slow_registration = informer
         .add_event_handler_with_options(slow, ListenerOptions::new().name("slow"))
+        .unwrap();
+    let coalescing_registration = informer
+        .add_event_handler_with_options(
+            coalescing,
+            ListenerOptions::new()
+                .name("coalescing")
+                .buffer(BufferPolicy::CoalesceByKey),
+        )
         .unwrap();
     let panicking_registration = informer
         .add_event_handler_with_options(panicking, ListenerOptions::new().name("panicking"))
@@ -314,6 +326,16 @@ async fn a_slow_and_a_panicking_handler_do_not_disturb_a_normal_one_under_churn(
     assert!(
         slow_p99 > normal_p99 * 2,
         "the slow handler fell behind ({slow_p99:?}) while the normal one did not ({normal_p99:?})"
+    );
+    let (slow, coalesced) = (slow_registration.stats(), coalescing_registration.stats());
+    assert!(
+        coalesced.coalesced > 0 && coalesced.delivered < slow.delivered,
+        "the coalescing handler skipped superseded states: {coalesced:?}, slow: {slow:?}"
+    );
+    assert_eq!(
+        coalesced.delivered + coalesced.coalesced,
+        slow.delivered,
+        "every notification is delivered or merged"
     );
     let stats = panicking_registration.stats();
     assert!(

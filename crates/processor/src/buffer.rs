@@ -1,15 +1,32 @@
-//! A listener's pending notifications: a ring that grows and shrinks, optionally bounded.
+//! A listener's pending notifications: a ring that grows and shrinks, optionally bounded, or
+//! coalesced per object key.
 
-use std::{collections::VecDeque, num::NonZeroUsize};
+use std::{
+    collections::{HashMap, VecDeque},
+    num::NonZeroUsize,
+};
+
+use kinformer_store::{AddKind, KeyFunc};
+use tokio::time::Instant;
 
 use crate::Notification;
 
-/// How many notifications a listener may hold while its handler is busy.
+/// How many notifications a listener may hold while its handler is busy, and what happens
+/// when it falls behind.
 ///
-/// The default is [`Unbounded`](Self::Unbounded), as in client-go: a stuck handler holds every
-/// notification until memory runs out, but never loses one. A bounded buffer caps memory and
-/// counts what it drops in [`ListenerStats::dropped`](crate::ListenerStats::dropped), so the
-/// loss is visible; a handler that cannot afford to lose notifications must stay unbounded.
+/// - [`Unbounded`](Self::Unbounded), the default, as in client-go: every notification is kept
+///   and delivered. A stuck handler holds them all until memory runs out, but never loses one.
+///   Pick it when the handler must see every intermediate state (an audit log, a diff).
+/// - [`CoalesceByKey`](Self::CoalesceByKey): at most one pending notification per object (two
+///   across a delete and re-create), each carrying the newest state. A slow handler receives
+///   fewer, newer notifications and never a wrong one: its view of the objects still ends
+///   equal to the cache's, and memory is bounded by the number of objects rather than by the
+///   rate of change. Pick it for level-triggered controllers (the common case: they read the
+///   object and reconcile) whose handler can fall behind under bursts.
+/// - [`Bounded`](Self::Bounded): a hard cap with counted drops
+///   ([`ListenerStats::dropped`](crate::ListenerStats::dropped)). A dropped notification is
+///   lost: the handler's view can diverge from the cache until the object changes again or a
+///   resync re-delivers it, so pick it only for consumers that tolerate loss (metrics, sampling).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum BufferPolicy {
@@ -26,6 +43,19 @@ pub enum BufferPolicy {
         /// Which notification to drop when the buffer is full.
         overflow: Overflow,
     },
+    /// Merge a notification into the pending one for the same object key, so the handler
+    /// sees the newest state: an add followed by updates becomes one add of the newest state,
+    /// updates become one update from the state the handler last saw to the newest, an update
+    /// followed by a delete becomes the delete, and an add followed by a delete cancels both
+    /// (the handler never saw the object). A delete is never merged with what follows it, so a
+    /// re-created object still arrives as a delete then an add. Notifications already handed
+    /// to the handler thread (up to 64) are past merging. The order across keys follows the
+    /// first pending notification of each key.
+    ///
+    /// Needs the object key: the processor's
+    /// [`ProcessorOptions::key_func`](crate::ProcessorOptions::key_func), which an informer
+    /// always sets. Objects the key function refuses are queued unmerged.
+    CoalesceByKey,
 }
 
 impl BufferPolicy {
@@ -59,49 +89,236 @@ pub(crate) enum Pushed<K> {
     Queued,
     /// The buffer was full; this notification (the new one or the oldest) was dropped.
     Dropped(Notification<K>),
+    /// Merged into the pending notification of the same key. `vanished` is how many
+    /// notifications the handler will not see because of it (1, or 2 when a deletion cancelled
+    /// a pending add); `cancelled_initial` is set when that add was an initial-list one.
+    Coalesced {
+        vanished: u64,
+        cancelled_initial: bool,
+    },
 }
 
-/// client-go's `buffer.RingGrowing`, plus shrinking and an optional bound.
+/// One place in the ring: a pending notification (or, under coalescing, the hole a cancelled
+/// one left) with the time it was queued.
 #[derive(Debug)]
+pub(crate) struct Slot<K> {
+    notification: Option<Notification<K>>,
+    queued_at: Instant,
+    /// The object's key, kept under coalescing so a pop can forget the key's pending entry.
+    key: Option<Box<str>>,
+}
+
+/// client-go's `buffer.RingGrowing`, plus shrinking, an optional bound and coalescing.
 pub(crate) struct RingBuffer<K> {
-    items: VecDeque<Notification<K>>,
+    items: VecDeque<Slot<K>>,
+    /// Pending notifications: `items` less the holes coalescing left.
+    live: usize,
     policy: BufferPolicy,
+    coalescer: Option<Coalescer<K>>,
+}
+
+struct Coalescer<K> {
+    key_func: KeyFunc<K>,
+    /// The sequence number of each key's newest pending notification.
+    newest: HashMap<Box<str>, u64>,
+    /// The sequence number of `items.front()`.
+    head: u64,
+}
+
+/// What merging an incoming notification into a pending one for the same key gives.
+enum Merge<K> {
+    /// One notification that stands for both.
+    Into(Notification<K>),
+    /// Nothing: an add followed by its delete. Whether the add was an initial-list one.
+    Cancel { initial: bool },
+    /// They cannot merge (whatever follows a delete): both stay.
+    Apart(Notification<K>, Notification<K>),
+}
+
+fn merge<K>(pending: Notification<K>, incoming: Notification<K>) -> Merge<K> {
+    match (pending, incoming) {
+        (Notification::Add { kind, .. }, Notification::Update { new, .. }) => {
+            Merge::Into(Notification::Add { obj: new, kind })
+        }
+        (Notification::Add { kind, .. }, Notification::Delete(_)) => Merge::Cancel {
+            initial: kind == AddKind::InitialList,
+        },
+        (Notification::Update { old, .. }, Notification::Update { new, .. }) => {
+            Merge::Into(Notification::Update { old, new })
+        }
+        (Notification::Update { .. }, Notification::Delete(last)) => {
+            Merge::Into(Notification::Delete(last))
+        }
+        (pending, incoming) => Merge::Apart(pending, incoming),
+    }
 }
 
 impl<K> RingBuffer<K> {
-    pub(crate) fn new(policy: BufferPolicy) -> Self {
+    /// A buffer under `policy`; `key_func` is used only by [`BufferPolicy::CoalesceByKey`].
+    pub(crate) fn new(policy: BufferPolicy, key_func: Option<KeyFunc<K>>) -> Self {
         let initial = match policy {
             BufferPolicy::Bounded { capacity, .. } => capacity.get().min(INITIAL_CAPACITY),
-            BufferPolicy::Unbounded => INITIAL_CAPACITY,
+            BufferPolicy::Unbounded | BufferPolicy::CoalesceByKey => INITIAL_CAPACITY,
+        };
+        let coalescer = match policy {
+            BufferPolicy::CoalesceByKey => key_func.map(|key_func| Coalescer {
+                key_func,
+                newest: HashMap::new(),
+                head: 0,
+            }),
+            BufferPolicy::Unbounded | BufferPolicy::Bounded { .. } => None,
         };
         Self {
             items: VecDeque::with_capacity(initial),
+            live: 0,
             policy,
+            coalescer,
         }
     }
 
-    pub(crate) fn push(&mut self, notification: Notification<K>) -> Pushed<K> {
+    pub(crate) fn push(&mut self, notification: Notification<K>, now: Instant) -> Pushed<K> {
+        if self.coalescer.is_some() {
+            return self.push_coalescing(notification, now);
+        }
         let mut outcome = Pushed::Queued;
         if let BufferPolicy::Bounded { capacity, overflow } = self.policy
-            && self.items.len() >= capacity.get()
+            && self.live >= capacity.get()
         {
             match overflow {
                 Overflow::DropNewest => return Pushed::Dropped(notification),
                 Overflow::DropOldest => {
-                    if let Some(oldest) = self.items.pop_front() {
+                    if let Some((oldest, _)) = self.pop() {
                         outcome = Pushed::Dropped(oldest);
                     }
                 }
             }
         }
-        self.items.push_back(notification);
+        self.append(notification, now, None);
         outcome
     }
 
-    pub(crate) fn pop(&mut self) -> Option<Notification<K>> {
-        let next = self.items.pop_front()?;
+    fn append(&mut self, notification: Notification<K>, queued_at: Instant, key: Option<Box<str>>) {
+        self.items.push_back(Slot {
+            notification: Some(notification),
+            queued_at,
+            key,
+        });
+        self.live += 1;
+    }
+
+    fn push_coalescing(&mut self, notification: Notification<K>, now: Instant) -> Pushed<K> {
+        let key = self.coalescer.as_ref().and_then(|coalescer| {
+            (coalescer.key_func)(notification.object())
+                .ok()
+                .map(Box::<str>::from)
+        });
+        let Some(key) = key else {
+            // Without a key there is nothing to merge with; queued as it is, it is still right.
+            self.append(notification, now, None);
+            return Pushed::Queued;
+        };
+        let Some((head, seq)) = self
+            .coalescer
+            .as_ref()
+            .and_then(|coalescer| Some((coalescer.head, *coalescer.newest.get(&key)?)))
+        else {
+            self.remember(key.clone());
+            self.append(notification, now, Some(key));
+            return Pushed::Queued;
+        };
+        let index = usize::try_from(seq - head).unwrap_or(usize::MAX);
+        let Some(pending) = self
+            .items
+            .get_mut(index)
+            .and_then(|slot| slot.notification.take())
+        else {
+            // Unreachable while `newest` names only pending slots; queue rather than lose it.
+            self.forget(&key);
+            self.append(notification, now, None);
+            return Pushed::Queued;
+        };
+        match merge(pending, notification) {
+            Merge::Into(merged) => {
+                self.items[index].notification = Some(merged);
+                Pushed::Coalesced {
+                    vanished: 1,
+                    cancelled_initial: false,
+                }
+            }
+            Merge::Cancel { initial } => {
+                self.forget(&key);
+                self.live -= 1;
+                self.trim_front();
+                Pushed::Coalesced {
+                    vanished: 2,
+                    cancelled_initial: initial,
+                }
+            }
+            Merge::Apart(pending, incoming) => {
+                self.items[index].notification = Some(pending);
+                self.remember(key.clone());
+                self.append(incoming, now, Some(key));
+                Pushed::Queued
+            }
+        }
+    }
+
+    /// Records that the next slot appended holds `key`'s newest pending notification.
+    fn remember(&mut self, key: Box<str>) {
+        let len = self.items.len() as u64;
+        if let Some(coalescer) = &mut self.coalescer {
+            coalescer.newest.insert(key, coalescer.head + len);
+        }
+    }
+
+    fn forget(&mut self, key: &str) {
+        if let Some(coalescer) = &mut self.coalescer {
+            coalescer.newest.remove(key);
+        }
+    }
+
+    /// The oldest pending notification and when it was queued.
+    pub(crate) fn pop(&mut self) -> Option<(Notification<K>, Instant)> {
+        let popped = loop {
+            let slot = self.pop_slot()?;
+            if let Some(notification) = slot.notification {
+                self.live -= 1;
+                break (notification, slot.queued_at);
+            }
+        };
+        self.trim_front();
         self.shrink_if_sparse();
-        Some(next)
+        Some(popped)
+    }
+
+    fn pop_slot(&mut self) -> Option<Slot<K>> {
+        let slot = self.items.pop_front()?;
+        if let Some(coalescer) = &mut self.coalescer {
+            let seq = coalescer.head;
+            coalescer.head += 1;
+            if let Some(key) = &slot.key
+                && coalescer.newest.get(key) == Some(&seq)
+            {
+                coalescer.newest.remove(key);
+            }
+        }
+        Some(slot)
+    }
+
+    /// Drops the holes at the front, so the front is always a pending notification.
+    fn trim_front(&mut self) {
+        while self
+            .items
+            .front()
+            .is_some_and(|slot| slot.notification.is_none())
+        {
+            self.pop_slot();
+        }
+    }
+
+    /// When the oldest pending notification was queued.
+    pub(crate) fn oldest_queued_at(&self) -> Option<Instant> {
+        self.items.front().map(|slot| slot.queued_at)
     }
 
     /// Gives memory back after a backlog drains. Shrinking only once the ring is a quarter
@@ -112,19 +329,42 @@ impl<K> RingBuffer<K> {
             self.items
                 .shrink_to((self.items.len() * 2).max(NORMAL_CAPACITY));
         }
+        if let Some(coalescer) = &mut self.coalescer
+            && coalescer.newest.capacity() > NORMAL_CAPACITY
+            && coalescer.newest.len() <= coalescer.newest.capacity() / 4
+        {
+            coalescer
+                .newest
+                .shrink_to((coalescer.newest.len() * 2).max(NORMAL_CAPACITY));
+        }
     }
 
     /// Empties the buffer, handing back what was pending.
-    pub(crate) fn drain_all(&mut self) -> VecDeque<Notification<K>> {
+    pub(crate) fn drain_all(&mut self) -> VecDeque<Slot<K>> {
+        if let Some(coalescer) = &mut self.coalescer {
+            coalescer.head += self.items.len() as u64;
+            coalescer.newest.clear();
+        }
+        self.live = 0;
         std::mem::take(&mut self.items)
     }
 
+    /// Pending notifications.
     pub(crate) fn len(&self) -> usize {
-        self.items.len()
+        self.live
     }
 
     pub(crate) fn capacity(&self) -> usize {
         self.items.capacity()
+    }
+}
+
+impl<K> std::fmt::Debug for RingBuffer<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingBuffer")
+            .field("pending", &self.live)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
     }
 }
 
@@ -144,22 +384,22 @@ mod tests {
 
     #[test]
     fn unbounded_ring_keeps_order_while_growing() {
-        let mut ring = RingBuffer::new(BufferPolicy::Unbounded);
+        let mut ring = RingBuffer::new(BufferPolicy::Unbounded, None);
         for n in 0..5000 {
-            assert!(matches!(ring.push(add(n)), Pushed::Queued));
+            assert!(matches!(ring.push(add(n), Instant::now()), Pushed::Queued));
         }
         assert_eq!(ring.len(), 5000);
         let drained: Vec<u32> = std::iter::from_fn(|| ring.pop())
-            .map(|n| value(&n))
+            .map(|(n, _)| value(&n))
             .collect();
         assert_eq!(drained, (0..5000).collect::<Vec<_>>());
     }
 
     #[test]
     fn ring_gives_memory_back_once_a_backlog_drains() {
-        let mut ring = RingBuffer::new(BufferPolicy::Unbounded);
+        let mut ring = RingBuffer::new(BufferPolicy::Unbounded, None);
         for n in 0..100_000 {
-            ring.push(add(n));
+            ring.push(add(n), Instant::now());
         }
         assert!(ring.capacity() >= 100_000);
         while ring.pop().is_some() {}
@@ -172,32 +412,32 @@ mod tests {
 
     #[test]
     fn bounded_drop_newest_refuses_what_does_not_fit() {
-        let mut ring = RingBuffer::new(BufferPolicy::bounded(3, Overflow::DropNewest));
+        let mut ring = RingBuffer::new(BufferPolicy::bounded(3, Overflow::DropNewest), None);
         for n in 0..3 {
-            assert!(matches!(ring.push(add(n)), Pushed::Queued));
+            assert!(matches!(ring.push(add(n), Instant::now()), Pushed::Queued));
         }
-        match ring.push(add(3)) {
+        match ring.push(add(3), Instant::now()) {
             Pushed::Dropped(dropped) => assert_eq!(value(&dropped), 3),
-            Pushed::Queued => panic!("a full buffer queued a fourth notification"),
+            other => panic!("a full buffer took a fourth notification: {other:?}"),
         }
         let kept: Vec<u32> = std::iter::from_fn(|| ring.pop())
-            .map(|n| value(&n))
+            .map(|(n, _)| value(&n))
             .collect();
         assert_eq!(kept, [0, 1, 2]);
     }
 
     #[test]
     fn bounded_drop_oldest_keeps_the_newest() {
-        let mut ring = RingBuffer::new(BufferPolicy::bounded(3, Overflow::DropOldest));
+        let mut ring = RingBuffer::new(BufferPolicy::bounded(3, Overflow::DropOldest), None);
         let mut dropped = Vec::new();
         for n in 0..5 {
-            if let Pushed::Dropped(old) = ring.push(add(n)) {
+            if let Pushed::Dropped(old) = ring.push(add(n), Instant::now()) {
                 dropped.push(value(&old));
             }
         }
         assert_eq!(dropped, [0, 1]);
         let kept: Vec<u32> = std::iter::from_fn(|| ring.pop())
-            .map(|n| value(&n))
+            .map(|(n, _)| value(&n))
             .collect();
         assert_eq!(kept, [2, 3, 4]);
     }
@@ -211,5 +451,244 @@ mod tests {
                 overflow: Overflow::DropNewest
             }
         );
+    }
+
+    /// An object of the coalescing tests: its key and a version.
+    type Obj = (String, u32);
+
+    fn coalescing() -> RingBuffer<Obj> {
+        let key_func: KeyFunc<Obj> = Arc::new(|obj: &Obj| Ok(obj.0.clone()));
+        RingBuffer::new(BufferPolicy::CoalesceByKey, Some(key_func))
+    }
+
+    fn obj(key: &str, version: u32) -> Arc<Obj> {
+        Arc::new((key.to_owned(), version))
+    }
+
+    /// What the ring holds, as `verb key version` strings, oldest first.
+    fn drain(ring: &mut RingBuffer<Obj>) -> Vec<String> {
+        std::iter::from_fn(|| ring.pop())
+            .map(|(notification, _)| {
+                let verb = match &notification {
+                    Notification::Add {
+                        kind: AddKind::InitialList,
+                        ..
+                    } => "initial-add",
+                    Notification::Add { .. } => "add",
+                    Notification::Update { .. } => "update",
+                    Notification::Delete(_) => "delete",
+                };
+                let (key, version) = &**notification.object();
+                format!("{verb} {key} {version}")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn coalescing_keeps_the_newest_state_per_key_in_first_arrival_order() {
+        let mut ring = coalescing();
+        let now = Instant::now();
+        let (a1, a2, a3, b1) = (obj("a", 1), obj("a", 2), obj("a", 3), obj("b", 1));
+        assert!(matches!(
+            ring.push(Notification::add(Arc::clone(&a1)), now),
+            Pushed::Queued
+        ));
+        assert!(matches!(
+            ring.push(Notification::add(b1), now),
+            Pushed::Queued
+        ));
+        let merged = ring.push(Notification::update(Arc::clone(&a1), Arc::clone(&a2)), now);
+        assert!(matches!(
+            merged,
+            Pushed::Coalesced {
+                vanished: 1,
+                cancelled_initial: false
+            }
+        ));
+        ring.push(Notification::update(a2, a3), now);
+        assert_eq!(ring.len(), 2);
+        assert_eq!(drain(&mut ring), ["add a 3", "add b 1"]);
+    }
+
+    #[test]
+    fn coalesced_updates_start_from_the_state_the_handler_last_saw() {
+        let mut ring = coalescing();
+        let now = Instant::now();
+        let (a1, a2, a3) = (obj("a", 1), obj("a", 2), obj("a", 3));
+        ring.push(Notification::update(Arc::clone(&a1), Arc::clone(&a2)), now);
+        ring.push(Notification::update(a2, Arc::clone(&a3)), now);
+        match ring.pop() {
+            Some((Notification::Update { old, new }, _)) => {
+                assert!(Arc::ptr_eq(&old, &a1));
+                assert!(Arc::ptr_eq(&new, &a3));
+            }
+            other => panic!("expected one update, got {other:?}"),
+        }
+        assert!(ring.pop().is_none());
+    }
+
+    #[test]
+    fn an_add_and_its_delete_cancel_and_say_whether_the_add_was_initial() {
+        let mut ring = coalescing();
+        let now = Instant::now();
+        ring.push(Notification::initial_add(obj("a", 1)), now);
+        ring.push(Notification::add(obj("b", 1)), now);
+        let cancelled = ring.push(Notification::delete(obj("a", 1)), now);
+        assert!(matches!(
+            cancelled,
+            Pushed::Coalesced {
+                vanished: 2,
+                cancelled_initial: true
+            }
+        ));
+        assert_eq!(ring.len(), 1);
+        assert_eq!(drain(&mut ring), ["add b 1"]);
+    }
+
+    #[test]
+    fn a_delete_is_never_merged_with_a_re_create() {
+        let mut ring = coalescing();
+        let now = Instant::now();
+        ring.push(Notification::update(obj("a", 1), obj("a", 2)), now);
+        ring.push(Notification::delete(obj("a", 2)), now);
+        ring.push(Notification::add(obj("a", 3)), now);
+        ring.push(Notification::update(obj("a", 3), obj("a", 4)), now);
+        assert_eq!(drain(&mut ring), ["delete a 2", "add a 4"]);
+    }
+
+    #[test]
+    fn a_key_popped_is_forgotten_so_later_changes_queue_anew() {
+        let mut ring = coalescing();
+        let now = Instant::now();
+        ring.push(Notification::add(obj("a", 1)), now);
+        assert_eq!(drain(&mut ring), ["add a 1"]);
+        ring.push(Notification::update(obj("a", 1), obj("a", 2)), now);
+        assert_eq!(drain(&mut ring), ["update a 2"]);
+    }
+
+    #[test]
+    fn the_oldest_pending_time_survives_merges_and_skips_cancelled_holes() {
+        let mut ring = coalescing();
+        let start = Instant::now();
+        let later = start + std::time::Duration::from_secs(5);
+        ring.push(Notification::add(obj("a", 1)), start);
+        ring.push(Notification::add(obj("b", 1)), later);
+        ring.push(Notification::update(obj("a", 1), obj("a", 2)), later);
+        assert_eq!(ring.oldest_queued_at(), Some(start));
+        ring.push(Notification::delete(obj("a", 2)), later);
+        assert_eq!(ring.oldest_queued_at(), Some(later));
+        assert_eq!(drain(&mut ring), ["add b 1"]);
+        assert_eq!(ring.oldest_queued_at(), None);
+    }
+
+    /// One step of the property test: a change at the source, or the consumer taking some.
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// Create or update the object under this key.
+        Write(u8),
+        /// Delete it, if it exists.
+        Delete(u8),
+        /// Re-deliver it unchanged, as a resync does.
+        Resync(u8),
+        /// The consumer takes up to this many notifications.
+        Take(u8),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (0u8..5).prop_map(Step::Write),
+            2 => (0u8..5).prop_map(Step::Delete),
+            1 => (0u8..5).prop_map(Step::Resync),
+            3 => (0u8..8).prop_map(Step::Take),
+        ]
+    }
+
+    /// Applies one delivered notification to the handler's view, checking it is right for
+    /// that view: an add of an object the handler does not have, an update from exactly the
+    /// state it last saw, a delete of an object it has.
+    fn apply(view: &mut HashMap<String, Arc<Obj>>, notification: Notification<Obj>) {
+        match notification {
+            Notification::Add { obj, .. } => {
+                let previous = view.insert(obj.0.clone(), obj);
+                assert!(previous.is_none(), "an add of an object the handler has");
+            }
+            Notification::Update { old, new } => {
+                let seen = view
+                    .get(&old.0)
+                    .expect("an update of an object the handler lacks");
+                assert!(
+                    Arc::ptr_eq(seen, &old),
+                    "an update from a state the handler never saw"
+                );
+                view.insert(new.0.clone(), new);
+            }
+            Notification::Delete(last) => {
+                let removed = view.remove(&last.object().0);
+                assert!(removed.is_some(), "a delete of an object the handler lacks");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// For any changes and any consumer pace, a coalescing buffer delivers only
+        /// notifications that are right for what the handler has seen, at most one per change,
+        /// and the handler's view ends equal to the source's.
+        #[test]
+        fn coalescing_never_delivers_a_wrong_notification(
+            steps in proptest::collection::vec(step(), 0..200),
+        ) {
+            let mut ring = coalescing();
+            let now = Instant::now();
+            let mut source: HashMap<String, Arc<Obj>> = HashMap::new();
+            let mut view = HashMap::new();
+            let (mut version, mut events, mut delivered, mut vanished) = (0, 0u64, 0u64, 0u64);
+            let mut push = |ring: &mut RingBuffer<Obj>, notification, events: &mut u64| {
+                *events += 1;
+                if let Pushed::Coalesced { vanished: n, .. } = ring.push(notification, now) {
+                    vanished += n;
+                }
+            };
+            for step in steps {
+                match step {
+                    Step::Write(key) => {
+                        version += 1;
+                        let new = obj(&key.to_string(), version);
+                        let notification = match source.insert(new.0.clone(), Arc::clone(&new)) {
+                            Some(old) => Notification::update(old, new),
+                            None => Notification::add(new),
+                        };
+                        push(&mut ring, notification, &mut events);
+                    }
+                    Step::Delete(key) => {
+                        if let Some(old) = source.remove(&key.to_string()) {
+                            push(&mut ring, Notification::delete(old), &mut events);
+                        }
+                    }
+                    Step::Resync(key) => {
+                        if let Some(current) = source.get(&key.to_string()) {
+                            let update = Notification::update(Arc::clone(current), Arc::clone(current));
+                            push(&mut ring, update, &mut events);
+                        }
+                    }
+                    Step::Take(count) => {
+                        for (notification, _) in std::iter::from_fn(|| ring.pop()).take(count.into()) {
+                            delivered += 1;
+                            apply(&mut view, notification);
+                        }
+                    }
+                }
+            }
+            while let Some((notification, _)) = ring.pop() {
+                delivered += 1;
+                apply(&mut view, notification);
+            }
+            proptest::prop_assert!(delivered <= events);
+            proptest::prop_assert_eq!(delivered + vanished, events);
+            proptest::prop_assert_eq!(view.len(), source.len());
+            for (key, state) in &source {
+                proptest::prop_assert!(Arc::ptr_eq(&view[key], state), "key {} ends stale", key);
+            }
+        }
     }
 }

@@ -17,6 +17,17 @@ pub enum Error {
     /// processor runs once.
     #[error("the processor is already running or has run")]
     AlreadyStarted,
+    /// A listener asked for [`BufferPolicy::CoalesceByKey`](crate::BufferPolicy::CoalesceByKey)
+    /// from a processor that has no key function to merge by
+    /// ([`ProcessorOptions::key_func`](crate::ProcessorOptions::key_func)).
+    #[error(
+        "listener {name:?} asks to coalesce by key, but the processor has no key function; \
+         set ProcessorOptions::key_func"
+    )]
+    CoalesceWithoutKey {
+        /// The listener that was refused.
+        name: String,
+    },
     /// The operating system refused to start the thread that runs a listener's handler.
     #[error("could not start the handler thread of listener {name:?}")]
     SpawnHandlerThread {

@@ -8,7 +8,8 @@
 //!   starts or stops matching into an add or a delete;
 //! - **[`Notification`]s** of `Arc` objects, so fan-out copies pointers, never objects;
 //! - **[`SharedProcessor`]**: one listener per [`Registration`], each with its own buffer
-//!   ([`BufferPolicy`]: an unbounded ring by default, or bounded with counted drops) and its own
+//!   ([`BufferPolicy`]: an unbounded ring by default, coalesced per object, or bounded with
+//!   counted drops) and its own
 //!   consumer; per-listener resync periods and [`SharedProcessor::should_resync`]; per
 //!   registration `has_synced` against the caller's [`UpstreamSynced`] signal; removal that
 //!   returns at once and a [`Registration::stopped`] future that waits for the handler to exit;
@@ -85,8 +86,10 @@
 //! - Distributing before [`SharedProcessor::run`] buffers instead of blocking.
 //! - Removal and stop discard pending notifications, as client-go does, and say how many in a
 //!   debug event.
-//! - Buffers can be bounded ([`BufferPolicy::Bounded`]), with drops counted and logged;
-//!   client-go's are always unbounded.
+//! - Buffers can be bounded ([`BufferPolicy::Bounded`]), with drops counted and logged, or
+//!   coalesced per object ([`BufferPolicy::CoalesceByKey`]), which bounds a slow handler's
+//!   backlog by the number of objects and keeps its view right; client-go's are always
+//!   unbounded. [`ListenerStats`] says how far behind a handler is, in time.
 //! - `has_synced` latches: once true it stays true, as in the newest client-go's
 //!   `SingleFileTracker`, and [`Registration::synced`] waits for it without polling.
 
@@ -110,5 +113,6 @@ pub use crate::{
     signal::UpstreamSynced,
     stream::EventStream,
 };
-/// Re-exported from `kinformer-store`: what a deletion carries.
-pub use kinformer_store::{AddKind, DeletedFinalStateUnknown, ObjectOrTombstone};
+/// Re-exported from `kinformer-store`: what a deletion carries, and the key function
+/// coalescing buffers merge by.
+pub use kinformer_store::{AddKind, DeletedFinalStateUnknown, KeyFunc, ObjectOrTombstone};

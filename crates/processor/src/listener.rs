@@ -111,6 +111,16 @@ pub struct ListenerStats {
     pub dropped: u64,
     /// Slots the buffer has allocated now; it shrinks again once a backlog drains.
     pub buffer_capacity: usize,
+    /// Notifications a [`BufferPolicy::CoalesceByKey`] buffer merged into a newer one for the
+    /// same object (or cancelled, an add with its delete): never delivered, never needed. With
+    /// `delivered`, `dropped` and `buffered` it accounts for every notification distributed.
+    pub coalesced: u64,
+    /// How long the oldest notification not yet handed to the consumer has waited: how far
+    /// behind the handler is, in time. `None` when nothing waits.
+    pub oldest_pending: Option<Duration>,
+    /// How long the handler's current call has been running; `None` between calls and for
+    /// streams. A value that only grows is a stuck handler.
+    pub in_handler: Option<Duration>,
 }
 
 /// The most notifications a handler thread takes from the ring per lock acquisition.
@@ -139,6 +149,33 @@ struct Queue<K> {
     peak: usize,
 }
 
+/// An optional instant in an atomic: nanoseconds since an epoch, plus one (zero is none).
+struct Stamp(AtomicU64);
+
+impl Stamp {
+    const NONE: u64 = 0;
+
+    fn new() -> Self {
+        Self(AtomicU64::new(Self::NONE))
+    }
+
+    fn set(&self, since_epoch: Option<Duration>) {
+        let value = since_epoch.map_or(Self::NONE, |elapsed| {
+            u64::try_from(elapsed.as_nanos())
+                .unwrap_or(u64::MAX - 1)
+                .saturating_add(1)
+        });
+        self.0.store(value, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Option<Duration> {
+        match self.0.load(Ordering::Relaxed) {
+            Self::NONE => None,
+            value => Some(Duration::from_nanos(value - 1)),
+        }
+    }
+}
+
 struct ResyncState {
     requested: Duration,
     period: Duration,
@@ -160,6 +197,16 @@ pub(crate) struct Listener<K> {
     delivered: AtomicU64,
     panicked: AtomicU64,
     dropped: AtomicU64,
+    coalesced: AtomicU64,
+    /// The instant `queued_at` stamps count from (the distributor's clock: tokio's, so paused
+    /// in tests).
+    epoch: Instant,
+    /// When the oldest notification in the handler thread's batch was queued.
+    oldest_in_hand: Stamp,
+    /// The handler thread's own clock, for `call_started`.
+    thread_epoch: std::time::Instant,
+    /// When the handler's current call began, on `thread_epoch`'s clock.
+    call_started: Stamp,
     /// Initial-list adds given to this listener and not yet finished by its consumer
     /// (client-go's `SingleFileTracker` count).
     initial_pending: AtomicU64,
@@ -193,7 +240,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
     pub(crate) fn new(
         id: u64,
         name: Arc<str>,
-        policy: BufferPolicy,
+        ring: RingBuffer<K>,
         upstream: UpstreamSynced,
         resync: ResyncPeriods,
         now: Instant,
@@ -204,7 +251,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
             id,
             name,
             queue: Mutex::new(Queue {
-                ring: RingBuffer::new(policy),
+                ring,
                 closed: false,
                 thread_waiting: false,
                 waker: None,
@@ -217,6 +264,11 @@ impl<K: Send + Sync + 'static> Listener<K> {
             delivered: AtomicU64::new(0),
             panicked: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            coalesced: AtomicU64::new(0),
+            epoch: now,
+            oldest_in_hand: Stamp::new(),
+            thread_epoch: std::time::Instant::now(),
+            call_started: Stamp::new(),
             initial_pending: AtomicU64::new(0),
             synced: AtomicBool::new(false),
             progress: Notify::new(),
@@ -285,7 +337,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
             }
             return;
         }
-        let pushed = queue.ring.push(notification);
+        let pushed = queue.ring.push(notification, Instant::now());
         let pending = queue.ring.len() + self.in_hand.load(Ordering::Relaxed);
         queue.peak = queue.peak.max(pending);
         let wake_now = match wake {
@@ -300,6 +352,17 @@ impl<K: Send + Sync + 'static> Listener<K> {
         let waker = if wake_now { queue.waker.take() } else { None };
         drop(queue);
         self.wake_consumer(wake_thread, waker);
+        if let Pushed::Coalesced {
+            vanished,
+            cancelled_initial,
+        } = pushed
+        {
+            self.coalesced.fetch_add(vanished, Ordering::Relaxed);
+            if cancelled_initial {
+                // The handler will never see that add; it counts as handled.
+                self.finish_initial();
+            }
+        }
         if let Pushed::Dropped(lost) = pushed {
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             if dropped.is_power_of_two() {
@@ -325,6 +388,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
         queue.closed = true;
         self.closed.store(true, Ordering::Release);
         self.in_hand.store(0, Ordering::Relaxed);
+        self.oldest_in_hand.set(None);
         let discarded = queue.ring.drain_all();
         let waker = queue.waker.take();
         drop(queue);
@@ -379,8 +443,10 @@ impl<K: Send + Sync + 'static> Listener<K> {
         while let Some(notification) = self.next_blocking(&mut batch) {
             let initial = notification.is_in_initial_list();
             self.delivered.fetch_add(1, Ordering::Relaxed);
+            self.call_started.set(Some(self.thread_epoch.elapsed()));
             // kinformer-wait logs the panic (with its message, in this listener's span).
             let outcome = catch_panic_sync(&self.name, || notification.dispatch_to(&mut handler));
+            self.call_started.set(None);
             if outcome.is_err() {
                 let panicked = self.panicked.fetch_add(1, Ordering::Relaxed) + 1;
                 debug!(panicked, "notification skipped; the listener continues");
@@ -399,14 +465,18 @@ impl<K: Send + Sync + 'static> Listener<K> {
     /// The next notification for the handler thread. Notifications move from the shared ring
     /// to the thread's private `batch` up to [`HANDOFF_BATCH`] at a time, so a busy listener
     /// takes the lock once per batch rather than once per notification.
-    fn next_blocking(&self, batch: &mut VecDeque<Notification<K>>) -> Option<Notification<K>> {
+    fn next_blocking(
+        &self,
+        batch: &mut VecDeque<(Notification<K>, Instant)>,
+    ) -> Option<Notification<K>> {
         if self.closed.load(Ordering::Acquire) {
             // Removal discards what the thread already holds, as it does the ring.
             batch.clear();
             return None;
         }
-        if let Some(next) = batch.pop_front() {
+        if let Some((next, _)) = batch.pop_front() {
             self.in_hand.store(batch.len(), Ordering::Relaxed);
+            self.note_oldest_in_hand(batch);
             return Some(next);
         }
         let mut queue = self.queue.lock();
@@ -417,13 +487,23 @@ impl<K: Send + Sync + 'static> Listener<K> {
             let available = queue.ring.len().min(HANDOFF_BATCH);
             if available > 0 {
                 batch.extend(std::iter::from_fn(|| queue.ring.pop()).take(available));
-                self.in_hand.store(batch.len() - 1, Ordering::Relaxed);
-                return batch.pop_front();
+                let (next, _) = batch.pop_front()?;
+                self.in_hand.store(batch.len(), Ordering::Relaxed);
+                self.note_oldest_in_hand(batch);
+                return Some(next);
             }
             queue.thread_waiting = true;
             self.ready.wait(&mut queue);
             queue.thread_waiting = false;
         }
+    }
+
+    fn note_oldest_in_hand(&self, batch: &VecDeque<(Notification<K>, Instant)>) {
+        self.oldest_in_hand.set(
+            batch
+                .front()
+                .map(|(_, queued_at)| queued_at.saturating_duration_since(self.epoch)),
+        );
     }
 
     /// The stream consumer's pop.
@@ -433,7 +513,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
             return Poll::Ready(None);
         }
         match queue.ring.pop() {
-            Some(next) => {
+            Some((next, _)) => {
                 drop(queue);
                 self.delivered.fetch_add(1, Ordering::Relaxed);
                 Poll::Ready(Some(next))
@@ -474,14 +554,25 @@ impl<K: Send + Sync + 'static> Listener<K> {
     }
 
     pub(crate) fn stats(&self) -> ListenerStats {
-        let (buffered, peak_buffered, buffer_capacity) = {
+        let (buffered, peak_buffered, buffer_capacity, oldest_in_ring) = {
             let queue = self.queue.lock();
             (
                 queue.ring.len() + self.in_hand.load(Ordering::Relaxed),
                 queue.peak,
                 queue.ring.capacity(),
+                queue.ring.oldest_queued_at(),
             )
         };
+        // What the handler thread holds was queued before anything still in the ring.
+        let oldest_queued_at = self
+            .oldest_in_hand
+            .get()
+            .map(|since_epoch| self.epoch + since_epoch)
+            .or(oldest_in_ring);
+        let in_handler = self
+            .call_started
+            .get()
+            .map(|started| self.thread_epoch.elapsed().saturating_sub(started));
         ListenerStats {
             delivered: self.delivered.load(Ordering::Relaxed),
             panicked: self.panicked.load(Ordering::Relaxed),
@@ -489,6 +580,9 @@ impl<K: Send + Sync + 'static> Listener<K> {
             peak_buffered,
             dropped: self.dropped.load(Ordering::Relaxed),
             buffer_capacity,
+            coalesced: self.coalesced.load(Ordering::Relaxed),
+            oldest_pending: oldest_queued_at.map(|at| Instant::now().saturating_duration_since(at)),
+            in_handler,
         }
     }
 

@@ -9,6 +9,7 @@ use std::{
     time::Duration,
 };
 
+use kinformer_store::KeyFunc;
 use parking_lot::RwLock;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +18,7 @@ use tracing::{debug, error, warn};
 use crate::{
     BufferPolicy, Error, EventStream, ListenerOptions, Notification, Registration,
     ResourceEventHandler, Result, UpstreamSynced,
+    buffer::RingBuffer,
     listener::{Listener, ListenerStats, ResyncPeriods},
 };
 
@@ -82,6 +84,7 @@ pub(crate) struct Shared<K> {
     state: RwLock<State<K>>,
     upstream: UpstreamSynced,
     default_buffer: BufferPolicy,
+    key_func: Option<KeyFunc<K>>,
     next_id: AtomicU64,
 }
 
@@ -188,14 +191,47 @@ impl<K> fmt::Debug for SharedProcessor<K> {
 /// let processor = SharedProcessor::<String>::new(options);
 /// assert_eq!(processor.default_resync_period(), Duration::from_secs(30));
 /// ```
-#[derive(Debug, Clone, Default)]
-pub struct ProcessorOptions {
+pub struct ProcessorOptions<K> {
     resync_period: Duration,
     upstream: Option<UpstreamSynced>,
     default_buffer: BufferPolicy,
+    key_func: Option<KeyFunc<K>>,
 }
 
-impl ProcessorOptions {
+impl<K> Default for ProcessorOptions<K> {
+    fn default() -> Self {
+        Self {
+            resync_period: Duration::ZERO,
+            upstream: None,
+            default_buffer: BufferPolicy::default(),
+            key_func: None,
+        }
+    }
+}
+
+impl<K> Clone for ProcessorOptions<K> {
+    fn clone(&self) -> Self {
+        Self {
+            resync_period: self.resync_period,
+            upstream: self.upstream.clone(),
+            default_buffer: self.default_buffer,
+            key_func: self.key_func.clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for ProcessorOptions<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProcessorOptions")
+            .field("resync_period", &self.resync_period)
+            .field("upstream", &self.upstream)
+            .field("default_buffer", &self.default_buffer)
+            .field("key_func", &self.key_func.as_ref().map(|_| "Fn"))
+            .finish()
+    }
+}
+
+impl<K> ProcessorOptions<K> {
     /// The default resync period of listeners and the initial resync check period (client-go's
     /// `SharedIndexInformerOptions.ResyncPeriod`); zero, the default, means no resyncs.
     #[must_use]
@@ -218,6 +254,14 @@ impl ProcessorOptions {
         self.default_buffer = policy;
         self
     }
+
+    /// The object key, which [`BufferPolicy::CoalesceByKey`] merges by (an informer passes
+    /// its cache's key function). Without it a listener asking to coalesce is refused.
+    #[must_use]
+    pub fn key_func(mut self, key_func: KeyFunc<K>) -> Self {
+        self.key_func = Some(key_func);
+        self
+    }
 }
 
 impl<K: Send + Sync + 'static> Default for SharedProcessor<K> {
@@ -229,7 +273,7 @@ impl<K: Send + Sync + 'static> Default for SharedProcessor<K> {
 impl<K: Send + Sync + 'static> SharedProcessor<K> {
     /// A processor configured by `options`; it relays nothing to handlers until
     /// [`run`](Self::run).
-    pub fn new(options: ProcessorOptions) -> Self {
+    pub fn new(options: ProcessorOptions<K>) -> Self {
         SharedProcessor {
             shared: Arc::new(Shared {
                 state: RwLock::new(State {
@@ -240,6 +284,7 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
                 }),
                 upstream: options.upstream.unwrap_or_default(),
                 default_buffer: options.default_buffer,
+                key_func: options.key_func,
                 next_id: AtomicU64::new(1),
             }),
         }
@@ -252,7 +297,8 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
     /// # Errors
     ///
     /// [`Error::Stopped`] after the processor has stopped; [`Error::SpawnHandlerThread`] if the
-    /// handler thread cannot start.
+    /// handler thread cannot start; [`Error::CoalesceWithoutKey`] when the options ask for
+    /// [`BufferPolicy::CoalesceByKey`] and the processor has no key function.
     #[doc(alias = "AddEventHandler")]
     #[doc(alias = "addListener")]
     pub fn add_handler<H>(&self, handler: H, options: ListenerOptions) -> Result<Registration<K>>
@@ -287,7 +333,8 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
     ///
     /// # Errors
     ///
-    /// [`Error::Stopped`] after the processor has stopped.
+    /// [`Error::Stopped`] after the processor has stopped; [`Error::CoalesceWithoutKey`] as
+    /// for [`add_handler`](Self::add_handler).
     pub fn subscribe(&self, options: ListenerOptions) -> Result<EventStream<K>> {
         self.subscribe_with_initial(options, std::iter::empty())
     }
@@ -297,7 +344,7 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
     ///
     /// # Errors
     ///
-    /// [`Error::Stopped`] after the processor has stopped.
+    /// As [`subscribe`](Self::subscribe).
     pub fn subscribe_with_initial<I>(
         &self,
         options: ListenerOptions,
@@ -343,10 +390,15 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
         let policy = options
             .buffer_policy()
             .unwrap_or(self.shared.default_buffer);
+        if policy == BufferPolicy::CoalesceByKey && self.shared.key_func.is_none() {
+            return Err(Error::CoalesceWithoutKey {
+                name: name.to_string(),
+            });
+        }
         let listener = Arc::new(Listener::new(
             id,
             Arc::clone(&name),
-            policy,
+            RingBuffer::new(policy, self.shared.key_func.clone()),
             self.shared.upstream.clone(),
             periods,
             now,

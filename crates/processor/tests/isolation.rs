@@ -10,8 +10,8 @@ use std::{
 
 use common::{Gate, PATIENCE, Recorder, obj, start, stop};
 use kinformer_processor::{
-    BufferPolicy, HandlerFuncs, ListenerOptions, Notification, Overflow, ProcessorOptions,
-    Recipients, SharedProcessor,
+    BufferPolicy, Error, HandlerFuncs, KeyFunc, ListenerOptions, Notification, Overflow,
+    ProcessorOptions, Recipients, SharedProcessor,
 };
 
 const EVENTS: usize = 1_000;
@@ -365,5 +365,139 @@ async fn the_default_buffer_policy_applies_unless_a_listener_overrides_it() {
     assert_eq!(unbounded.stats().dropped, 0);
     assert_eq!(unbounded.stats().buffered, 20);
     gate.open();
+    stop(token, running).await;
+}
+
+/// Keys objects named `key:version` by `key`.
+fn key_before_colon() -> KeyFunc<String> {
+    Arc::new(|obj: &String| Ok(obj.split(':').next().unwrap_or_default().to_owned()))
+}
+
+/// A coalescing listener behind a stuck handler holds one notification per object, each
+/// with the newest state; once unstuck, the handler receives exactly those, and the counters
+/// account for every notification distributed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coalescing_listener_behind_a_stuck_handler_gets_only_the_newest_states() {
+    let processor =
+        SharedProcessor::<String>::new(ProcessorOptions::default().key_func(key_before_colon()));
+    let gate = Gate::new();
+    let seen = Recorder::new();
+    let handler = {
+        let seen = seen.clone();
+        HandlerFuncs::new()
+            .add_func({
+                let (gate, seen) = (gate.clone(), seen.clone());
+                move |obj: Arc<String>, _| {
+                    gate.pass();
+                    seen.push(format!("add {obj}"));
+                }
+            })
+            .update_func({
+                let seen = seen.clone();
+                move |old: Arc<String>, new: Arc<String>| {
+                    seen.push(format!("update {old} -> {new}"));
+                }
+            })
+            .delete_func(move |obj| seen.push(format!("delete {}", obj.object())))
+    };
+    let registration = processor
+        .add_handler(
+            handler,
+            ListenerOptions::new()
+                .name("coalescing")
+                .buffer(BufferPolicy::CoalesceByKey),
+        )
+        .expect("added");
+    let (token, running) = start(&processor).await;
+
+    let version = |key: &str, n: usize| obj(&format!("{key}:{n}"));
+    // The handler takes the first add and blocks in it.
+    processor.distribute(Notification::add(version("a", 0)), Recipients::All);
+    gate.wait_for_arrivals(1);
+    let mut distributed = 1;
+    for n in 1..=50 {
+        processor.distribute(
+            Notification::update(version("a", n - 1), version("a", n)),
+            Recipients::All,
+        );
+        distributed += 1;
+    }
+    // b appears and goes before the handler could see it: nothing reaches the handler.
+    processor.distribute(Notification::add(version("b", 0)), Recipients::All);
+    processor.distribute(Notification::delete(version("b", 0)), Recipients::All);
+    processor.distribute(Notification::add(version("c", 0)), Recipients::All);
+    processor.distribute(
+        Notification::update(version("c", 0), version("c", 1)),
+        Recipients::All,
+    );
+    distributed += 4;
+
+    let behind = registration.stats();
+    assert_eq!(behind.buffered, 2, "one update of a, one add of c");
+    assert_eq!(behind.coalesced, 49 + 2 + 1);
+    assert!(behind.oldest_pending.is_some());
+    assert!(
+        behind.in_handler.is_some(),
+        "the handler is inside its first call"
+    );
+
+    gate.open();
+    let lines = seen.wait_for(3);
+    assert_eq!(lines, ["add a:0", "update a:0 -> a:50", "add c:1"]);
+    let caught_up = registration.stats();
+    assert_eq!(
+        caught_up.delivered + caught_up.coalesced + caught_up.dropped + caught_up.buffered as u64,
+        distributed
+    );
+    assert_eq!(caught_up.oldest_pending, None);
+    stop(token, running).await;
+}
+
+/// Coalescing needs the object key: a processor without a key function refuses it, and
+/// says why.
+#[test]
+fn coalescing_without_a_key_function_is_refused() {
+    let processor = SharedProcessor::<String>::default();
+    let refused = processor
+        .subscribe(
+            ListenerOptions::new()
+                .name("wants-coalescing")
+                .buffer(BufferPolicy::CoalesceByKey),
+        )
+        .expect_err("no key function");
+    assert!(
+        matches!(refused, Error::CoalesceWithoutKey { ref name } if name == "wants-coalescing")
+    );
+    assert!(refused.to_string().contains("ProcessorOptions::key_func"));
+}
+
+/// How far behind a listener is, in time: the age of the oldest notification its consumer has
+/// not taken, on the distributor's clock.
+#[tokio::test(start_paused = true)]
+async fn the_oldest_pending_age_is_how_long_the_first_untaken_notification_waited() {
+    use futures::StreamExt;
+
+    let processor = SharedProcessor::<String>::default();
+    let mut stream = processor
+        .subscribe(ListenerOptions::new().name("lagging"))
+        .expect("subscribed");
+    let (token, running) = start(&processor).await;
+    assert_eq!(stream.registration().stats().oldest_pending, None);
+    processor.distribute(numbered(0), Recipients::All);
+    tokio::time::advance(Duration::from_secs(5)).await;
+    processor.distribute(numbered(1), Recipients::All);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(
+        stream.registration().stats().oldest_pending,
+        Some(Duration::from_secs(7))
+    );
+    stream.next().await.expect("the first notification");
+    assert_eq!(
+        stream.registration().stats().oldest_pending,
+        Some(Duration::from_secs(2))
+    );
+    stream.next().await.expect("the second notification");
+    assert_eq!(stream.registration().stats().oldest_pending, None);
+    assert_eq!(stream.registration().stats().in_handler, None);
     stop(token, running).await;
 }
