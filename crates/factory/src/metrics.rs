@@ -1,7 +1,7 @@
 //! Prometheus metrics for every informer of a factory, read from the informers at scrape time:
 //! nothing is recorded on the watch path beyond the reflector's and the handlers' own counters.
 
-use std::fmt;
+use std::{fmt, time::Duration};
 
 use prometheus_client::{
     collector::Collector,
@@ -56,9 +56,17 @@ impl SharedInformerFactory {
     /// | `kinformer_reflector_errors_total` | counter |
     /// | `kinformer_reflector_decode_errors_total` | counter |
     ///
-    /// Per handler (labels `informer`, `selection`, `handler`): `kinformer_handler_buffered`
-    /// (gauge), `kinformer_handler_delivered_total`, `kinformer_handler_dropped_total` and
-    /// `kinformer_handler_panics_total` (counters).
+    /// Per handler (labels `informer`, `selection`, `handler`):
+    ///
+    /// | metric | type |
+    /// | --- | --- |
+    /// | `kinformer_handler_buffered` | gauge |
+    /// | `kinformer_handler_oldest_pending_seconds` | gauge: how far behind the handler is, 0 when nothing waits |
+    /// | `kinformer_handler_in_call_seconds` | gauge: how long the current call has run, 0 between calls |
+    /// | `kinformer_handler_delivered_total` | counter |
+    /// | `kinformer_handler_coalesced_total` | counter |
+    /// | `kinformer_handler_dropped_total` | counter |
+    /// | `kinformer_handler_panics_total` | counter |
     pub fn register_metrics(&self, registry: &mut Registry) {
         registry.register_collector(Box::new(FactoryCollector {
             factory: self.downgrade(),
@@ -119,6 +127,9 @@ impl Collector for FactoryCollector {
         let mut errors = Vec::new();
         let mut decode_errors = Vec::new();
         let mut buffered = Vec::new();
+        let mut oldest_pending = Vec::new();
+        let mut in_call = Vec::new();
+        let mut coalesced = Vec::new();
         let mut delivered = Vec::new();
         let mut dropped = Vec::new();
         let mut panics = Vec::new();
@@ -168,6 +179,11 @@ impl Collector for FactoryCollector {
                     handler: handler.clone(),
                 };
                 buffered.push((handler.clone(), gauge(stats.buffered)));
+                let seconds =
+                    |age: Option<Duration>| ConstGauge::new(age.unwrap_or_default().as_secs_f64());
+                oldest_pending.push((handler.clone(), seconds(stats.oldest_pending)));
+                in_call.push((handler.clone(), seconds(stats.in_handler)));
+                coalesced.push((handler.clone(), ConstCounter::new(stats.coalesced)));
                 delivered.push((handler.clone(), ConstCounter::new(stats.delivered)));
                 dropped.push((handler.clone(), ConstCounter::new(stats.dropped)));
                 panics.push((handler, ConstCounter::new(stats.panicked)));
@@ -256,9 +272,27 @@ impl Collector for FactoryCollector {
         )?;
         family(
             e,
+            "kinformer_handler_oldest_pending_seconds",
+            "Seconds the oldest notification not yet handed to the handler has waited.",
+            &oldest_pending,
+        )?;
+        family(
+            e,
+            "kinformer_handler_in_call_seconds",
+            "Seconds the handler's current call has been running.",
+            &in_call,
+        )?;
+        family(
+            e,
             "kinformer_handler_delivered",
             "Notifications a handler has handled.",
             &delivered,
+        )?;
+        family(
+            e,
+            "kinformer_handler_coalesced",
+            "Notifications a coalescing buffer merged into a newer one for the same object.",
+            &coalesced,
         )?;
         family(
             e,

@@ -112,6 +112,18 @@ async fn a_factory_reports_its_informers_and_handlers() {
                 && line.ends_with(" 4")),
         "{text}"
     );
+    for caught_up in [
+        "kinformer_handler_oldest_pending_seconds",
+        "kinformer_handler_in_call_seconds",
+        "kinformer_handler_coalesced_total",
+    ] {
+        assert!(
+            text.lines().any(|line| line.starts_with(caught_up)
+                && line.contains(r#"handler="counter""#)
+                && (line.ends_with(" 0") || line.ends_with(" 0.0"))),
+            "{caught_up} missing or not zero for a caught-up handler: {text}"
+        );
+    }
     assert!(
         text.contains("# TYPE kinformer_reflector_relists counter"),
         "{text}"
