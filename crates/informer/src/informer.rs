@@ -14,7 +14,7 @@ use kinformer_processor::{
     EventStream, HandlerFuncs, ListenerOptions, ProcessorOptions, Registration,
     ResourceEventHandler, SharedProcessor, UpstreamSynced,
 };
-use kinformer_reflector::{ListerWatcher, Reflector, ReflectorOptions};
+use kinformer_reflector::{ListerWatcher, Reflector, ReflectorExit, ReflectorOptions};
 use kinformer_store::{Cache, CacheReader, Indexer, Indexers, Lister, Object};
 use kinformer_wait::ErrorChain;
 use parking_lot::Mutex;
@@ -50,6 +50,7 @@ struct Settings<K> {
     watch_error_handler: Option<WatchErrorHandler>,
     retry_on_error: bool,
     consistency_check: Option<Duration>,
+    stop_when_gone: bool,
 }
 
 type QueueReflector<K> = Reflector<K, dyn Queue<K>>;
@@ -119,10 +120,21 @@ pub struct SyncStatus {
     pub consecutive_failures: u32,
     /// The latest of those errors, with its causes; `None` while all is well.
     pub last_error: Option<String>,
+    /// The informer stopped for good because its resource is no longer served
+    /// ([`InformerOptions::stop_when_resource_gone`](crate::InformerOptions::stop_when_resource_gone));
+    /// `last_error` says what the server answered.
+    pub resource_gone: bool,
 }
 
 impl fmt::Display for SyncStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.resource_gone {
+            f.write_str("stopped: the resource is no longer served")?;
+            if let Some(error) = &self.last_error {
+                write!(f, " ({error})")?;
+            }
+            return Ok(());
+        }
         match (self.started, self.synced, &self.last_error) {
             (false, _, _) => f.write_str("not started"),
             (true, true, _) => f.write_str("synced"),
@@ -179,6 +191,7 @@ impl<K: Object> SharedIndexInformer<K> {
                     watch_error_handler: options.watch_error_handler,
                     retry_on_error: options.retry_on_error,
                     consistency_check: options.consistency_check,
+                    stop_when_gone: options.stop_when_gone,
                 }),
                 block_deltas: Mutex::new(()),
                 queue: OnceLock::new(),
@@ -339,10 +352,8 @@ impl<K: Object> SharedIndexInformer<K> {
     /// Whether the informer has synced and, when it has not, why: the errors its reflector met
     /// since it last made progress. Cheap enough to poll while waiting for sync.
     pub fn sync_status(&self) -> SyncStatus {
-        let failures = self
-            .inner
-            .reflector
-            .get()
+        let reflector = self.inner.reflector.get();
+        let failures = reflector
             .map(|reflector| reflector.failures())
             .unwrap_or_default();
         SyncStatus {
@@ -350,6 +361,7 @@ impl<K: Object> SharedIndexInformer<K> {
             synced: self.has_synced(),
             consecutive_failures: failures.consecutive,
             last_error: failures.last_error,
+            resource_gone: reflector.is_some_and(|reflector| reflector.is_resource_gone()),
         }
     }
 
@@ -537,7 +549,12 @@ impl<K: Object> SharedIndexInformer<K> {
             let reflector_task = tokio::spawn(
                 {
                     let (reflector, token) = (Arc::clone(&reflector), run_token.clone());
-                    async move { reflector.run(token).await }
+                    async move {
+                        if reflector.run(token.clone()).await == ReflectorExit::ResourceGone {
+                            // Nothing more will arrive: the informer stops, keeping its error.
+                            token.cancel();
+                        }
+                    }
                 }
                 .in_current_span(),
             );
@@ -628,6 +645,9 @@ impl<K: Object> SharedIndexInformer<K> {
             .resync_period(processor.resync_check_period())
             .should_resync(move || processor.should_resync(tokio::time::Instant::now()))
             .use_watch_list(settings.use_watch_list);
+        if settings.stop_when_gone {
+            options = options.stop_when_resource_gone();
+        }
         if let Some(page_size) = settings.page_size {
             options = options.page_size(page_size);
         }

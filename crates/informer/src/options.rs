@@ -60,6 +60,7 @@ pub struct InformerOptions<K> {
     pub(crate) watch_error_handler: Option<WatchErrorHandler>,
     pub(crate) retry_on_error: bool,
     pub(crate) consistency_check: Option<Duration>,
+    pub(crate) stop_when_gone: bool,
 }
 
 impl<K: Object> Default for InformerOptions<K> {
@@ -85,6 +86,7 @@ impl<K: Object> InformerOptions<K> {
             watch_error_handler: None,
             retry_on_error: false,
             consistency_check: None,
+            stop_when_gone: false,
         }
     }
 }
@@ -222,6 +224,19 @@ impl<K> InformerOptions<K> {
         self.consistency_check = Some(period);
         self
     }
+
+    /// Stops the informer for good when its resource stops being served (a list answers 404
+    /// after earlier lists succeeded: its CustomResourceDefinition was deleted), instead of
+    /// retrying for ever as client-go's informers do. The informer then reports
+    /// [`SyncStatus::resource_gone`](crate::SyncStatus::resource_gone) with the error, makes no
+    /// further requests, and cannot run again: build a new one once the resource is back. The
+    /// factory sets this for its dynamic informers. See
+    /// [`ReflectorOptions::stop_when_resource_gone`](kinformer_reflector::ReflectorOptions::stop_when_resource_gone).
+    #[must_use]
+    pub fn stop_when_resource_gone(mut self) -> Self {
+        self.stop_when_gone = true;
+        self
+    }
 }
 
 impl<K> fmt::Debug for InformerOptions<K> {
@@ -240,6 +255,7 @@ impl<K> fmt::Debug for InformerOptions<K> {
             .field("watch_error_handler", &self.watch_error_handler.is_some())
             .field("retry_on_error", &self.retry_on_error)
             .field("consistency_check", &self.consistency_check)
+            .field("stop_when_gone", &self.stop_when_gone)
             .finish()
     }
 }

@@ -84,6 +84,17 @@ pub enum Error {
     /// The store refused an object (most often because it has no `metadata.name`).
     #[error("the store refused an object")]
     Store(#[from] kinformer_store::Error),
+    /// The resource is no longer served: a list answered 404 after earlier lists had succeeded
+    /// (a CustomResourceDefinition was deleted, an aggregated API removed). A reflector built
+    /// with [`ReflectorOptions::stop_when_resource_gone`](crate::ReflectorOptions::stop_when_resource_gone)
+    /// reports it once and stops; others keep retrying, as client-go's do.
+    #[error("the resource {resource} is no longer served (404 on list): {message}")]
+    ResourceGone {
+        /// The resource, as the lister-watcher describes it.
+        resource: String,
+        /// The server's message.
+        message: String,
+    },
     /// The connection to the API server was refused: the reflector backs off and retries the same
     /// watch without relisting. kube-client's error is the source.
     #[error("the API server refused the connection")]
@@ -177,6 +188,15 @@ impl Error {
         matches!(
             self,
             Error::TooManyRequests { .. } | Error::ConnectionRefused { .. }
+        )
+    }
+
+    /// Whether the server answered 404 Not Found: for a list or watch of a whole collection,
+    /// the resource itself is not served.
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            Error::Api { code: 404, .. } | Error::ResourceGone { .. }
         )
     }
 

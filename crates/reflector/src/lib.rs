@@ -107,8 +107,8 @@ pub use crate::{
     options::{ListOptions, VersionMatch},
     protobuf::{KubeDecoder, WIRE_FORMAT_ENV, WireFormat},
     reflector::{
-        DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Failures, Reflector, ReflectorOptions,
-        WATCH_IDLE_GRACE,
+        DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Failures, Reflector, ReflectorExit,
+        ReflectorOptions, WATCH_IDLE_GRACE,
     },
     stats::{RELIST_REASONS, ReflectorStats},
 };

@@ -88,6 +88,7 @@ pub struct ReflectorOptions<K> {
     known_object: Option<KnownObject<K>>,
     backoff: Option<Box<dyn BackoffManager>>,
     min_watch_timeout: Duration,
+    stop_when_gone: bool,
 }
 
 impl<K> Default for ReflectorOptions<K> {
@@ -103,6 +104,7 @@ impl<K> Default for ReflectorOptions<K> {
             bookmark_handler: None,
             backoff: None,
             min_watch_timeout: DEFAULT_MIN_WATCH_TIMEOUT,
+            stop_when_gone: false,
         }
     }
 }
@@ -115,11 +117,24 @@ impl<K> fmt::Debug for ReflectorOptions<K> {
             .field("resync_period", &self.resync_period)
             .field("use_watch_list", &self.use_watch_list)
             .field("min_watch_timeout", &self.min_watch_timeout)
+            .field("stop_when_gone", &self.stop_when_gone)
             .finish_non_exhaustive()
     }
 }
 
 impl<K> ReflectorOptions<K> {
+    /// Stops the reflector for good when the resource stops being served: once a list has
+    /// succeeded, a list answered 404 becomes [`Error::ResourceGone`], reported once, and
+    /// [`Reflector::run`] returns [`ReflectorExit::ResourceGone`] instead of retrying forever.
+    /// For informers of custom resources, whose CustomResourceDefinition can be deleted under
+    /// them (client-go's reflector retries such a list for ever). A 404 before the first
+    /// successful list is retried: the CRD may not be established yet.
+    #[must_use]
+    pub fn stop_when_resource_gone(mut self) -> Self {
+        self.stop_when_gone = true;
+        self
+    }
+
     /// The name in logs and spans; defaults to the lister-watcher's type description.
     #[must_use]
     pub fn name(mut self, name: impl Into<String>) -> Self {
@@ -252,6 +267,8 @@ where
             bookmark_handler: options.bookmark_handler,
             known_object: options.known_object,
             min_watch_timeout: options.min_watch_timeout,
+            stop_when_gone: options.stop_when_gone,
+            gone: AtomicBool::new(false),
             backoff: Mutex::new(
                 options
                     .backoff
@@ -295,6 +312,9 @@ pub struct Reflector<K, S: ?Sized> {
     bookmark_handler: Option<BookmarkHandler>,
     known_object: Option<KnownObject<K>>,
     min_watch_timeout: Duration,
+    stop_when_gone: bool,
+    /// Set once the resource was found gone; the reflector has stopped for good.
+    gone: AtomicBool,
     backoff: Mutex<Box<dyn BackoffManager>>,
     versions: RwLock<Versions>,
     /// The first list (at "0") came back paginated: the server has no watch cache for this
@@ -308,6 +328,17 @@ pub struct Reflector<K, S: ?Sized> {
     failing: AtomicBool,
     /// What the reflector has done, for metrics and health.
     counters: Counters,
+}
+
+/// Why [`Reflector::run`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReflectorExit {
+    /// The token was cancelled.
+    Cancelled,
+    /// The resource is no longer served ([`Error::ResourceGone`], under
+    /// [`ReflectorOptions::stop_when_resource_gone`]); running again would only fail again.
+    ResourceGone,
 }
 
 /// The reflector's errors since it last made progress (a list applied, a watch event
@@ -388,11 +419,12 @@ where
     /// Lists and watches, with backoff between rounds, until `token` is cancelled. Run it once at
     /// a time per reflector.
     ///
-    /// Errors never end the loop: each goes to the watch-error handler (or the log), then the
-    /// reflector backs off and starts over. Cancelling the token stops it promptly, also in the
-    /// middle of a list or a backoff.
+    /// Errors do not end the loop: each goes to the watch-error handler (or the log), then the
+    /// reflector backs off and starts over. The one exception is [`Error::ResourceGone`], under
+    /// [`ReflectorOptions::stop_when_resource_gone`]. Cancelling the token stops it promptly,
+    /// also in the middle of a list or a backoff.
     #[doc(alias = "Run")]
-    pub async fn run(&self, token: CancellationToken) {
+    pub async fn run(&self, token: CancellationToken) -> ReflectorExit {
         // An error-level span: the resource it names reaches every warning inside, whatever the
         // filter (an info span is dropped by a `warn` filter, and its fields with it).
         let span = error_span!(
@@ -403,9 +435,17 @@ where
         );
         async {
             info!(resync_period = ?self.resync_period, "reflector starting");
+            let mut exit = ReflectorExit::Cancelled;
             while !token.is_cancelled() {
                 let retry_after = match self.list_and_watch(&token).await {
                     Ok(()) => None,
+                    Err(error @ Error::ResourceGone { .. }) => {
+                        self.gone.store(true, Ordering::Release);
+                        self.report(&error);
+                        warn!("the resource is no longer served; the reflector stops");
+                        exit = ReflectorExit::ResourceGone;
+                        break;
+                    }
                     Err(error) => {
                         let retry_after = error.retry_after();
                         self.report(&error);
@@ -419,10 +459,17 @@ where
                     break;
                 }
             }
-            info!("reflector stopped");
+            info!(?exit, "reflector stopped");
+            exit
         }
         .instrument(span)
-        .await;
+        .await
+    }
+
+    /// Whether the reflector stopped because the resource is no longer served
+    /// ([`ReflectorExit::ResourceGone`]).
+    pub fn is_resource_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
     }
 
     /// One round: list (or stream the initial state), then watch, resuming the watch as long as
@@ -598,6 +645,17 @@ where
             Err(error) => {
                 debug!(error = %ErrorChain(&error), elapsed = ?started.elapsed(), "list failed");
                 self.counters.list_failed();
+                // A version seen means the resource was served once: a 404 now means it went away.
+                let served_before = !self.versions.read().last_sync.is_empty();
+                if self.stop_when_gone && error.is_not_found() && served_before {
+                    return Err(Error::ResourceGone {
+                        resource: self.type_description.clone(),
+                        message: match error {
+                            Error::Api { message, .. } => message,
+                            other => other.to_string(),
+                        },
+                    });
+                }
                 return Err(error);
             }
         };

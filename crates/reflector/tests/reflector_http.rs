@@ -10,7 +10,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::{
-    Error, KubeListerWatcher, ListerWatcher, Reflector, ReflectorOptions, WireFormat,
+    Error, KubeListerWatcher, ListerWatcher, Reflector, ReflectorExit, ReflectorOptions, WireFormat,
 };
 use kinformer_store::{Cache, CacheReader, Object, Store};
 use kinformer_testing::{FakeApiServer, Fault, Verb, eventually, fixtures};
@@ -28,7 +28,7 @@ struct Running<K: Object, S: Store<K> + ?Sized> {
     reflector: Arc<Reflector<K, S>>,
     errors: Arc<Mutex<Vec<String>>>,
     token: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<ReflectorExit>,
 }
 
 impl<K: Object, S: Store<K> + ?Sized + 'static> Running<K, S> {

@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::{
-    Error, ListOptions, ListPage, ListerWatcher, Reflector, ReflectorOptions, Result, VersionMatch,
-    WatchEvent, WatchStream,
+    Error, ListOptions, ListPage, ListerWatcher, Reflector, ReflectorExit, ReflectorOptions,
+    Result, VersionMatch, WatchEvent, WatchStream,
 };
 use kinformer_store::{Cache, CacheReader, Store};
 use kinformer_testing::eventually;
@@ -175,7 +175,7 @@ fn quick_backoff() -> ExponentialBackoffManager {
 /// Runs `reflector` in a task; returns its token and handle.
 fn spawn(
     reflector: &Arc<Reflector<Pod, Cache<Pod>>>,
-) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+) -> (CancellationToken, tokio::task::JoinHandle<ReflectorExit>) {
     let token = CancellationToken::new();
     let running = tokio::spawn({
         let (reflector, token) = (Arc::clone(reflector), token.clone());
@@ -184,7 +184,7 @@ fn spawn(
     (token, running)
 }
 
-async fn stop(token: CancellationToken, running: tokio::task::JoinHandle<()>) {
+async fn stop(token: CancellationToken, running: tokio::task::JoinHandle<ReflectorExit>) {
     token.cancel();
     tokio::time::timeout(Duration::from_secs(1), running)
         .await
