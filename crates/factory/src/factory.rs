@@ -24,6 +24,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{debug, info, warn};
 
 use crate::{
+    InformerLease,
     error::{Error, Result},
     scope::ApiScope,
     selection::{InformerKey, Selection},
@@ -384,11 +385,11 @@ struct Inner {
     tasks: TaskTracker,
 }
 
-/// A handle that does not keep the factory alive (for a metrics registry, which outlives it).
-#[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+/// A handle that does not keep the factory alive (for a metrics registry or a lease, which can
+/// outlive it).
+#[derive(Clone)]
 pub(crate) struct WeakFactory(std::sync::Weak<Inner>);
 
-#[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
 impl WeakFactory {
     pub(crate) fn upgrade(&self) -> Option<SharedInformerFactory> {
         self.0
@@ -397,7 +398,6 @@ impl WeakFactory {
     }
 }
 
-#[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
 impl SharedInformerFactory {
     pub(crate) fn downgrade(&self) -> WeakFactory {
         WeakFactory(Arc::downgrade(&self.inner))
@@ -414,11 +414,30 @@ impl Drop for Inner {
 struct State {
     informers: HashMap<InformerKey, Entry>,
     shutting_down: bool,
+    /// The id the next entry gets: a key can be registered again after its informer left.
+    next_id: u64,
 }
 
 struct Entry {
+    /// Tells this entry from a later one under the same key.
+    id: u64,
     informer: Arc<dyn ErasedInformer>,
     started: bool,
+    /// Handed out by a method that keeps it until shutdown (`informer`, `lister`, ...).
+    pinned: bool,
+    /// Live [`InformerLease`]s; the last one's release stops an informer nobody pinned.
+    leases: usize,
+    /// Stops this informer alone; a child of the factory's token.
+    token: CancellationToken,
+}
+
+/// How a caller holds the informer it asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// Until the factory shuts down (client-go's semantics).
+    Pin,
+    /// Until the last lease is released.
+    Lease,
 }
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -426,7 +445,13 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// What the factory needs of an informer without knowing its type.
 trait ErasedInformer: Send + Sync {
     fn as_any(&self) -> &(dyn Any + Send + Sync);
-    fn spawn(&self, tasks: &TaskTracker, token: CancellationToken);
+    /// Runs the informer in a task of `tasks`; `exited` runs when it returns.
+    fn spawn(
+        &self,
+        tasks: &TaskTracker,
+        token: CancellationToken,
+        exited: Box<dyn FnOnce() + Send>,
+    );
     fn has_synced(&self) -> bool;
     fn sync_status(&self) -> SyncStatus;
     fn health(&self) -> InformerHealth;
@@ -439,12 +464,19 @@ impl<K: Object> ErasedInformer for SharedIndexInformer<K> {
         self
     }
 
-    fn spawn(&self, tasks: &TaskTracker, token: CancellationToken) {
+    fn spawn(
+        &self,
+        tasks: &TaskTracker,
+        token: CancellationToken,
+        exited: Box<dyn FnOnce() + Send>,
+    ) {
         let informer = self.clone();
         tasks.spawn(async move {
             if let Err(error) = informer.run(token).await {
                 warn!(informer = informer.name(), error = %ErrorChain(&error), "informer did not run");
             }
+            drop(informer);
+            exited();
         });
     }
 
@@ -517,8 +549,33 @@ impl SharedInformerFactory {
         &self,
         selection: Selection,
     ) -> Result<SharedIndexInformer<K>> {
+        self.typed(selection, Hold::Pin)
+            .map(|(informer, _)| informer)
+    }
+
+    /// The shared informer for `K` in the factory's selection, held by the returned
+    /// [`InformerLease`] rather than until shutdown: when the last lease of an informer that
+    /// no other method handed out is released (dropped), the informer stops, leaves the
+    /// factory and frees its cache once every clone of it is gone. Asking again builds a new
+    /// one. An informer also handed out by [`informer`](Self::informer) or
+    /// [`lister`](Self::lister) stays until shutdown, as in client-go.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
+    pub fn lease<K: FactoryResource>(&self) -> Result<InformerLease<K>> {
+        let (informer, (key, id)) =
+            self.typed::<K>(self.inner.config.selection.clone(), Hold::Lease)?;
+        Ok(InformerLease::new(informer, key, id, self.downgrade()))
+    }
+
+    fn typed<K: FactoryResource>(
+        &self,
+        selection: Selection,
+        hold: Hold,
+    ) -> Result<(SharedIndexInformer<K>, (InformerKey, u64))> {
         let key = InformerKey::new::<K>(None, selection, K::kind(&()).into_owned());
-        self.get_or_insert(key, |config, client, key| {
+        self.get_or_insert(key, hold, |config, client, key| {
             let selection = key.selection();
             let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());
             let lister_watcher = config.narrow(config.wire(KubeListerWatcher::new(api)), selection);
@@ -559,7 +616,7 @@ impl SharedInformerFactory {
             self.inner.config.selection.clone(),
             short_type_name::<K>(),
         );
-        self.get_or_insert(key, |config, client, key| {
+        self.pinned(key, |config, client, key| {
             let mut options =
                 InformerOptions::new().resync_period(config.resync_of(TypeId::of::<K>()));
             if let Some(transform) = config.type_transform::<K>() {
@@ -596,6 +653,28 @@ impl SharedInformerFactory {
         resource: &ApiResource,
         selection: Selection,
     ) -> Result<SharedIndexInformer<DynamicObject>> {
+        self.dynamic(resource, selection, Hold::Pin)
+            .map(|(informer, _)| informer)
+    }
+
+    /// The shared dynamic informer for `resource` in the factory's selection, held by the
+    /// returned lease (see [`lease`](Self::lease)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
+    pub fn lease_dynamic(&self, resource: &ApiResource) -> Result<InformerLease<DynamicObject>> {
+        let (informer, (key, id)) =
+            self.dynamic(resource, self.inner.config.selection.clone(), Hold::Lease)?;
+        Ok(InformerLease::new(informer, key, id, self.downgrade()))
+    }
+
+    fn dynamic(
+        &self,
+        resource: &ApiResource,
+        selection: Selection,
+        hold: Hold,
+    ) -> Result<(SharedIndexInformer<DynamicObject>, (InformerKey, u64))> {
         let path = if resource.group.is_empty() {
             format!("{}/{}", resource.version, resource.plural)
         } else {
@@ -605,7 +684,7 @@ impl SharedInformerFactory {
             )
         };
         let key = InformerKey::new::<DynamicObject>(Some(path), selection, resource.kind.clone());
-        self.get_or_insert(key, |config, client, key| {
+        self.get_or_insert(key, hold, |config, client, key| {
             let selection = key.selection();
             let api = match selection.namespace_name() {
                 Some(namespace) => Api::namespaced_with(client, namespace, resource),
@@ -615,7 +694,12 @@ impl SharedInformerFactory {
                 config.dropping(KubeListerWatcher::dynamic(api, resource)),
                 selection,
             );
-            SharedIndexInformer::new(lister_watcher, config.options::<DynamicObject>(key))
+            // A custom resource's CRD can be deleted under it: stop then, rather than
+            // retrying for ever, and leave the factory so a later request starts afresh.
+            let options = config
+                .options::<DynamicObject>(key)
+                .stop_when_resource_gone();
+            SharedIndexInformer::new(lister_watcher, options)
         })
     }
 
@@ -648,7 +732,7 @@ impl SharedInformerFactory {
             selection,
             format!("{} (metadata)", K::kind(&())),
         );
-        self.get_or_insert(key, |config, client, key| {
+        self.pinned(key, |config, client, key| {
             let selection = key.selection();
             let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());
             let lister_watcher =
@@ -657,37 +741,123 @@ impl SharedInformerFactory {
         })
     }
 
-    fn get_or_insert<K: Object>(
+    fn pinned<K: Object>(
         &self,
         key: InformerKey,
         build: impl FnOnce(&FactoryOptions, Client, &InformerKey) -> SharedIndexInformer<K>,
     ) -> Result<SharedIndexInformer<K>> {
+        self.get_or_insert(key, Hold::Pin, build)
+            .map(|(informer, _)| informer)
+    }
+
+    /// The informer under `key`, built by `build` if there is none; with the key and the
+    /// entry's id, which a lease names to release it.
+    fn get_or_insert<K: Object>(
+        &self,
+        key: InformerKey,
+        hold: Hold,
+        build: impl FnOnce(&FactoryOptions, Client, &InformerKey) -> SharedIndexInformer<K>,
+    ) -> Result<(SharedIndexInformer<K>, (InformerKey, u64))> {
         let mut state = self.inner.state.lock();
         if state.shutting_down {
             return Err(Error::ShutDown {
                 action: "hand out an informer",
             });
         }
-        if let Some(entry) = state.informers.get(&key) {
-            return Ok(entry
+        if let Some(entry) = state.informers.get_mut(&key) {
+            match hold {
+                Hold::Pin => entry.pinned = true,
+                Hold::Lease => entry.leases += 1,
+            }
+            let informer = entry
                 .informer
                 .as_any()
                 .downcast_ref::<SharedIndexInformer<K>>()
                 .expect("the key holds the informer's TypeId, so the type matches")
-                .clone());
+                .clone();
+            return Ok((informer, (key, entry.id)));
         }
         // Built under the lock: construction is cheap and synchronous, and it is what makes
         // two racing callers share one informer.
         let informer = build(&self.inner.config, self.inner.client.clone(), &key);
-        debug!(informer = %key, "informer registered");
+        debug!(informer = %key, ?hold, "informer registered");
+        let id = state.next_id;
+        state.next_id += 1;
         state.informers.insert(
-            key,
+            key.clone(),
             Entry {
+                id,
                 informer: Arc::new(informer.clone()),
                 started: false,
+                pinned: hold == Hold::Pin,
+                leases: usize::from(hold == Hold::Lease),
+                token: self.inner.token.child_token(),
             },
         );
-        Ok(informer)
+        Ok((informer, (key, id)))
+    }
+
+    /// One more lease on the entry `id` under `key`; `false` if it has left the factory.
+    pub(crate) fn add_lease(&self, key: &InformerKey, id: u64) -> bool {
+        let mut state = self.inner.state.lock();
+        match state.informers.get_mut(key) {
+            Some(entry) if entry.id == id => {
+                entry.leases += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Gives back a lease on the entry `id` under `key`. The last lease of an informer no one
+    /// pinned stops it and removes it; returns whether this did.
+    pub(crate) fn release_lease(&self, key: &InformerKey, id: u64) -> bool {
+        let removed = {
+            let mut state = self.inner.state.lock();
+            let Some(entry) = state.informers.get_mut(key).filter(|entry| entry.id == id) else {
+                return false;
+            };
+            entry.leases = entry.leases.saturating_sub(1);
+            if entry.leases > 0 || entry.pinned {
+                return false;
+            }
+            state.informers.remove(key)
+        };
+        if let Some(entry) = removed {
+            info!(informer = %key, "last lease released; stopping the informer");
+            entry.token.cancel();
+        }
+        true
+    }
+
+    /// Stops the informer under `key` and removes it from the factory, however it is held
+    /// (controller-runtime's `RemoveInformer`): leases and clones of it see it stopped, and
+    /// the next request for the key builds a new one. Returns whether there was one.
+    /// Await [`SharedIndexInformer::stopped`] on a clone to know it has stopped.
+    pub fn remove_informer(&self, key: &InformerKey) -> bool {
+        let removed = self.inner.state.lock().informers.remove(key);
+        match removed {
+            Some(entry) => {
+                info!(informer = %key, "informer removed; stopping it");
+                entry.token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets the entry `id` under `key` once its informer has stopped because its resource
+    /// is gone, so that a later request builds a fresh informer.
+    fn forget_gone(inner: &Inner, key: &InformerKey, id: u64) {
+        let mut state = inner.state.lock();
+        let gone = state
+            .informers
+            .get(key)
+            .is_some_and(|entry| entry.id == id && entry.informer.sync_status().resource_gone);
+        if gone {
+            state.informers.remove(key);
+            info!(informer = %key, "informer stopped: its resource is no longer served");
+        }
     }
 
     /// Runs every registered informer that is not running yet, each in a task of its own
@@ -711,9 +881,17 @@ impl SharedInformerFactory {
         }
         for (key, entry) in state.informers.iter_mut().filter(|(_, e)| !e.started) {
             info!(informer = %key, "starting informer");
+            let exited = {
+                let (inner, key, id) = (Arc::downgrade(&self.inner), key.clone(), entry.id);
+                Box::new(move || {
+                    if let Some(inner) = inner.upgrade() {
+                        Self::forget_gone(&inner, &key, id);
+                    }
+                })
+            };
             entry
                 .informer
-                .spawn(&self.inner.tasks, self.inner.token.child_token());
+                .spawn(&self.inner.tasks, entry.token.clone(), exited);
             entry.started = true;
         }
         Ok(())

@@ -65,9 +65,16 @@
 //!   shares ([`FactoryOptions::transform_metadata`]), since Rust has no `interface{}`.
 //! - `start` reports [`Error::ShutDown`] after a shutdown instead of returning silently.
 //! - Dropping the last handle cancels the informers (without waiting); client-go leaks them.
+//! - Informers can leave the factory: [`SharedInformerFactory::lease`] hands out an informer
+//!   that stops when its last [`InformerLease`] is released,
+//!   [`SharedInformerFactory::remove_informer`] stops one however it is held
+//!   (controller-runtime's `RemoveInformer`), and a dynamic informer whose resource stops being
+//!   served (its CRD deleted) stops with [`SyncStatus::resource_gone`] instead of retrying for
+//!   ever (client-go's never stop, kubernetes issue 79610); a later request builds a fresh one.
 
 mod error;
 mod factory;
+mod lease;
 #[cfg(feature = "prometheus")]
 mod metrics;
 mod scope;
@@ -76,6 +83,7 @@ mod selection;
 pub use crate::{
     error::{Error, Result},
     factory::{FactoryOptions, FactoryResource, SharedInformerFactory},
+    lease::InformerLease,
     scope::ApiScope,
     selection::{InformerKey, Selection},
 };

@@ -231,7 +231,7 @@ struct ReadmeDoctests;
 pub mod prelude {
     pub use std::sync::Arc;
 
-    pub use kinformer_factory::{FactoryOptions, Selection, SharedInformerFactory};
+    pub use kinformer_factory::{FactoryOptions, InformerLease, Selection, SharedInformerFactory};
     pub use kinformer_informer::{InformerOptions, SharedIndexInformer};
     pub use kinformer_processor::{
         AddKind, EventStream, HandlerFuncs, ListenerOptions, Notification, Registration,

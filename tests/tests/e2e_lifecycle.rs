@@ -1,0 +1,149 @@
+//! Informers that leave the factory, against a real kube-apiserver (`cargo xtask e2e`) and
+//! against kinformer-testing's fake server (plain `cargo test`): a dynamic informer whose CRD
+//! is deleted stops with a clear state after one failed list instead of retrying for ever, and
+//! once the CRD is back a new request builds an informer that works. docs/e2e.md lists what
+//! each test proves.
+
+#[allow(
+    dead_code,
+    reason = "e2e_support serves every e2e binary; this one uses part of it"
+)]
+mod e2e_support;
+
+use std::time::Duration;
+
+use e2e_support::{Ctx, eventually, run};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kinformer::factory::{FactoryOptions, SharedInformerFactory};
+use kube_client::{
+    Api,
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams},
+};
+
+/// The longest a test waits for the server or an informer to get somewhere.
+const CONVERGE: Duration = Duration::from_secs(60);
+
+/// Creates a namespaced `Widget` CRD in `group` and waits until Widgets are served.
+async fn create_crd(ctx: &Ctx, group: &str) -> ApiResource {
+    let name = format!("widgets.{group}");
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name },
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": {
+                    "type": "object",
+                    "properties": { "spec": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } },
+                } },
+            }],
+        },
+    }))
+    .expect("a valid CRD");
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client());
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create CRD");
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets")
+}
+
+/// Creates a Widget, retrying while its resource is not served yet.
+async fn create_widget(api: &Api<DynamicObject>, resource: &ApiResource, name: &str) {
+    let widget =
+        DynamicObject::new(name, resource).data(serde_json::json!({ "spec": { "size": 1 } }));
+    eventually("a Widget is created", CONVERGE, || {
+        let widget = widget.clone();
+        async move {
+            match api.create(&PostParams::default(), &widget).await {
+                Ok(_) => Ok(()),
+                Err(kube_client::Error::Api(status)) if status.code == 404 => {
+                    Err("the Widget resource is not served yet".to_owned())
+                }
+                Err(err) => panic!("creating a Widget: {err}"),
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_new_one_works_once_it_returns() {
+    run("crd-gone", |ctx| async move {
+        let group = format!("gone-{}.kinformer.dev", ctx.unique());
+        let name = format!("widgets.{group}");
+        ctx.delete_crd_afterwards(&name);
+        let resource = create_crd(&ctx, &group).await;
+        let widgets: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client(), &ctx.namespace, &resource);
+        create_widget(&widgets, &resource, "first").await;
+
+        let factory = SharedInformerFactory::new(
+            ctx.client(),
+            FactoryOptions::default().namespace(ctx.namespace.clone()),
+        );
+        let informer = factory
+            .dynamic_informer(&resource)
+            .expect("a dynamic informer");
+        factory.start().expect("the factory starts");
+        let synced = factory.wait_for_cache_sync_timeout(CONVERGE).await;
+        assert!(synced.values().all(|synced| *synced), "{synced:?}");
+        assert_eq!(informer.cache().list().len(), 1);
+
+        let crds: Api<CustomResourceDefinition> = Api::all(ctx.client());
+        crds.delete(&name, &DeleteParams::default())
+            .await
+            .expect("the CRD is deleted");
+        tokio::time::timeout(CONVERGE, informer.stopped())
+            .await
+            .expect("the informer stops instead of retrying for ever");
+        let status = informer.sync_status();
+        assert!(status.resource_gone, "{status:?}");
+        assert!(
+            status
+                .last_error
+                .as_deref()
+                .is_some_and(|error| error.contains("no longer served")),
+            "{status:?}"
+        );
+        assert_eq!(
+            informer.health().reflector.failed_lists,
+            1,
+            "it stopped at the first failed list"
+        );
+        assert!(
+            factory.informers().is_empty(),
+            "the stopped informer left the factory"
+        );
+
+        // The CRD is gone for good before it comes back under the same name.
+        eventually("the CRD is gone", CONVERGE, || {
+            let crds = crds.clone();
+            let name = name.clone();
+            async move {
+                match crds.get_opt(&name).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(_)) => Err("the CRD still exists".to_owned()),
+                    Err(err) => Err(err.to_string()),
+                }
+            }
+        })
+        .await;
+        let resource = create_crd(&ctx, &group).await;
+        create_widget(&widgets, &resource, "second").await;
+        let fresh = factory
+            .dynamic_informer(&resource)
+            .expect("a new dynamic informer");
+        assert!(!fresh.is_stopped(), "a new informer, not the stopped one");
+        factory.start().expect("the factory starts it");
+        let synced = factory.wait_for_cache_sync_timeout(CONVERGE).await;
+        assert!(synced.values().all(|synced| *synced), "{synced:?}");
+        assert_eq!(
+            fresh.cache().list_keys(),
+            [format!("{}/second", ctx.namespace)]
+        );
+        factory.shutdown().await;
+    })
+    .await;
+}
