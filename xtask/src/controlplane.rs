@@ -102,7 +102,7 @@ pub(crate) struct Binaries {
 }
 
 /// `$KINFORMER_CACHE_DIR`, else `$XDG_CACHE_HOME/kinformer`, else `~/.cache/kinformer`.
-fn cache_root() -> PathBuf {
+pub(crate) fn cache_root() -> PathBuf {
     if let Some(dir) = env::var_os("KINFORMER_CACHE_DIR") {
         return PathBuf::from(dir);
     }
@@ -168,7 +168,7 @@ pub(crate) fn ensure_binaries() -> Result<Binaries, String> {
 }
 
 /// `-X` flags that make `/version` report the real release instead of `v0.0.0-master`.
-fn kube_version_ldflags() -> Vec<String> {
+pub(crate) fn kube_version_ldflags() -> Vec<String> {
     let trimmed = KUBERNETES_VERSION.trim_start_matches('v');
     let mut parts = trimmed.split('.');
     let major = parts.next().unwrap_or("1");

@@ -5,8 +5,11 @@
 //! - `--local` (the default when no Docker engine answers): kube-apiserver and etcd built from
 //!   the Go module proxy and started on 127.0.0.1 (see `controlplane.rs`). A control plane left
 //!   up by `cargo xtask control-plane up` is reused.
-//! - `--kind`: a kind cluster (created, or reused when one of that name exists), deleted
-//!   afterwards unless `--keep`.
+//! - `--kind`: a kind cluster (created, or reused when one of that name exists) on the node
+//!   image `kindest/node:v1.37.2`, deleted afterwards unless `--keep`. kind pulls the published
+//!   image unless Docker already has one of that name; where no registry is reachable,
+//!   `cargo xtask kind-image` builds it (see `kind_image.rs`), and its cached tree is imported
+//!   again when Docker lost the image. The kind CLI comes from PATH, else from that cache.
 //! - `--kubeconfig PATH`: any cluster. The suite works in fresh namespaces and deletes what it
 //!   created; a context that looks like production is refused unless `--yes`.
 //! - `--fake`: the in-process fake server, which is also what a plain `cargo test` uses.
@@ -25,17 +28,18 @@
 use std::{
     env, fs,
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Command,
     thread,
     time::{Duration, Instant},
 };
 
-use crate::controlplane::{self, ApiServerOutage, ControlPlane, Detached, Endpoint, Options};
+use crate::{
+    controlplane::{self, ApiServerOutage, ControlPlane, Detached, Endpoint, Options},
+    kind_image::{self, NODE_IMAGE},
+};
 
 /// The kind cluster's name unless `--kind-name` says otherwise.
 const KIND_CLUSTER: &str = "kinformer-e2e";
-/// The node image matching the one Kubernetes minor the project targets.
-const KIND_NODE_IMAGE: &str = "kindest/node:v1.37.2";
 /// Names the file through which the restart test asks xtask to kill or start kube-apiserver.
 const RESTART_FILE_ENV: &str = "KINFORMER_E2E_RESTART_FILE";
 /// The test (in `tests/tests/e2e_restart.rs`) that needs the restart hook.
@@ -117,7 +121,7 @@ pub(crate) fn e2e(args: &[String]) -> Result<(), String> {
     let args = parse(args)?;
     let backend = match args.backend.clone() {
         Some(backend) => backend,
-        None if docker_answers() && on_path("kind") => Backend::Kind,
+        None if kind_image::docker_answers() && kind_cli().is_some() => Backend::Kind,
         None => Backend::Local,
     };
     let started = Instant::now();
@@ -182,14 +186,28 @@ fn local(args: &Args) -> Result<(), String> {
     result
 }
 
-fn kind(args: &Args) -> Result<(), String> {
-    if !on_path("kind") || !docker_answers() {
-        return Err(
-            "--kind needs the `kind` CLI and a Docker engine that answers `docker info`".to_owned(),
-        );
+/// The kind CLI: from PATH, else the one `cargo xtask kind-image` built.
+fn kind_cli() -> Option<PathBuf> {
+    if on_path("kind") {
+        return Some(PathBuf::from("kind"));
     }
+    kind_image::cached_binary("kind")
+}
+
+fn kind(args: &Args) -> Result<(), String> {
+    // A dockerd that `cargo xtask kind-image` installed does not outlive the machine's session.
+    if kind_image::ensure_docker().unwrap_or(false) {
+        eprintln!("xtask: started dockerd");
+    }
+    let (Some(kind), true) = (kind_cli(), kind_image::docker_answers()) else {
+        return Err(
+            "--kind needs a Docker engine that answers `docker info` and the `kind` CLI (on PATH, \
+             or built by `cargo xtask kind-image`)"
+                .to_owned(),
+        );
+    };
     let name = &args.kind_name;
-    let clusters = Command::new("kind")
+    let clusters = Command::new(&kind)
         .args(["get", "clusters"])
         .output()
         .map_err(|err| format!("running kind get clusters: {err}"))?;
@@ -199,16 +217,16 @@ fn kind(args: &Args) -> Result<(), String> {
     if exists {
         eprintln!("xtask: reusing kind cluster {name}");
     } else {
-        let mut create = Command::new("kind");
+        if !kind_image::image_exists(NODE_IMAGE) && kind_image::cached_node_tar().is_file() {
+            eprintln!(
+                "xtask: importing {NODE_IMAGE} from {}",
+                kind_image::cached_node_tar().display()
+            );
+            kind_image::import_node_tar()?;
+        }
+        let mut create = Command::new(&kind);
         create.args([
-            "create",
-            "cluster",
-            "--name",
-            name,
-            "--image",
-            KIND_NODE_IMAGE,
-            "--wait",
-            "180s",
+            "create", "cluster", "--name", name, "--image", NODE_IMAGE, "--wait", "180s",
         ]);
         crate::run(create)?;
     }
@@ -216,7 +234,7 @@ fn kind(args: &Args) -> Result<(), String> {
         "kinformer-e2e-kind-{}.kubeconfig",
         std::process::id()
     ));
-    let output = Command::new("kind")
+    let output = Command::new(&kind)
         .args(["get", "kubeconfig", "--name", name])
         .output()
         .map_err(|err| format!("running kind get kubeconfig: {err}"))?;
@@ -234,7 +252,7 @@ fn kind(args: &Args) -> Result<(), String> {
     );
     let _ = fs::remove_file(&kubeconfig);
     if !args.keep {
-        let mut delete = Command::new("kind");
+        let mut delete = Command::new(&kind);
         delete.args(["delete", "cluster", "--name", name]);
         crate::run(delete)?;
     }
@@ -409,15 +427,6 @@ impl<'a> RestartHook<'a> {
         }
         let _ = fs::remove_dir_all(&self.dir);
     }
-}
-
-fn docker_answers() -> bool {
-    Command::new("docker")
-        .arg("info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
 }
 
 fn on_path(program: &str) -> bool {

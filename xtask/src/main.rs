@@ -13,6 +13,8 @@
 //! - `control-plane up|down|env|build|restart-apiserver`: a real kube-apiserver and etcd, built
 //!   from the Go module proxy and cached by version, on loopback.
 //! - `e2e [--local|--kind|--kubeconfig PATH|--fake]`: the end-to-end suite against a backend.
+//! - `kind-image`: the kind node image for `e2e --kind`, built from the Go module proxy and
+//!   Debian's packages where no image registry is reachable.
 //! - `protobuf-schema [--check] [--from FILE]`: kinformer-protobuf's message tables, from the
 //!   Go API types (needs Go, or a saved run of the generator); `protobuf-fixtures`: its
 //!   differential fixtures, encoded by client-go.
@@ -33,6 +35,7 @@ mod bench;
 mod benchsuite;
 mod controlplane;
 mod e2e;
+mod kind_image;
 mod protobuf;
 #[cfg(test)]
 mod tidy;
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Some("fake-apiserver") => fake_apiserver(&args[1..]),
         Some("control-plane") => controlplane::control_plane(&args[1..]),
         Some("e2e") => e2e::e2e(&args[1..]),
+        Some("kind-image") => kind_image::kind_image(&args[1..]),
         Some("protobuf-schema") => protobuf::schema(&args[1..]),
         Some("protobuf-fixtures") => protobuf::fixtures(),
         Some("help" | "--help" | "-h") | None => {
@@ -75,6 +79,7 @@ fn print_usage() {
          fake-apiserver [FLAGS] run kinformer-testing's fake API server standalone\n  \
          control-plane up|down|env|build|restart-apiserver\n                         a local kube-apiserver + etcd (built from Go modules)\n  \
          e2e [--local|--kind|--kubeconfig PATH|--fake] [--keep] [--yes] [-- TEST ARGS]\n                         the end-to-end suite\n  \
+         kind-image             build kindest/node offline (Go module proxy, Debian packages)\n  \
          protobuf-schema [--check] [--from FILE]\n                         regenerate the protobuf tables from the Go API types\n  \
          protobuf-fixtures      re-encode the protobuf fixtures with client-go"
     );

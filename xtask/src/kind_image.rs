@@ -1,0 +1,1096 @@
+//! `cargo xtask kind-image`: the kind node image `kindest/node:v1.37.2`, built on this machine
+//! from the Go module proxy and Debian's packages, for machines that reach no image registry.
+//!
+//! Every piece is built from source or from Debian, then cached under
+//! `~/.cache/kinformer/kind/<versions>/` (the cache root of `controlplane.rs`), so only the first
+//! run pays for the Go builds; a cold run needs nothing but the registries:
+//! - the Kubernetes binaries from `xtask/kind` (same replace list and version stamps as the
+//!   local control plane, whose kube-apiserver and etcd the image reuses), the container runtime,
+//!   crictl, CNI plugins, CoreDNS and the kind CLI from `xtask/kind/runtime`, and pause from
+//!   `build/pause/linux/pause.c` in the k8s.io/kubernetes module, with a static gcc;
+//! - the images `kubeadm config images list` names, each a binary on `scratch` (kube-proxy on
+//!   the node's Debian tree, for iptables), saved as docker archives;
+//! - the node's root filesystem: `debootstrap --variant=minbase` with the packages kind's base
+//!   image installs, kind's base files from the sigs.k8s.io/kind module, kinformer's changes in
+//!   `xtask/kind/node` (static ptp CNI, restricted oom scores, `--fail-cgroupv1=false`), and
+//!   the images preloaded into its containerd, pinned, so nothing is ever pulled.
+//!
+//! The tree becomes one `docker import`ed layer (what kind's own Dockerfile squashes to), not a
+//! `kind build node-image` run, which still fetches images it does not find in its archives.
+//!
+//! The task also prepares the host where it must, and prints each change: it installs Debian's
+//! `docker.io`, `debootstrap` and `libseccomp-dev` when absent, and, where root lacks
+//! `CAP_SYS_RESOURCE` (kind runs nodes `--privileged`, and runc then fails to apply every
+//! capability), registers `kinformer-runc` (`xtask/kind/cmd/kinformer-runc`) as Docker's default
+//! runtime in `/etc/docker/daemon.json` and restarts dockerd.
+
+#![allow(clippy::print_stderr, reason = "xtask reports its progress on stderr")]
+
+use std::{
+    env, fs,
+    os::unix::process::CommandExt as _,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+use crate::{
+    controlplane::{self, ETCD_VERSION, KUBERNETES_VERSION},
+    project_root,
+};
+
+/// The node image `cargo xtask e2e --kind` runs, published by kind or built here.
+pub(crate) const NODE_IMAGE: &str = "kindest/node:v1.37.2";
+/// The kind CLI; `xtask/kind/runtime/go.mod` pins it.
+const KIND_VERSION: &str = "v0.33.0";
+/// containerd and runc as kind's base image (images/base/Dockerfile) pins them.
+const CONTAINERD_VERSION: &str = "v2.3.4";
+const RUNC_VERSION: &str = "v1.4.3";
+/// cri-tools as kind's base image pins it (v1.37 needs a newer k8s.io/cri-api than containerd).
+const CRICTL_VERSION: &str = "v1.36.0";
+const CNI_PLUGINS_VERSION: &str = "v1.9.1";
+/// What kubeadm v1.37 deploys (`CoreDNSVersion`, `PauseVersion`, `DefaultEtcdVersion`).
+const COREDNS_VERSION: &str = "v1.14.6";
+const PAUSE_VERSION: &str = "3.10.2";
+const ETCD_IMAGE_TAG: &str = "3.7.0-0";
+/// The Debian release of the node's root filesystem (and of this machine).
+const DEBIAN_SUITE: &str = "bookworm";
+/// What kind's base image installs, less NFS, iSCSI and fuse-overlayfs (for storage tests and
+/// rootless nodes, neither of which this image serves).
+const NODE_PACKAGES: &[&str] = &[
+    "systemd",
+    "conntrack",
+    "iptables",
+    "nftables",
+    "iproute2",
+    "ethtool",
+    "util-linux",
+    "mount",
+    "kmod",
+    "libseccomp2",
+    "pigz",
+    "e2fsprogs",
+    "bash",
+    "ca-certificates",
+    "curl",
+    "jq",
+    "procps",
+];
+/// Host packages the build needs, with the command that shows each is there.
+const HOST_PACKAGES: &[(&str, &str)] = &[
+    ("docker.io", "dockerd"),
+    ("debootstrap", "debootstrap"),
+    ("libseccomp-dev", "/usr/include/seccomp.h"),
+];
+const WRAPPER_RUNTIME: &str = "kinformer-runc";
+const WRAPPER_PATH: &str = "/usr/local/bin/kinformer-runc";
+const DAEMON_JSON: &str = "/etc/docker/daemon.json";
+/// The image label that names the versions an image from this task was built with.
+const KEY_LABEL: &str = "dev.kinformer.kind-image";
+const DOCKER_LOG: &str = "/var/log/docker.log";
+const DOCKERD_PID: &str = "/var/run/docker.pid";
+/// How long dockerd may take to answer after a start or restart.
+const DOCKER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The cache folder's name: every version that goes into the image.
+pub(crate) fn versions_key() -> String {
+    format!(
+        "k8s-{KUBERNETES_VERSION}_kind-{KIND_VERSION}_containerd-{CONTAINERD_VERSION}_runc-{RUNC_VERSION}\
+         _crictl-{CRICTL_VERSION}_cni-{CNI_PLUGINS_VERSION}_coredns-{COREDNS_VERSION}_debian-{DEBIAN_SUITE}"
+    )
+}
+
+/// `~/.cache/kinformer/kind/<versions>`.
+pub(crate) fn cache_dir() -> PathBuf {
+    controlplane::cache_root().join("kind").join(versions_key())
+}
+
+/// The node's root filesystem as a tar, which `e2e --kind` imports when Docker lost the image.
+pub(crate) fn cached_node_tar() -> PathBuf {
+    cache_dir().join("node.tar")
+}
+
+/// A built binary in the cache (`kind`, `kubectl`, ...), when it is there.
+pub(crate) fn cached_binary(name: &str) -> Option<PathBuf> {
+    Some(cache_dir().join("bin").join(name)).filter(|path| path.is_file())
+}
+
+/// Runs `cargo xtask kind-image`.
+pub(crate) fn kind_image(args: &[String]) -> Result<(), String> {
+    match args.first().map(String::as_str) {
+        None => {}
+        Some("--check") => return check(),
+        Some(other) => {
+            return Err(format!(
+                "unknown kind-image flag {other:?}; usage: cargo xtask kind-image [--check]"
+            ));
+        }
+    }
+    let started = Instant::now();
+    let mut changes = Vec::new();
+    prepare_host(&mut changes)?;
+    let dir = cache_dir();
+    let bin = dir.join("bin");
+    fs::create_dir_all(&bin).map_err(|err| format!("creating {}: {err}", bin.display()))?;
+    build_binaries(&bin)?;
+    check_image_names(&bin)?;
+    let rootfs = build_rootfs(&dir)?;
+    let images = build_images(&dir, &bin, &rootfs)?;
+    assemble_node(&dir, &bin, &rootfs, &images)?;
+    let size = image_size(NODE_IMAGE)?;
+    eprintln!(
+        "xtask: {NODE_IMAGE} is ready ({size}) in {:.0?}; pieces cached in {}",
+        started.elapsed(),
+        dir.display()
+    );
+    if changes.is_empty() {
+        eprintln!("xtask: no change to this host was needed");
+    } else {
+        eprintln!("xtask: changes made to this host:");
+        for change in &changes {
+            eprintln!("  - {change}");
+        }
+    }
+    Ok(())
+}
+
+/// `kind-image --check`: succeeds when `e2e --kind` can run on the node image without
+/// building or pulling it (what `.ci/run` asks before running the kind backend), and says why
+/// not otherwise. Starts nothing and changes nothing.
+fn check() -> Result<(), String> {
+    let in_docker = docker_answers() && image_exists(NODE_IMAGE);
+    if !in_docker && !cached_node_tar().is_file() {
+        return Err(format!(
+            "{NODE_IMAGE} is neither in Docker nor cached in {}",
+            cached_node_tar().display()
+        ));
+    }
+    if !docker_answers() && !present("dockerd") {
+        return Err("no Docker engine answers and dockerd is not installed".to_owned());
+    }
+    if !present("kind") && cached_binary("kind").is_none() {
+        return Err("no kind CLI on PATH or in the cache".to_owned());
+    }
+    let source = if in_docker {
+        "in Docker"
+    } else {
+        "in the cache"
+    };
+    eprintln!("xtask: {NODE_IMAGE} is ready {source}");
+    Ok(())
+}
+
+/// Installs what is missing, and sets up the runtime wrapper where root lacks
+/// `CAP_SYS_RESOURCE`; each change is pushed onto `changes` and printed as it happens.
+fn prepare_host(changes: &mut Vec<String>) -> Result<(), String> {
+    let mut note = |change: String| {
+        eprintln!("xtask: host change: {change}");
+        changes.push(change);
+    };
+    if !is_root() {
+        return Err(
+            "kind-image runs as root: it installs packages, debootstraps and chroots".into(),
+        );
+    }
+    let missing: Vec<&str> = HOST_PACKAGES
+        .iter()
+        .filter(|(package, probe)| {
+            // An engine that already answers (Docker CE, Docker Desktop) is kept.
+            !(present(probe) || (*package == "docker.io" && docker_answers()))
+        })
+        .map(|(package, _)| *package)
+        .collect();
+    if !missing.is_empty() {
+        let mut update = Command::new("apt-get");
+        update.args(["update", "-qq"]);
+        run_captured(update)?;
+        let mut install = Command::new("apt-get");
+        install
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive");
+        run_captured(install)?;
+        note(format!("installed Debian packages: {}", missing.join(" ")));
+    }
+
+    let mut restart = false;
+    if lacks_cap_sys_resource()? {
+        let built = cache_dir().join("bin").join(WRAPPER_RUNTIME);
+        if !built.is_file() {
+            go_build(&Go::kind(WRAPPER_RUNTIME, "./cmd/kinformer-runc"), &built)?;
+        }
+        let wanted =
+            fs::read(&built).map_err(|err| format!("reading {}: {err}", built.display()))?;
+        if fs::read(WRAPPER_PATH).ok().as_ref() != Some(&wanted) {
+            fs::copy(&built, WRAPPER_PATH)
+                .map_err(|err| format!("installing {WRAPPER_PATH}: {err}"))?;
+            note(format!(
+                "installed {WRAPPER_PATH}, a runc wrapper that drops CAP_SYS_RESOURCE, which root \
+                 lacks here, from every container's capabilities"
+            ));
+        }
+        if register_wrapper()? {
+            note(format!(
+                "registered {WRAPPER_RUNTIME} as Docker's default runtime in {DAEMON_JSON}"
+            ));
+            restart = true;
+        }
+    }
+    if restart && docker_answers() {
+        docker_service("restart")?;
+        note("restarted dockerd to load the runtime (its running containers were stopped)".into());
+    } else if ensure_docker()? {
+        note(format!("started dockerd (log: {DOCKER_LOG})"));
+    }
+    Ok(())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
+}
+
+/// Whether `probe` (a command on PATH or an absolute path) exists.
+fn present(probe: &str) -> bool {
+    if probe.starts_with('/') {
+        return Path::new(probe).exists();
+    }
+    env::var_os("PATH").is_some_and(|path| {
+        env::split_paths(&path)
+            .chain(["/usr/sbin".into(), "/sbin".into()])
+            .any(|dir| dir.join(probe).is_file())
+    })
+}
+
+/// Whether this process's bounding set lacks `CAP_SYS_RESOURCE` (bit 24), so a privileged
+/// container cannot be given it.
+fn lacks_cap_sys_resource() -> Result<bool, String> {
+    let status = fs::read_to_string("/proc/self/status")
+        .map_err(|err| format!("reading /proc/self/status: {err}"))?;
+    let bounding = status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapBnd:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .ok_or("no CapBnd line in /proc/self/status")?;
+    Ok(bounding & (1 << 24) == 0)
+}
+
+/// Makes `kinformer-runc` Docker's default runtime, keeping every other setting of
+/// `daemon.json`; returns whether the file changed.
+fn register_wrapper() -> Result<bool, String> {
+    let before = match fs::read_to_string(DAEMON_JSON) {
+        Ok(text) => serde_json::from_str(&text)
+            .map_err(|err| format!("{DAEMON_JSON} is not valid JSON: {err}"))?,
+        Err(_) => json!({}),
+    };
+    let after = with_wrapper(before.clone())?;
+    if after == before {
+        return Ok(false);
+    }
+    fs::create_dir_all("/etc/docker").map_err(|err| format!("creating /etc/docker: {err}"))?;
+    let text = serde_json::to_string_pretty(&after).map_err(|err| err.to_string())?;
+    fs::write(DAEMON_JSON, text + "\n").map_err(|err| format!("writing {DAEMON_JSON}: {err}"))?;
+    Ok(true)
+}
+
+fn with_wrapper(mut config: Value) -> Result<Value, String> {
+    let object = config
+        .as_object_mut()
+        .ok_or(format!("{DAEMON_JSON} is not a JSON object"))?;
+    let runtimes = object.entry("runtimes").or_insert_with(|| json!({}));
+    let runtimes = runtimes
+        .as_object_mut()
+        .ok_or(format!("\"runtimes\" in {DAEMON_JSON} is not an object"))?;
+    runtimes.insert(WRAPPER_RUNTIME.to_owned(), json!({ "path": WRAPPER_PATH }));
+    object.insert("default-runtime".to_owned(), json!(WRAPPER_RUNTIME));
+    Ok(config)
+}
+
+pub(crate) fn docker_answers() -> bool {
+    Command::new("docker")
+        .arg("info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Starts dockerd when it does not answer; returns whether it did. `e2e --kind` calls this too:
+/// a dockerd started by hand does not outlive the machine's session.
+pub(crate) fn ensure_docker() -> Result<bool, String> {
+    if docker_answers() {
+        return Ok(false);
+    }
+    if !present("dockerd") {
+        return Err(
+            "no Docker engine answers `docker info`, and dockerd is not installed; \
+                    `cargo xtask kind-image` installs Debian's docker.io"
+                .to_owned(),
+        );
+    }
+    docker_service("start")?;
+    Ok(true)
+}
+
+/// Starts or restarts dockerd, then waits until `docker info` answers. Under systemd through
+/// `systemctl`; elsewhere xtask runs dockerd itself, in a process group of its own, logging to
+/// `/var/log/docker.log`: Debian's init script raises rlimits first, which fails where root
+/// lacks `CAP_SYS_RESOURCE`.
+fn docker_service(action: &str) -> Result<(), String> {
+    if Path::new("/run/systemd/system").is_dir() {
+        let mut command = Command::new("systemctl");
+        command.args([action, "docker"]);
+        run_captured(command)?;
+    } else {
+        if action == "restart" {
+            stop_dockerd()?;
+        }
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(DOCKER_LOG)
+            .map_err(|err| format!("opening {DOCKER_LOG}: {err}"))?;
+        let err_log = log
+            .try_clone()
+            .map_err(|err| format!("opening {DOCKER_LOG}: {err}"))?;
+        eprintln!("xtask: starting dockerd (log: {DOCKER_LOG})");
+        Command::new("dockerd")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err_log)
+            .process_group(0)
+            .spawn()
+            .map_err(|err| format!("could not start dockerd: {err}"))?;
+    }
+    let deadline = Instant::now() + DOCKER_TIMEOUT;
+    while !docker_answers() {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "dockerd did not answer `docker info` within {DOCKER_TIMEOUT:?} of a {action}; \
+                 see {DOCKER_LOG}"
+            ));
+        }
+        thread::sleep(Duration::from_millis(500));
+    }
+    Ok(())
+}
+
+/// Stops the dockerd whose PID `/var/run/docker.pid` holds, and waits until it has exited.
+fn stop_dockerd() -> Result<(), String> {
+    let Ok(pid) = fs::read_to_string(DOCKERD_PID) else {
+        return Ok(());
+    };
+    let pid = pid.trim();
+    let mut kill = Command::new("kill");
+    kill.args(["-TERM", pid]);
+    if run_captured(kill).is_err() {
+        // Not running: the file is stale.
+        return Ok(());
+    }
+    let deadline = Instant::now() + DOCKER_TIMEOUT;
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "dockerd (PID {pid}) did not stop within {DOCKER_TIMEOUT:?}"
+            ));
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}
+
+/// One `go build` of a package from one of the two Go modules under `xtask/kind`.
+struct Go {
+    name: &'static str,
+    module: &'static str,
+    package: &'static str,
+    cgo: bool,
+    tags: &'static str,
+    ldflags: Vec<String>,
+}
+
+impl Go {
+    /// A package of `xtask/kind`: Kubernetes (stamped like the control plane) or the wrapper.
+    fn kind(name: &'static str, package: &'static str) -> Self {
+        Self {
+            name,
+            module: "xtask/kind",
+            package,
+            cgo: false,
+            tags: "",
+            ldflags: if package.starts_with("k8s.io/") {
+                controlplane::kube_version_ldflags()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// A package of `xtask/kind/runtime`, with `-X` stamps of its version.
+    fn runtime(name: &'static str, package: &'static str, stamps: &[String]) -> Self {
+        Self {
+            name,
+            module: "xtask/kind/runtime",
+            package,
+            cgo: false,
+            tags: "",
+            ldflags: stamps.iter().map(|stamp| format!("-X {stamp}")).collect(),
+        }
+    }
+}
+
+/// Every Go binary of the node image.
+fn go_binaries() -> Vec<Go> {
+    let containerd = [
+        format!("github.com/containerd/containerd/v2/version.Version={CONTAINERD_VERSION}"),
+        "github.com/containerd/containerd/v2/version.Package=github.com/containerd/containerd/v2"
+            .to_owned(),
+    ];
+    let cni = [format!(
+        "github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion={CNI_PLUGINS_VERSION}"
+    )];
+    let mut binaries = vec![
+        Go::kind("kubelet", "k8s.io/kubernetes/cmd/kubelet"),
+        Go::kind("kubeadm", "k8s.io/kubernetes/cmd/kubeadm"),
+        Go::kind("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
+        Go::kind(
+            "kube-controller-manager",
+            "k8s.io/kubernetes/cmd/kube-controller-manager",
+        ),
+        Go::kind("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler"),
+        Go::kind("kube-proxy", "k8s.io/kubernetes/cmd/kube-proxy"),
+        Go::runtime(
+            "crictl",
+            "sigs.k8s.io/cri-tools/cmd/crictl",
+            &[format!(
+                "sigs.k8s.io/cri-tools/pkg/version.Version={}",
+                CRICTL_VERSION.trim_start_matches('v')
+            )],
+        ),
+        Go::runtime(
+            "ptp",
+            "github.com/containernetworking/plugins/plugins/main/ptp",
+            &cni,
+        ),
+        Go::runtime(
+            "host-local",
+            "github.com/containernetworking/plugins/plugins/ipam/host-local",
+            &cni,
+        ),
+        Go::runtime(
+            "portmap",
+            "github.com/containernetworking/plugins/plugins/meta/portmap",
+            &cni,
+        ),
+        Go::runtime(
+            "loopback",
+            "github.com/containernetworking/plugins/plugins/main/loopback",
+            &cni,
+        ),
+        Go::runtime("coredns", "github.com/coredns/coredns", &[]),
+        Go::runtime("kind", "sigs.k8s.io/kind", &[]),
+    ];
+    for (name, package) in [
+        (
+            "containerd",
+            "github.com/containerd/containerd/v2/cmd/containerd",
+        ),
+        ("ctr", "github.com/containerd/containerd/v2/cmd/ctr"),
+        (
+            "containerd-shim-runc-v2",
+            "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+        ),
+    ] {
+        binaries.push(Go {
+            // kind's base image leaves these snapshotters out too; btrfs would need cgo.
+            tags: "no_aufs no_zfs no_btrfs no_devmapper",
+            ..Go::runtime(name, package, &containerd)
+        });
+    }
+    // runc needs cgo (nsenter, libseccomp); linked statically, like kind's, so it runs on any
+    // node userland.
+    let mut runc = Go::runtime(
+        "runc",
+        "github.com/opencontainers/runc",
+        &[format!(
+            "main.version={}",
+            RUNC_VERSION.trim_start_matches('v')
+        )],
+    );
+    runc.cgo = true;
+    runc.tags = "seccomp urfave_cli_no_docs netgo osusergo";
+    runc.ldflags.push("-linkmode=external".to_owned());
+    runc.ldflags.push("-extldflags=-static".to_owned());
+    binaries.push(runc);
+    binaries
+}
+
+/// Builds every binary missing from `bin`, and copies in kube-apiserver and etcd from the
+/// local control plane's cache (building them there first if need be).
+fn build_binaries(bin: &Path) -> Result<(), String> {
+    for go in go_binaries() {
+        let output = bin.join(go.name);
+        if !output.is_file() {
+            go_build(&go, &output)?;
+        }
+    }
+    controlplane::ensure_binaries()?;
+    for name in ["kube-apiserver", "etcd"] {
+        let output = bin.join(name);
+        if !output.is_file() {
+            copy_atomically(&controlplane::binary_dir().join(name), &output)?;
+        }
+    }
+    let pause = bin.join("pause");
+    if !pause.is_file() {
+        let source =
+            module_dir("xtask/kind", "k8s.io/kubernetes")?.join("build/pause/linux/pause.c");
+        let partial = partial_path(&pause);
+        let mut gcc = Command::new("nice");
+        gcc.args(["-n", "19", "gcc", "-Os", "-Wall", "-Werror", "-static"])
+            .arg(format!("-DVERSION=v{PAUSE_VERSION}-kinformer"))
+            .arg("-o")
+            .arg(&partial)
+            .arg(source);
+        run_captured(gcc)?;
+        rename(&partial, &pause)?;
+    }
+    Ok(())
+}
+
+/// `go build` of one package into `output` (through a partial file, so an interrupted build
+/// never looks cached), at idle priority.
+fn go_build(go: &Go, output: &Path) -> Result<(), String> {
+    let started = Instant::now();
+    eprintln!("xtask: building {} ({})", go.name, go.package);
+    let partial = partial_path(output);
+    let mut command = idle("go");
+    command
+        .args(["build", "-trimpath"])
+        .arg(format!("-tags={}", go.tags))
+        // -s -w: no symbol table or DWARF, as Kubernetes' release builds; the image is a third
+        // smaller.
+        .arg(format!("-ldflags=-s -w {}", go.ldflags.join(" ")))
+        .arg("-o")
+        .arg(&partial)
+        .arg(go.package)
+        .current_dir(project_root().join(go.module))
+        .env("GOTOOLCHAIN", "local")
+        .env("CGO_ENABLED", if go.cgo { "1" } else { "0" });
+    crate::run(command).map_err(|err| {
+        format!("{err} (is Go 1.26 installed and the Go module proxy reachable?)")
+    })?;
+    rename(&partial, output)?;
+    eprintln!("xtask: built {} in {:.0?}", go.name, started.elapsed());
+    Ok(())
+}
+
+/// `nice -n 19 ionice -c3 PROGRAM`: the image build must not starve whatever else runs.
+fn idle(program: &str) -> Command {
+    let mut command = Command::new("nice");
+    command.args(["-n", "19"]);
+    if present("ionice") {
+        command.args(["ionice", "-c3"]);
+    }
+    command.arg(program);
+    command
+}
+
+/// The folder of `module_path` as the Go module in `module` resolves it (downloaded if need be).
+fn module_dir(module: &str, module_path: &str) -> Result<PathBuf, String> {
+    let mut command = Command::new("go");
+    command
+        .args(["mod", "download", "-json", module_path])
+        .current_dir(project_root().join(module))
+        .env("GOTOOLCHAIN", "local");
+    let output = run_captured(command)?;
+    let info: Value = serde_json::from_slice(&output)
+        .map_err(|err| format!("go mod download -json {module_path}: {err}"))?;
+    info["Dir"].as_str().map(PathBuf::from).ok_or(format!(
+        "go mod download -json {module_path} printed no Dir"
+    ))
+}
+
+/// One image kubeadm or containerd needs, built from cached pieces.
+struct Image {
+    reference: String,
+    /// The archive's file name in `images/`.
+    file: &'static str,
+    /// The binary copied in, and where.
+    binary: &'static str,
+    path: &'static str,
+    /// Whether it is built on the node's Debian tree (kube-proxy runs iptables) or `scratch`.
+    on_rootfs: bool,
+    extra: &'static str,
+}
+
+fn node_images() -> Vec<Image> {
+    let registry = "registry.k8s.io";
+    let kube = |name: &'static str, on_rootfs: bool| Image {
+        reference: format!("{registry}/{name}:{KUBERNETES_VERSION}"),
+        file: name,
+        binary: name,
+        path: "/usr/local/bin/",
+        on_rootfs,
+        extra: "",
+    };
+    vec![
+        kube("kube-apiserver", false),
+        kube("kube-controller-manager", false),
+        kube("kube-scheduler", false),
+        kube("kube-proxy", true),
+        Image {
+            reference: format!("{registry}/etcd:{ETCD_IMAGE_TAG}"),
+            file: "etcd",
+            binary: "etcd",
+            path: "/usr/local/bin/",
+            on_rootfs: false,
+            extra: "",
+        },
+        Image {
+            reference: format!("{registry}/coredns/coredns:{COREDNS_VERSION}"),
+            file: "coredns",
+            binary: "coredns",
+            path: "/coredns",
+            on_rootfs: false,
+            extra: "ENTRYPOINT [\"/coredns\"]\n",
+        },
+        Image {
+            reference: format!("{registry}/pause:{PAUSE_VERSION}"),
+            file: "pause",
+            binary: "pause",
+            path: "/pause",
+            on_rootfs: false,
+            extra: "USER 65535:65535\nENTRYPOINT [\"/pause\"]\n",
+        },
+    ]
+}
+
+/// Fails unless the images built here are exactly the ones the built kubeadm asks for (and
+/// etcd is the release the control plane runs), so a version bump cannot leave one behind.
+fn check_image_names(bin: &Path) -> Result<(), String> {
+    let mut command = Command::new(bin.join("kubeadm"));
+    command.args([
+        "config",
+        "images",
+        "list",
+        "--kubernetes-version",
+        KUBERNETES_VERSION,
+    ]);
+    let listed = String::from_utf8_lossy(&run_captured(command)?).to_string();
+    let mut wanted: Vec<&str> = listed
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    wanted.sort_unstable();
+    let images = node_images();
+    let mut built: Vec<&str> = images
+        .iter()
+        .map(|image| image.reference.as_str())
+        .collect();
+    built.sort_unstable();
+    if wanted != built {
+        return Err(format!(
+            "kubeadm {KUBERNETES_VERSION} lists images {wanted:?}, but kind-image builds {built:?}; \
+             update the versions in xtask/src/kind_image.rs"
+        ));
+    }
+    if !ETCD_IMAGE_TAG.starts_with(ETCD_VERSION.trim_start_matches('v')) {
+        return Err(format!(
+            "the etcd image tag {ETCD_IMAGE_TAG} is not the etcd {ETCD_VERSION} the image ships"
+        ));
+    }
+    Ok(())
+}
+
+/// The debootstrapped Debian tree with the node's packages, as `rootfs.tar` in the cache.
+fn build_rootfs(dir: &Path) -> Result<PathBuf, String> {
+    let tar = dir.join(format!("rootfs-{DEBIAN_SUITE}.tar"));
+    if tar.is_file() {
+        return Ok(tar);
+    }
+    let mirror = debian_mirror()?;
+    let started = Instant::now();
+    eprintln!("xtask: debootstrapping Debian {DEBIAN_SUITE} for the node from {mirror}");
+    let tree = dir.join("rootfs.partial");
+    remove_tree(&tree)?;
+    let mut debootstrap = idle("debootstrap");
+    debootstrap
+        .args(["--variant=minbase", "--merged-usr"])
+        .arg(format!("--include={}", NODE_PACKAGES.join(",")))
+        .arg(DEBIAN_SUITE)
+        .arg(&tree)
+        .arg(&mirror);
+    run_captured(debootstrap)?;
+    // Package lists and downloaded .debs are no part of a node.
+    for junk in ["var/cache/apt/archives", "var/lib/apt/lists"] {
+        let path = tree.join(junk);
+        remove_tree(&path)?;
+        fs::create_dir_all(&path).map_err(|err| format!("creating {}: {err}", path.display()))?;
+    }
+    let partial = partial_path(&tar);
+    let mut pack = idle("tar");
+    pack.arg("-C")
+        .arg(&tree)
+        .args(["--numeric-owner", "-cf"])
+        .arg(&partial)
+        .arg(".");
+    run_captured(pack)?;
+    rename(&partial, &tar)?;
+    remove_tree(&tree)?;
+    eprintln!(
+        "xtask: node root filesystem ready in {:.0?}",
+        started.elapsed()
+    );
+    Ok(tar)
+}
+
+/// The Debian mirror this machine's apt uses for [`DEBIAN_SUITE`], or `KINFORMER_DEBIAN_MIRROR`.
+fn debian_mirror() -> Result<String, String> {
+    if let Ok(mirror) = env::var("KINFORMER_DEBIAN_MIRROR") {
+        return Ok(mirror);
+    }
+    let mut texts = Vec::new();
+    if let Ok(text) = fs::read_to_string("/etc/apt/sources.list") {
+        texts.push(text);
+    }
+    if let Ok(entries) = fs::read_dir("/etc/apt/sources.list.d") {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path
+                .extension()
+                .is_some_and(|ext| ext == "sources" || ext == "list")
+            {
+                texts.extend(fs::read_to_string(path).ok());
+            }
+        }
+    }
+    texts
+        .iter()
+        .find_map(|text| mirror_in(text, DEBIAN_SUITE))
+        .ok_or(format!(
+            "no Debian {DEBIAN_SUITE} mirror found in /etc/apt/sources.list(.d); set \
+             KINFORMER_DEBIAN_MIRROR to one"
+        ))
+}
+
+/// The first URI serving `suite` in an apt sources text, one-line (`deb URI suite ...`) or
+/// deb822 (`URIs:` / `Suites:` paragraphs).
+fn mirror_in(text: &str, suite: &str) -> Option<String> {
+    for line in text.lines().map(str::trim) {
+        let mut words = line.split_whitespace();
+        if words.next() != Some("deb") {
+            continue;
+        }
+        let words: Vec<&str> = words.filter(|word| !word.starts_with('[')).collect();
+        if words.get(1) == Some(&suite) {
+            return words.first().map(|uri| (*uri).to_owned());
+        }
+    }
+    text.split("\n\n").find_map(|paragraph| {
+        let field = |name: &str| {
+            paragraph.lines().find_map(|line| {
+                let (key, value) = line.split_once(':')?;
+                (key.trim() == name).then(|| value.trim().to_owned())
+            })
+        };
+        let serves = field("Suites")?.split_whitespace().any(|s| s == suite)
+            && field("Types").is_some_and(|types| types.split_whitespace().any(|t| t == "deb"));
+        serves
+            .then(|| field("URIs"))?
+            .and_then(|uris| uris.split_whitespace().next().map(str::to_owned))
+    })
+}
+
+/// Builds (or finds) each image's docker archive in `images/`.
+fn build_images(dir: &Path, bin: &Path, rootfs: &Path) -> Result<PathBuf, String> {
+    let images = dir.join("images");
+    fs::create_dir_all(&images).map_err(|err| format!("creating {}: {err}", images.display()))?;
+    let base = format!("kinformer/kind-rootfs:{DEBIAN_SUITE}");
+    for image in node_images() {
+        let archive = images.join(format!("{}.tar", image.file));
+        if archive.is_file() {
+            continue;
+        }
+        if image.on_rootfs && !image_exists(&base) {
+            let mut import = Command::new("docker");
+            import.arg("import").arg(rootfs).arg(&base);
+            run_captured(import)?;
+        }
+        let context = dir.join(format!("context-{}", image.file));
+        remove_tree(&context)?;
+        fs::create_dir_all(&context)
+            .map_err(|err| format!("creating {}: {err}", context.display()))?;
+        fs::copy(bin.join(image.binary), context.join(image.binary))
+            .map_err(|err| format!("copying {} into its image: {err}", image.binary))?;
+        let from = if image.on_rootfs {
+            base.as_str()
+        } else {
+            "scratch"
+        };
+        let dockerfile = format!(
+            "FROM {from}\nCOPY {binary} {path}\n\
+             ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n{extra}",
+            binary = image.binary,
+            path = image.path,
+            extra = image.extra
+        );
+        fs::write(context.join("Dockerfile"), dockerfile)
+            .map_err(|err| format!("writing the Dockerfile of {}: {err}", image.reference))?;
+        eprintln!("xtask: building image {}", image.reference);
+        let mut build = Command::new("docker");
+        build
+            .args(["build", "--quiet", "--tag", &image.reference])
+            .arg(&context)
+            .env("DOCKER_BUILDKIT", "0");
+        run_captured(build)?;
+        let partial = partial_path(&archive);
+        let mut save = Command::new("docker");
+        save.args(["save", "--output"])
+            .arg(&partial)
+            .arg(&image.reference);
+        run_captured(save)?;
+        rename(&partial, &archive)?;
+        remove_tree(&context)?;
+    }
+    Ok(images)
+}
+
+/// Lays out the node's tree (`xtask/kind/node/assemble.sh`), tars it into the cache and
+/// imports it as [`NODE_IMAGE`].
+fn assemble_node(dir: &Path, bin: &Path, rootfs: &Path, images: &Path) -> Result<(), String> {
+    let started = Instant::now();
+    let work = dir.join("work");
+    remove_tree(&work)?;
+    let tree = work.join("rootfs");
+    fs::create_dir_all(&tree).map_err(|err| format!("creating {}: {err}", tree.display()))?;
+    let mut unpack = idle("tar");
+    unpack
+        .arg("-C")
+        .arg(&tree)
+        .args(["--numeric-owner", "-xf"])
+        .arg(rootfs);
+    run_captured(unpack)?;
+    let node = project_root().join("xtask/kind/node");
+    let mut assemble = Command::new("bash");
+    assemble
+        .arg(node.join("assemble.sh"))
+        .env("ROOTFS", &tree)
+        .env("BIN", bin)
+        .env(
+            "KIND_FILES",
+            module_dir("xtask/kind/runtime", "sigs.k8s.io/kind")?.join("images/base/files"),
+        )
+        .env("OVERLAY", &node)
+        .env("IMAGES", images)
+        .env("WORK", &work)
+        .env("K8S_VERSION", KUBERNETES_VERSION);
+    crate::run(assemble)?;
+    let tar = cached_node_tar();
+    let partial = partial_path(&tar);
+    let mut pack = idle("tar");
+    pack.arg("-C")
+        .arg(&tree)
+        .args(["--numeric-owner", "-cf"])
+        .arg(&partial)
+        .arg(".");
+    run_captured(pack)?;
+    rename(&partial, &tar)?;
+    remove_tree(&work)?;
+    import_node_tar()?;
+    eprintln!(
+        "xtask: node image assembled and imported in {:.0?}",
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// `docker import`s the cached node tree as [`NODE_IMAGE`], then gives it the settings kind's
+/// base image carries (systemd's container hint and stop signal, kind's entrypoint) through a
+/// `docker build` that adds no layer: `docker import --change` takes no `STOPSIGNAL`.
+pub(crate) fn import_node_tar() -> Result<(), String> {
+    let imported = format!("kinformer/kind-node-tree:{KUBERNETES_VERSION}");
+    let mut import = Command::new("docker");
+    import.arg("import").arg(cached_node_tar()).arg(&imported);
+    run_captured(import)?;
+    let context = cache_dir().join("context-node");
+    remove_tree(&context)?;
+    fs::create_dir_all(&context).map_err(|err| format!("creating {}: {err}", context.display()))?;
+    let dockerfile = format!(
+        "FROM {imported}\nENV container=docker\nSTOPSIGNAL SIGRTMIN+3\n\
+         LABEL {KEY_LABEL}={key}\nENTRYPOINT [\"/usr/local/bin/entrypoint\", \"/sbin/init\"]\n",
+        key = versions_key()
+    );
+    fs::write(context.join("Dockerfile"), dockerfile)
+        .map_err(|err| format!("writing the node image's Dockerfile: {err}"))?;
+    let mut build = Command::new("docker");
+    build
+        .args(["build", "--quiet", "--tag", NODE_IMAGE])
+        .arg(&context)
+        .env("DOCKER_BUILDKIT", "0");
+    run_captured(build)?;
+    remove_tree(&context)?;
+    // Only the name goes: the layer is the node image's.
+    let mut untag = Command::new("docker");
+    untag.args(["image", "rm", &imported]);
+    run_captured(untag).map(|_| ())
+}
+
+pub(crate) fn image_exists(reference: &str) -> bool {
+    Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", reference])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// The image's size as `docker image ls` prints it.
+fn image_size(reference: &str) -> Result<String, String> {
+    let mut command = Command::new("docker");
+    command.args(["image", "ls", "--format", "{{.Size}}", reference]);
+    let output = run_captured(command)?;
+    Ok(String::from_utf8_lossy(&output).trim().to_owned())
+}
+
+/// Runs `command`, returning its stdout; on failure the error names the command and carries
+/// its stderr.
+fn run_captured(mut command: Command) -> Result<Vec<u8>, String> {
+    eprintln!("xtask: running {command:?}");
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| format!("could not start {command:?}: {err}"))?;
+    if output.status.success() {
+        Ok(output.stdout)
+    } else {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        Err(format!(
+            "{command:?} failed with {}:\n{}",
+            output.status,
+            tail.join("\n")
+        ))
+    }
+}
+
+fn partial_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".partial-{}", std::process::id()));
+    path.with_file_name(name)
+}
+
+fn rename(from: &Path, to: &Path) -> Result<(), String> {
+    fs::rename(from, to)
+        .map_err(|err| format!("moving {} to {}: {err}", from.display(), to.display()))
+}
+
+fn copy_atomically(from: &Path, to: &Path) -> Result<(), String> {
+    let partial = partial_path(to);
+    fs::copy(from, &partial)
+        .map_err(|err| format!("copying {} to {}: {err}", from.display(), partial.display()))?;
+    rename(&partial, to)
+}
+
+fn remove_tree(path: &Path) -> Result<(), String> {
+    match fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(format!("removing {}: {err}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_go_modules_pin_the_versions_the_image_is_keyed_by() {
+        let kubernetes = include_str!("../kind/go.mod");
+        let runtime = include_str!("../kind/runtime/go.mod");
+        let pins = |text: &str, module: &str| {
+            text.lines()
+                .map(str::trim)
+                .filter_map(|line| line.strip_prefix(&format!("{module} ")))
+                .map(|rest| {
+                    rest.split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(pins(kubernetes, "k8s.io/kubernetes"), [KUBERNETES_VERSION]);
+        for (module, version) in [
+            ("sigs.k8s.io/kind", KIND_VERSION),
+            ("github.com/containerd/containerd/v2", CONTAINERD_VERSION),
+            ("github.com/opencontainers/runc", RUNC_VERSION),
+            ("sigs.k8s.io/cri-tools", CRICTL_VERSION),
+            (
+                "github.com/containernetworking/plugins",
+                CNI_PLUGINS_VERSION,
+            ),
+            ("github.com/coredns/coredns", COREDNS_VERSION),
+        ] {
+            assert_eq!(
+                pins(runtime, module),
+                [version],
+                "{module} in xtask/kind/runtime/go.mod"
+            );
+        }
+        assert_eq!(NODE_IMAGE, format!("kindest/node:{KUBERNETES_VERSION}"));
+    }
+
+    #[test]
+    fn the_wrapper_becomes_the_default_runtime_and_other_settings_stay() {
+        let before = json!({"log-level": "warn", "runtimes": {"crun": {"path": "/usr/bin/crun"}}});
+        let after = with_wrapper(before).expect("an object");
+        assert_eq!(after["default-runtime"], WRAPPER_RUNTIME);
+        assert_eq!(after["runtimes"][WRAPPER_RUNTIME]["path"], WRAPPER_PATH);
+        assert_eq!(after["runtimes"]["crun"]["path"], "/usr/bin/crun");
+        assert_eq!(after["log-level"], "warn");
+        assert_eq!(with_wrapper(after.clone()).expect("an object"), after);
+        assert!(with_wrapper(json!([])).is_err());
+    }
+
+    #[test]
+    fn the_mirror_is_read_from_one_line_and_deb822_sources() {
+        let one_line = "# comment\ndeb [arch=amd64] http://mirror.example/debian bookworm main\n";
+        assert_eq!(
+            mirror_in(one_line, "bookworm").as_deref(),
+            Some("http://mirror.example/debian")
+        );
+        let deb822 = "Types: deb\nURIs: http://mirror.example/debian-security\n\
+                      Suites: bookworm-security\n\nTypes: deb\nURIs: http://mirror.example/debian\n\
+                      Suites: bookworm bookworm-updates\nComponents: main\n";
+        assert_eq!(
+            mirror_in(deb822, "bookworm").as_deref(),
+            Some("http://mirror.example/debian")
+        );
+        assert_eq!(mirror_in(deb822, "trixie"), None);
+    }
+
+    #[test]
+    fn the_images_are_the_kubeadm_set_plus_nothing_else() {
+        let images = node_images();
+        let references: Vec<&str> = images
+            .iter()
+            .map(|image| image.reference.as_str())
+            .collect();
+        assert!(references.contains(&"registry.k8s.io/pause:3.10.2"));
+        assert!(references.contains(&"registry.k8s.io/coredns/coredns:v1.14.6"));
+        assert!(references.contains(&"registry.k8s.io/etcd:3.7.0-0"));
+        assert_eq!(references.len(), 7);
+        let containerd = include_str!("../kind/node/containerd-config.toml");
+        assert!(containerd.contains(&format!(
+            "sandbox_image = \"registry.k8s.io/pause:{PAUSE_VERSION}\""
+        )));
+    }
+}
