@@ -8,13 +8,17 @@
 //! - `workqueue/delaying/add_after_then_get`: client-go's `BenchmarkDelayingQueue_AddAfter`
 //!   shape: every item is scheduled at a pseudo-random delay under ten minutes, the (paused) clock
 //!   jumps eleven minutes, and every item is taken out.
+//! - `workqueue/metrics/{none,tracing,prometheus}`: the `inline` shape on a named queue whose
+//!   measurements go nowhere, to `tracing` events (no subscriber), or (feature `prometheus`) to
+//!   client-go's `workqueue_*` families in a prometheus-client registry: what metrics cost per
+//!   item.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::time::Duration;
 
-use kinformer_workqueue::{DelayingQueue, Queue};
+use kinformer_workqueue::{DelayingQueue, Queue, QueueOptions};
 
 const ITEMS: u64 = 10_000;
 
@@ -104,5 +108,54 @@ fn delaying_add_after(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, add_get_done, delaying_add_after);
+/// Adds, gets and dones `ITEMS` distinct items on `queue`, on the current thread.
+async fn cycle(queue: Queue<u64>) {
+    for item in 0..ITEMS {
+        queue.add(item);
+    }
+    while let Some(item) = queue.get().await {
+        queue.done(black_box(&item));
+        if queue.is_empty() {
+            queue.shut_down();
+        }
+    }
+}
+
+/// Builds a fresh queue's options for one iteration.
+type MakeOptions = Box<dyn Fn() -> QueueOptions>;
+
+fn metrics(c: &mut Criterion) {
+    let mut group = c.benchmark_group("workqueue/metrics");
+    group.throughput(Throughput::Elements(ITEMS));
+    let single = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a current-thread runtime builds");
+    #[cfg_attr(not(feature = "prometheus"), allow(unused_mut))]
+    let mut cases: Vec<(&str, MakeOptions)> = vec![
+        (
+            "none",
+            Box::new(|| QueueOptions::named("bench").without_metrics()),
+        ),
+        ("tracing", Box::new(|| QueueOptions::named("bench"))),
+    ];
+    #[cfg(feature = "prometheus")]
+    {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = kinformer_workqueue::PrometheusMetrics::register(&mut registry);
+        cases.push((
+            "prometheus",
+            Box::new(move || QueueOptions::named("bench").metrics(metrics.clone())),
+        ));
+    }
+    for (name, options) in &cases {
+        group.bench_function(*name, |b| {
+            // Built inside the runtime: a queue with metrics starts its reporting task.
+            b.iter(|| single.block_on(async { cycle(Queue::new(options())).await }));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, add_get_done, delaying_add_after, metrics);
 criterion_main!(benches);

@@ -160,10 +160,11 @@ impl PrometheusMetrics {
         }
     }
 
-    /// The metrics of queue `name`, created on its first record.
-    fn handles(&self, name: &str) -> Arc<Handles> {
+    /// Runs `record` on the metrics of queue `name`, created on its first record. The common
+    /// case is a read lock and a lookup, with no reference counting on the handles.
+    fn with<R>(&self, name: &str, record: impl FnOnce(&Handles) -> R) -> R {
         if let Some(handles) = self.handles.read().get(name) {
-            return Arc::clone(handles);
+            return record(handles);
         }
         let label = QueueLabel {
             name: name.to_owned(),
@@ -178,42 +179,46 @@ impl PrometheusMetrics {
             longest_running: families.longest_running.get_or_create(&label).clone(),
             retries: families.retries.get_or_create(&label).clone(),
         });
-        Arc::clone(
+        let handles = Arc::clone(
             self.handles
                 .write()
                 .entry(name.to_owned())
                 .or_insert(handles),
-        )
+        );
+        record(&handles)
     }
 }
 
 impl QueueMetrics for PrometheusMetrics {
     fn on_add(&self, queue: &str, depth: usize) {
-        let handles = self.handles(queue);
-        handles.adds.inc();
-        handles.depth.set(gauge_value(depth));
+        self.with(queue, |handles| {
+            handles.adds.inc();
+            handles.depth.set(gauge_value(depth));
+        });
     }
 
     fn on_get(&self, queue: &str, depth: usize, queued_for: Duration) {
-        let handles = self.handles(queue);
-        handles.depth.set(gauge_value(depth));
-        handles.latency.observe(queued_for.as_secs_f64());
+        self.with(queue, |handles| {
+            handles.depth.set(gauge_value(depth));
+            handles.latency.observe(queued_for.as_secs_f64());
+        });
     }
 
     fn on_done(&self, queue: &str, worked_for: Duration) {
-        self.handles(queue)
-            .work_duration
-            .observe(worked_for.as_secs_f64());
+        self.with(queue, |handles| {
+            handles.work_duration.observe(worked_for.as_secs_f64());
+        });
     }
 
     fn on_unfinished_work(&self, queue: &str, unfinished: Duration, longest_running: Duration) {
-        let handles = self.handles(queue);
-        handles.unfinished.set(unfinished.as_secs_f64());
-        handles.longest_running.set(longest_running.as_secs_f64());
+        self.with(queue, |handles| {
+            handles.unfinished.set(unfinished.as_secs_f64());
+            handles.longest_running.set(longest_running.as_secs_f64());
+        });
     }
 
     fn on_retry(&self, queue: &str) {
-        self.handles(queue).retries.inc();
+        self.with(queue, |handles| handles.retries.inc());
     }
 }
 
