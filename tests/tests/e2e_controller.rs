@@ -61,6 +61,10 @@ const RESYNC: Duration = Duration::from_secs(300);
 /// A node that does not exist: binding the test's Pods to it keeps kind's scheduler and kubelets
 /// away from them, so only the test writes their status.
 const NO_SUCH_NODE: &str = "kinformer-e2e-no-such-node";
+/// The pause image kubeadm v1.37 runs, which every kind node holds: the Pods kind's
+/// controller-manager makes for the Deployments then really run, with nothing pulled
+/// (`imagePullPolicy: Never`; the node image `cargo xtask kind-image` builds can pull nothing).
+const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10.2";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_workqueue_controller_labels_every_deployment_with_the_ready_pods_the_server_counts() {
@@ -165,7 +169,7 @@ fn deployment(d: usize) -> Value {
                 "metadata": { "labels": { "app": app } },
                 "spec": {
                     "automountServiceAccountToken": false,
-                    "containers": [{ "name": "web", "image": "registry.k8s.io/pause:3.10" }],
+                    "containers": [{ "name": "web", "image": PAUSE_IMAGE, "imagePullPolicy": "Never" }],
                 },
             },
         },
@@ -198,7 +202,7 @@ async fn create_pod(pods: &Api<Pod>, d: usize, slot: usize, ready: bool) {
         "spec": {
             "nodeName": NO_SUCH_NODE,
             "automountServiceAccountToken": false,
-            "containers": [{ "name": "web", "image": "registry.k8s.io/pause:3.10" }],
+            "containers": [{ "name": "web", "image": PAUSE_IMAGE, "imagePullPolicy": "Never" }],
         },
     }))
     .expect("a valid Pod");

@@ -69,7 +69,9 @@ async fn get(client: &Client, path: &str, accept: &str) -> (String, Vec<u8>) {
 }
 
 /// Lists `path` in JSON and in protobuf, asserts the server really answered protobuf, and that
-/// both decode to the same objects; returns the list's resourceVersion.
+/// both decode to the same objects; returns the list's resourceVersion. The protobuf list reads
+/// the JSON list's snapshot (`resourceVersionMatch=Exact`), so a write in between (a kubelet
+/// updating a Pod's status on kind) cannot make the two differ.
 async fn same_list<K>(client: &Client, path: &str, expected_items: usize) -> String
 where
     K: DeserializeOwned + PartialEq + Debug,
@@ -80,9 +82,15 @@ where
         "{path}: {json_type}"
     );
     let from_json: JsonList<K> = serde_json::from_slice(&json).expect("a JSON list");
+    let snapshot = from_json
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap_or_default();
+    let separator = if path.contains('?') { '&' } else { '?' };
     let (protobuf_type, protobuf) = get(
         client,
-        path,
+        &format!("{path}{separator}resourceVersion={snapshot}&resourceVersionMatch=Exact"),
         "application/vnd.kubernetes.protobuf, application/json",
     )
     .await;
@@ -163,7 +171,8 @@ async fn built_in_kinds_list_the_same_in_protobuf_as_in_json() {
                 "terminationGracePeriodSeconds": 0,
                 "priority": 0,
                 "containers": [{
-                    "name": "web", "image": "nginx:1.27",
+                    // Never: a kind node then leaves the Pod waiting instead of pulling.
+                    "name": "web", "image": "nginx:1.27", "imagePullPolicy": "Never",
                     "ports": [{ "name": "http", "containerPort": 8080 }],
                     "resources": { "limits": { "cpu": "500m", "memory": "1Gi" },
                                    "requests": { "cpu": "0.1", "memory": "128974848" } },
@@ -186,7 +195,8 @@ async fn built_in_kinds_list_the_same_in_protobuf_as_in_json() {
                 "selector": { "matchLabels": { "app": "web" } },
                 "strategy": { "rollingUpdate": { "maxSurge": "25%", "maxUnavailable": 0 } },
                 "template": { "metadata": { "labels": { "app": "web" } },
-                              "spec": { "containers": [{ "name": "web", "image": "nginx:1.27" }] } },
+                              "spec": { "containers": [{ "name": "web", "image": "nginx:1.27",
+                                                        "imagePullPolicy": "Never" }] } },
             },
         }))
         .await;
@@ -194,7 +204,8 @@ async fn built_in_kinds_list_the_same_in_protobuf_as_in_json() {
             "metadata": { "name": "nightly" },
             "spec": { "schedule": "0 3 * * *", "jobTemplate": { "spec": { "template": {
                 "spec": { "restartPolicy": "Never",
-                          "containers": [{ "name": "job", "image": "busybox" }] } } } } },
+                          "containers": [{ "name": "job", "image": "busybox",
+                                          "imagePullPolicy": "Never" }] } } } } },
         }))
         .await;
         let _: Lease = create(&ctx, json!({
@@ -272,7 +283,7 @@ async fn a_protobuf_watch_carries_what_a_json_get_returns() {
         let ns = ctx.namespace.clone();
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
         let list = format!("/api/v1/namespaces/{ns}/configmaps");
-        let rv = same_list::<ConfigMap>(&client, &list, 0).await;
+        let rv = same_list::<ConfigMap>(&client, &list, ctx.published_config_maps.len()).await;
         let watch = format!("{list}?watch=true&resourceVersion={rv}");
         let reader = tokio::spawn({
             let client = client.clone();

@@ -21,7 +21,7 @@ use futures::{FutureExt as _, Stream, StreamExt as _};
 use k8s_openapi::{
     api::{
         authentication::v1::{TokenRequest, TokenRequestSpec},
-        core::v1::{Namespace, ServiceAccount},
+        core::v1::{ConfigMap, Namespace, ServiceAccount},
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
@@ -221,6 +221,11 @@ pub(crate) struct Ctx {
     pub(crate) backend: Arc<Backend>,
     /// A namespace created for this test alone.
     pub(crate) namespace: String,
+    /// The ConfigMaps a kube-controller-manager publishes into every namespace
+    /// (`kube-root-ca.crt`), already in [`namespace`](Self::namespace) when the test starts;
+    /// none where no controller-manager runs (the fake, the local control plane). A test that
+    /// asserts the exact ConfigMaps of its namespace counts these too.
+    pub(crate) published_config_maps: Vec<String>,
     crds: Arc<Mutex<Vec<String>>>,
 }
 
@@ -269,9 +274,11 @@ where
         .create(&PostParams::default(), &object)
         .await
         .expect("creating the test namespace");
+    let published_config_maps = wait_for_published_config_maps(&backend, &namespace).await;
     let ctx = Ctx {
         backend: backend.clone(),
         namespace: namespace.clone(),
+        published_config_maps,
         crds: Arc::new(Mutex::new(Vec::new())),
     };
     let outcome = AssertUnwindSafe(body(ctx.clone())).catch_unwind().await;
@@ -291,6 +298,38 @@ where
         .await;
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
+    }
+}
+
+/// The ConfigMap kube-controller-manager's root-CA publisher writes into every namespace.
+const ROOT_CA_CONFIG_MAP: &str = "kube-root-ca.crt";
+/// How long a new namespace may wait for it.
+const PUBLISH_WAIT: Duration = Duration::from_secs(30);
+
+/// Waits until the controller-manager of a full cluster (kind, a kubeconfig's) has published
+/// its ConfigMap into `namespace`, so that a test's lists never change under it mid-test, and
+/// returns its name; returns nothing at once where no controller-manager runs.
+async fn wait_for_published_config_maps(backend: &Backend, namespace: &str) -> Vec<String> {
+    if matches!(backend.kind(), BackendKind::Fake | BackendKind::Local) {
+        return Vec::new();
+    }
+    let config_maps: Api<ConfigMap> = Api::namespaced(backend.client(), namespace);
+    let deadline = tokio::time::Instant::now() + PUBLISH_WAIT;
+    loop {
+        let found = config_maps
+            .get_opt(ROOT_CA_CONFIG_MAP)
+            .await
+            .expect("reading the namespace's ConfigMaps");
+        if found.is_some() {
+            return vec![ROOT_CA_CONFIG_MAP.to_owned()];
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "kube-controller-manager did not publish {ROOT_CA_CONFIG_MAP} into {namespace} within \
+             {PUBLISH_WAIT:?}"
+        );
+        // Polling: nothing signals the publication but the object itself.
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
