@@ -15,6 +15,9 @@
 //! - `e2e [--local|--kind|--kubeconfig PATH|--fake]`: the end-to-end suite against a backend.
 //! - `kind-image`: the kind node image for `e2e --kind`, built from the Go module proxy and
 //!   Debian's packages where no image registry is reachable.
+//! - `soak [--minutes N] [--restart-every SECONDS] [--fake]`: informers, handlers and a
+//!   controller under churn, checked against the server every minute, while kube-apiserver is
+//!   killed and restarted (or, with `--fake`, watches are cut and history compacted).
 //! - `protobuf-schema [--check] [--from FILE]`: kinformer-protobuf's message tables, from the
 //!   Go API types (needs Go, or a saved run of the generator); `protobuf-fixtures`: its
 //!   differential fixtures, encoded by client-go.
@@ -37,6 +40,7 @@ mod controlplane;
 mod e2e;
 mod kind_image;
 mod protobuf;
+mod soak;
 #[cfg(test)]
 mod tidy;
 
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
         Some("kind-image") => kind_image::kind_image(&args[1..]),
         Some("protobuf-schema") => protobuf::schema(&args[1..]),
         Some("protobuf-fixtures") => protobuf::fixtures(),
+        Some("soak") => soak::soak(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print_usage();
             Ok(())
@@ -80,6 +85,7 @@ fn print_usage() {
          control-plane up|down|env|build|restart-apiserver\n                         a local kube-apiserver + etcd (built from Go modules)\n  \
          e2e [--local|--kind|--kubeconfig PATH|--fake] [--keep] [--yes] [-- TEST ARGS]\n                         the end-to-end suite\n  \
          kind-image             build kindest/node offline (Go module proxy, Debian packages)\n  \
+         soak [--minutes N] [--restart-every SECONDS] [--fake]\n                         churn under outages, checked against the server every minute\n  \
          protobuf-schema [--check] [--from FILE]\n                         regenerate the protobuf tables from the Go API types\n  \
          protobuf-fixtures      re-encode the protobuf fixtures with client-go"
     );
@@ -93,7 +99,7 @@ pub(crate) fn project_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(project_root());
     command
