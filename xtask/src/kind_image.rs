@@ -28,19 +28,21 @@
 
 use std::{
     env, fs,
-    os::unix::process::CommandExt as _,
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    thread,
-    time::{Duration, Instant},
+    time::Instant,
 };
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{
     controlplane::{self, ETCD_VERSION, KUBERNETES_VERSION},
     project_root,
 };
+
+mod host;
+
+pub(crate) use host::{docker_answers, ensure_docker};
 
 /// The node image `cargo xtask e2e --kind` runs, published by kind or built here.
 pub(crate) const NODE_IMAGE: &str = "kindest/node:v1.37.2";
@@ -79,21 +81,8 @@ const NODE_PACKAGES: &[&str] = &[
     "jq",
     "procps",
 ];
-/// Host packages the build needs, with the command that shows each is there.
-const HOST_PACKAGES: &[(&str, &str)] = &[
-    ("docker.io", "dockerd"),
-    ("debootstrap", "debootstrap"),
-    ("libseccomp-dev", "/usr/include/seccomp.h"),
-];
-const WRAPPER_RUNTIME: &str = "kinformer-runc";
-const WRAPPER_PATH: &str = "/usr/local/bin/kinformer-runc";
-const DAEMON_JSON: &str = "/etc/docker/daemon.json";
 /// The image label that names the versions an image from this task was built with.
 const KEY_LABEL: &str = "dev.kinformer.kind-image";
-const DOCKER_LOG: &str = "/var/log/docker.log";
-const DOCKERD_PID: &str = "/var/run/docker.pid";
-/// How long dockerd may take to answer after a start or restart.
-const DOCKER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The cache folder's name: every version that goes into the image.
 pub(crate) fn versions_key() -> String {
@@ -131,7 +120,7 @@ pub(crate) fn kind_image(args: &[String]) -> Result<(), String> {
     }
     let started = Instant::now();
     let mut changes = Vec::new();
-    prepare_host(&mut changes)?;
+    host::prepare_host(&mut changes)?;
     let dir = cache_dir();
     let bin = dir.join("bin");
     fs::create_dir_all(&bin).map_err(|err| format!("creating {}: {err}", bin.display()))?;
@@ -183,78 +172,6 @@ fn check() -> Result<(), String> {
     Ok(())
 }
 
-/// Installs what is missing, and sets up the runtime wrapper where root lacks
-/// `CAP_SYS_RESOURCE`; each change is pushed onto `changes` and printed as it happens.
-fn prepare_host(changes: &mut Vec<String>) -> Result<(), String> {
-    let mut note = |change: String| {
-        eprintln!("xtask: host change: {change}");
-        changes.push(change);
-    };
-    if !is_root() {
-        return Err(
-            "kind-image runs as root: it installs packages, debootstraps and chroots".into(),
-        );
-    }
-    let missing: Vec<&str> = HOST_PACKAGES
-        .iter()
-        .filter(|(package, probe)| {
-            // An engine that already answers (Docker CE, Docker Desktop) is kept.
-            !(present(probe) || (*package == "docker.io" && docker_answers()))
-        })
-        .map(|(package, _)| *package)
-        .collect();
-    if !missing.is_empty() {
-        let mut update = Command::new("apt-get");
-        update.args(["update", "-qq"]);
-        run_captured(update)?;
-        let mut install = Command::new("apt-get");
-        install
-            .args(["install", "-y", "-qq", "--no-install-recommends"])
-            .args(&missing)
-            .env("DEBIAN_FRONTEND", "noninteractive");
-        run_captured(install)?;
-        note(format!("installed Debian packages: {}", missing.join(" ")));
-    }
-
-    let mut restart = false;
-    if lacks_cap_sys_resource()? {
-        let built = cache_dir().join("bin").join(WRAPPER_RUNTIME);
-        if !built.is_file() {
-            go_build(&Go::kind(WRAPPER_RUNTIME, "./cmd/kinformer-runc"), &built)?;
-        }
-        let wanted =
-            fs::read(&built).map_err(|err| format!("reading {}: {err}", built.display()))?;
-        if fs::read(WRAPPER_PATH).ok().as_ref() != Some(&wanted) {
-            fs::copy(&built, WRAPPER_PATH)
-                .map_err(|err| format!("installing {WRAPPER_PATH}: {err}"))?;
-            note(format!(
-                "installed {WRAPPER_PATH}, a runc wrapper that drops CAP_SYS_RESOURCE, which root \
-                 lacks here, from every container's capabilities"
-            ));
-        }
-        if register_wrapper()? {
-            note(format!(
-                "registered {WRAPPER_RUNTIME} as Docker's default runtime in {DAEMON_JSON}"
-            ));
-            restart = true;
-        }
-    }
-    if restart && docker_answers() {
-        docker_service("restart")?;
-        note("restarted dockerd to load the runtime (its running containers were stopped)".into());
-    } else if ensure_docker()? {
-        note(format!("started dockerd (log: {DOCKER_LOG})"));
-    }
-    Ok(())
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
-}
-
 /// Whether `probe` (a command on PATH or an absolute path) exists.
 fn present(probe: &str) -> bool {
     if probe.starts_with('/') {
@@ -265,143 +182,6 @@ fn present(probe: &str) -> bool {
             .chain(["/usr/sbin".into(), "/sbin".into()])
             .any(|dir| dir.join(probe).is_file())
     })
-}
-
-/// Whether this process's bounding set lacks `CAP_SYS_RESOURCE` (bit 24), so a privileged
-/// container cannot be given it.
-fn lacks_cap_sys_resource() -> Result<bool, String> {
-    let status = fs::read_to_string("/proc/self/status")
-        .map_err(|err| format!("reading /proc/self/status: {err}"))?;
-    let bounding = status
-        .lines()
-        .find_map(|line| line.strip_prefix("CapBnd:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .ok_or("no CapBnd line in /proc/self/status")?;
-    Ok(bounding & (1 << 24) == 0)
-}
-
-/// Makes `kinformer-runc` Docker's default runtime, keeping every other setting of
-/// `daemon.json`; returns whether the file changed.
-fn register_wrapper() -> Result<bool, String> {
-    let before = match fs::read_to_string(DAEMON_JSON) {
-        Ok(text) => serde_json::from_str(&text)
-            .map_err(|err| format!("{DAEMON_JSON} is not valid JSON: {err}"))?,
-        Err(_) => json!({}),
-    };
-    let after = with_wrapper(before.clone())?;
-    if after == before {
-        return Ok(false);
-    }
-    fs::create_dir_all("/etc/docker").map_err(|err| format!("creating /etc/docker: {err}"))?;
-    let text = serde_json::to_string_pretty(&after).map_err(|err| err.to_string())?;
-    fs::write(DAEMON_JSON, text + "\n").map_err(|err| format!("writing {DAEMON_JSON}: {err}"))?;
-    Ok(true)
-}
-
-fn with_wrapper(mut config: Value) -> Result<Value, String> {
-    let object = config
-        .as_object_mut()
-        .ok_or(format!("{DAEMON_JSON} is not a JSON object"))?;
-    let runtimes = object.entry("runtimes").or_insert_with(|| json!({}));
-    let runtimes = runtimes
-        .as_object_mut()
-        .ok_or(format!("\"runtimes\" in {DAEMON_JSON} is not an object"))?;
-    runtimes.insert(WRAPPER_RUNTIME.to_owned(), json!({ "path": WRAPPER_PATH }));
-    object.insert("default-runtime".to_owned(), json!(WRAPPER_RUNTIME));
-    Ok(config)
-}
-
-pub(crate) fn docker_answers() -> bool {
-    Command::new("docker")
-        .arg("info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
-}
-
-/// Starts dockerd when it does not answer; returns whether it did. `e2e --kind` calls this too:
-/// a dockerd started by hand does not outlive the machine's session.
-pub(crate) fn ensure_docker() -> Result<bool, String> {
-    if docker_answers() {
-        return Ok(false);
-    }
-    if !present("dockerd") {
-        return Err(
-            "no Docker engine answers `docker info`, and dockerd is not installed; \
-                    `cargo xtask kind-image` installs Debian's docker.io"
-                .to_owned(),
-        );
-    }
-    docker_service("start")?;
-    Ok(true)
-}
-
-/// Starts or restarts dockerd, then waits until `docker info` answers. Under systemd through
-/// `systemctl`; elsewhere xtask runs dockerd itself, in a process group of its own, logging to
-/// `/var/log/docker.log`: Debian's init script raises rlimits first, which fails where root
-/// lacks `CAP_SYS_RESOURCE`.
-fn docker_service(action: &str) -> Result<(), String> {
-    if Path::new("/run/systemd/system").is_dir() {
-        let mut command = Command::new("systemctl");
-        command.args([action, "docker"]);
-        run_captured(command)?;
-    } else {
-        if action == "restart" {
-            stop_dockerd()?;
-        }
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(DOCKER_LOG)
-            .map_err(|err| format!("opening {DOCKER_LOG}: {err}"))?;
-        let err_log = log
-            .try_clone()
-            .map_err(|err| format!("opening {DOCKER_LOG}: {err}"))?;
-        eprintln!("xtask: starting dockerd (log: {DOCKER_LOG})");
-        Command::new("dockerd")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err_log)
-            .process_group(0)
-            .spawn()
-            .map_err(|err| format!("could not start dockerd: {err}"))?;
-    }
-    let deadline = Instant::now() + DOCKER_TIMEOUT;
-    while !docker_answers() {
-        if Instant::now() > deadline {
-            return Err(format!(
-                "dockerd did not answer `docker info` within {DOCKER_TIMEOUT:?} of a {action}; \
-                 see {DOCKER_LOG}"
-            ));
-        }
-        thread::sleep(Duration::from_millis(500));
-    }
-    Ok(())
-}
-
-/// Stops the dockerd whose PID `/var/run/docker.pid` holds, and waits until it has exited.
-fn stop_dockerd() -> Result<(), String> {
-    let Ok(pid) = fs::read_to_string(DOCKERD_PID) else {
-        return Ok(());
-    };
-    let pid = pid.trim();
-    let mut kill = Command::new("kill");
-    kill.args(["-TERM", pid]);
-    if run_captured(kill).is_err() {
-        // Not running: the file is stale.
-        return Ok(());
-    }
-    let deadline = Instant::now() + DOCKER_TIMEOUT;
-    while Path::new(&format!("/proc/{pid}")).exists() {
-        if Instant::now() > deadline {
-            return Err(format!(
-                "dockerd (PID {pid}) did not stop within {DOCKER_TIMEOUT:?}"
-            ));
-        }
-        thread::sleep(Duration::from_millis(200));
-    }
-    Ok(())
 }
 
 /// One `go build` of a package from one of the two Go modules under `xtask/kind`.
@@ -858,8 +638,32 @@ fn build_images(dir: &Path, bin: &Path, rootfs: &Path) -> Result<PathBuf, String
         run_captured(save)?;
         rename(&partial, &archive)?;
         remove_tree(&context)?;
+        // The archive is what the node gets; Docker need not keep a copy.
+        remove_image(&image.reference)?;
+    }
+    if image_exists(&base) {
+        remove_image(&base)?;
     }
     Ok(images)
+}
+
+fn remove_image(reference: &str) -> Result<(), String> {
+    let mut remove = Command::new("docker");
+    remove.args(["image", "rm", reference]);
+    run_captured(remove).map(|_| ())
+}
+
+/// The ID of a local image, if Docker has it.
+fn image_id(reference: &str) -> Option<String> {
+    let output = Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", reference])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
 /// Lays out the node's tree (`xtask/kind/node/assemble.sh`), tars it into the cache and
@@ -929,6 +733,7 @@ pub(crate) fn import_node_tar() -> Result<(), String> {
     );
     fs::write(context.join("Dockerfile"), dockerfile)
         .map_err(|err| format!("writing the node image's Dockerfile: {err}"))?;
+    let previous = image_id(NODE_IMAGE);
     let mut build = Command::new("docker");
     build
         .args(["build", "--quiet", "--tag", NODE_IMAGE])
@@ -937,18 +742,20 @@ pub(crate) fn import_node_tar() -> Result<(), String> {
     run_captured(build)?;
     remove_tree(&context)?;
     // Only the name goes: the layer is the node image's.
-    let mut untag = Command::new("docker");
-    untag.args(["image", "rm", &imported]);
-    run_captured(untag).map(|_| ())
+    remove_image(&imported)?;
+    // A node image this replaced would stay behind nameless, 1.2 GB at a time.
+    if let Some(previous) = previous.filter(|id| image_id(NODE_IMAGE).as_ref() != Some(id))
+        && let Err(err) = remove_image(&previous)
+    {
+        eprintln!(
+            "xtask: the replaced node image {previous} stays (a kind node may use it): {err}"
+        );
+    }
+    Ok(())
 }
 
 pub(crate) fn image_exists(reference: &str) -> bool {
-    Command::new("docker")
-        .args(["image", "inspect", "--format", "{{.Id}}", reference])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
+    image_id(reference).is_some()
 }
 
 /// The image's size as `docker image ls` prints it.
@@ -1046,18 +853,6 @@ mod tests {
             );
         }
         assert_eq!(NODE_IMAGE, format!("kindest/node:{KUBERNETES_VERSION}"));
-    }
-
-    #[test]
-    fn the_wrapper_becomes_the_default_runtime_and_other_settings_stay() {
-        let before = json!({"log-level": "warn", "runtimes": {"crun": {"path": "/usr/bin/crun"}}});
-        let after = with_wrapper(before).expect("an object");
-        assert_eq!(after["default-runtime"], WRAPPER_RUNTIME);
-        assert_eq!(after["runtimes"][WRAPPER_RUNTIME]["path"], WRAPPER_PATH);
-        assert_eq!(after["runtimes"]["crun"]["path"], "/usr/bin/crun");
-        assert_eq!(after["log-level"], "warn");
-        assert_eq!(with_wrapper(after.clone()).expect("an object"), after);
-        assert!(with_wrapper(json!([])).is_err());
     }
 
     #[test]

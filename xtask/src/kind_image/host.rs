@@ -1,0 +1,255 @@
+//! The host side of `cargo xtask kind-image`: the Debian packages the build needs, the runc
+//! wrapper Docker needs where root lacks `CAP_SYS_RESOURCE`, and a running dockerd.
+
+use std::{
+    fs,
+    os::unix::process::CommandExt as _,
+    path::Path,
+    process::{Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+use super::{Go, cache_dir, go_build, present, run_captured};
+
+/// Host packages the build needs, with the command that shows each is there.
+const HOST_PACKAGES: &[(&str, &str)] = &[
+    ("docker.io", "dockerd"),
+    ("debootstrap", "debootstrap"),
+    ("libseccomp-dev", "/usr/include/seccomp.h"),
+];
+const WRAPPER_RUNTIME: &str = "kinformer-runc";
+const WRAPPER_PATH: &str = "/usr/local/bin/kinformer-runc";
+const DAEMON_JSON: &str = "/etc/docker/daemon.json";
+const DOCKER_LOG: &str = "/var/log/docker.log";
+const DOCKERD_PID: &str = "/var/run/docker.pid";
+/// How long dockerd may take to answer after a start or restart.
+const DOCKER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Installs what is missing, and sets up the runtime wrapper where root lacks
+/// `CAP_SYS_RESOURCE`; each change is pushed onto `changes` and printed as it happens.
+pub(super) fn prepare_host(changes: &mut Vec<String>) -> Result<(), String> {
+    let mut note = |change: String| {
+        eprintln!("xtask: host change: {change}");
+        changes.push(change);
+    };
+    if !is_root() {
+        return Err(
+            "kind-image runs as root: it installs packages, debootstraps and chroots".into(),
+        );
+    }
+    let missing: Vec<&str> = HOST_PACKAGES
+        .iter()
+        .filter(|(package, probe)| {
+            // An engine that already answers (Docker CE, Docker Desktop) is kept.
+            !(present(probe) || (*package == "docker.io" && docker_answers()))
+        })
+        .map(|(package, _)| *package)
+        .collect();
+    if !missing.is_empty() {
+        let mut update = Command::new("apt-get");
+        update.args(["update", "-qq"]);
+        run_captured(update)?;
+        let mut install = Command::new("apt-get");
+        install
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive");
+        run_captured(install)?;
+        note(format!("installed Debian packages: {}", missing.join(" ")));
+    }
+
+    let mut restart = false;
+    if lacks_cap_sys_resource()? {
+        let built = cache_dir().join("bin").join(WRAPPER_RUNTIME);
+        if !built.is_file() {
+            go_build(&Go::kind(WRAPPER_RUNTIME, "./cmd/kinformer-runc"), &built)?;
+        }
+        let wanted =
+            fs::read(&built).map_err(|err| format!("reading {}: {err}", built.display()))?;
+        if fs::read(WRAPPER_PATH).ok().as_ref() != Some(&wanted) {
+            fs::copy(&built, WRAPPER_PATH)
+                .map_err(|err| format!("installing {WRAPPER_PATH}: {err}"))?;
+            note(format!(
+                "installed {WRAPPER_PATH}, a runc wrapper that drops CAP_SYS_RESOURCE, which root \
+                 lacks here, from every container's capabilities"
+            ));
+        }
+        if register_wrapper()? {
+            note(format!(
+                "registered {WRAPPER_RUNTIME} as Docker's default runtime in {DAEMON_JSON}"
+            ));
+            restart = true;
+        }
+    }
+    if restart && docker_answers() {
+        docker_service("restart")?;
+        note("restarted dockerd to load the runtime (its running containers were stopped)".into());
+    } else if ensure_docker()? {
+        note(format!("started dockerd (log: {DOCKER_LOG})"));
+    }
+    Ok(())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
+}
+
+/// Whether this process's bounding set lacks `CAP_SYS_RESOURCE` (bit 24), so a privileged
+/// container cannot be given it.
+fn lacks_cap_sys_resource() -> Result<bool, String> {
+    let status = fs::read_to_string("/proc/self/status")
+        .map_err(|err| format!("reading /proc/self/status: {err}"))?;
+    let bounding = status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapBnd:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .ok_or("no CapBnd line in /proc/self/status")?;
+    Ok(bounding & (1 << 24) == 0)
+}
+
+/// Makes `kinformer-runc` Docker's default runtime, keeping every other setting of
+/// `daemon.json`; returns whether the file changed.
+fn register_wrapper() -> Result<bool, String> {
+    let before = match fs::read_to_string(DAEMON_JSON) {
+        Ok(text) => serde_json::from_str(&text)
+            .map_err(|err| format!("{DAEMON_JSON} is not valid JSON: {err}"))?,
+        Err(_) => json!({}),
+    };
+    let after = with_wrapper(before.clone())?;
+    if after == before {
+        return Ok(false);
+    }
+    fs::create_dir_all("/etc/docker").map_err(|err| format!("creating /etc/docker: {err}"))?;
+    let text = serde_json::to_string_pretty(&after).map_err(|err| err.to_string())?;
+    fs::write(DAEMON_JSON, text + "\n").map_err(|err| format!("writing {DAEMON_JSON}: {err}"))?;
+    Ok(true)
+}
+
+fn with_wrapper(mut config: Value) -> Result<Value, String> {
+    let object = config
+        .as_object_mut()
+        .ok_or(format!("{DAEMON_JSON} is not a JSON object"))?;
+    let runtimes = object.entry("runtimes").or_insert_with(|| json!({}));
+    let runtimes = runtimes
+        .as_object_mut()
+        .ok_or(format!("\"runtimes\" in {DAEMON_JSON} is not an object"))?;
+    runtimes.insert(WRAPPER_RUNTIME.to_owned(), json!({ "path": WRAPPER_PATH }));
+    object.insert("default-runtime".to_owned(), json!(WRAPPER_RUNTIME));
+    Ok(config)
+}
+
+pub(crate) fn docker_answers() -> bool {
+    Command::new("docker")
+        .arg("info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Starts dockerd when it does not answer; returns whether it did. `e2e --kind` calls this too:
+/// a dockerd started by hand does not outlive the machine's session.
+pub(crate) fn ensure_docker() -> Result<bool, String> {
+    if docker_answers() {
+        return Ok(false);
+    }
+    if !present("dockerd") {
+        return Err(
+            "no Docker engine answers `docker info`, and dockerd is not installed; \
+                    `cargo xtask kind-image` installs Debian's docker.io"
+                .to_owned(),
+        );
+    }
+    docker_service("start")?;
+    Ok(true)
+}
+
+/// Starts or restarts dockerd, then waits until `docker info` answers. Under systemd through
+/// `systemctl`; elsewhere xtask runs dockerd itself, in a process group of its own, logging to
+/// `/var/log/docker.log`: Debian's init script raises rlimits first, which fails where root
+/// lacks `CAP_SYS_RESOURCE`.
+fn docker_service(action: &str) -> Result<(), String> {
+    if Path::new("/run/systemd/system").is_dir() {
+        let mut command = Command::new("systemctl");
+        command.args([action, "docker"]);
+        run_captured(command)?;
+    } else {
+        if action == "restart" {
+            stop_dockerd()?;
+        }
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(DOCKER_LOG)
+            .map_err(|err| format!("opening {DOCKER_LOG}: {err}"))?;
+        let err_log = log
+            .try_clone()
+            .map_err(|err| format!("opening {DOCKER_LOG}: {err}"))?;
+        eprintln!("xtask: starting dockerd (log: {DOCKER_LOG})");
+        Command::new("dockerd")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err_log)
+            .process_group(0)
+            .spawn()
+            .map_err(|err| format!("could not start dockerd: {err}"))?;
+    }
+    let deadline = Instant::now() + DOCKER_TIMEOUT;
+    while !docker_answers() {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "dockerd did not answer `docker info` within {DOCKER_TIMEOUT:?} of a {action}; \
+                 see {DOCKER_LOG}"
+            ));
+        }
+        thread::sleep(Duration::from_millis(500));
+    }
+    Ok(())
+}
+
+/// Stops the dockerd whose PID `/var/run/docker.pid` holds, and waits until it has exited.
+fn stop_dockerd() -> Result<(), String> {
+    let Ok(pid) = fs::read_to_string(DOCKERD_PID) else {
+        return Ok(());
+    };
+    let pid = pid.trim();
+    let mut kill = Command::new("kill");
+    kill.args(["-TERM", pid]);
+    if run_captured(kill).is_err() {
+        // Not running: the file is stale.
+        return Ok(());
+    }
+    let deadline = Instant::now() + DOCKER_TIMEOUT;
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "dockerd (PID {pid}) did not stop within {DOCKER_TIMEOUT:?}"
+            ));
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wrapper_becomes_the_default_runtime_and_other_settings_stay() {
+        let before = json!({"log-level": "warn", "runtimes": {"crun": {"path": "/usr/bin/crun"}}});
+        let after = with_wrapper(before).expect("an object");
+        assert_eq!(after["default-runtime"], WRAPPER_RUNTIME);
+        assert_eq!(after["runtimes"][WRAPPER_RUNTIME]["path"], WRAPPER_PATH);
+        assert_eq!(after["runtimes"]["crun"]["path"], "/usr/bin/crun");
+        assert_eq!(after["log-level"], "warn");
+        assert_eq!(with_wrapper(after.clone()).expect("an object"), after);
+        assert!(with_wrapper(json!([])).is_err());
+    }
+}
