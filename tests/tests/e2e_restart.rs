@@ -1,12 +1,12 @@
-//! kube-apiserver killed and restarted under a watching informer (`cargo xtask e2e --local`,
-//! where xtask kills and starts it through `KINFORMER_E2E_RESTART_FILE`), and the fake's listener
-//! closed and reopened (`cargo xtask e2e --fake`, plain `cargo test`).
+//! kube-apiserver killed and restarted under a watching informer (`cargo xtask e2e --local` and
+//! `--kind`, where xtask kills and starts it through `KINFORMER_E2E_RESTART_FILE`), and the
+//! fake's listener closed and reopened (`cargo xtask e2e --fake`, plain `cargo test`).
 //!
 //! The informer must ride out the outage as client-go's does: notice the cut watch, retry with
 //! backoff rather than in a hot loop, and once the server is back converge to exactly what it
-//! holds, with every change made while it was disconnected reaching its handler. kind and
-//! foreign clusters do not let the suite kill their kube-apiserver: there the test fails saying
-//! so, and `cargo xtask e2e` skips it with a line of its own.
+//! holds, with every change made while it was disconnected reaching its handler. A foreign
+//! cluster does not let the suite kill its kube-apiserver: there the test fails saying so, and
+//! `cargo xtask e2e` skips it with a line of its own.
 //!
 //! The test has a binary of its own so that no other test runs while the server is down.
 

@@ -17,11 +17,12 @@
 //! The suite learns its backend from `KINFORMER_E2E_BACKEND` and `KINFORMER_E2E_KUBECONFIG`
 //! (plus `KINFORMER_E2E_ETCD_URL` on the local backend, for forcing a compaction).
 //!
-//! On the local backend xtask also serves a restart hook while the tests run: the test that
-//! kills kube-apiserver under a watching informer writes `kill` or `start` into the file named
-//! by `KINFORMER_E2E_RESTART_FILE`, and xtask, which owns the process, does it and answers in
-//! the same path plus `.done` (`ok MILLIS` or `error MESSAGE`). kind and foreign clusters offer
-//! no such hook, so that test is skipped there, and xtask says so.
+//! On the local and kind backends xtask also serves a restart hook while the tests run: the
+//! test that kills kube-apiserver under a watching informer writes `kill` or `start` into the
+//! file named by `KINFORMER_E2E_RESTART_FILE`, and xtask, which owns the process (on kind, the
+//! control-plane node's static pod), does it and answers in the same path plus `.done`
+//! (`ok MILLIS` or `error MESSAGE`). A foreign cluster offers no such hook, so that test is
+//! skipped there, and xtask says so.
 
 #![allow(clippy::print_stderr, reason = "xtask reports its progress on stderr")]
 
@@ -243,11 +244,14 @@ fn kind(args: &Args) -> Result<(), String> {
     }
     fs::write(&kubeconfig, &output.stdout)
         .map_err(|err| format!("writing {}: {err}", kubeconfig.display()))?;
+    let mut apiserver = KindApiServer {
+        node: format!("{name}-control-plane"),
+    };
     let result = run_suite(
         "kind",
         Some(&kubeconfig),
         None,
-        Restart::unavailable("kind"),
+        Restart::Hook(&mut apiserver),
         &args.test_args,
     );
     let _ = fs::remove_file(&kubeconfig);
@@ -272,9 +276,100 @@ enum Restart<'a> {
 impl Restart<'_> {
     fn unavailable(backend: &str) -> Self {
         Self::Unavailable(format!(
-            "it kills and restarts kube-apiserver, which only the local control plane (--local) \
-             and the fake let the suite do, not {backend}"
+            "it kills and restarts kube-apiserver, which only the local control plane (--local), \
+             kind and the fake let the suite do, not {backend}"
         ))
+    }
+}
+
+/// Where kind's control-plane node keeps kube-apiserver's static-pod manifest while it is
+/// killed, so that the kubelet does not start it again.
+const KIND_PARKED_MANIFEST: &str = "/etc/kubernetes/kube-apiserver.yaml.stopped";
+const KIND_MANIFEST: &str = "/etc/kubernetes/manifests/kube-apiserver.yaml";
+/// How long kind's kubelet may take to start kube-apiserver again and have it ready.
+const KIND_START_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// kube-apiserver of a kind cluster, a static pod on the control-plane node `node`: killed by
+/// moving its manifest out of the kubelet's manifest folder and SIGKILLing the process (a crash,
+/// which the kubelet then does not repair), started by moving the manifest back and waiting for
+/// `/readyz` from inside the node. Its port, certificates and etcd stay the same, so the
+/// kubeconfig stays valid.
+struct KindApiServer {
+    node: String,
+}
+
+impl KindApiServer {
+    /// Runs `script` with `sh -c` in the node; its stdout, or an error with its stderr.
+    fn sh(&self, script: &str) -> Result<String, String> {
+        let output = Command::new("docker")
+            .args(["exec", &self.node, "sh", "-c", script])
+            .output()
+            .map_err(|err| format!("running docker exec {}: {err}", self.node))?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(format!(
+                "`{script}` in {} failed with {}: {}",
+                self.node,
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ))
+        }
+    }
+
+    /// Polls `done` every 100 ms until it holds, for at most `timeout`.
+    fn wait(
+        &self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&Self) -> bool,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        while !done(self) {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{what} in {} within {timeout:?}: it did not",
+                    self.node
+                ));
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+}
+
+impl ApiServerOutage for KindApiServer {
+    fn kill_apiserver(&mut self) -> Result<(), String> {
+        if self.apiserver_down() {
+            return Err("kube-apiserver is already down".to_owned());
+        }
+        self.sh(&format!(
+            "mv {KIND_MANIFEST} {KIND_PARKED_MANIFEST} && pkill -KILL -x kube-apiserver"
+        ))?;
+        self.wait(
+            "waiting for kube-apiserver to exit",
+            Duration::from_secs(30),
+            |node| node.sh("pgrep -x kube-apiserver").is_err(),
+        )
+    }
+
+    fn start_apiserver(&mut self) -> Result<(), String> {
+        if !self.apiserver_down() {
+            return Err("kube-apiserver is already running".to_owned());
+        }
+        self.sh(&format!("mv {KIND_PARKED_MANIFEST} {KIND_MANIFEST}"))?;
+        self.wait(
+            "waiting for kube-apiserver's /readyz",
+            KIND_START_TIMEOUT,
+            |node| {
+                node.sh("kubectl --kubeconfig=/etc/kubernetes/admin.conf get --raw=/readyz")
+                    .is_ok_and(|body| body.trim() == "ok")
+            },
+        )
+    }
+
+    fn apiserver_down(&mut self) -> bool {
+        self.sh(&format!("test -f {KIND_PARKED_MANIFEST}")).is_ok()
     }
 }
 

@@ -4,8 +4,8 @@
 //!
 //! `cargo xtask e2e` sets `KINFORMER_E2E_BACKEND` (`local`, `kind`, `kubeconfig` or `fake`) and,
 //! for a real cluster, `KINFORMER_E2E_KUBECONFIG` (and, on the local control plane,
-//! `KINFORMER_E2E_ETCD_URL` and `KINFORMER_E2E_RESTART_FILE`, the hook through which xtask kills
-//! and starts kube-apiserver). Without them (a plain `cargo test`) every test starts
+//! `KINFORMER_E2E_ETCD_URL`; there and on kind, `KINFORMER_E2E_RESTART_FILE`, the hook through
+//! which xtask kills and starts kube-apiserver). Without them (a plain `cargo test`) every test starts
 //! kinformer-testing's in-process fake server, so the suite always runs and keeps the fake honest.
 
 use std::{
@@ -55,7 +55,7 @@ pub(crate) struct Backend {
     fake: Option<FakeApiServer>,
     etcd_url: Option<String>,
     watch_cache: bool,
-    /// xtask's restart hook (`KINFORMER_E2E_RESTART_FILE`), on the local control plane.
+    /// xtask's restart hook (`KINFORMER_E2E_RESTART_FILE`), on the local control plane and kind.
     restart_file: Option<PathBuf>,
 }
 
@@ -509,29 +509,29 @@ impl Backend {
 )]
 impl Backend {
     /// Why the suite cannot kill and restart this backend's API server, or `None` when it can:
-    /// the fake (in process) and the local control plane (through xtask's hook) can; kind and a
-    /// foreign cluster cannot, their kube-apiserver is not ours to kill.
+    /// the fake (in process), the local control plane and kind (through xtask's hook) can; a
+    /// foreign cluster cannot, its kube-apiserver is not ours to kill.
     pub(crate) fn api_server_restart_unavailable(&self) -> Option<String> {
         match self.kind {
             BackendKind::Fake => None,
-            BackendKind::Local if self.restart_file.is_some() => None,
-            BackendKind::Local => Some(
+            BackendKind::Local | BackendKind::Kind if self.restart_file.is_some() => None,
+            BackendKind::Local | BackendKind::Kind => Some(
                 "this test restarts kube-apiserver through a hook that `cargo xtask e2e --local` \
-                 serves (KINFORMER_E2E_RESTART_FILE is not set): run it through xtask"
+                 and `--kind` serve (KINFORMER_E2E_RESTART_FILE is not set): run it through xtask"
                     .to_owned(),
             ),
-            BackendKind::Kind | BackendKind::Kubeconfig => Some(format!(
-                "this test does not apply to the {:?} backend: it kills and restarts \
-                 kube-apiserver, which only the fake and the local control plane let the suite \
-                 do (`cargo xtask e2e` skips it there)",
-                self.kind
-            )),
+            BackendKind::Kubeconfig => Some(
+                "this test does not apply to the kubeconfig backend: it kills and restarts \
+                 kube-apiserver, which only the fake, the local control plane and kind let the \
+                 suite do (`cargo xtask e2e` skips it there)"
+                    .to_owned(),
+            ),
         }
     }
 
     /// Takes the API server down the way a crash does: the fake closes its listener and every
-    /// connection (keeping objects and history, as etcd does); on the local control plane
-    /// xtask SIGKILLs kube-apiserver. Returns once it is down.
+    /// connection (keeping objects and history, as etcd does); on the local control plane and
+    /// kind xtask SIGKILLs kube-apiserver. Returns once it is down.
     ///
     /// # Panics
     ///
@@ -572,7 +572,7 @@ impl Backend {
         let path = self
             .restart_file
             .clone()
-            .expect("the local backend has a restart hook");
+            .expect("the local and kind backends have a restart hook");
         let answer = PathBuf::from(format!("{}.done", path.display()));
         let partial = PathBuf::from(format!("{}.partial", path.display()));
         let _ = std::fs::remove_file(&answer);
