@@ -574,7 +574,11 @@ impl SharedInformerFactory {
         selection: Selection,
         hold: Hold,
     ) -> Result<(SharedIndexInformer<K>, (InformerKey, u64))> {
-        let key = InformerKey::new::<K>(None, selection, K::kind(&()).into_owned());
+        let key = InformerKey::new::<K>(None, selection, K::kind(&()).into_owned()).with_api(
+            &K::group(&()),
+            &K::version(&()),
+            &K::plural(&()),
+        );
         self.get_or_insert(key, hold, |config, client, key| {
             let selection = key.selection();
             let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());
@@ -683,7 +687,8 @@ impl SharedInformerFactory {
                 resource.group, resource.version, resource.plural
             )
         };
-        let key = InformerKey::new::<DynamicObject>(Some(path), selection, resource.kind.clone());
+        let key = InformerKey::new::<DynamicObject>(Some(path), selection, resource.kind.clone())
+            .with_api(&resource.group, &resource.version, &resource.plural);
         self.get_or_insert(key, hold, |config, client, key| {
             let selection = key.selection();
             let api = match selection.namespace_name() {
@@ -731,7 +736,8 @@ impl SharedInformerFactory {
             None,
             selection,
             format!("{} (metadata)", K::kind(&())),
-        );
+        )
+        .with_api(&K::group(&()), &K::version(&()), &K::plural(&()));
         self.pinned(key, |config, client, key| {
             let selection = key.selection();
             let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());

@@ -3,10 +3,11 @@
 
 use std::{fmt, time::Duration};
 
+use kinformer_informer::{LatencyHistogram, PROCESSING_LATENCY_BUCKETS};
 use prometheus_client::{
     collector::Collector,
-    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
-    metrics::{counter::ConstCounter, gauge::ConstGauge},
+    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet},
+    metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
     registry::Registry,
 };
 
@@ -24,6 +25,49 @@ struct WithValue {
     selection: String,
     /// The second dimension: a list's result, a relist's reason, an event's type.
     value: String,
+}
+
+/// client-go's informer metric labels (component-base's `clientgo/fifo`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClientGoLabels {
+    name: String,
+    group: String,
+    version: String,
+    resource: String,
+}
+
+/// A histogram read from an informer at scrape time.
+#[derive(Debug)]
+struct ConstHistogram {
+    sum: f64,
+    count: u64,
+    /// Upper bound and count per bucket, not cumulative; the last bound is `+Inf`.
+    buckets: Vec<(f64, u64)>,
+}
+
+impl ConstHistogram {
+    fn of(latency: &LatencyHistogram) -> Self {
+        let bounds = PROCESSING_LATENCY_BUCKETS
+            .iter()
+            .copied()
+            .chain([f64::INFINITY]);
+        let counts = latency.counts.iter().copied().chain(std::iter::repeat(0));
+        Self {
+            sum: latency.sum.as_secs_f64(),
+            count: latency.count,
+            buckets: bounds.zip(counts).collect(),
+        }
+    }
+}
+
+impl EncodeMetric for ConstHistogram {
+    fn encode(&self, mut encoder: MetricEncoder<'_>) -> fmt::Result {
+        encoder.encode_histogram::<NoLabelSet>(self.sum, self.count, &self.buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -55,6 +99,11 @@ impl SharedInformerFactory {
     /// | `kinformer_reflector_events_total` | counter, `value` = `added`, `modified`, `deleted`, `bookmark` |
     /// | `kinformer_reflector_errors_total` | counter |
     /// | `kinformer_reflector_decode_errors_total` | counter |
+    ///
+    /// And client-go's informer metrics under its names and labels (`name`, `group`, `version`,
+    /// `resource`): `informer_queued_items` (gauge), `informer_processing_latency_seconds`
+    /// (histogram, client-go's buckets) and `informer_store_resource_version` (gauge, the 15
+    /// least significant digits; not for informers on the DeltaFIFO).
     ///
     /// Per handler (labels `informer`, `selection`, `handler`):
     ///
@@ -126,6 +175,9 @@ impl Collector for FactoryCollector {
         let mut events = Vec::new();
         let mut errors = Vec::new();
         let mut decode_errors = Vec::new();
+        let mut queued = Vec::new();
+        let mut processing = Vec::new();
+        let mut store_version = Vec::new();
         let mut buffered = Vec::new();
         let mut oldest_pending = Vec::new();
         let mut in_call = Vec::new();
@@ -145,6 +197,23 @@ impl Collector for FactoryCollector {
                 selection: base.selection.clone(),
                 value: value.to_owned(),
             };
+            let (group, version, resource) = key.group_version_resource();
+            let client_go = ClientGoLabels {
+                name: health.name.clone(),
+                group: group.to_owned(),
+                version: version.to_owned(),
+                resource: resource.to_owned(),
+            };
+            queued.push((client_go.clone(), gauge(health.queued)));
+            processing.push((
+                client_go.clone(),
+                ConstHistogram::of(&health.processing_latency),
+            ));
+            if let Some(version) = health.cache_version {
+                // client-go's gauge is a float64: it keeps the 15 digits a double holds exactly.
+                let digits = (version % 1_000_000_000_000_000) as f64;
+                store_version.push((client_go, ConstGauge::new(digits)));
+            }
             synced.push((base.clone(), gauge(i64::from(health.sync.synced))));
             failures.push((base.clone(), gauge(health.sync.consecutive_failures)));
             cached.push((base.clone(), gauge(health.cached_objects)));
@@ -191,6 +260,24 @@ impl Collector for FactoryCollector {
         }
 
         let e = &mut encoder;
+        family(
+            e,
+            "informer_queued_items",
+            "Number of items currently queued in the FIFO.",
+            &queued,
+        )?;
+        family(
+            e,
+            "informer_processing_latency_seconds",
+            "Time taken to process events after popping from the queue.",
+            &processing,
+        )?;
+        family(
+            e,
+            "informer_store_resource_version",
+            "The 15 least significant digits of the resource version of the store.",
+            &store_version,
+        )?;
         family(
             e,
             "kinformer_informer_synced",

@@ -102,6 +102,9 @@ pub struct InformerKey {
     resource: Option<String>,
     selection: Selection,
     description: String,
+    /// Group, version and plural, when known: what follows from the type and `resource`, so
+    /// not part of the identity.
+    api: [String; 3],
 }
 
 impl InformerKey {
@@ -115,7 +118,22 @@ impl InformerKey {
             resource,
             selection,
             description,
+            api: Default::default(),
         }
+    }
+
+    /// The same key, knowing its API group, version and resource (plural).
+    pub(crate) fn with_api(mut self, group: &str, version: &str, plural: &str) -> Self {
+        self.api = [group.to_owned(), version.to_owned(), plural.to_owned()];
+        self
+    }
+
+    /// The API group, version and resource (plural) of what the informer caches, as in
+    /// client-go's informer metrics; empty strings for an informer built by `informer_for`,
+    /// whose type the factory cannot ask.
+    pub fn group_version_resource(&self) -> (&str, &str, &str) {
+        let [group, version, resource] = &self.api;
+        (group, version, resource)
     }
 
     /// Whether this informer caches objects of type `K`.

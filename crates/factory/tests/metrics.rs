@@ -112,6 +112,38 @@ async fn a_factory_reports_its_informers_and_handlers() {
                 && line.ends_with(" 4")),
         "{text}"
     );
+    // client-go's informer metrics, under its names and labels.
+    let client_go = r#"{name="Pod [all]",group="",version="v1",resource="pods"}"#;
+    assert_eq!(
+        value(&text, &format!("informer_queued_items{client_go}")),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(
+            &text,
+            &format!("informer_store_resource_version{client_go}")
+        ),
+        Some(server.resource_version() as f64),
+        "{text}"
+    );
+    let processed = value(
+        &text,
+        &format!("informer_processing_latency_seconds_count{client_go}"),
+    )
+    .expect("the processing latency is reported");
+    assert!(
+        processed >= 2.0,
+        "the list and the new pod were processed: {text}"
+    );
+    assert!(
+        text.lines().any(
+            |line| line.starts_with("informer_processing_latency_seconds_bucket")
+                && line.contains(r#"le="+Inf""#)
+                && line.ends_with(&format!(" {processed}"))
+        ),
+        "{text}"
+    );
     for caught_up in [
         "kinformer_handler_oldest_pending_seconds",
         "kinformer_handler_in_call_seconds",

@@ -3,7 +3,7 @@
 use kinformer_processor::ListenerStats;
 use kinformer_reflector::ReflectorStats;
 
-use crate::{ConsistencyStats, SyncStatus};
+use crate::{ConsistencyStats, LatencyHistogram, SyncStatus};
 
 /// A running informer's state, for health checks and metrics
 /// ([`SharedIndexInformer::health`](crate::SharedIndexInformer::health)).
@@ -21,6 +21,12 @@ pub struct InformerHealth {
     pub handlers: Vec<(String, ListenerStats)>,
     /// Objects in the cache.
     pub cached_objects: usize,
+    /// Items waiting in the informer's queue, between the reflector and the cache (client-go's
+    /// `informer_queued_items`).
+    pub queued: usize,
+    /// How long processing each popped item took (client-go's
+    /// `informer_processing_latency_seconds`).
+    pub processing_latency: LatencyHistogram,
     /// The highest resource version applied in order; `None` on the DeltaFIFO.
     pub cache_version: Option<u64>,
     /// What the consistency checks found, when they run.

@@ -25,6 +25,7 @@ use crate::{
     ConsistencyStats, Error, InformerHealth, InformerOptions, QueueKind, Result,
     checker::{Checker, Counters},
     controller::Applier,
+    latency::LatencyRecorder,
     options::WatchErrorHandler,
     progress::{Progress, WaitError},
 };
@@ -68,6 +69,7 @@ struct Inner<K> {
     reflector: OnceLock<Arc<QueueReflector<K>>>,
     stopped: CancellationToken,
     checks: Arc<Counters>,
+    latency: LatencyRecorder,
 }
 
 /// A cache of one kind of object kept in step with the API server by one list+watch, with
@@ -198,6 +200,7 @@ impl<K: Object> SharedIndexInformer<K> {
                 reflector: OnceLock::new(),
                 stopped: CancellationToken::new(),
                 checks: Arc::default(),
+                latency: LatencyRecorder::default(),
             }),
         }
     }
@@ -453,6 +456,8 @@ impl<K: Object> SharedIndexInformer<K> {
                 .unwrap_or_default(),
             handlers: self.inner.applier.processor.listener_stats(),
             cached_objects: self.inner.applier.indexer.len(),
+            queued: self.inner.queue.get().map_or(0, |queue| queue.len()),
+            processing_latency: self.inner.latency.snapshot(),
             cache_version: self.cache_version(),
             consistency: self.consistency_stats(),
         }
@@ -712,9 +717,13 @@ impl<K: Object> SharedIndexInformer<K> {
         let applier = &self.inner.applier;
         let block_deltas = &self.inner.block_deltas;
         let upstream = applier.processor.upstream_synced();
+        let latency = &self.inner.latency;
         let mut process = |popped: &Popped<K>, kind: AddKind| {
+            let started = std::time::Instant::now();
             let _blocked = block_deltas.lock();
-            match applier.apply(popped, kind) {
+            let applied = applier.apply(popped, kind);
+            latency.observe(started.elapsed());
+            match applied {
                 Ok(()) => Processed::Done,
                 Err(error) if retry_on_error => Processed::Retry(Box::new(error)),
                 Err(error) => Processed::Failed(Box::new(error)),

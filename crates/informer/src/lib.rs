@@ -108,6 +108,7 @@ mod controller;
 mod error;
 mod health;
 mod informer;
+mod latency;
 mod options;
 mod progress;
 
@@ -116,6 +117,7 @@ pub use crate::{
     error::{Error, Result},
     health::InformerHealth,
     informer::{SharedIndexInformer, SyncStatus, wait_for_cache_sync},
+    latency::{LatencyHistogram, PROCESSING_LATENCY_BUCKETS},
     options::{InformerOptions, QueueKind},
     progress::WaitError,
 };
