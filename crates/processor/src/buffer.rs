@@ -23,10 +23,17 @@ use crate::Notification;
 ///   equal to the cache's, and memory is bounded by the number of objects rather than by the
 ///   rate of change. Pick it for level-triggered controllers (the common case: they read the
 ///   object and reconcile) whose handler can fall behind under bursts.
-/// - [`Bounded`](Self::Bounded): a hard cap with counted drops
-///   ([`ListenerStats::dropped`](crate::ListenerStats::dropped)). A dropped notification is
-///   lost: the handler's view can diverge from the cache until the object changes again or a
-///   resync re-delivers it, so pick it only for consumers that tolerate loss (metrics, sampling).
+/// - [`Bounded`](Self::Bounded) with [`Overflow::Block`]: backpressure. A full buffer makes
+///   the informer wait (up to a deadline) for the handler to take notifications, so nothing is
+///   lost while the handler keeps within the deadline; the informer's cache and every other
+///   handler wait with it, and the watch backs up into the connection. Pick it for a handler
+///   that must see every notification, is usually fast, and whose occasional stall should slow
+///   the informer rather than grow memory. Past the deadline it drops, as `DropNewest`.
+/// - [`Bounded`](Self::Bounded) with [`Overflow::DropNewest`] or [`Overflow::DropOldest`]: a
+///   hard cap with counted drops ([`ListenerStats::dropped`](crate::ListenerStats::dropped)). A
+///   dropped notification is lost: the handler's view can diverge from the cache until the
+///   object changes again or a resync re-delivers it, so pick it only for consumers that
+///   tolerate loss (metrics, sampling).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum BufferPolicy {
@@ -68,9 +75,20 @@ impl BufferPolicy {
     }
 }
 
-/// Which notification a full bounded buffer drops.
+/// What a full bounded buffer does with the next notification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Overflow {
+    /// Make the distributor (the informer) wait until the consumer has taken a notification,
+    /// for at most this long; then drop the incoming one as [`DropNewest`](Self::DropNewest)
+    /// does. The time spent waiting is in
+    /// [`ListenerStats::blocked`](crate::ListenerStats::blocked).
+    ///
+    /// The wait blocks the distributing thread: run the informer on a multi-thread runtime,
+    /// and do not consume this listener's [`EventStream`](crate::EventStream) on the runtime
+    /// thread that distributes (a handler thread, the default consumer, is always separate).
+    /// Adding or removing a listener and stopping the processor wait for a distribution in
+    /// progress, so for up to the deadline too.
+    Block(std::time::Duration),
     /// Drop the oldest pending notification to make room: the handler sees the newest state
     /// sooner, but misses what it was replaced by.
     DropOldest,
@@ -185,7 +203,10 @@ impl<K> RingBuffer<K> {
             && self.live >= capacity.get()
         {
             match overflow {
-                Overflow::DropNewest => return Pushed::Dropped(notification),
+                // The listener has waited for room already; the deadline passed.
+                Overflow::DropNewest | Overflow::Block(_) => {
+                    return Pushed::Dropped(notification);
+                }
                 Overflow::DropOldest => {
                     if let Some((oldest, _)) = self.pop() {
                         outcome = Pushed::Dropped(oldest);
@@ -356,6 +377,18 @@ impl<K> RingBuffer<K> {
 
     pub(crate) fn capacity(&self) -> usize {
         self.items.capacity()
+    }
+
+    /// How long a push into a full buffer may wait for room: the deadline of
+    /// [`Overflow::Block`], when the buffer is full.
+    pub(crate) fn must_wait(&self) -> Option<std::time::Duration> {
+        match self.policy {
+            BufferPolicy::Bounded {
+                capacity,
+                overflow: Overflow::Block(deadline),
+            } if self.live >= capacity.get() => Some(deadline),
+            _ => None,
+        }
     }
 }
 

@@ -88,8 +88,8 @@
 //!   debug event.
 //! - Buffers can be bounded ([`BufferPolicy::Bounded`]), with drops counted and logged, or
 //!   coalesced per object ([`BufferPolicy::CoalesceByKey`]), which bounds a slow handler's
-//!   backlog by the number of objects and keeps its view right; client-go's are always
-//!   unbounded. [`ListenerStats`] says how far behind a handler is, in time.
+//!   backlog by the number of objects and keeps its view right, or bounded with backpressure
+//!   up to a deadline ([`Overflow::Block`]); client-go's are always unbounded. [`ListenerStats`] says how far behind a handler is, in time.
 //! - `has_synced` latches: once true it stays true, as in the newest client-go's
 //!   `SingleFileTracker`, and [`Registration::synced`] waits for it without polling.
 

@@ -121,6 +121,10 @@ pub struct ListenerStats {
     /// How long the handler's current call has been running; `None` between calls and for
     /// streams. A value that only grows is a stuck handler.
     pub in_handler: Option<Duration>,
+    /// How long distributors have waited, in all, for this listener's full buffer to make
+    /// room ([`Overflow::Block`](crate::Overflow::Block)), the wait going on now included:
+    /// time the informer stood still for it.
+    pub blocked: Duration,
 }
 
 /// The most notifications a handler thread takes from the ring per lock acquisition.
@@ -143,6 +147,9 @@ struct Queue<K> {
     closed: bool,
     /// Whether the handler thread sleeps on the condvar, so pushes notify only when needed.
     thread_waiting: bool,
+    /// Whether a distributor waits for room ([`Overflow::Block`](crate::Overflow::Block)), so
+    /// the consumer's takes notify `room` only when needed.
+    distributor_waiting: bool,
     /// The task of a stream consumer waiting for the next notification.
     waker: Option<Waker>,
     /// The most notifications pending at once, the handler thread's batch included.
@@ -187,6 +194,12 @@ pub(crate) struct Listener<K> {
     pub(crate) name: Arc<str>,
     queue: Mutex<Queue<K>>,
     ready: Condvar,
+    /// Signalled when the consumer takes notifications while a distributor waits for room.
+    room: Condvar,
+    /// Nanoseconds distributors have spent waiting for room.
+    blocked_nanos: AtomicU64,
+    /// When the wait for room going on now began, on `thread_epoch`'s clock.
+    waiting_since: Stamp,
     /// Mirrors `Queue::closed` for the handler thread, which checks it between the
     /// notifications of a batch without taking the lock.
     closed: AtomicBool,
@@ -254,10 +267,14 @@ impl<K: Send + Sync + 'static> Listener<K> {
                 ring,
                 closed: false,
                 thread_waiting: false,
+                distributor_waiting: false,
                 waker: None,
                 peak: 0,
             }),
             ready: Condvar::new(),
+            room: Condvar::new(),
+            blocked_nanos: AtomicU64::new(0),
+            waiting_since: Stamp::new(),
             closed: AtomicBool::new(false),
             in_hand: AtomicUsize::new(0),
             wake_owed: AtomicBool::new(false),
@@ -330,6 +347,9 @@ impl<K: Send + Sync + 'static> Listener<K> {
             self.initial_pending.fetch_add(1, Ordering::AcqRel);
         }
         let mut queue = self.queue.lock();
+        if let Some(deadline) = queue.ring.must_wait() {
+            self.wait_for_room(&mut queue, deadline);
+        }
         if queue.closed {
             drop(queue);
             if notification.is_in_initial_list() {
@@ -378,6 +398,42 @@ impl<K: Send + Sync + 'static> Listener<K> {
         }
     }
 
+    /// Waits, for at most `deadline`, until the consumer has made room or the listener closes.
+    /// The consumer is woken first: a batch may have deferred its wake.
+    fn wait_for_room(&self, queue: &mut parking_lot::MutexGuard<'_, Queue<K>>, deadline: Duration) {
+        let started = std::time::Instant::now();
+        let until = started + deadline;
+        self.waiting_since
+            .set(Some(started.saturating_duration_since(self.thread_epoch)));
+        while queue.ring.must_wait().is_some() && !queue.closed {
+            let wake_thread = queue.thread_waiting;
+            let waker = queue.waker.take();
+            if wake_thread {
+                self.ready.notify_one();
+            }
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+            queue.distributor_waiting = true;
+            let timed_out = self.room.wait_until(queue, until).timed_out();
+            queue.distributor_waiting = false;
+            if timed_out {
+                break;
+            }
+        }
+        let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.blocked_nanos.fetch_add(waited, Ordering::Relaxed);
+        self.waiting_since.set(None);
+    }
+
+    /// Tells a distributor waiting for room that there is some; called under the lock after
+    /// the consumer took notifications.
+    fn made_room(&self, queue: &Queue<K>) {
+        if queue.distributor_waiting {
+            self.room.notify_all();
+        }
+    }
+
     /// Closes the buffer: pending notifications are discarded, as client-go's listener does when
     /// its `addCh` closes, and the consumer exits after its current notification.
     pub(crate) fn close(&self) {
@@ -393,6 +449,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
         let waker = queue.waker.take();
         drop(queue);
         self.ready.notify_all();
+        self.room.notify_all();
         if let Some(waker) = waker {
             waker.wake();
         }
@@ -487,6 +544,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
             let available = queue.ring.len().min(HANDOFF_BATCH);
             if available > 0 {
                 batch.extend(std::iter::from_fn(|| queue.ring.pop()).take(available));
+                self.made_room(&queue);
                 let (next, _) = batch.pop_front()?;
                 self.in_hand.store(batch.len(), Ordering::Relaxed);
                 self.note_oldest_in_hand(batch);
@@ -514,6 +572,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
         }
         match queue.ring.pop() {
             Some((next, _)) => {
+                self.made_room(&queue);
                 drop(queue);
                 self.delivered.fetch_add(1, Ordering::Relaxed);
                 Poll::Ready(Some(next))
@@ -581,6 +640,10 @@ impl<K: Send + Sync + 'static> Listener<K> {
             dropped: self.dropped.load(Ordering::Relaxed),
             buffer_capacity,
             coalesced: self.coalesced.load(Ordering::Relaxed),
+            blocked: Duration::from_nanos(self.blocked_nanos.load(Ordering::Relaxed))
+                + self.waiting_since.get().map_or(Duration::ZERO, |since| {
+                    self.thread_epoch.elapsed().saturating_sub(since)
+                }),
             oldest_pending: oldest_queued_at.map(|at| Instant::now().saturating_duration_since(at)),
             in_handler,
         }

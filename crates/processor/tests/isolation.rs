@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant as StdInstant},
 };
 
-use common::{Gate, PATIENCE, Recorder, obj, start, stop};
+use common::{Gate, PATIENCE, Recorder, eventually, obj, start, stop};
 use kinformer_processor::{
     BufferPolicy, Error, HandlerFuncs, KeyFunc, ListenerOptions, Notification, Overflow,
     ProcessorOptions, Recipients, SharedProcessor,
@@ -499,5 +499,84 @@ async fn the_oldest_pending_age_is_how_long_the_first_untaken_notification_waite
     stream.next().await.expect("the second notification");
     assert_eq!(stream.registration().stats().oldest_pending, None);
     assert_eq!(stream.registration().stats().in_handler, None);
+    stop(token, running).await;
+}
+
+/// A blocking buffer is backpressure: with the handler stuck, the distributor waits for room
+/// instead of dropping, and once the handler moves on it receives everything, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_buffer_makes_the_distributor_wait_and_loses_nothing() {
+    let processor = SharedProcessor::<String>::default();
+    let gate = Gate::new();
+    let seen = Recorder::new();
+    let handler = {
+        let (gate, seen) = (gate.clone(), seen.clone());
+        HandlerFuncs::new().add_func(move |obj: Arc<String>, _| {
+            gate.pass();
+            seen.push(format!("add {obj}"));
+        })
+    };
+    let registration = processor
+        .add_handler(
+            handler,
+            ListenerOptions::new()
+                .name("blocking")
+                .buffer(BufferPolicy::bounded(2, Overflow::Block(PATIENCE))),
+        )
+        .expect("added");
+    let (token, running) = start(&processor).await;
+    processor.distribute(numbered(0), Recipients::All);
+    gate.wait_for_arrivals(1);
+    // 1 and 2 fill the buffer; 3 waits for room.
+    let distributor = std::thread::spawn({
+        let processor = processor.clone();
+        move || {
+            for n in 1..=3 {
+                processor.distribute(numbered(n), Recipients::All);
+            }
+        }
+    });
+    eventually("the distributor waits for room", || {
+        registration.stats().blocked > Duration::ZERO
+    })
+    .await;
+    assert!(!distributor.is_finished());
+    assert_eq!(registration.stats().buffered, 2);
+
+    gate.open();
+    let lines = seen.wait_for(4);
+    assert_eq!(numbers(&lines), [0, 1, 2, 3]);
+    distributor.join().expect("the distributor does not panic");
+    assert_eq!(registration.stats().dropped, 0);
+    stop(token, running).await;
+}
+
+/// Past its deadline a blocking buffer drops the incoming notification, counted, and the
+/// distributor moves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_buffer_drops_once_its_deadline_passes() {
+    const DEADLINE: Duration = Duration::from_millis(20);
+    let processor = SharedProcessor::<String>::default();
+    let gate = Gate::new();
+    let stuck = {
+        let gate = gate.clone();
+        HandlerFuncs::new().add_func(move |_obj: Arc<String>, _| gate.pass())
+    };
+    let registration = processor
+        .add_handler(
+            stuck,
+            ListenerOptions::new().buffer(BufferPolicy::bounded(2, Overflow::Block(DEADLINE))),
+        )
+        .expect("added");
+    let (token, running) = start(&processor).await;
+    processor.distribute(numbered(0), Recipients::All);
+    gate.wait_for_arrivals(1);
+    for n in 1..=3 {
+        processor.distribute(numbered(n), Recipients::All);
+    }
+    let stats = registration.stats();
+    assert_eq!((stats.buffered, stats.dropped), (2, 1));
+    assert!(stats.blocked >= DEADLINE, "{stats:?}");
+    gate.open();
     stop(token, running).await;
 }

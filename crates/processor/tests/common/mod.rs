@@ -152,3 +152,16 @@ pub async fn stop(token: CancellationToken, running: JoinHandle<kinformer_proces
         .expect("the processor task panicked")
         .expect("the processor failed");
 }
+
+/// Polls `condition` until it holds; fails the test after [`PATIENCE`]. For state another
+/// thread changes without a signal a test can await.
+pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !condition() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gave up waiting: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await; // polling: nothing to await
+    }
+}
