@@ -13,8 +13,8 @@
 //! - `control-plane up|down|env|build|restart-apiserver`: a real kube-apiserver and etcd, built
 //!   from the Go module proxy and cached by version, on loopback.
 //! - `e2e [--local|--kind|--kubeconfig PATH|--fake]`: the end-to-end suite against a backend.
-//! - `kind-image`: the kind node image for `e2e --kind`, built from the Go module proxy and
-//!   Debian's packages where no image registry is reachable.
+//! - `kind-image [--check]`: the kind node image for `e2e --kind`, built from the Go module
+//!   proxy and Debian's packages where no image registry is reachable (`--check`: is it at hand).
 //! - `soak [--minutes N] [--restart-every SECONDS] [--fake]`: informers, handlers and a
 //!   controller under churn, checked against the server every minute, while kube-apiserver is
 //!   killed and restarted (or, with `--fake`, watches are cut and history compacted).
@@ -84,7 +84,7 @@ fn print_usage() {
          fake-apiserver [FLAGS] run kinformer-testing's fake API server standalone\n  \
          control-plane up|down|env|build|restart-apiserver\n                         a local kube-apiserver + etcd (built from Go modules)\n  \
          e2e [--local|--kind|--kubeconfig PATH|--fake] [--keep] [--yes] [-- TEST ARGS]\n                         the end-to-end suite\n  \
-         kind-image             build kindest/node offline (Go module proxy, Debian packages)\n  \
+         kind-image [--check]   build kindest/node offline (Go module proxy, Debian packages)\n  \
          soak [--minutes N] [--restart-every SECONDS] [--fake]\n                         churn under outages, checked against the server every minute\n  \
          protobuf-schema [--check] [--from FILE]\n                         regenerate the protobuf tables from the Go API types\n  \
          protobuf-fixtures      re-encode the protobuf fixtures with client-go"
