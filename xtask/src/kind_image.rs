@@ -41,6 +41,7 @@ use crate::{
 };
 
 mod host;
+mod rootfs;
 
 pub(crate) use host::{docker_answers, ensure_docker};
 
@@ -60,27 +61,6 @@ const PAUSE_VERSION: &str = "3.10.2";
 const ETCD_IMAGE_TAG: &str = "3.7.0-0";
 /// The Debian release of the node's root filesystem (and of this machine).
 const DEBIAN_SUITE: &str = "bookworm";
-/// What kind's base image installs, less NFS, iSCSI and fuse-overlayfs (for storage tests and
-/// rootless nodes, neither of which this image serves).
-const NODE_PACKAGES: &[&str] = &[
-    "systemd",
-    "conntrack",
-    "iptables",
-    "nftables",
-    "iproute2",
-    "ethtool",
-    "util-linux",
-    "mount",
-    "kmod",
-    "libseccomp2",
-    "pigz",
-    "e2fsprogs",
-    "bash",
-    "ca-certificates",
-    "curl",
-    "jq",
-    "procps",
-];
 /// The image label that names the versions an image from this task was built with.
 const KEY_LABEL: &str = "dev.kinformer.kind-image";
 
@@ -126,7 +106,7 @@ pub(crate) fn kind_image(args: &[String]) -> Result<(), String> {
     fs::create_dir_all(&bin).map_err(|err| format!("creating {}: {err}", bin.display()))?;
     build_binaries(&bin)?;
     check_image_names(&bin)?;
-    let rootfs = build_rootfs(&dir)?;
+    let rootfs = rootfs::build_rootfs(&dir)?;
     let images = build_images(&dir, &bin, &rootfs)?;
     assemble_node(&dir, &bin, &rootfs, &images)?;
     let size = image_size(NODE_IMAGE)?;
@@ -489,105 +469,6 @@ fn check_image_names(bin: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The debootstrapped Debian tree with the node's packages, as `rootfs.tar` in the cache.
-fn build_rootfs(dir: &Path) -> Result<PathBuf, String> {
-    let tar = dir.join(format!("rootfs-{DEBIAN_SUITE}.tar"));
-    if tar.is_file() {
-        return Ok(tar);
-    }
-    let mirror = debian_mirror()?;
-    let started = Instant::now();
-    eprintln!("xtask: debootstrapping Debian {DEBIAN_SUITE} for the node from {mirror}");
-    let tree = dir.join("rootfs.partial");
-    remove_tree(&tree)?;
-    let mut debootstrap = idle("debootstrap");
-    debootstrap
-        .args(["--variant=minbase", "--merged-usr"])
-        .arg(format!("--include={}", NODE_PACKAGES.join(",")))
-        .arg(DEBIAN_SUITE)
-        .arg(&tree)
-        .arg(&mirror);
-    run_captured(debootstrap)?;
-    // Package lists and downloaded .debs are no part of a node.
-    for junk in ["var/cache/apt/archives", "var/lib/apt/lists"] {
-        let path = tree.join(junk);
-        remove_tree(&path)?;
-        fs::create_dir_all(&path).map_err(|err| format!("creating {}: {err}", path.display()))?;
-    }
-    let partial = partial_path(&tar);
-    let mut pack = idle("tar");
-    pack.arg("-C")
-        .arg(&tree)
-        .args(["--numeric-owner", "-cf"])
-        .arg(&partial)
-        .arg(".");
-    run_captured(pack)?;
-    rename(&partial, &tar)?;
-    remove_tree(&tree)?;
-    eprintln!(
-        "xtask: node root filesystem ready in {:.0?}",
-        started.elapsed()
-    );
-    Ok(tar)
-}
-
-/// The Debian mirror this machine's apt uses for [`DEBIAN_SUITE`], or `KINFORMER_DEBIAN_MIRROR`.
-fn debian_mirror() -> Result<String, String> {
-    if let Ok(mirror) = env::var("KINFORMER_DEBIAN_MIRROR") {
-        return Ok(mirror);
-    }
-    let mut texts = Vec::new();
-    if let Ok(text) = fs::read_to_string("/etc/apt/sources.list") {
-        texts.push(text);
-    }
-    if let Ok(entries) = fs::read_dir("/etc/apt/sources.list.d") {
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path
-                .extension()
-                .is_some_and(|ext| ext == "sources" || ext == "list")
-            {
-                texts.extend(fs::read_to_string(path).ok());
-            }
-        }
-    }
-    texts
-        .iter()
-        .find_map(|text| mirror_in(text, DEBIAN_SUITE))
-        .ok_or(format!(
-            "no Debian {DEBIAN_SUITE} mirror found in /etc/apt/sources.list(.d); set \
-             KINFORMER_DEBIAN_MIRROR to one"
-        ))
-}
-
-/// The first URI serving `suite` in an apt sources text, one-line (`deb URI suite ...`) or
-/// deb822 (`URIs:` / `Suites:` paragraphs).
-fn mirror_in(text: &str, suite: &str) -> Option<String> {
-    for line in text.lines().map(str::trim) {
-        let mut words = line.split_whitespace();
-        if words.next() != Some("deb") {
-            continue;
-        }
-        let words: Vec<&str> = words.filter(|word| !word.starts_with('[')).collect();
-        if words.get(1) == Some(&suite) {
-            return words.first().map(|uri| (*uri).to_owned());
-        }
-    }
-    text.split("\n\n").find_map(|paragraph| {
-        let field = |name: &str| {
-            paragraph.lines().find_map(|line| {
-                let (key, value) = line.split_once(':')?;
-                (key.trim() == name).then(|| value.trim().to_owned())
-            })
-        };
-        let serves = field("Suites")?.split_whitespace().any(|s| s == suite)
-            && field("Types").is_some_and(|types| types.split_whitespace().any(|t| t == "deb"));
-        serves
-            .then(|| field("URIs"))?
-            .and_then(|uris| uris.split_whitespace().next().map(str::to_owned))
-    })
-}
-
 /// Builds (or finds) each image's docker archive in `images/`.
 fn build_images(dir: &Path, bin: &Path, rootfs: &Path) -> Result<PathBuf, String> {
     let images = dir.join("images");
@@ -853,23 +734,6 @@ mod tests {
             );
         }
         assert_eq!(NODE_IMAGE, format!("kindest/node:{KUBERNETES_VERSION}"));
-    }
-
-    #[test]
-    fn the_mirror_is_read_from_one_line_and_deb822_sources() {
-        let one_line = "# comment\ndeb [arch=amd64] http://mirror.example/debian bookworm main\n";
-        assert_eq!(
-            mirror_in(one_line, "bookworm").as_deref(),
-            Some("http://mirror.example/debian")
-        );
-        let deb822 = "Types: deb\nURIs: http://mirror.example/debian-security\n\
-                      Suites: bookworm-security\n\nTypes: deb\nURIs: http://mirror.example/debian\n\
-                      Suites: bookworm bookworm-updates\nComponents: main\n";
-        assert_eq!(
-            mirror_in(deb822, "bookworm").as_deref(),
-            Some("http://mirror.example/debian")
-        );
-        assert_eq!(mirror_in(deb822, "trixie"), None);
     }
 
     #[test]
