@@ -212,9 +212,19 @@ fn kind(args: &Args) -> Result<(), String> {
         .args(["get", "clusters"])
         .output()
         .map_err(|err| format!("running kind get clusters: {err}"))?;
-    let exists = String::from_utf8_lossy(&clusters.stdout)
+    let mut exists = String::from_utf8_lossy(&clusters.stdout)
         .lines()
         .any(|line| line.trim() == name);
+    let node = format!("{name}-control-plane");
+    if exists && !container_running(&node) {
+        // Its node stopped with the Docker engine (a machine's session ended): it cannot be
+        // reused, and kind does not restart it.
+        eprintln!("xtask: kind cluster {name} has stopped; deleting it to create it anew");
+        let mut delete = Command::new(&kind);
+        delete.args(["delete", "cluster", "--name", name]);
+        crate::run(delete)?;
+        exists = false;
+    }
     if exists {
         eprintln!("xtask: reusing kind cluster {name}");
     } else {
@@ -244,9 +254,7 @@ fn kind(args: &Args) -> Result<(), String> {
     }
     fs::write(&kubeconfig, &output.stdout)
         .map_err(|err| format!("writing {}: {err}", kubeconfig.display()))?;
-    let mut apiserver = KindApiServer {
-        node: format!("{name}-control-plane"),
-    };
+    let mut apiserver = KindApiServer { node };
     let result = run_suite(
         "kind",
         Some(&kubeconfig),
@@ -280,6 +288,14 @@ impl Restart<'_> {
              kind and the fake let the suite do, not {backend}"
         ))
     }
+}
+
+/// Whether the Docker container `name` exists and runs.
+fn container_running(name: &str) -> bool {
+    Command::new("docker")
+        .args(["inspect", "--format", "{{.State.Running}}", name])
+        .output()
+        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "true")
 }
 
 /// Where kind's control-plane node keeps kube-apiserver's static-pod manifest while it is

@@ -191,6 +191,7 @@ fn docker_service(action: &str) -> Result<(), String> {
         let err_log = log
             .try_clone()
             .map_err(|err| format!("opening {DOCKER_LOG}: {err}"))?;
+        remove_stale_pid_file();
         eprintln!("xtask: starting dockerd (log: {DOCKER_LOG})");
         Command::new("dockerd")
             .stdin(Stdio::null())
@@ -211,6 +212,19 @@ fn docker_service(action: &str) -> Result<(), String> {
         thread::sleep(Duration::from_millis(500));
     }
     Ok(())
+}
+
+/// Removes `/var/run/docker.pid` when no dockerd has that PID: a dockerd ended with the
+/// machine's session leaves it, and a new dockerd refuses to start while another process holds
+/// the PID it names.
+fn remove_stale_pid_file() {
+    let Ok(pid) = fs::read_to_string(DOCKERD_PID) else {
+        return;
+    };
+    let comm = fs::read_to_string(format!("/proc/{}/comm", pid.trim())).unwrap_or_default();
+    if comm.trim() != "dockerd" {
+        let _ = fs::remove_file(DOCKERD_PID);
+    }
 }
 
 /// Stops the dockerd whose PID `/var/run/docker.pid` holds, and waits until it has exited.
