@@ -77,13 +77,15 @@ mod factory;
 mod lease;
 #[cfg(feature = "prometheus")]
 mod metrics;
+mod options;
 mod scope;
 mod selection;
 
 pub use crate::{
     error::{Error, Result},
-    factory::{FactoryOptions, FactoryResource, SharedInformerFactory},
+    factory::{FactoryResource, SharedInformerFactory},
     lease::InformerLease,
+    options::FactoryOptions,
     scope::ApiScope,
     selection::{InformerKey, Selection},
 };

@@ -97,6 +97,7 @@ mod buffer;
 mod error;
 mod handler;
 mod listener;
+mod options;
 mod processor;
 mod signal;
 mod stream;
@@ -105,7 +106,8 @@ pub use crate::{
     buffer::{BufferPolicy, Overflow},
     error::{Error, Result},
     handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
-    listener::{ListenerOptions, ListenerStats, Registration},
+    listener::{ListenerStats, Registration},
+    options::ListenerOptions,
     processor::{
         DistributionBatch, MINIMUM_RESYNC_PERIOD, ProcessorOptions, Recipients, SharedProcessor,
         determine_resync_period,

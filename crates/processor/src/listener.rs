@@ -19,81 +19,11 @@ use tokio::{sync::Notify, time::Instant};
 use tracing::{debug, warn};
 
 use crate::{
-    BufferPolicy, Error, Notification, ResourceEventHandler, Result, UpstreamSynced,
+    Error, Notification, ResourceEventHandler, Result, UpstreamSynced,
     buffer::{Pushed, RingBuffer},
     processor::Shared,
     signal::Latch,
 };
-
-/// How one registration is set up: its name, its resync period and its buffer.
-///
-/// ```
-/// use std::time::Duration;
-///
-/// use kinformer_processor::{BufferPolicy, ListenerOptions, Overflow};
-///
-/// let options = ListenerOptions::new()
-///     .name("pod-controller")
-///     .resync_period(Duration::from_secs(30))
-///     .buffer(BufferPolicy::bounded(10_000, Overflow::DropOldest));
-/// assert_eq!(options.name_ref(), Some("pod-controller"));
-/// ```
-#[derive(Debug, Clone, Default)]
-pub struct ListenerOptions {
-    name: Option<String>,
-    resync_period: Option<Duration>,
-    buffer: Option<BufferPolicy>,
-}
-
-impl ListenerOptions {
-    /// Unnamed, with the processor's default resync period and buffer policy.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Names the listener in logs, spans, thread names and errors. Without a name the listener
-    /// is called `listener-<n>`.
-    #[must_use]
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// Requests resyncs at this period; zero means no resyncs. Without it the processor's
-    /// default period applies (client-go's `AddEventHandler` versus
-    /// `AddEventHandlerWithResyncPeriod`).
-    #[must_use]
-    pub fn resync_period(mut self, period: Duration) -> Self {
-        self.resync_period = Some(period);
-        self
-    }
-
-    /// Sets the buffer policy, overriding the processor's default (itself unbounded unless
-    /// [`ProcessorOptions::default_buffer`](crate::ProcessorOptions::default_buffer)
-    /// says otherwise).
-    #[must_use]
-    pub fn buffer(mut self, policy: BufferPolicy) -> Self {
-        self.buffer = Some(policy);
-        self
-    }
-
-    /// The name set with [`name`](Self::name), if any.
-    pub fn name_ref(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-
-    pub(crate) fn requested_resync_period(&self) -> Option<Duration> {
-        self.resync_period
-    }
-
-    pub(crate) fn buffer_policy(&self) -> Option<BufferPolicy> {
-        self.buffer
-    }
-
-    pub(crate) fn take_name(&mut self) -> Option<String> {
-        self.name.take()
-    }
-}
 
 /// A snapshot of one listener's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -111,7 +41,7 @@ pub struct ListenerStats {
     pub dropped: u64,
     /// Slots the buffer has allocated now; it shrinks again once a backlog drains.
     pub buffer_capacity: usize,
-    /// Notifications a [`BufferPolicy::CoalesceByKey`] buffer merged into a newer one for the
+    /// Notifications a [`BufferPolicy::CoalesceByKey`](crate::BufferPolicy::CoalesceByKey) buffer merged into a newer one for the
     /// same object (or cancelled, an add with its delete): never delivered, never needed. With
     /// `delivered`, `dropped` and `buffered` it accounts for every notification distributed.
     pub coalesced: u64,

@@ -35,6 +35,15 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error_span, info, warn};
 
+mod options;
+mod status;
+mod watch_list;
+
+pub use self::{
+    options::ReflectorOptions,
+    status::{Failures, ReflectorExit},
+};
+
 use crate::{
     Error, ListOptions, ListerWatcher, ReflectorStats, Result, ReuseObject, VersionMatch,
     WatchEvent, WatchStream,
@@ -60,182 +69,6 @@ type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
 type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
 type BookmarkHandler = Arc<dyn Fn(&str) + Send + Sync>;
 type KnownObject<K> = Arc<dyn Fn(&K) -> Option<Arc<K>> + Send + Sync>;
-
-/// How a [`Reflector`] runs; every setting is optional and [`Default`] is client-go's
-/// `NewReflectorWithOptions` with no options.
-///
-/// ```
-/// use std::time::Duration;
-///
-/// use k8s_openapi::api::core::v1::Pod;
-/// use kinformer_reflector::ReflectorOptions;
-///
-/// let options = ReflectorOptions::<Pod>::default()
-///     .name("pods")
-///     .page_size(500)
-///     .resync_period(Duration::from_secs(30))
-///     .min_watch_timeout(Duration::from_secs(60));
-/// # drop(options);
-/// ```
-pub struct ReflectorOptions<K> {
-    name: Option<String>,
-    page_size: Option<u32>,
-    resync_period: Option<Duration>,
-    should_resync: Option<ShouldResync>,
-    use_watch_list: bool,
-    watch_error_handler: Option<WatchErrorHandler>,
-    bookmark_handler: Option<BookmarkHandler>,
-    known_object: Option<KnownObject<K>>,
-    backoff: Option<Box<dyn BackoffManager>>,
-    min_watch_timeout: Duration,
-    stop_when_gone: bool,
-}
-
-impl<K> Default for ReflectorOptions<K> {
-    fn default() -> Self {
-        Self {
-            name: None,
-            page_size: None,
-            resync_period: None,
-            should_resync: None,
-            known_object: None,
-            use_watch_list: false,
-            watch_error_handler: None,
-            bookmark_handler: None,
-            backoff: None,
-            min_watch_timeout: DEFAULT_MIN_WATCH_TIMEOUT,
-            stop_when_gone: false,
-        }
-    }
-}
-
-impl<K> fmt::Debug for ReflectorOptions<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReflectorOptions")
-            .field("name", &self.name)
-            .field("page_size", &self.page_size)
-            .field("resync_period", &self.resync_period)
-            .field("use_watch_list", &self.use_watch_list)
-            .field("min_watch_timeout", &self.min_watch_timeout)
-            .field("stop_when_gone", &self.stop_when_gone)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<K> ReflectorOptions<K> {
-    /// Stops the reflector for good when the resource stops being served: once a list has
-    /// succeeded, a list answered 404 becomes [`Error::ResourceGone`], reported once, and
-    /// [`Reflector::run`] returns [`ReflectorExit::ResourceGone`] instead of retrying forever.
-    /// For informers of custom resources, whose CustomResourceDefinition can be deleted under
-    /// them (client-go's reflector retries such a list for ever). A 404 before the first
-    /// successful list is retried: the CRD may not be established yet.
-    #[must_use]
-    pub fn stop_when_resource_gone(mut self) -> Self {
-        self.stop_when_gone = true;
-        self
-    }
-
-    /// The name in logs and spans; defaults to the lister-watcher's type description.
-    #[must_use]
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// Lists in pages of `page_size` objects (client-go's `WatchListPageSize`). Without it, lists
-    /// from the watch cache (`resourceVersion` "0" or "") use pages of [`DEFAULT_PAGE_SIZE`] and
-    /// relists at a known version ask for everything at once, so the API server can serve them
-    /// from its watch cache.
-    #[doc(alias = "WatchListPageSize")]
-    #[must_use]
-    pub fn page_size(mut self, page_size: u32) -> Self {
-        self.page_size = Some(page_size).filter(|&size| size > 0);
-        self
-    }
-
-    /// Calls the store's `resync` every `period` while watching (zero turns it off).
-    #[must_use]
-    pub fn resync_period(mut self, period: Duration) -> Self {
-        self.resync_period = Some(period).filter(|period| !period.is_zero());
-        self
-    }
-
-    /// Asked at every resync tick; the store is resynced only when it returns `true`.
-    #[doc(alias = "ShouldResync")]
-    #[must_use]
-    pub fn should_resync(
-        mut self,
-        should_resync: impl Fn() -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.should_resync = Some(Arc::new(should_resync));
-        self
-    }
-
-    /// Fetches the initial state with a streaming list (`sendInitialEvents=true`) instead of a
-    /// paged list, falling back to list+watch when the server refuses it.
-    #[doc(alias = "UseWatchList")]
-    #[must_use]
-    pub fn use_watch_list(mut self, use_watch_list: bool) -> Self {
-        self.use_watch_list = use_watch_list;
-        self
-    }
-
-    /// Called with every error that ends a list or a watch, and with every object the reflector
-    /// skips; it should return quickly. Without one, errors are logged.
-    #[doc(alias = "WatchErrorHandler")]
-    #[must_use]
-    pub fn watch_error_handler(mut self, handler: impl Fn(&Error) + Send + Sync + 'static) -> Self {
-        self.watch_error_handler = Some(Arc::new(handler));
-        self
-    }
-
-    /// Called with the resource version of every watch bookmark, after the reflector has
-    /// recorded it; a queue that delivers bookmarks in order (client-go's atomic RealFIFO) is fed
-    /// from here. It should return quickly.
-    #[doc(alias = "Bookmark")]
-    #[must_use]
-    pub fn on_bookmark(mut self, handler: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        self.bookmark_handler = Some(Arc::new(handler));
-        self
-    }
-
-    /// Lets a relist keep the objects the consumer already holds: `known` answers the object
-    /// cached under a listed object's key, and when both carry the same non-empty
-    /// resourceVersion the listed copy is dropped as soon as its page is decoded and the cached
-    /// `Arc` goes into the list instead.
-    ///
-    /// Without it a relist holds the whole new list beside the whole cache until the store's
-    /// `replace`, so its peak memory is twice the cache's; with it, only the objects that changed
-    /// are held twice. `known` runs once per listed object and should be a map lookup. Do not
-    /// combine it with a queue transform that is not idempotent: a reused object is one the
-    /// transform has already seen.
-    #[must_use]
-    pub fn reuse_known_objects(
-        mut self,
-        known: impl Fn(&K) -> Option<Arc<K>> + Send + Sync + 'static,
-    ) -> Self {
-        self.known_object = Some(Arc::new(known));
-        self
-    }
-
-    /// Replaces the backoff between failed attempts (by default
-    /// [`ExponentialBackoffManager::for_reflector`]: 800ms doubling to 30s, with jitter, reset
-    /// after two quiet minutes).
-    #[must_use]
-    pub fn backoff(mut self, backoff: impl BackoffManager + 'static) -> Self {
-        self.backoff = Some(Box::new(backoff));
-        self
-    }
-
-    /// The shortest watch timeout; values below [`DEFAULT_MIN_WATCH_TIMEOUT`] are raised to it,
-    /// as client-go does, to spare the control plane.
-    #[doc(alias = "MinWatchTimeout")]
-    #[must_use]
-    pub fn min_watch_timeout(mut self, timeout: Duration) -> Self {
-        self.min_watch_timeout = timeout.max(DEFAULT_MIN_WATCH_TIMEOUT);
-        self
-    }
-}
 
 impl<K, S> Reflector<K, S>
 where
@@ -328,29 +161,6 @@ pub struct Reflector<K, S: ?Sized> {
     failing: AtomicBool,
     /// What the reflector has done, for metrics and health.
     counters: Counters,
-}
-
-/// Why [`Reflector::run`] returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ReflectorExit {
-    /// The token was cancelled.
-    Cancelled,
-    /// The resource is no longer served ([`Error::ResourceGone`], under
-    /// [`ReflectorOptions::stop_when_resource_gone`]); running again would only fail again.
-    ResourceGone,
-}
-
-/// The reflector's errors since it last made progress (a list applied, a watch event
-/// received): what a caller waiting for sync needs to tell "slow" from "failing".
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Failures {
-    /// How many errors in a row, with no list applied or watch event received between them.
-    pub consecutive: u32,
-    /// The latest of them, with its chain of causes (`the API server refused the connection:
-    /// ...: Connection refused (os error 111)`); `None` once the reflector makes progress.
-    pub last_error: Option<String>,
 }
 
 impl<K, S: ?Sized> fmt::Debug for Reflector<K, S> {
@@ -946,124 +756,6 @@ where
             self.store.resync()?;
         }
         Ok(())
-    }
-
-    /// Streams the initial state (`sendInitialEvents=true`) into a scratch cache, replaces the
-    /// store with it at the initial-events-end bookmark, and hands back the still-open watch.
-    /// `None` when the token fired first.
-    async fn watch_list(&self, token: &CancellationToken) -> Result<Option<OpenWatch<K>>> {
-        loop {
-            if token.is_cancelled() {
-                return Ok(None);
-            }
-            let timeout = self.watch_timeout();
-            let options = ListOptions {
-                resource_version: Some(self.rewatch_resource_version()),
-                resource_version_match: Some(VersionMatch::NotOlderThan),
-                timeout_seconds: Some(u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX)),
-                allow_watch_bookmarks: true,
-                send_initial_events: true,
-                ..ListOptions::default()
-            };
-            let started = Instant::now();
-            let deadline = started + timeout + WATCH_IDLE_GRACE;
-            info!(resource_version = ?options.resource_version, "streaming list started");
-            let opened = tokio::select! {
-                () = token.cancelled() => return Ok(None),
-                opened = self.lister_watcher.watch(options) => opened,
-            };
-            let mut stream = match opened {
-                Ok(stream) => stream,
-                Err(error) => {
-                    if self.retry_watch_list(&error, token).await {
-                        continue;
-                    }
-                    if token.is_cancelled() {
-                        return Ok(None);
-                    }
-                    return Err(error);
-                }
-            };
-            let scratch = Cache::<K>::default();
-            let mut version = String::new();
-            let failure = loop {
-                let item = tokio::select! {
-                    () = token.cancelled() => return Ok(None),
-                    () = tokio::time::sleep_until(deadline) => break Error::WatchIdle { idle: started.elapsed() },
-                    item = stream.next() => item,
-                };
-                let applied = match item {
-                    None => break Error::WatchListIncomplete,
-                    Some(Err(error @ Error::WrongKind { .. })) => Err(error),
-                    Some(Err(error)) => break error,
-                    Some(Ok(WatchEvent::Added(object) | WatchEvent::Modified(object))) => {
-                        if let Some(object_version) = object.resource_version() {
-                            object_version.clone_into(&mut version);
-                        }
-                        let object = match &self.known_object {
-                            Some(known_object) => reusable(known_object, &object).unwrap_or(object),
-                            None => object,
-                        };
-                        scratch.update(object).map_err(Error::from)
-                    }
-                    Some(Ok(WatchEvent::Deleted(object))) => {
-                        if let Some(object_version) = object.resource_version() {
-                            object_version.clone_into(&mut version);
-                        }
-                        scratch.delete(object).map_err(Error::from)
-                    }
-                    Some(Ok(WatchEvent::Bookmark {
-                        resource_version,
-                        initial_events_end,
-                    })) => {
-                        version = resource_version;
-                        if initial_events_end {
-                            self.set_unavailable(false);
-                            let items = scratch.list();
-                            drop(scratch);
-                            let count = items.len();
-                            self.replace_store(items, &version)?;
-                            self.counters.listed(started.elapsed());
-                            info!(items = count, resource_version = %version, duration = ?started.elapsed(), "streaming list finished");
-                            return Ok(Some(OpenWatch {
-                                stream,
-                                started,
-                                deadline,
-                            }));
-                        }
-                        Ok(())
-                    }
-                };
-                if let Err(error) = applied {
-                    self.report(&error);
-                }
-            };
-            if self.retry_watch_list(&failure, token).await {
-                continue;
-            }
-            if token.is_cancelled() {
-                return Ok(None);
-            }
-            return Err(failure);
-        }
-    }
-
-    /// Whether a failed streaming list should be tried again: after a backoff for 429 and refused
-    /// connections, at once from a consistent read for an unusable version. `false` also when
-    /// the token fired during the backoff.
-    async fn retry_watch_list(&self, error: &Error, token: &CancellationToken) -> bool {
-        if error.is_retriable_without_relist() {
-            self.report(error);
-            return self
-                .back_off(token, error.retry_after(), "before streaming again")
-                .await;
-        }
-        if error.is_resource_version_unavailable() {
-            info!(error = %ErrorChain(&error), reason = "resource version unavailable", "streaming again from a consistent read");
-            self.set_unavailable(true);
-            return true;
-        }
-        false
     }
 }
 

@@ -1,0 +1,326 @@
+//! [`FactoryOptions`]: how a factory builds its informers, and the helpers that turn them into
+//! each informer's options and lister-watcher.
+
+use std::{
+    any::{Any, TypeId},
+    collections::HashMap,
+    fmt,
+    sync::Arc,
+    time::Duration,
+};
+
+use kinformer_informer::InformerOptions;
+use kinformer_reflector::{
+    Decoder, Error as ReflectorError, JsonDecoder, KubeListerWatcher, ListOptions, WireFormat,
+};
+use kube_core::{ObjectMeta, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::selection::{InformerKey, Selection};
+
+type Tweak = Arc<dyn Fn(&mut ListOptions) + Send + Sync>;
+type MetaTransform = Arc<dyn Fn(&mut ObjectMeta) + Send + Sync>;
+pub(crate) type Transform<K> = Arc<dyn Fn(Arc<K>) -> Arc<K> + Send + Sync>;
+
+/// How a [`SharedInformerFactory`](crate::SharedInformerFactory) builds its informers
+/// (client-go's `SharedInformerOption`s); every setting is optional, and [`Default`] is
+/// client-go's `NewSharedInformerFactory`: every namespace, no selectors, no resyncs, no
+/// transform, protobuf where the kind has it.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// use k8s_openapi::api::apps::v1::Deployment;
+/// use kinformer_factory::{FactoryOptions, SharedInformerFactory};
+///
+/// # fn build(client: kube_client::Client) -> SharedInformerFactory {
+/// let options = FactoryOptions::default()
+///     .namespace("prod")
+///     .labels("team=payments")
+///     .default_resync(Duration::from_secs(300))
+///     .resync_for::<Deployment>(Duration::from_secs(60))
+///     .drop_managed_fields();
+/// SharedInformerFactory::new(client, options)
+/// # }
+/// ```
+#[doc(alias = "SharedInformerOption")]
+pub struct FactoryOptions {
+    default_resync: Duration,
+    pub(crate) selection: Selection,
+    tweak: Option<Tweak>,
+    page_size: Option<u32>,
+    wire_format: WireFormat,
+    drop_managed_fields: bool,
+    custom_resync: HashMap<TypeId, Duration>,
+    meta_transform: Option<MetaTransform>,
+    transforms: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    watch_error_handler: Option<FactoryWatchErrorHandler>,
+}
+
+type FactoryWatchErrorHandler = Arc<dyn Fn(&InformerKey, &ReflectorError) + Send + Sync>;
+
+impl FactoryOptions {
+    /// The resync period of every informer without a custom one; zero (the default) means
+    /// no resyncs.
+    #[doc(alias = "defaultResync")]
+    #[must_use]
+    pub fn default_resync(mut self, period: Duration) -> Self {
+        self.default_resync = period;
+        self
+    }
+
+    /// Every informer lists and watches only `namespace` (client-go's `WithNamespace`);
+    /// cluster-scoped types ignore it.
+    #[doc(alias = "WithNamespace")]
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.selection = self.selection.namespace(namespace);
+        self
+    }
+
+    /// Every informer lists and watches only objects whose labels match `selector`.
+    #[must_use]
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.selection = self.selection.labels(selector);
+        self
+    }
+
+    /// Every informer lists and watches only objects whose fields match `selector`.
+    #[must_use]
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.selection = self.selection.fields(selector);
+        self
+    }
+
+    /// Runs `tweak` on the options of every list and watch of every informer (client-go's
+    /// `WithTweakListOptions`).
+    #[doc(alias = "WithTweakListOptions")]
+    #[must_use]
+    pub fn tweak_list_options(
+        mut self,
+        tweak: impl Fn(&mut ListOptions) + Send + Sync + 'static,
+    ) -> Self {
+        self.tweak = Some(Arc::new(tweak));
+        self
+    }
+
+    /// Lists in pages of `page_size` objects.
+    #[doc(alias = "WatchListPageSize")]
+    #[must_use]
+    pub fn page_size(mut self, page_size: u32) -> Self {
+        self.page_size = Some(page_size);
+        self
+    }
+
+    /// The resync period of informers of type `K` (client-go's `WithCustomResyncConfig`).
+    #[doc(alias = "WithCustomResyncConfig")]
+    #[must_use]
+    pub fn resync_for<K: 'static>(mut self, period: Duration) -> Self {
+        self.custom_resync.insert(TypeId::of::<K>(), period);
+        self
+    }
+
+    /// Applies `transform` to the metadata of every object of every type the factory builds,
+    /// before it is cached (client-go's `WithTransform`, narrowed to what every type shares).
+    #[doc(alias = "WithTransform")]
+    #[must_use]
+    pub fn transform_metadata(
+        mut self,
+        transform: impl Fn(&mut ObjectMeta) + Send + Sync + 'static,
+    ) -> Self {
+        self.meta_transform = Some(Arc::new(transform));
+        self
+    }
+
+    /// Drops `metadata.managedFields` from every object as it is decoded: often a third of an
+    /// object's size, and read by no controller. In protobuf they are skipped on the wire,
+    /// never decoded; in JSON they are removed before the object is shared. Unlike a
+    /// transform, this keeps a relist's reuse of unchanged cached objects.
+    #[must_use]
+    pub fn drop_managed_fields(mut self) -> Self {
+        self.drop_managed_fields = true;
+        self
+    }
+
+    /// Receives every list and watch error of every informer the factory builds, with the
+    /// informer it concerns, instead of the default warning in the log (client-go's
+    /// `SetWatchErrorHandler`, for all informers at once). The informers keep retrying either
+    /// way; see also
+    /// [`SharedInformerFactory::sync_status`](crate::SharedInformerFactory::sync_status).
+    #[doc(alias = "SetWatchErrorHandler")]
+    #[must_use]
+    pub fn watch_error_handler(
+        mut self,
+        handler: impl Fn(&InformerKey, &ReflectorError) + Send + Sync + 'static,
+    ) -> Self {
+        self.watch_error_handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// What typed and metadata informers ask the server for: protobuf (the default; for
+    /// typed informers of built-in kinds, for metadata informers of any kind) or JSON.
+    /// Dynamic informers always use JSON.
+    #[must_use]
+    pub fn wire_format(mut self, format: WireFormat) -> Self {
+        self.wire_format = format;
+        self
+    }
+
+    /// Applies `transform` to every object of type `K` before it is cached, after the
+    /// metadata transform if there is one.
+    #[must_use]
+    pub fn transform_for<K: 'static>(
+        mut self,
+        transform: impl Fn(Arc<K>) -> Arc<K> + Send + Sync + 'static,
+    ) -> Self {
+        let transform: Transform<K> = Arc::new(transform);
+        self.transforms
+            .insert(TypeId::of::<K>(), Arc::new(transform));
+        self
+    }
+}
+
+impl Default for FactoryOptions {
+    fn default() -> Self {
+        Self {
+            default_resync: Duration::ZERO,
+            selection: Selection::all(),
+            tweak: None,
+            page_size: None,
+            wire_format: WireFormat::default(),
+            drop_managed_fields: false,
+            custom_resync: HashMap::new(),
+            meta_transform: None,
+            transforms: HashMap::new(),
+            watch_error_handler: None,
+        }
+    }
+}
+
+impl fmt::Debug for FactoryOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FactoryOptions")
+            .field("default_resync", &self.default_resync)
+            .field("selection", &self.selection)
+            .field("tweak", &self.tweak.is_some())
+            .field("page_size", &self.page_size)
+            .field("wire_format", &self.wire_format)
+            .field("drop_managed_fields", &self.drop_managed_fields)
+            .field("custom_resync", &self.custom_resync.len())
+            .field("meta_transform", &self.meta_transform.is_some())
+            .field("transforms", &self.transforms.len())
+            .field("watch_error_handler", &self.watch_error_handler.is_some())
+            .finish()
+    }
+}
+
+impl FactoryOptions {
+    pub(crate) fn resync_of(&self, type_id: TypeId) -> Duration {
+        self.custom_resync
+            .get(&type_id)
+            .copied()
+            .unwrap_or(self.default_resync)
+    }
+
+    pub(crate) fn type_transform<K: 'static>(&self) -> Option<Transform<K>> {
+        self.transforms
+            .get(&TypeId::of::<K>())
+            .and_then(|any| any.downcast_ref::<Transform<K>>())
+            .cloned()
+    }
+
+    /// The metadata transform followed by `K`'s own, as one function.
+    pub(crate) fn transform<K: Resource + Clone + Send + Sync + 'static>(
+        &self,
+    ) -> Option<Transform<K>> {
+        let meta = self.meta_transform.clone().map(|meta| {
+            let transform: Transform<K> = Arc::new(move |object: Arc<K>| {
+                // The decoder's `Arc` is unique here, so this moves rather than copies.
+                let mut object = Arc::unwrap_or_clone(object);
+                meta(object.meta_mut());
+                Arc::new(object)
+            });
+            transform
+        });
+        match (meta, self.type_transform::<K>()) {
+            (Some(meta), Some(typed)) => Some(Arc::new(move |object| typed(meta(object)))),
+            (meta, typed) => meta.or(typed),
+        }
+    }
+
+    pub(crate) fn options<K: Resource + Clone + Send + Sync + 'static>(
+        &self,
+        key: &InformerKey,
+    ) -> InformerOptions<K> {
+        let mut options = InformerOptions::new()
+            .name(key.to_string())
+            .resync_period(self.resync_of(TypeId::of::<K>()));
+        if let Some(page_size) = self.page_size {
+            options = options.page_size(page_size);
+        }
+        if let Some(transform) = self.transform::<K>() {
+            options = options.transform(move |object| transform(object));
+        }
+        self.with_watch_error_handler(options, key)
+    }
+
+    /// `options` reporting list and watch errors to the factory's handler, naming `key`.
+    pub(crate) fn with_watch_error_handler<K>(
+        &self,
+        options: InformerOptions<K>,
+        key: &InformerKey,
+    ) -> InformerOptions<K> {
+        match &self.watch_error_handler {
+            Some(handler) => {
+                let (handler, key) = (Arc::clone(handler), key.clone());
+                options.watch_error_handler(move |error| handler(&key, error))
+            }
+            None => options,
+        }
+    }
+
+    /// `lister_watcher` in the factory's wire format, dropping managedFields if the factory
+    /// was asked to.
+    pub(crate) fn wire<K>(&self, lister_watcher: KubeListerWatcher<K>) -> KubeListerWatcher<K>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    {
+        let lister_watcher = lister_watcher.wire_format(self.wire_format);
+        if self.drop_managed_fields {
+            lister_watcher.drop_managed_fields()
+        } else {
+            lister_watcher
+        }
+    }
+
+    /// `lister_watcher`, dropping managedFields if the factory was asked to.
+    pub(crate) fn dropping<K: Resource + Send + Sync + 'static>(
+        &self,
+        lister_watcher: KubeListerWatcher<K, JsonDecoder<K>>,
+    ) -> KubeListerWatcher<K, JsonDecoder<K>> {
+        if self.drop_managed_fields {
+            lister_watcher.drop_managed_fields()
+        } else {
+            lister_watcher
+        }
+    }
+
+    pub(crate) fn narrow<K, D: Decoder<K>>(
+        &self,
+        lister_watcher: KubeListerWatcher<K, D>,
+        selection: &Selection,
+    ) -> KubeListerWatcher<K, D> {
+        let mut lister_watcher = lister_watcher;
+        if let Some(labels) = selection.label_selector() {
+            lister_watcher = lister_watcher.labels(labels);
+        }
+        if let Some(fields) = selection.field_selector() {
+            lister_watcher = lister_watcher.fields(fields);
+        }
+        if let Some(tweak) = &self.tweak {
+            let tweak = Arc::clone(tweak);
+            lister_watcher = lister_watcher.tweak_list_options(move |options| tweak(options));
+        }
+        lister_watcher
+    }
+}
