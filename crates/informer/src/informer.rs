@@ -11,7 +11,7 @@ use kinformer_fifo::{
     Queue, RealFifo, RealFifoOptions,
 };
 use kinformer_processor::{
-    EventStream, HandlerFuncs, ListenerOptions, ProcessorOptions, Registration,
+    CacheSnapshot, EventStream, HandlerFuncs, ListenerOptions, ProcessorOptions, Registration,
     ResourceEventHandler, SharedProcessor, UpstreamSynced,
 };
 use kinformer_reflector::{ListerWatcher, Reflector, ReflectorExit, ReflectorOptions};
@@ -64,7 +64,7 @@ struct Inner<K> {
     /// Held while a popped item is applied and distributed, and while a late handler takes its
     /// snapshot of the cache and joins (client-go's `blockDeltas`), so nothing falls between
     /// the snapshot and the handler's first notification, and nothing arrives twice.
-    block_deltas: Mutex<()>,
+    block_deltas: Arc<Mutex<()>>,
     queue: OnceLock<Arc<dyn Queue<K>>>,
     reflector: OnceLock<Arc<QueueReflector<K>>>,
     stopped: CancellationToken,
@@ -169,10 +169,21 @@ impl<K: Object> SharedIndexInformer<K> {
             Some(indexer) => indexer,
             None => Arc::new(Cache::new(options.key_func.clone(), options.indexers)),
         };
+        // The lock that orders cache changes with their distribution; a listener catching up
+        // after an overflow reads the cache under it.
+        let block_deltas = Arc::new(Mutex::new(()));
+        let snapshot: CacheSnapshot<K> = {
+            let (block_deltas, indexer) = (Arc::clone(&block_deltas), Arc::clone(&indexer));
+            Arc::new(move |catch_up| {
+                let _blocked = block_deltas.lock();
+                catch_up(indexer.list());
+            })
+        };
         let processor = SharedProcessor::new(
             ProcessorOptions::default()
                 .resync_period(options.resync_period)
-                .key_func(Arc::clone(&options.key_func)),
+                .key_func(Arc::clone(&options.key_func))
+                .cache_snapshot(snapshot),
         );
         Self {
             inner: Arc::new(Inner {
@@ -195,7 +206,7 @@ impl<K: Object> SharedIndexInformer<K> {
                     consistency_check: options.consistency_check,
                     stop_when_gone: options.stop_when_gone,
                 }),
-                block_deltas: Mutex::new(()),
+                block_deltas,
                 queue: OnceLock::new(),
                 reflector: OnceLock::new(),
                 stopped: CancellationToken::new(),

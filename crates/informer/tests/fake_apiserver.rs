@@ -13,8 +13,8 @@ use std::{
 use common::Recorder;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{
-    AddKind, BufferPolicy, InformerOptions, ListenerOptions, QueueKind, ResourceEventHandler,
-    SharedIndexInformer,
+    AddKind, BufferPolicy, InformerOptions, ListenerOptions, Overflow, QueueKind,
+    ResourceEventHandler, SharedIndexInformer,
 };
 use kinformer_reflector::KubeListerWatcher;
 use kinformer_reflector::WireFormat;
@@ -228,10 +228,11 @@ fn percentile(latencies: &[Duration], fraction: f64) -> Duration {
     sorted.get(index).copied().unwrap_or_default()
 }
 
-/// Four handlers under churn: a slow one (10 ms a call), the same behind a coalescing buffer,
-/// one that panics on every tenth call, and a normal one. The normal one keeps up, the
-/// panicking one keeps receiving, the coalescing one handles fewer notifications than the slow
-/// one, and once the churn is over every handler's view equals the server's.
+/// Five handlers under churn: a slow one (10 ms a call), the same behind a coalescing buffer
+/// and behind a small buffer that resyncs on overflow, one that panics on every tenth call,
+/// and a normal one. The normal one keeps up, the panicking one keeps receiving, the coalescing
+/// one handles fewer notifications than the slow one, the resyncing one overflows and is caught
+/// up, and once the churn is over every handler's view equals the server's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_and_a_panicking_handler_do_not_disturb_a_normal_one_under_churn() {
     const PODS: usize = 40;
@@ -245,11 +246,13 @@ async fn a_slow_and_a_panicking_handler_do_not_disturb_a_normal_one_under_churn(
     let informer = informer(&server, InformerOptions::new());
     let slow = ViewHandler::new(Duration::from_millis(10), None);
     let coalescing = ViewHandler::new(Duration::from_millis(10), None);
+    let resyncing = ViewHandler::new(Duration::from_millis(10), None);
     let panicking = ViewHandler::new(Duration::ZERO, Some(10));
     let normal = ViewHandler::new(Duration::ZERO, None);
     let views = [
         ("slow", Arc::clone(&slow.view)),
         ("coalescing", Arc::clone(&coalescing.view)),
+        ("resyncing", Arc::clone(&resyncing.view)),
         ("panicking", Arc::clone(&panicking.view)),
         ("normal", Arc::clone(&normal.view)),
     ];
@@ -257,6 +260,14 @@ async fn a_slow_and_a_panicking_handler_do_not_disturb_a_normal_one_under_churn(
     let slow_latencies = Arc::clone(&slow.latencies);
     let slow_registration = informer
         .add_event_handler_with_options(slow, ListenerOptions::new().name("slow"))
+        .unwrap();
+    let resyncing_registration = informer
+        .add_event_handler_with_options(
+            resyncing,
+            ListenerOptions::new()
+                .name("resyncing")
+                .buffer(BufferPolicy::bounded(5, Overflow::Resync)),
+        )
         .unwrap();
     let coalescing_registration = informer
         .add_event_handler_with_options(
@@ -336,6 +347,11 @@ async fn a_slow_and_a_panicking_handler_do_not_disturb_a_normal_one_under_churn(
         coalesced.delivered + coalesced.coalesced,
         slow.delivered,
         "every notification is delivered or merged"
+    );
+    let resynced = resyncing_registration.stats();
+    assert!(
+        resynced.dropped > 0 && resynced.resyncs > 0,
+        "the small buffer overflowed and was caught up: {resynced:?}"
     );
     let stats = panicking_registration.stats();
     assert!(

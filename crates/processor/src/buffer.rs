@@ -2,11 +2,12 @@
 //! coalesced per object key.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{HashMap, HashSet, VecDeque},
     num::NonZeroUsize,
+    sync::Arc,
 };
 
-use kinformer_store::{AddKind, KeyFunc};
+use kinformer_store::{AddKind, DeletedFinalStateUnknown, KeyFunc, ObjectOrTombstone};
 use tokio::time::Instant;
 
 use crate::Notification;
@@ -29,6 +30,12 @@ use crate::Notification;
 ///   handler wait with it, and the watch backs up into the connection. Pick it for a handler
 ///   that must see every notification, is usually fast, and whose occasional stall should slow
 ///   the informer rather than grow memory. Past the deadline it drops, as `DropNewest`.
+/// - [`Bounded`](Self::Bounded) with [`Overflow::Resync`]: a hard cap that loses nothing the
+///   handler needs. When full, the listener stops queueing; once the handler has caught up
+///   with what was queued, it receives in one pass what brings it level with the cache: adds,
+///   updates from the state it last saw, deletions as tombstones. Memory is the cap plus the
+///   last state handed to the handler per key. Pick it for a handler that must end right but
+///   can skip intermediate states and whose bursts can outgrow any fixed buffer.
 /// - [`Bounded`](Self::Bounded) with [`Overflow::DropNewest`] or [`Overflow::DropOldest`]: a
 ///   hard cap with counted drops ([`ListenerStats::dropped`](crate::ListenerStats::dropped)). A
 ///   dropped notification is lost: the handler's view can diverge from the cache until the
@@ -89,6 +96,17 @@ pub enum Overflow {
     /// Adding or removing a listener and stopping the processor wait for a distribution in
     /// progress, so for up to the deadline too.
     Block(std::time::Duration),
+    /// Drop the incoming notification and every one after it until the consumer has taken
+    /// what was queued; then hand it, before anything newer, the difference between what it
+    /// was last given and the cache: an add for each object it lacks, an update (from the
+    /// state it last saw) for each that changed, a tombstone deletion for each that is gone.
+    /// Counted in [`ListenerStats::resyncs`](crate::ListenerStats::resyncs).
+    ///
+    /// Needs the object key and the cache: the processor's
+    /// [`ProcessorOptions::key_func`](crate::ProcessorOptions::key_func) and
+    /// [`ProcessorOptions::cache_snapshot`](crate::ProcessorOptions::cache_snapshot), both of
+    /// which an informer sets.
+    Resync,
     /// Drop the oldest pending notification to make room: the handler sees the newest state
     /// sooner, but misses what it was replaced by.
     DropOldest,
@@ -133,6 +151,73 @@ pub(crate) struct RingBuffer<K> {
     live: usize,
     policy: BufferPolicy,
     coalescer: Option<Coalescer<K>>,
+    resync: Option<Resync<K>>,
+}
+
+/// Calls its argument with the cache's contents while no change is being distributed, so
+/// that what it does with them is ordered with every notification: before all the ones that
+/// follow, after all the ones before. An informer takes the lock that orders its cache
+/// changes and their distribution.
+pub type CacheSnapshot<K> = Arc<dyn Fn(&mut dyn FnMut(Vec<Arc<K>>)) + Send + Sync>;
+
+/// [`Overflow::Resync`]'s state.
+struct Resync<K> {
+    snapshot: CacheSnapshot<K>,
+    key_func: KeyFunc<K>,
+    /// The last state handed to the consumer, by key.
+    seen: HashMap<Box<str>, Arc<K>>,
+    /// What brings the consumer level with the cache, handed out before the ring.
+    catch_up: VecDeque<Notification<K>>,
+    /// The buffer overflowed: every push is dropped until the consumer has caught up.
+    behind: bool,
+    resyncs: u64,
+}
+
+impl<K> Resync<K> {
+    fn record(&mut self, notification: &Notification<K>) {
+        let Ok(key) = (self.key_func)(notification.object()) else {
+            return;
+        };
+        match notification {
+            Notification::Add { obj, .. } | Notification::Update { new: obj, .. } => {
+                self.seen.insert(key.into(), Arc::clone(obj));
+            }
+            Notification::Delete(_) => {
+                self.seen.remove(key.as_str());
+            }
+        }
+    }
+
+    /// Queues the difference between what the consumer was handed and `cached`.
+    fn level_with(&mut self, cached: Vec<Arc<K>>) {
+        let mut present = HashSet::with_capacity(cached.len());
+        for object in cached {
+            let Ok(key) = (self.key_func)(&object) else {
+                continue;
+            };
+            match self.seen.get(key.as_str()) {
+                None => self.catch_up.push_back(Notification::add(object)),
+                Some(last) if !Arc::ptr_eq(last, &object) => self
+                    .catch_up
+                    .push_back(Notification::update(Arc::clone(last), object)),
+                Some(_) => {}
+            }
+            present.insert(key);
+        }
+        for (key, last) in &self.seen {
+            if !present.contains(&**key) {
+                self.catch_up
+                    .push_back(Notification::Delete(ObjectOrTombstone::Tombstone(
+                        DeletedFinalStateUnknown {
+                            key: key.to_string(),
+                            obj: Arc::clone(last),
+                        },
+                    )));
+            }
+        }
+        self.behind = false;
+        self.resyncs += 1;
+    }
 }
 
 struct Coalescer<K> {
@@ -172,29 +257,56 @@ fn merge<K>(pending: Notification<K>, incoming: Notification<K>) -> Merge<K> {
 }
 
 impl<K> RingBuffer<K> {
-    /// A buffer under `policy`; `key_func` is used only by [`BufferPolicy::CoalesceByKey`].
-    pub(crate) fn new(policy: BufferPolicy, key_func: Option<KeyFunc<K>>) -> Self {
+    /// A buffer under `policy`; `key_func` is used by [`BufferPolicy::CoalesceByKey`] and
+    /// [`Overflow::Resync`], `snapshot` by the latter.
+    pub(crate) fn new(
+        policy: BufferPolicy,
+        key_func: Option<KeyFunc<K>>,
+        snapshot: Option<CacheSnapshot<K>>,
+    ) -> Self {
         let initial = match policy {
             BufferPolicy::Bounded { capacity, .. } => capacity.get().min(INITIAL_CAPACITY),
             BufferPolicy::Unbounded | BufferPolicy::CoalesceByKey => INITIAL_CAPACITY,
         };
         let coalescer = match policy {
-            BufferPolicy::CoalesceByKey => key_func.map(|key_func| Coalescer {
+            BufferPolicy::CoalesceByKey => key_func.clone().map(|key_func| Coalescer {
                 key_func,
                 newest: HashMap::new(),
                 head: 0,
             }),
             BufferPolicy::Unbounded | BufferPolicy::Bounded { .. } => None,
         };
+        let resync = match (policy, key_func, snapshot) {
+            (
+                BufferPolicy::Bounded {
+                    overflow: Overflow::Resync,
+                    ..
+                },
+                Some(key_func),
+                Some(snapshot),
+            ) => Some(Resync {
+                snapshot,
+                key_func,
+                seen: HashMap::new(),
+                catch_up: VecDeque::new(),
+                behind: false,
+                resyncs: 0,
+            }),
+            _ => None,
+        };
         Self {
             items: VecDeque::with_capacity(initial),
             live: 0,
             policy,
             coalescer,
+            resync,
         }
     }
 
     pub(crate) fn push(&mut self, notification: Notification<K>, now: Instant) -> Pushed<K> {
+        if self.resync.as_ref().is_some_and(|resync| resync.behind) {
+            return Pushed::Dropped(notification);
+        }
         if self.coalescer.is_some() {
             return self.push_coalescing(notification, now);
         }
@@ -205,6 +317,12 @@ impl<K> RingBuffer<K> {
             match overflow {
                 // The listener has waited for room already; the deadline passed.
                 Overflow::DropNewest | Overflow::Block(_) => {
+                    return Pushed::Dropped(notification);
+                }
+                Overflow::Resync => {
+                    if let Some(resync) = &mut self.resync {
+                        resync.behind = true;
+                    }
                     return Pushed::Dropped(notification);
                 }
                 Overflow::DropOldest => {
@@ -300,6 +418,43 @@ impl<K> RingBuffer<K> {
 
     /// The oldest pending notification and when it was queued.
     pub(crate) fn pop(&mut self) -> Option<(Notification<K>, Instant)> {
+        let Some(resync) = &mut self.resync else {
+            return self.pop_ring();
+        };
+        if let Some(next) = resync.catch_up.pop_front() {
+            resync.record(&next);
+            return Some((next, Instant::now()));
+        }
+        let popped = self.pop_ring()?;
+        if let Some(resync) = &mut self.resync {
+            resync.record(&popped.0);
+        }
+        Some(popped)
+    }
+
+    /// The snapshot to catch the consumer up with, when the buffer overflowed under
+    /// [`Overflow::Resync`] and the consumer has taken everything queued before.
+    pub(crate) fn needs_catch_up(&self) -> Option<CacheSnapshot<K>> {
+        let resync = self.resync.as_ref()?;
+        (resync.behind && self.live == 0 && resync.catch_up.is_empty())
+            .then(|| Arc::clone(&resync.snapshot))
+    }
+
+    /// Queues what brings the consumer level with `cached` and takes pushes again.
+    pub(crate) fn catch_up(&mut self, cached: Vec<Arc<K>>) {
+        if let Some(resync) = &mut self.resync
+            && resync.behind
+        {
+            resync.level_with(cached);
+        }
+    }
+
+    /// How many times the consumer was caught up after an overflow.
+    pub(crate) fn resyncs(&self) -> u64 {
+        self.resync.as_ref().map_or(0, |resync| resync.resyncs)
+    }
+
+    fn pop_ring(&mut self) -> Option<(Notification<K>, Instant)> {
         let popped = loop {
             let slot = self.pop_slot()?;
             if let Some(notification) = slot.notification {
@@ -366,6 +521,9 @@ impl<K> RingBuffer<K> {
             coalescer.head += self.items.len() as u64;
             coalescer.newest.clear();
         }
+        if let Some(resync) = &mut self.resync {
+            resync.catch_up.clear();
+        }
         self.live = 0;
         std::mem::take(&mut self.items)
     }
@@ -373,6 +531,10 @@ impl<K> RingBuffer<K> {
     /// Pending notifications.
     pub(crate) fn len(&self) -> usize {
         self.live
+            + self
+                .resync
+                .as_ref()
+                .map_or(0, |resync| resync.catch_up.len())
     }
 
     pub(crate) fn capacity(&self) -> usize {
@@ -417,7 +579,7 @@ mod tests {
 
     #[test]
     fn unbounded_ring_keeps_order_while_growing() {
-        let mut ring = RingBuffer::new(BufferPolicy::Unbounded, None);
+        let mut ring = RingBuffer::new(BufferPolicy::Unbounded, None, None);
         for n in 0..5000 {
             assert!(matches!(ring.push(add(n), Instant::now()), Pushed::Queued));
         }
@@ -430,7 +592,7 @@ mod tests {
 
     #[test]
     fn ring_gives_memory_back_once_a_backlog_drains() {
-        let mut ring = RingBuffer::new(BufferPolicy::Unbounded, None);
+        let mut ring = RingBuffer::new(BufferPolicy::Unbounded, None, None);
         for n in 0..100_000 {
             ring.push(add(n), Instant::now());
         }
@@ -445,7 +607,7 @@ mod tests {
 
     #[test]
     fn bounded_drop_newest_refuses_what_does_not_fit() {
-        let mut ring = RingBuffer::new(BufferPolicy::bounded(3, Overflow::DropNewest), None);
+        let mut ring = RingBuffer::new(BufferPolicy::bounded(3, Overflow::DropNewest), None, None);
         for n in 0..3 {
             assert!(matches!(ring.push(add(n), Instant::now()), Pushed::Queued));
         }
@@ -461,7 +623,7 @@ mod tests {
 
     #[test]
     fn bounded_drop_oldest_keeps_the_newest() {
-        let mut ring = RingBuffer::new(BufferPolicy::bounded(3, Overflow::DropOldest), None);
+        let mut ring = RingBuffer::new(BufferPolicy::bounded(3, Overflow::DropOldest), None, None);
         let mut dropped = Vec::new();
         for n in 0..5 {
             if let Pushed::Dropped(old) = ring.push(add(n), Instant::now()) {
@@ -491,7 +653,7 @@ mod tests {
 
     fn coalescing() -> RingBuffer<Obj> {
         let key_func: KeyFunc<Obj> = Arc::new(|obj: &Obj| Ok(obj.0.clone()));
-        RingBuffer::new(BufferPolicy::CoalesceByKey, Some(key_func))
+        RingBuffer::new(BufferPolicy::CoalesceByKey, Some(key_func), None)
     }
 
     fn obj(key: &str, version: u32) -> Arc<Obj> {

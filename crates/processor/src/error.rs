@@ -28,6 +28,18 @@ pub enum Error {
         /// The listener that was refused.
         name: String,
     },
+    /// A listener asked for [`Overflow::Resync`](crate::Overflow::Resync) from a processor
+    /// that cannot read the cache or key objects
+    /// ([`ProcessorOptions::cache_snapshot`](crate::ProcessorOptions::cache_snapshot) and
+    /// [`ProcessorOptions::key_func`](crate::ProcessorOptions::key_func); an informer sets both).
+    #[error(
+        "listener {name:?} asks to resync on overflow, but the processor has no cache snapshot \
+         or key function; set ProcessorOptions::cache_snapshot and key_func"
+    )]
+    ResyncWithoutCache {
+        /// The listener that was refused.
+        name: String,
+    },
     /// The operating system refused to start the thread that runs a listener's handler.
     #[error("could not start the handler thread of listener {name:?}")]
     SpawnHandlerThread {

@@ -86,10 +86,13 @@
 //! - Distributing before [`SharedProcessor::run`] buffers instead of blocking.
 //! - Removal and stop discard pending notifications, as client-go does, and say how many in a
 //!   debug event.
-//! - Buffers can be bounded ([`BufferPolicy::Bounded`]), with drops counted and logged, or
-//!   coalesced per object ([`BufferPolicy::CoalesceByKey`]), which bounds a slow handler's
-//!   backlog by the number of objects and keeps its view right, or bounded with backpressure
-//!   up to a deadline ([`Overflow::Block`]); client-go's are always unbounded. [`ListenerStats`] says how far behind a handler is, in time.
+//! - Buffers can be bounded. Besides client-go's unbounded ring, a listener can have a cap
+//!   with counted drops ([`Overflow::DropNewest`], [`Overflow::DropOldest`]), a cap with
+//!   backpressure up to a deadline ([`Overflow::Block`]), a cap past which the handler is
+//!   brought level with the cache once it catches up ([`Overflow::Resync`]), or one pending
+//!   notification per object ([`BufferPolicy::CoalesceByKey`]). The last two keep the
+//!   handler's view right under any backlog; [`BufferPolicy`] says when to pick which.
+//!   [`ListenerStats`] says how far behind a handler is, in time.
 //! - `has_synced` latches: once true it stays true, as in the newest client-go's
 //!   `SingleFileTracker`, and [`Registration::synced`] waits for it without polling.
 
@@ -103,7 +106,7 @@ mod signal;
 mod stream;
 
 pub use crate::{
-    buffer::{BufferPolicy, Overflow},
+    buffer::{BufferPolicy, CacheSnapshot, Overflow},
     error::{Error, Result},
     handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
     listener::{ListenerStats, Registration},

@@ -14,13 +14,13 @@ use std::{
 };
 
 use kinformer_wait::catch_panic_sync;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use tokio::{sync::Notify, time::Instant};
 use tracing::{debug, warn};
 
 use crate::{
     Error, Notification, ResourceEventHandler, Result, UpstreamSynced,
-    buffer::{Pushed, RingBuffer},
+    buffer::{CacheSnapshot, Pushed, RingBuffer},
     processor::Shared,
     signal::Latch,
 };
@@ -38,7 +38,11 @@ pub struct ListenerStats {
     /// The most notifications the buffer has held at once.
     pub peak_buffered: usize,
     /// Notifications a bounded buffer dropped because it was full (always 0 when unbounded).
+    /// Under [`Overflow::Resync`](crate::Overflow::Resync) a catch-up makes up for them.
     pub dropped: u64,
+    /// Times an [`Overflow::Resync`](crate::Overflow::Resync) listener was brought level with
+    /// the cache after its buffer overflowed.
+    pub resyncs: u64,
     /// Slots the buffer has allocated now; it shrinks again once a backlog drains.
     pub buffer_capacity: usize,
     /// Notifications a [`BufferPolicy::CoalesceByKey`](crate::BufferPolicy::CoalesceByKey) buffer merged into a newer one for the
@@ -330,7 +334,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
 
     /// Waits, for at most `deadline`, until the consumer has made room or the listener closes.
     /// The consumer is woken first: a batch may have deferred its wake.
-    fn wait_for_room(&self, queue: &mut parking_lot::MutexGuard<'_, Queue<K>>, deadline: Duration) {
+    fn wait_for_room(&self, queue: &mut MutexGuard<'_, Queue<K>>, deadline: Duration) {
         let started = std::time::Instant::now();
         let until = started + deadline;
         self.waiting_since
@@ -480,10 +484,24 @@ impl<K: Send + Sync + 'static> Listener<K> {
                 self.note_oldest_in_hand(batch);
                 return Some(next);
             }
+            if let Some(snapshot) = queue.ring.needs_catch_up() {
+                MutexGuard::unlocked(&mut queue, || self.catch_up(&snapshot));
+                continue;
+            }
             queue.thread_waiting = true;
             self.ready.wait(&mut queue);
             queue.thread_waiting = false;
         }
+    }
+
+    /// Brings the consumer level with the cache after an [`Overflow::Resync`] overflow. Called
+    /// without the queue's lock: the snapshot takes the lock that orders distribution, and a
+    /// distributor holds that lock while it takes the queue's.
+    ///
+    /// [`Overflow::Resync`]: crate::Overflow::Resync
+    fn catch_up(&self, snapshot: &CacheSnapshot<K>) {
+        snapshot(&mut |cached| self.queue.lock().ring.catch_up(cached));
+        debug!(listener = %self.name, "caught up with the cache after an overflow");
     }
 
     fn note_oldest_in_hand(&self, batch: &VecDeque<(Notification<K>, Instant)>) {
@@ -499,6 +517,11 @@ impl<K: Send + Sync + 'static> Listener<K> {
         let mut queue = self.queue.lock();
         if queue.closed {
             return Poll::Ready(None);
+        }
+        if let Some(snapshot) = queue.ring.needs_catch_up() {
+            drop(queue);
+            self.catch_up(&snapshot);
+            queue = self.queue.lock();
         }
         match queue.ring.pop() {
             Some((next, _)) => {
@@ -543,13 +566,14 @@ impl<K: Send + Sync + 'static> Listener<K> {
     }
 
     pub(crate) fn stats(&self) -> ListenerStats {
-        let (buffered, peak_buffered, buffer_capacity, oldest_in_ring) = {
+        let (buffered, peak_buffered, buffer_capacity, oldest_in_ring, resyncs) = {
             let queue = self.queue.lock();
             (
                 queue.ring.len() + self.in_hand.load(Ordering::Relaxed),
                 queue.peak,
                 queue.ring.capacity(),
                 queue.ring.oldest_queued_at(),
+                queue.ring.resyncs(),
             )
         };
         // What the handler thread holds was queued before anything still in the ring.
@@ -570,6 +594,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
             dropped: self.dropped.load(Ordering::Relaxed),
             buffer_capacity,
             coalesced: self.coalesced.load(Ordering::Relaxed),
+            resyncs,
             blocked: Duration::from_nanos(self.blocked_nanos.load(Ordering::Relaxed))
                 + self.waiting_since.get().map_or(Duration::ZERO, |since| {
                     self.thread_epoch.elapsed().saturating_sub(since)

@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, warn};
 
 use crate::{
-    BufferPolicy, Error, EventStream, ListenerOptions, Notification, Registration,
+    BufferPolicy, Error, EventStream, ListenerOptions, Notification, Overflow, Registration,
     ResourceEventHandler, Result, UpstreamSynced,
-    buffer::RingBuffer,
+    buffer::{CacheSnapshot, RingBuffer},
     listener::{Listener, ListenerStats, ResyncPeriods},
 };
 
@@ -85,6 +85,7 @@ pub(crate) struct Shared<K> {
     upstream: UpstreamSynced,
     default_buffer: BufferPolicy,
     key_func: Option<KeyFunc<K>>,
+    snapshot: Option<CacheSnapshot<K>>,
     next_id: AtomicU64,
 }
 
@@ -196,6 +197,7 @@ pub struct ProcessorOptions<K> {
     upstream: Option<UpstreamSynced>,
     default_buffer: BufferPolicy,
     key_func: Option<KeyFunc<K>>,
+    snapshot: Option<CacheSnapshot<K>>,
 }
 
 impl<K> Default for ProcessorOptions<K> {
@@ -205,6 +207,7 @@ impl<K> Default for ProcessorOptions<K> {
             upstream: None,
             default_buffer: BufferPolicy::default(),
             key_func: None,
+            snapshot: None,
         }
     }
 }
@@ -216,6 +219,7 @@ impl<K> Clone for ProcessorOptions<K> {
             upstream: self.upstream.clone(),
             default_buffer: self.default_buffer,
             key_func: self.key_func.clone(),
+            snapshot: self.snapshot.clone(),
         }
     }
 }
@@ -227,6 +231,7 @@ impl<K> fmt::Debug for ProcessorOptions<K> {
             .field("upstream", &self.upstream)
             .field("default_buffer", &self.default_buffer)
             .field("key_func", &self.key_func.as_ref().map(|_| "Fn"))
+            .field("cache_snapshot", &self.snapshot.as_ref().map(|_| "Fn"))
             .finish()
     }
 }
@@ -262,6 +267,17 @@ impl<K> ProcessorOptions<K> {
         self.key_func = Some(key_func);
         self
     }
+
+    /// How to read the cache in step with distribution, which [`Overflow::Resync`] catches a
+    /// listener up from (an informer passes one). Without it, with the key function, a
+    /// listener asking for that policy is refused.
+    ///
+    /// [`Overflow::Resync`]: crate::Overflow::Resync
+    #[must_use]
+    pub fn cache_snapshot(mut self, snapshot: CacheSnapshot<K>) -> Self {
+        self.snapshot = Some(snapshot);
+        self
+    }
 }
 
 impl<K: Send + Sync + 'static> Default for SharedProcessor<K> {
@@ -285,6 +301,7 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
                 upstream: options.upstream.unwrap_or_default(),
                 default_buffer: options.default_buffer,
                 key_func: options.key_func,
+                snapshot: options.snapshot,
                 next_id: AtomicU64::new(1),
             }),
         }
@@ -395,10 +412,26 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
                 name: name.to_string(),
             });
         }
+        let resyncs = matches!(
+            policy,
+            BufferPolicy::Bounded {
+                overflow: Overflow::Resync,
+                ..
+            }
+        );
+        if resyncs && (self.shared.key_func.is_none() || self.shared.snapshot.is_none()) {
+            return Err(Error::ResyncWithoutCache {
+                name: name.to_string(),
+            });
+        }
         let listener = Arc::new(Listener::new(
             id,
             Arc::clone(&name),
-            RingBuffer::new(policy, self.shared.key_func.clone()),
+            RingBuffer::new(
+                policy,
+                self.shared.key_func.clone(),
+                self.shared.snapshot.clone(),
+            ),
             self.shared.upstream.clone(),
             periods,
             now,
