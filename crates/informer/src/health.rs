@@ -1,9 +1,12 @@
-//! [`InformerHealth`]: everything an operator asks of a running informer, in one read.
+//! [`InformerHealth`]: everything an operator asks of a running informer, in one read; and
+//! [`SyncStatus`], the part that says whether it has synced and why not.
+
+use std::fmt;
 
 use kinformer_processor::ListenerStats;
 use kinformer_reflector::ReflectorStats;
 
-use crate::{ConsistencyStats, LatencyHistogram, SyncStatus};
+use crate::{ConsistencyStats, LatencyHistogram};
 
 /// A running informer's state, for health checks and metrics
 /// ([`SharedIndexInformer::health`](crate::SharedIndexInformer::health)).
@@ -31,4 +34,50 @@ pub struct InformerHealth {
     pub cache_version: Option<u64>,
     /// What the consistency checks found, when they run.
     pub consistency: ConsistencyStats,
+}
+
+/// Where an informer stands on its way to sync, from
+/// [`SharedIndexInformer::sync_status`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SyncStatus {
+    /// Whether the informer was started.
+    pub started: bool,
+    /// Whether its initial list reached the cache and the handlers.
+    pub synced: bool,
+    /// List or watch errors in a row since the reflector last made progress.
+    pub consecutive_failures: u32,
+    /// The latest of those errors, with its causes; `None` while all is well.
+    pub last_error: Option<String>,
+    /// The informer stopped for good because its resource is no longer served
+    /// ([`InformerOptions::stop_when_resource_gone`](crate::InformerOptions::stop_when_resource_gone));
+    /// `last_error` says what the server answered.
+    pub resource_gone: bool,
+}
+
+impl fmt::Display for SyncStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.resource_gone {
+            f.write_str("stopped: the resource is no longer served")?;
+            if let Some(error) = &self.last_error {
+                write!(f, " ({error})")?;
+            }
+            return Ok(());
+        }
+        match (self.started, self.synced, &self.last_error) {
+            (false, _, _) => f.write_str("not started"),
+            (true, true, _) => f.write_str("synced"),
+            (true, false, None) => f.write_str("syncing"),
+            (true, false, Some(error)) => write!(
+                f,
+                "not synced: {} failure{} in a row, the last: {error}",
+                self.consecutive_failures,
+                if self.consecutive_failures == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            ),
+        }
+    }
 }

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error_span, info, warn};
 
 use crate::{
-    ConsistencyStats, Error, InformerHealth, InformerOptions, QueueKind, Result,
+    ConsistencyStats, Error, InformerHealth, InformerOptions, QueueKind, Result, SyncStatus,
     checker::{Checker, Counters},
     controller::Applier,
     latency::LatencyRecorder,
@@ -106,52 +106,6 @@ impl<K> fmt::Debug for SharedIndexInformer<K> {
             .field("phase", &self.inner.settings.lock().phase)
             .field("processor", &self.inner.applier.processor)
             .finish_non_exhaustive()
-    }
-}
-
-/// Where an informer stands on its way to sync, from
-/// [`SharedIndexInformer::sync_status`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SyncStatus {
-    /// Whether the informer was started.
-    pub started: bool,
-    /// Whether its initial list reached the cache and the handlers.
-    pub synced: bool,
-    /// List or watch errors in a row since the reflector last made progress.
-    pub consecutive_failures: u32,
-    /// The latest of those errors, with its causes; `None` while all is well.
-    pub last_error: Option<String>,
-    /// The informer stopped for good because its resource is no longer served
-    /// ([`InformerOptions::stop_when_resource_gone`](crate::InformerOptions::stop_when_resource_gone));
-    /// `last_error` says what the server answered.
-    pub resource_gone: bool,
-}
-
-impl fmt::Display for SyncStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.resource_gone {
-            f.write_str("stopped: the resource is no longer served")?;
-            if let Some(error) = &self.last_error {
-                write!(f, " ({error})")?;
-            }
-            return Ok(());
-        }
-        match (self.started, self.synced, &self.last_error) {
-            (false, _, _) => f.write_str("not started"),
-            (true, true, _) => f.write_str("synced"),
-            (true, false, None) => f.write_str("syncing"),
-            (true, false, Some(error)) => write!(
-                f,
-                "not synced: {} failure{} in a row, the last: {error}",
-                self.consecutive_failures,
-                if self.consecutive_failures == 1 {
-                    ""
-                } else {
-                    "s"
-                }
-            ),
-        }
     }
 }
 

@@ -115,8 +115,8 @@ mod progress;
 pub use crate::{
     checker::ConsistencyStats,
     error::{Error, Result},
-    health::InformerHealth,
-    informer::{SharedIndexInformer, SyncStatus, wait_for_cache_sync},
+    health::{InformerHealth, SyncStatus},
+    informer::{SharedIndexInformer, wait_for_cache_sync},
     latency::{LatencyHistogram, PROCESSING_LATENCY_BUCKETS},
     options::{InformerOptions, QueueKind},
     progress::WaitError,
