@@ -37,7 +37,7 @@ pub struct InformerHealth {
 }
 
 /// Where an informer stands on its way to sync, from
-/// [`SharedIndexInformer::sync_status`].
+/// [`SharedIndexInformer::sync_status`](crate::SharedIndexInformer::sync_status).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SyncStatus {
