@@ -197,7 +197,7 @@ fn kind_cli() -> Option<PathBuf> {
 
 fn kind(args: &Args) -> Result<(), String> {
     // A dockerd that `cargo xtask kind-image` installed does not outlive the machine's session.
-    if kind_image::ensure_docker().unwrap_or(false) {
+    if kind_image::ensure_docker()? {
         eprintln!("xtask: started dockerd");
     }
     let (Some(kind), true) = (kind_cli(), kind_image::docker_answers()) else {

@@ -175,14 +175,14 @@ pub(crate) fn ensure_docker() -> Result<bool, String> {
 /// `/var/log/docker.log`: Debian's init script raises rlimits first, which fails where root
 /// lacks `CAP_SYS_RESOURCE`.
 fn docker_service(action: &str) -> Result<(), String> {
+    let mut spawned = None;
     if Path::new("/run/systemd/system").is_dir() {
         let mut command = Command::new("systemctl");
         command.args([action, "docker"]);
         run_captured(command)?;
     } else {
-        if action == "restart" {
-            stop_dockerd()?;
-        }
+        // A dockerd still shutting down, or being restarted here, holds the PID file.
+        stop_dockerd()?;
         let log = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -191,64 +191,81 @@ fn docker_service(action: &str) -> Result<(), String> {
         let err_log = log
             .try_clone()
             .map_err(|err| format!("opening {DOCKER_LOG}: {err}"))?;
-        remove_stale_pid_file();
         eprintln!("xtask: starting dockerd (log: {DOCKER_LOG})");
-        Command::new("dockerd")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err_log)
-            .process_group(0)
-            .spawn()
-            .map_err(|err| format!("could not start dockerd: {err}"))?;
+        spawned = Some(
+            Command::new("dockerd")
+                .stdin(Stdio::null())
+                .stdout(log)
+                .stderr(err_log)
+                .process_group(0)
+                .spawn()
+                .map_err(|err| format!("could not start dockerd: {err}"))?,
+        );
     }
     let deadline = Instant::now() + DOCKER_TIMEOUT;
     while !docker_answers() {
+        if let Some(status) = spawned
+            .as_mut()
+            .and_then(|child| child.try_wait().ok().flatten())
+        {
+            return Err(format!(
+                "dockerd exited with {status} at start; the end of {DOCKER_LOG}:\n{}",
+                log_tail()
+            ));
+        }
         if Instant::now() > deadline {
             return Err(format!(
                 "dockerd did not answer `docker info` within {DOCKER_TIMEOUT:?} of a {action}; \
-                 see {DOCKER_LOG}"
+                 the end of {DOCKER_LOG}:\n{}",
+                log_tail()
             ));
         }
         thread::sleep(Duration::from_millis(500));
     }
+    // Left running on purpose, in its own process group: the engine outlives this task.
+    drop(spawned);
     Ok(())
 }
 
-/// Removes `/var/run/docker.pid` when no dockerd has that PID: a dockerd ended with the
-/// machine's session leaves it, and a new dockerd refuses to start while another process holds
-/// the PID it names.
-fn remove_stale_pid_file() {
-    let Ok(pid) = fs::read_to_string(DOCKERD_PID) else {
-        return;
-    };
-    let comm = fs::read_to_string(format!("/proc/{}/comm", pid.trim())).unwrap_or_default();
-    if comm.trim() != "dockerd" {
-        let _ = fs::remove_file(DOCKERD_PID);
-    }
+/// The last lines of dockerd's log, for an error that explains itself.
+fn log_tail() -> String {
+    let text = fs::read_to_string(DOCKER_LOG).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().rev().take(15).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
-/// Stops the dockerd whose PID `/var/run/docker.pid` holds, and waits until it has exited.
+/// Stops the dockerd whose PID `/var/run/docker.pid` holds (if it still runs: one may be
+/// shutting down already), waits until it has exited, and removes the file. A file naming
+/// another process (a dockerd ended with the machine's session leaves it, and its PID may be
+/// reused) is only removed: a new dockerd refuses to start while the PID it names is alive.
 fn stop_dockerd() -> Result<(), String> {
     let Ok(pid) = fs::read_to_string(DOCKERD_PID) else {
         return Ok(());
     };
-    let pid = pid.trim();
-    let mut kill = Command::new("kill");
-    kill.args(["-TERM", pid]);
-    if run_captured(kill).is_err() {
-        // Not running: the file is stale.
-        return Ok(());
-    }
-    let deadline = Instant::now() + DOCKER_TIMEOUT;
-    while Path::new(&format!("/proc/{pid}")).exists() {
-        if Instant::now() > deadline {
-            return Err(format!(
-                "dockerd (PID {pid}) did not stop within {DOCKER_TIMEOUT:?}"
-            ));
+    let pid = pid.trim().to_owned();
+    let is_dockerd = || {
+        fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "dockerd")
+    };
+    if is_dockerd() {
+        let mut kill = Command::new("kill");
+        kill.args(["-TERM", &pid]);
+        // It may have exited since: the wait below tells.
+        let _ = run_captured(kill);
+        let deadline = Instant::now() + DOCKER_TIMEOUT;
+        while is_dockerd() {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "dockerd (PID {pid}) did not stop within {DOCKER_TIMEOUT:?}"
+                ));
+            }
+            thread::sleep(Duration::from_millis(200));
         }
-        thread::sleep(Duration::from_millis(200));
     }
-    Ok(())
+    match fs::remove_file(DOCKERD_PID) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(format!("removing {DOCKERD_PID}: {err}")),
+    }
 }
 
 #[cfg(test)]
