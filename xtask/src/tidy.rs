@@ -370,7 +370,6 @@ const AWAITING_A_SPLIT: &[(&str, usize)] = &[
     ("crates/reflector/tests/reflector_http.rs", 887),
     ("crates/reflector/tests/reflector_in_memory.rs", 1600),
     ("crates/store/src/thread_safe.rs", 852),
-    ("crates/testing/src/handler.rs", 1620),
     ("crates/testing/src/store.rs", 953),
     ("crates/testing/tests/api.rs", 897),
     ("tests/tests/e2e_informer.rs", 1156),

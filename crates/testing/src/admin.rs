@@ -11,7 +11,7 @@ use http::Response;
 use serde_json::json;
 
 use crate::faults::{Fault, Verb};
-use crate::handler::{body_response, to_bytes};
+use crate::response::{body_response, to_bytes};
 use crate::server::{ResponseBody, Shared, restart_listener, stop_listener};
 use crate::status::ApiError;
 

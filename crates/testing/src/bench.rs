@@ -38,11 +38,12 @@ use http::Response;
 use serde_json::{Value, json};
 
 use crate::fixtures;
-use crate::handler::{body_response, create_locked, prepare_create, to_bytes};
 use crate::resources::ResourceType;
+use crate::response::{body_response, to_bytes};
 use crate::server::{ResponseBody, Shared};
 use crate::status::ApiError;
 use crate::store::{Obj, Store};
+use crate::write::{create_locked, prepare_create};
 
 /// The annotation every bench write sets: Unix time in nanoseconds, taken just before the
 /// object is stored (and so just before its watch event is sent).

@@ -5,6 +5,9 @@ use serde_json::{Value, json};
 use crate::resources::ResourceType;
 use crate::server::Shared;
 
+/// The CRDs' own group resource: writes to it change what the server serves.
+pub(crate) const CRD_GROUP_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io";
+
 /// The resource types a CRD object declares, one per served version.
 pub(crate) fn types_of(crd: &Value) -> Vec<ResourceType> {
     let spec = &crd["spec"];

@@ -82,12 +82,15 @@
 mod admin;
 pub mod bench;
 mod crd;
+mod discovery;
 mod error;
 mod faults;
 pub mod fixtures;
 mod handler;
+mod list;
 mod patch;
 mod resources;
+mod response;
 mod restamp;
 mod selector;
 mod server;
@@ -96,6 +99,7 @@ mod store;
 mod wait;
 mod watch;
 mod wire;
+mod write;
 
 pub use error::{Error, Result};
 pub use faults::{Fault, Faults, RequestRecord, Verb};

@@ -6,6 +6,9 @@ use std::sync::Arc;
 use k8s_openapi::NamespaceResourceScope;
 use serde_json::{Value, json};
 
+use crate::status::Target;
+use crate::store::object_key;
+
 /// The verbs every served resource advertises in discovery.
 const VERBS: [&str; 8] = [
     "create",
@@ -55,6 +58,27 @@ pub struct ResourceType {
     /// Whether objects are served as unstructured JSON, as custom resources are: their list
     /// items keep `apiVersion` and `kind`, while a typed list of a built-in leaves them out.
     pub unstructured: bool,
+}
+
+impl ResourceType {
+    /// The key an object of this type is stored under: `namespace/name` (the namespace
+    /// defaulting to `default`) when the type is namespaced, else `name`.
+    pub(crate) fn key(&self, namespace: Option<&str>, name: &str) -> String {
+        if self.namespaced {
+            object_key(Some(namespace.unwrap_or("default")), name)
+        } else {
+            object_key(None, name)
+        }
+    }
+
+    /// What an error about the object `name` of this type names.
+    pub(crate) fn target<'a>(&'a self, name: &'a str) -> Target<'a> {
+        Target {
+            group: &self.group,
+            resource: &self.plural,
+            name,
+        }
+    }
 }
 
 impl ResourceType {

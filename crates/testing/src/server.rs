@@ -21,10 +21,12 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::error::{Error, Result};
 use crate::faults::Faults;
-use crate::handler::{self, Shape};
+use crate::handler;
 use crate::resources::{Registry, ResourceType};
+use crate::response::Shape;
 use crate::store::Store;
 use crate::wire::Encoding;
+use crate::write;
 
 /// How the fake server behaves; every setting has a test-friendly default.
 ///
@@ -370,7 +372,7 @@ impl FakeApiServer {
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let created = handler::create(&self.shared, &resource, namespace.as_deref(), object)?;
+        let created = write::create(&self.shared, &resource, namespace.as_deref(), object)?;
         Ok(created.value())
     }
 
@@ -390,13 +392,13 @@ impl FakeApiServer {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let updated = handler::update(
+        let updated = write::update(
             &self.shared,
             &resource,
             namespace.as_deref(),
             &name,
             object,
-            handler::UpdateKind::Main,
+            write::UpdateKind::Main,
         )?;
         Ok(updated.value())
     }
@@ -422,7 +424,7 @@ impl FakeApiServer {
                 api_version: api_version.to_owned(),
                 kind: kind.to_owned(),
             })?;
-        handler::delete(&self.shared, &resource, namespace, name, &Value::Null)?;
+        write::delete(&self.shared, &resource, namespace, name, &Value::Null)?;
         Ok(())
     }
 
@@ -435,7 +437,7 @@ impl FakeApiServer {
         name: &str,
     ) -> Option<Value> {
         let resource = self.shared.registry.read().find_kind(api_version, kind)?;
-        let key = handler::key_for(&resource, namespace, name);
+        let key = resource.key(namespace, name);
         let object = self
             .shared
             .store

@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::faults::WatchFault;
-use crate::handler::{ListParams, Shape, to_bytes, wait_for_revision, wire_json};
+use crate::list::{ListParams, wait_for_revision};
 use crate::resources::ResourceType;
+use crate::response::{Shape, to_bytes, wire_json};
 use crate::server::{ResponseBody, Shared};
 use crate::status::ApiError;
 use crate::store::{EventType, Obj, StoredEvent, WatchItem, WatchStart};

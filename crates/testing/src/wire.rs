@@ -13,8 +13,8 @@ use bytes::Bytes;
 use kinformer_protobuf::{Message, encode_envelope, encode_object, message_for, messages};
 use serde_json::Value;
 
-use crate::handler::{Shape, to_bytes};
 use crate::resources::ResourceType;
+use crate::response::{Shape, to_bytes};
 
 const JSON: &str = "application/json";
 
