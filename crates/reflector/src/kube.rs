@@ -469,7 +469,12 @@ where
             .into_data_stream()
             .map_err(Error::from_transport)
             .boxed();
-        Ok(watch_events(chunks, Arc::clone(&self.decoder), framing))
+        Ok(watch_events(
+            chunks,
+            Arc::clone(&self.decoder),
+            framing,
+            MAX_WATCH_LINE,
+        ))
     }
 
     fn type_description(&self) -> String {
@@ -481,9 +486,20 @@ where
     }
 }
 
+/// The longest JSON watch line accepted, as long as the longest protobuf frame
+/// (`kinformer_protobuf::MAX_FRAME_LEN`): far beyond any object the API server stores (etcd
+/// refuses values over 1.5 MiB by default), so only a broken or hostile stream reaches it.
+pub const MAX_WATCH_LINE: usize = kinformer_protobuf::MAX_FRAME_LEN;
+
 /// Cuts a watch body into the frames its decoder reads.
 enum Frames {
-    Lines(Vec<u8>),
+    /// Newline-delimited JSON: the bytes of the line in progress, and how many of them are
+    /// known to hold no newline (so a long line split over many chunks is scanned once).
+    Lines {
+        buffer: Vec<u8>,
+        scanned: usize,
+        max: usize,
+    },
     LengthPrefixed(kinformer_protobuf::FrameReader),
 }
 
@@ -505,16 +521,37 @@ impl<K, D: Decoder<K>> FrameDecoder<K, D> {
 
     fn take_complete_frames(&mut self, chunk: &[u8]) {
         match &mut self.frames {
-            Frames::Lines(buffer) => {
+            Frames::Lines {
+                buffer,
+                scanned,
+                max,
+            } => {
+                let (max, from) = (*max, *scanned);
                 buffer.extend_from_slice(chunk);
                 let mut buffer = std::mem::take(buffer);
                 let mut consumed = 0;
-                while let Some(end) = buffer[consumed..].iter().position(|&byte| byte == b'\n') {
-                    self.decode_line(&buffer[consumed..consumed + end]);
-                    consumed += end + 1;
+                let mut search = from;
+                while let Some(end) = buffer[search..].iter().position(|&byte| byte == b'\n') {
+                    self.decode_line(&buffer[consumed..search + end]);
+                    consumed = search + end + 1;
+                    search = consumed;
                 }
                 buffer.drain(..consumed);
-                self.frames = Frames::Lines(buffer);
+                if buffer.len() > max {
+                    // Never buffer without bound: the stream ends, and the reflector relists.
+                    self.finished = true;
+                    let reason = format!("a watch line longer than {max} bytes without a newline");
+                    let head = &buffer[..buffer.len().min(4096)];
+                    self.ready
+                        .push_back(Err(Error::decode("watch event", reason, head)));
+                    buffer = Vec::new();
+                }
+                let scanned = buffer.len();
+                self.frames = Frames::Lines {
+                    buffer,
+                    scanned,
+                    max,
+                };
             }
             Frames::LengthPrefixed(reader) => {
                 reader.push(chunk);
@@ -541,7 +578,7 @@ impl<K, D: Decoder<K>> FrameDecoder<K, D> {
     fn finish(&mut self) {
         self.finished = true;
         match &mut self.frames {
-            Frames::Lines(buffer) => {
+            Frames::Lines { buffer, .. } => {
                 let rest = std::mem::take(buffer);
                 self.decode_line(&rest);
             }
@@ -562,6 +599,7 @@ fn watch_events<K, D>(
     chunks: BoxStream<'static, Result<Bytes>>,
     decoder: Arc<D>,
     framing: Framing,
+    max_line: usize,
 ) -> WatchStream<K>
 where
     K: Send + Sync + 'static,
@@ -571,7 +609,11 @@ where
         Framing::LengthPrefixed => {
             Frames::LengthPrefixed(kinformer_protobuf::FrameReader::default())
         }
-        _ => Frames::Lines(Vec::new()),
+        _ => Frames::Lines {
+            buffer: Vec::new(),
+            scanned: 0,
+            max: max_line,
+        },
     };
     let reader = FrameDecoder {
         chunks,
@@ -599,4 +641,69 @@ where
         }
     })
     .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    fn event(name: &str) -> String {
+        format!(
+            "{{\"type\":\"ADDED\",\"object\":{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\
+             \"metadata\":{{\"name\":\"{name}\",\"resourceVersion\":\"1\"}}}}}}\n"
+        )
+    }
+
+    /// The watch stream over `chunks`, with lines of at most `max_line` bytes.
+    async fn names(chunks: Vec<&[u8]>, max_line: usize) -> Vec<Result<String>> {
+        let chunks: Vec<Result<Bytes>> = chunks
+            .into_iter()
+            .map(|chunk| Ok(Bytes::copy_from_slice(chunk)))
+            .collect();
+        let decoder = Arc::new(JsonDecoder::<ConfigMap>::new(None));
+        watch_events(
+            futures::stream::iter(chunks).boxed(),
+            decoder,
+            Framing::Lines,
+            max_line,
+        )
+        .map(|event| match event? {
+            WatchEvent::Added(object) => Ok(object.metadata.name.clone().unwrap_or_default()),
+            other => Ok(format!("{other:?}")),
+        })
+        .collect()
+        .await
+    }
+
+    #[tokio::test]
+    async fn lines_split_anywhere_over_chunks_decode_in_order() {
+        let body = format!("{}{}\n{}", event("a"), event("b"), event("c"));
+        let bytes = body.as_bytes();
+        for size in [1, 7, 64, bytes.len()] {
+            let chunks: Vec<&[u8]> = bytes.chunks(size).collect();
+            let decoded: Vec<String> = names(chunks, MAX_WATCH_LINE)
+                .await
+                .into_iter()
+                .collect::<Result<_>>()
+                .expect("every event decodes");
+            assert_eq!(decoded, ["a", "b", "c"], "chunks of {size} bytes");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_line_past_the_limit_ends_the_stream_with_a_decode_error() {
+        let first = event("a");
+        let endless = [b'{'; 300];
+        let chunks: Vec<&[u8]> = vec![first.as_bytes(), &endless[..100], &endless[100..]];
+        let decoded = names(chunks, 256).await;
+        assert_eq!(decoded.len(), 2, "{decoded:?}");
+        assert_eq!(decoded[0].as_deref().ok(), Some("a"));
+        let error = decoded[1].as_ref().expect_err("the long line is refused");
+        assert!(
+            error.to_string().contains("longer than 256 bytes"),
+            "{error}"
+        );
+    }
 }

@@ -102,7 +102,7 @@ pub use crate::{
     decoder::{Decoder, ExpectedType, Framing, JsonDecoder},
     error::{Error, Result},
     event::{INITIAL_EVENTS_END_ANNOTATION, ListPage, WatchEvent, WatchStream},
-    kube::KubeListerWatcher,
+    kube::{KubeListerWatcher, MAX_WATCH_LINE},
     lister_watcher::{ListerWatcher, ReuseObject},
     options::{ListOptions, VersionMatch},
     protobuf::{KubeDecoder, WIRE_FORMAT_ENV, WireFormat},
