@@ -255,13 +255,16 @@ fn kind(args: &Args) -> Result<(), String> {
     fs::write(&kubeconfig, &output.stdout)
         .map_err(|err| format!("writing {}: {err}", kubeconfig.display()))?;
     let mut apiserver = KindApiServer { node };
-    let result = run_suite(
-        "kind",
-        Some(&kubeconfig),
-        None,
-        Restart::Hook(&mut apiserver),
-        &args.test_args,
-    );
+    // Not ready is a failed run like any other: the cluster is still deleted below.
+    let result = apiserver.wait_cluster_ready().and_then(|()| {
+        run_suite(
+            "kind",
+            Some(&kubeconfig),
+            None,
+            Restart::Hook(&mut apiserver),
+            &args.test_args,
+        )
+    });
     let _ = fs::remove_file(&kubeconfig);
     if !args.keep {
         let mut delete = Command::new(&kind);
@@ -302,6 +305,8 @@ fn container_running(name: &str) -> bool {
 /// killed, so that the kubelet does not start it again.
 const KIND_PARKED_MANIFEST: &str = "/etc/kubernetes/kube-apiserver.yaml.stopped";
 const KIND_MANIFEST: &str = "/etc/kubernetes/manifests/kube-apiserver.yaml";
+/// kubectl inside kind's control-plane node, as its admin.
+const KIND_KUBECTL: &str = "kubectl --kubeconfig=/etc/kubernetes/admin.conf";
 /// How long kind's kubelet may take to start kube-apiserver again and have it ready.
 const KIND_START_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -331,6 +336,37 @@ impl KindApiServer {
                 String::from_utf8_lossy(&output.stderr).trim()
             ))
         }
+    }
+
+    /// Waits for kube-apiserver's `/readyz`, asked from inside the node.
+    fn wait_apiserver_ready(&self, timeout: Duration) -> Result<(), String> {
+        self.wait("waiting for kube-apiserver's /readyz", timeout, |node| {
+            node.sh(&format!("{KIND_KUBECTL} get --raw=/readyz"))
+                .is_ok_and(|body| body.trim() == "ok")
+        })
+    }
+
+    /// Waits until the cluster can take the suite: kube-apiserver ready, the node Ready and
+    /// every control-plane pod Ready. A reused cluster may have just been restarted with the
+    /// Docker engine, or have its controller-manager and scheduler backing off after a restart
+    /// test (they exit when they lose their lease).
+    fn wait_cluster_ready(&self) -> Result<(), String> {
+        let started = Instant::now();
+        self.wait_apiserver_ready(KIND_START_TIMEOUT)?;
+        let left = KIND_START_TIMEOUT
+            .saturating_sub(started.elapsed())
+            .as_secs()
+            .max(1);
+        self.sh(&format!(
+            "{KIND_KUBECTL} wait --for=condition=Ready nodes --all --timeout={left}s && \
+             {KIND_KUBECTL} wait --namespace=kube-system --for=condition=Ready pods \
+             --selector=tier=control-plane --timeout={left}s"
+        ))?;
+        eprintln!(
+            "xtask: kind cluster ready (node and control plane) after {:.1?}",
+            started.elapsed()
+        );
+        Ok(())
     }
 
     /// Polls `done` every 100 ms until it holds, for at most `timeout`.
@@ -374,14 +410,7 @@ impl ApiServerOutage for KindApiServer {
             return Err("kube-apiserver is already running".to_owned());
         }
         self.sh(&format!("mv {KIND_PARKED_MANIFEST} {KIND_MANIFEST}"))?;
-        self.wait(
-            "waiting for kube-apiserver's /readyz",
-            KIND_START_TIMEOUT,
-            |node| {
-                node.sh("kubectl --kubeconfig=/etc/kubernetes/admin.conf get --raw=/readyz")
-                    .is_ok_and(|body| body.trim() == "ok")
-            },
-        )
+        self.wait_apiserver_ready(KIND_START_TIMEOUT)
     }
 
     fn apiserver_down(&mut self) -> bool {
