@@ -1,0 +1,66 @@
+//! Leader election for controllers with several replicas: client-go's
+//! `tools/leaderelection` over a `coordination.k8s.io/v1` Lease.
+//!
+//! This layer owns:
+//!
+//! - **[`LeaderElector`]**: one replica's candidacy. It creates the Lease or takes it over
+//!   once it has expired, renews it while leading, gives leadership up when it cannot renew
+//!   within the renew deadline, and can release the Lease when cancelled. Updates carry the
+//!   Lease's resourceVersion, so two replicas never both win a write; a conflict is another
+//!   replica winning, not an error.
+//! - **[`LeaderElectorOptions`]**: lease duration, renew deadline and retry period, checked
+//!   together as client-go checks them.
+//! - **[`LeadershipEvents`]** and [`Leadership`]: when to start and stop the leader's work,
+//!   and who leads.
+//!
+//! It depends on kube-client and the Lease type only; nothing here knows informers.
+//!
+//! # Guarantees and limits
+//!
+//! A replica that leads stops believing it does after the renew deadline without a renewal;
+//! any other replica starts only after the lease duration has passed, on its own clock, since
+//! it last saw the Lease change. With the renew deadline shorter than the lease duration (the
+//! options refuse anything else), two replicas lead at once only if a replica's process
+//! stalls longer than the difference, or the clocks' rates (not their settings) differ that
+//! much: the guarantee client-go gives. Work a leader starts must stop when it receives
+//! [`LeadershipEvent::StoppedLeading`].
+//!
+//! # Example
+//!
+//! ```no_run
+//! use kinformer_leaderelection::{LeaderElector, LeaderElectorOptions, LeadershipEvent};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn doc(client: kube_client::Client) -> Result<(), kinformer_leaderelection::Error> {
+//! let identity = std::env::var("POD_NAME").unwrap_or_else(|_| "replica-a".to_owned());
+//! let (elector, mut events) = LeaderElector::new(
+//!     client,
+//!     "kube-system",
+//!     "my-controller",
+//!     &identity,
+//!     LeaderElectorOptions::default().release_on_cancel(true),
+//! )?;
+//! let token = CancellationToken::new();
+//! tokio::spawn({
+//!     let (elector, token) = (elector.clone(), token.clone());
+//!     async move { elector.run(token).await }
+//! });
+//! while let Some(event) = events.recv().await {
+//!     match event {
+//!         LeadershipEvent::StartedLeading => { /* start the controller's workers */ }
+//!         LeadershipEvent::StoppedLeading => break, // stop them; exit, as client-go's callers do
+//!         LeadershipEvent::NewLeader(leader) => println!("{leader} leads"),
+//!         _ => {}
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod elector;
+mod error;
+
+pub use crate::{
+    elector::{LeaderElector, LeaderElectorOptions, Leadership, LeadershipEvent, LeadershipEvents},
+    error::{Error, Result},
+};
