@@ -23,6 +23,7 @@
 //! | [`informer`] | `kinformer-informer` | `SharedIndexInformer` | ties the layers above together |
 //! | [`factory`] | `kinformer-factory` | `informers`, `dynamicinformer`, `metadatainformer` | one informer per type |
 //! | [`workqueue`] | `kinformer-workqueue` | `util/workqueue` | dedup, rate limits, retries |
+//! | [`leaderelection`] | `kinformer-leaderelection` | `tools/leaderelection` | one leader among replicas, on a Lease |
 //!
 //! With the `testing` feature, `kinformer::testing` is `kinformer-testing`, the in-process
 //! fake API server these docs run against.
@@ -191,6 +192,8 @@ pub use kinformer_factory as factory;
 pub use kinformer_fifo as fifo;
 #[doc(inline)]
 pub use kinformer_informer as informer;
+#[doc(inline)]
+pub use kinformer_leaderelection as leaderelection;
 #[doc(inline)]
 pub use kinformer_processor as processor;
 #[doc(inline)]
