@@ -48,7 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("kinformer-workqueue", &["kinformer-wait"]),
-    ("kinformer-leaderelection", &["kinformer-wait"]),
+    ("kinformer-leaderelection", &[]),
     (
         "kinformer-testing",
         &["kinformer-wait", "kinformer-protobuf", "kinformer-store"],

@@ -7,7 +7,6 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
     jiff::Timestamp,
 };
-use kinformer_wait::jitter;
 use kube_client::{Api, Client, api::PostParams};
 use parking_lot::Mutex;
 use tokio::{
@@ -19,8 +18,8 @@ use tracing::{Instrument, debug, info, warn};
 
 use crate::{Error, Result};
 
-/// client-go's `JitterFactor`: each wait between attempts is the retry period plus up to 1.2
-/// times it.
+/// client-go's `JitterFactor`: a leader waits between renewals the retry period plus up to
+/// 1.2 times it, and the renew deadline must exceed 1.2 retry periods.
 const JITTER_FACTOR: f64 = 1.2;
 
 /// How a [`LeaderElector`] times its attempts; [`Default`] is what client-go's documentation
@@ -76,8 +75,9 @@ impl LeaderElectorOptions {
         self
     }
 
-    /// How long to wait between attempts (client-go's `RetryPeriod`); a candidate waits up to
-    /// 2.2 times it, with jitter, so that replicas started together do not retry in step.
+    /// How long to wait between attempts (client-go's `RetryPeriod`). A candidate tries again
+    /// within it (less up to a fifth, so replicas started together drift apart), or when the
+    /// lease it observed expires if that is sooner.
     #[must_use]
     pub fn retry_period(mut self, period: Duration) -> Self {
         self.retry_period = period;
@@ -271,12 +271,27 @@ impl LeaderElector {
             if self.try_acquire_or_renew().await {
                 return true;
             }
-            let wait = jitter(self.options.retry_period, JITTER_FACTOR);
             tokio::select! {
                 () = token.cancelled() => return false,
-                () = tokio::time::sleep(wait) => {}
+                () = tokio::time::sleep_until(self.next_attempt()) => {}
             }
         }
+    }
+
+    /// When a candidate tries again: within one retry period (less up to a fifth, so replicas
+    /// started together drift apart), and at the moment the lease it observed expires if that
+    /// comes first. client-go waits up to 2.2 retry periods and only polls, so its hand-over
+    /// after a crash takes up to the lease duration plus 2.2 retry periods; this one takes up
+    /// to the lease duration plus one.
+    fn next_attempt(&self) -> Instant {
+        let retry = self.options.retry_period;
+        let poll = Instant::now() + retry.mul_f64(1.0 - 0.2 * fastrand::f64());
+        let observed = self.observed.lock();
+        let expiry = observed.spec.as_ref().and_then(|spec| {
+            let seconds = u64::try_from(spec.lease_duration_seconds?).ok()?;
+            Some(observed.at + Duration::from_secs(seconds))
+        });
+        expiry.map_or(poll, |expiry| poll.min(expiry.max(Instant::now())))
     }
 
     /// Renews every retry period; returns when a renewal did not succeed within the renew
