@@ -124,6 +124,27 @@ impl Backend {
         self.client.clone()
     }
 
+    /// A kubeconfig file with admin credentials, for processes the test starts: the one
+    /// `cargo xtask e2e` named, or one written for the fake server.
+    #[allow(dead_code, reason = "e2e_leader's; e2e_conformance compiles this module whole")]
+    pub(crate) fn kubeconfig_file(&self) -> PathBuf {
+        match &self.fake {
+            Some(fake) => {
+                let path = std::env::temp_dir().join(format!(
+                    "kinformer-e2e-fake-{}-{:08x}.kubeconfig",
+                    std::process::id(),
+                    random_u32()
+                ));
+                std::fs::write(&path, fake.kubeconfig()).expect("the kubeconfig is written");
+                path
+            }
+            None => PathBuf::from(
+                std::env::var("KINFORMER_E2E_KUBECONFIG")
+                    .expect("KINFORMER_E2E_KUBECONFIG names the kubeconfig of a real backend"),
+            ),
+        }
+    }
+
     /// Whether watches go through kube-apiserver's watch cache (false only when `cargo xtask
     /// e2e --local --no-watch-cache` says so through `KINFORMER_E2E_WATCH_CACHE=false`).
     pub(crate) fn watch_cache(&self) -> bool {
