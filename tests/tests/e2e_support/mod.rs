@@ -126,7 +126,10 @@ impl Backend {
 
     /// A kubeconfig file with admin credentials, for processes the test starts: the one
     /// `cargo xtask e2e` named, or one written for the fake server.
-    #[allow(dead_code, reason = "e2e_leader's; e2e_conformance compiles this module whole")]
+    #[allow(
+        dead_code,
+        reason = "e2e_leader's; e2e_conformance compiles this module whole"
+    )]
     pub(crate) fn kubeconfig_file(&self) -> PathBuf {
         match &self.fake {
             Some(fake) => {
