@@ -18,18 +18,12 @@ mod e2e_support;
 use std::{collections::BTreeMap, time::Duration};
 
 use config_maps::config_map;
-use e2e_support::{BackendKind, Ctx, next_change, next_within, run, shape};
+use e2e_support::{BackendKind, Ctx, create_widget_crd, next_change, next_within, run, shape};
 use futures::StreamExt as _;
-use k8s_openapi::{
-    api::core::v1::{ConfigMap, Secret},
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube_client::{
     Api,
-    api::{
-        ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
-        WatchParams,
-    },
+    api::{DeleteParams, DynamicObject, ListParams, PostParams, WatchParams},
     core::{ObjectMeta, WatchEvent},
 };
 
@@ -454,69 +448,51 @@ async fn a_label_selector_watch_sees_objects_enter_and_leave_the_selection() {
 async fn a_custom_resource_definition_is_established_and_serves_dynamic_objects() {
     run("crd", |ctx| async move {
         let group = format!("e2e-{}.kinformer.dev", ctx.unique());
-        let name = format!("widgets.{group}");
-        let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
-            "metadata": { "name": name },
-            "spec": {
-                "group": group,
-                "scope": "Namespaced",
-                "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
-                "versions": [{
-                    "name": "v1", "served": true, "storage": true,
-                    "schema": { "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": { "spec": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } },
-                    } },
-                }],
-            },
-        }))
-        .expect("a valid CRD");
-        let crds: Api<CustomResourceDefinition> = Api::all(ctx.client());
-        ctx.delete_crd_afterwards(&name);
-        crds.create(&PostParams::default(), &crd).await.expect("create CRD");
-
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let current = crds.get(&name).await.expect("get CRD");
-            let established = current
-                .status
-                .and_then(|status| status.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|condition| condition.type_ == "Established" && condition.status == "True");
-            if established {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "the CRD was not Established in 30 s");
-            // Polling: a CRD's conditions have no watch in this check.
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-
-        let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-        let widgets: Api<DynamicObject> = Api::namespaced_with(ctx.client(), &ctx.namespace, &resource);
+        let resource = create_widget_crd(&ctx, &group).await;
+        let widgets: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client(), &ctx.namespace, &resource);
         let widget = |name: &str, size: u64| {
-            DynamicObject::new(name, &resource).data(serde_json::json!({ "spec": { "size": size } }))
+            DynamicObject::new(name, &resource)
+                .data(serde_json::json!({ "spec": { "size": size } }))
         };
         // Established means the names are accepted; the storage for them can lag a moment.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
         loop {
-            match widgets.create(&PostParams::default(), &widget("first", 1)).await {
+            match widgets
+                .create(&PostParams::default(), &widget("first", 1))
+                .await
+            {
                 Ok(_) => break,
-                Err(kube_client::Error::Api(status)) if status.code == 404 && tokio::time::Instant::now() < deadline => {
+                Err(kube_client::Error::Api(status))
+                    if status.code == 404 && tokio::time::Instant::now() < deadline =>
+                {
                     // Retrying: the new resource is served a moment after it is Established.
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Err(err) => panic!("creating a Widget: {err}"),
             }
         }
-        let list = widgets.list(&ListParams::default()).await.expect("list widgets");
+        let list = widgets
+            .list(&ListParams::default())
+            .await
+            .expect("list widgets");
         assert_eq!(list.items.len(), 1);
         assert_eq!(list.items[0].data["spec"]["size"], 1);
-        assert_eq!(list.items[0].types.as_ref().map(|t| t.kind.as_str()), Some("Widget"));
+        assert_eq!(
+            list.items[0].types.as_ref().map(|t| t.kind.as_str()),
+            Some("Widget")
+        );
 
         let rv = list.metadata.resource_version.expect("list rv");
-        let mut watch = widgets.watch(&WatchParams::default().timeout(60), &rv).await.expect("watch").boxed();
-        widgets.create(&PostParams::default(), &widget("second", 2)).await.expect("create second");
+        let mut watch = widgets
+            .watch(&WatchParams::default().timeout(60), &rv)
+            .await
+            .expect("watch")
+            .boxed();
+        widgets
+            .create(&PostParams::default(), &widget("second", 2))
+            .await
+            .expect("create second");
         match next_change(&mut watch, PROMPT).await {
             Some(WatchEvent::Added(object)) => {
                 assert_eq!(object.metadata.name.as_deref(), Some("second"));

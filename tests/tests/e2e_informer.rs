@@ -29,15 +29,12 @@ use std::{
 
 use async_trait::async_trait;
 use config_maps::{config_map, value_of};
-use e2e_support::{Ctx, eventually, run};
+use e2e_support::{Ctx, create_widget_crd, eventually, run};
 use futures::StreamExt as _;
-use k8s_openapi::{
-    api::{
-        coordination::v1::{Lease, LeaseSpec},
-        core::v1::{ConfigMap, Secret, ServiceAccount},
-        rbac::v1::{Role, RoleBinding},
-    },
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+use k8s_openapi::api::{
+    coordination::v1::{Lease, LeaseSpec},
+    core::v1::{ConfigMap, Secret, ServiceAccount},
+    rbac::v1::{Role, RoleBinding},
 };
 use kinformer::reflector::WireFormat;
 use kinformer::{
@@ -53,7 +50,7 @@ use kinformer::{
 };
 use kube_client::{
     Api, Resource, ResourceExt as _,
-    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams},
+    api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams},
     core::ObjectMeta,
 };
 use serde::de::DeserializeOwned;
@@ -265,47 +262,7 @@ fn number(resource_version: Option<&str>) -> u64 {
 /// Registers a namespaced `Widget` CRD unique to this test, deleted afterwards, and waits until
 /// it is Established.
 async fn widget_crd(ctx: &Ctx) -> ApiResource {
-    let group = format!("e2e-{}.kinformer.dev", ctx.unique());
-    let name = format!("widgets.{group}");
-    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": name },
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": { "openAPIV3Schema": {
-                    "type": "object",
-                    "properties": { "spec": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } },
-                } },
-            }],
-        },
-    }))
-    .expect("a valid CRD");
-    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client());
-    ctx.delete_crd_afterwards(&name);
-    crds.create(&PostParams::default(), &crd)
-        .await
-        .expect("create CRD");
-    eventually("the CRD is Established", CONVERGE, || {
-        let crds = crds.clone();
-        let name = name.clone();
-        async move {
-            let current = crds.get(&name).await.map_err(|err| err.to_string())?;
-            let established = current
-                .status
-                .and_then(|status| status.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|condition| condition.type_ == "Established" && condition.status == "True");
-            established
-                .then_some(())
-                .ok_or_else(|| "not Established yet".to_owned())
-        }
-    })
-    .await;
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets")
+    create_widget_crd(ctx, &format!("e2e-{}.kinformer.dev", ctx.unique())).await
 }
 
 /// Creates a Widget, retrying while the CRD's storage is not served yet (Established means the

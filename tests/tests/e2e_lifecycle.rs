@@ -12,42 +12,16 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{Ctx, eventually, run};
+use e2e_support::{create_widget_crd, eventually, run};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kinformer::factory::{FactoryOptions, SharedInformerFactory};
 use kube_client::{
     Api,
-    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams},
+    api::{ApiResource, DeleteParams, DynamicObject, PostParams},
 };
 
 /// The longest a test waits for the server or an informer to get somewhere.
 const CONVERGE: Duration = Duration::from_secs(60);
-
-/// Creates a namespaced `Widget` CRD in `group` and waits until Widgets are served.
-async fn create_crd(ctx: &Ctx, group: &str) -> ApiResource {
-    let name = format!("widgets.{group}");
-    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": name },
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": { "openAPIV3Schema": {
-                    "type": "object",
-                    "properties": { "spec": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } },
-                } },
-            }],
-        },
-    }))
-    .expect("a valid CRD");
-    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client());
-    crds.create(&PostParams::default(), &crd)
-        .await
-        .expect("create CRD");
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets")
-}
 
 /// Creates a Widget, retrying while its resource is not served yet.
 async fn create_widget(api: &Api<DynamicObject>, resource: &ApiResource, name: &str) {
@@ -73,8 +47,7 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_new_one_works_on
     run("crd-gone", |ctx| async move {
         let group = format!("gone-{}.kinformer.dev", ctx.unique());
         let name = format!("widgets.{group}");
-        ctx.delete_crd_afterwards(&name);
-        let resource = create_crd(&ctx, &group).await;
+        let resource = create_widget_crd(&ctx, &group).await;
         let widgets: Api<DynamicObject> =
             Api::namespaced_with(ctx.client(), &ctx.namespace, &resource);
         create_widget(&widgets, &resource, "first").await;
@@ -130,7 +103,7 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_new_one_works_on
             }
         })
         .await;
-        let resource = create_crd(&ctx, &group).await;
+        let resource = create_widget_crd(&ctx, &group).await;
         create_widget(&widgets, &resource, "second").await;
         let fresh = factory
             .dynamic_informer(&resource)

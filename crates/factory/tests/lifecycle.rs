@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_factory::{FactoryOptions, SharedInformerFactory};
 use kinformer_reflector::WireFormat;
-use kinformer_testing::{FakeApiServer, eventually};
+use kinformer_testing::{FakeApiServer, eventually, fixtures};
 use kube_core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -136,30 +136,6 @@ async fn remove_informer_stops_a_pinned_informer_and_the_next_request_builds_a_n
     factory.shutdown().await;
 }
 
-fn widgets_crd() -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": { "name": "widgets.example.com" },
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
-            "versions": [{ "name": "v1", "served": true, "storage": true,
-                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }],
-        },
-    })
-}
-
-fn widget(name: &str) -> Value {
-    json!({
-        "apiVersion": "example.com/v1",
-        "kind": "Widget",
-        "metadata": { "namespace": "default", "name": name },
-        "spec": { "size": 1 },
-    })
-}
-
 fn widgets() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("example.com", "v1", "Widget"),
@@ -172,8 +148,12 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_fresh_one_works_
     let server = FakeApiServer::start()
         .await
         .expect("the fake server starts");
-    server.create_object(widgets_crd()).expect("the CRD");
-    server.create_object(widget("first")).expect("a widget");
+    server
+        .create_object(fixtures::widget_crd("example.com"))
+        .expect("the CRD");
+    server
+        .create_object(fixtures::widget("example.com", "default", "first", 1))
+        .expect("a widget");
     let factory = factory(&server);
     let informer = factory.dynamic_informer(&widgets()).expect("an informer");
     factory.start().expect("started");
@@ -212,8 +192,12 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_fresh_one_works_
     .await;
 
     // The CRD comes back: a new request builds a new informer, which sees the new widgets.
-    server.create_object(widgets_crd()).expect("the CRD again");
-    server.create_object(widget("second")).expect("a widget");
+    server
+        .create_object(fixtures::widget_crd("example.com"))
+        .expect("the CRD again");
+    server
+        .create_object(fixtures::widget("example.com", "default", "second", 1))
+        .expect("a widget");
     let fresh = factory
         .dynamic_informer(&widgets())
         .expect("a new informer");

@@ -7,12 +7,11 @@ use std::{sync::Arc, time::Duration};
 
 use kinformer_reflector::{Error, KubeListerWatcher, Reflector, ReflectorExit, ReflectorOptions};
 use kinformer_store::{Cache, CacheReader};
-use kinformer_testing::{FakeApiServer, eventually};
+use kinformer_testing::{FakeApiServer, eventually, fixtures};
 use kinformer_wait::ExponentialBackoffManager;
 use kube_client::{Api, Client, Config};
 use kube_core::{ApiResource, DynamicObject, GroupVersionKind};
 use parking_lot::Mutex;
-use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -23,21 +22,6 @@ fn widgets() -> ApiResource {
         &GroupVersionKind::gvk("example.com", "v1", "Widget"),
         "widgets",
     )
-}
-
-fn widgets_crd() -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": { "name": "widgets.example.com" },
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
-            "versions": [{ "name": "v1", "served": true, "storage": true,
-                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }],
-        },
-    })
 }
 
 /// A reflector of Widgets, its errors as `Debug` strings, and its task.
@@ -114,12 +98,11 @@ async fn a_reflector_asked_to_stops_once_its_resource_is_gone_and_another_keeps_
     .await;
     assert!(!stopping.task.is_finished());
 
-    server.create_object(widgets_crd()).expect("the CRD");
     server
-        .create_object(json!({
-            "apiVersion": "example.com/v1", "kind": "Widget",
-            "metadata": { "namespace": "default", "name": "w" },
-        }))
+        .create_object(fixtures::widget_crd("example.com"))
+        .expect("the CRD");
+    server
+        .create_object(fixtures::widget("example.com", "default", "w", 1))
         .expect("a widget");
     eventually("both list the widget", PATIENCE, || {
         stopping.cache.list().len() == 1 && retrying.cache.list().len() == 1

@@ -204,6 +204,38 @@ pub fn config_map(i: usize) -> Value {
     })
 }
 
+/// A namespaced `Widget` CustomResourceDefinition in `group` (`widgets.{group}`, version
+/// `v1`, served and stored, any `spec` accepted), as tests of dynamic informers need one.
+pub fn widget_crd(group: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": format!("widgets.{group}") },
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": {
+                    "type": "object",
+                    "properties": { "spec": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } },
+                } },
+            }],
+        },
+    })
+}
+
+/// A `Widget` of [`widget_crd`]`(group)` named `name` in `namespace`, with `spec.size`.
+pub fn widget(group: &str, namespace: &str, name: &str, size: u64) -> Value {
+    json!({
+        "apiVersion": format!("{group}/v1"),
+        "kind": "Widget",
+        "metadata": { "namespace": namespace, "name": name },
+        "spec": { "size": size },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,7 +28,7 @@ use k8s_openapi::{
 use kinformer_testing::FakeApiServer;
 use kube_client::{
     Api, Client, Config,
-    api::{DeleteParams, PostParams},
+    api::{ApiResource, DeleteParams, GroupVersionKind, PostParams},
     config::{AuthInfo, KubeConfigOptions, Kubeconfig},
     core::{ObjectMeta, WatchEvent},
 };
@@ -271,6 +271,38 @@ impl Ctx {
     pub(crate) fn unique(&self) -> &str {
         self.namespace.trim_start_matches("kinformer-e2e-")
     }
+}
+
+/// Registers the namespaced `Widget` CRD of kinformer-testing's `fixtures::widget_crd` in
+/// `group`, deleted after the test, and waits until it is Established. Widgets may still be
+/// refused for a moment after: Established means the names are accepted, and the storage for
+/// them can lag.
+pub(crate) async fn create_widget_crd(ctx: &Ctx, group: &str) -> ApiResource {
+    let crd: CustomResourceDefinition =
+        serde_json::from_value(kinformer_testing::fixtures::widget_crd(group))
+            .expect("a valid CRD");
+    let name = format!("widgets.{group}");
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client());
+    ctx.delete_crd_afterwards(&name);
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create CRD");
+    eventually("the CRD is Established", Duration::from_secs(30), || {
+        let (crds, name) = (crds.clone(), name.clone());
+        async move {
+            let current = crds.get(&name).await.map_err(|err| err.to_string())?;
+            current
+                .status
+                .and_then(|status| status.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|condition| condition.type_ == "Established" && condition.status == "True")
+                .then_some(())
+                .ok_or_else(|| "not Established yet".to_owned())
+        }
+    })
+    .await;
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets")
 }
 
 /// Runs `body` in a fresh namespace on the chosen backend, cleaning up afterwards even when the
