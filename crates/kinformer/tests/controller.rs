@@ -199,6 +199,38 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
     );
     assert_eq!(mislabelled(&server, &remaining), Vec::<String>::new());
 
+    // The scripted run is over and the queue idle: every work-queue family under client-go's
+    // name, with the values that run implies.
+    let (_, metrics) = get(operations, "/metrics").await?;
+    let series = |name: &str| {
+        let prefix = format!("{name}{{name=\"ready-pods\"}} ");
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|value| value.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name} missing from:\n{metrics}"))
+    };
+    assert_eq!(series("workqueue_depth"), 0.0);
+    let adds = series("workqueue_adds_total");
+    assert!(adds >= all_seeded.len() as f64, "{adds} adds");
+    assert_eq!(
+        series("workqueue_queue_duration_seconds_count"),
+        adds,
+        "every add was taken once"
+    );
+    assert_eq!(
+        series("workqueue_work_duration_seconds_count"),
+        adds,
+        "every item taken was done"
+    );
+    assert!(series("workqueue_retries_total") >= INJECTED_FAILURES as f64);
+    for gauge in [
+        "workqueue_unfinished_work_seconds",
+        "workqueue_longest_running_processor_seconds",
+    ] {
+        assert!(series(gauge) >= 0.0);
+    }
+
     // Shutdown: the workers finish and return; later events are not queued.
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(5), workers).await??;
