@@ -180,15 +180,23 @@ async fn a_leader_that_cannot_renew_stops_leading_within_its_deadline() {
     // Someone else takes the lease by force (an operator, a split brain): every renewal now
     // conflicts or finds another holder.
     let leases = Api::<Lease>::namespaced(client.clone(), NAMESPACE);
-    let mut lease = leases.get(LEASE).await.expect("the lease exists");
-    if let Some(spec) = lease.spec.as_mut() {
-        spec.holder_identity = Some("intruder".to_owned());
-        spec.lease_duration_seconds = Some(3600);
-    }
-    leases
-        .replace(LEASE, &Default::default(), &lease)
-        .await
-        .expect("the lease is taken");
+    // The leader renews as we write: a conflict means it renewed first, so read and try again.
+    let taken = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let mut lease = leases.get(LEASE).await.expect("the lease exists");
+            if let Some(spec) = lease.spec.as_mut() {
+                spec.holder_identity = Some("intruder".to_owned());
+                spec.lease_duration_seconds = Some(3600);
+            }
+            match leases.replace(LEASE, &Default::default(), &lease).await {
+                Ok(_) => return,
+                Err(kube_client::Error::Api(status)) if status.code == 409 => {}
+                Err(error) => panic!("taking the lease: {error}"),
+            }
+        }
+    })
+    .await;
+    assert!(taken.is_ok(), "the lease could not be taken");
     leader.until(&LeadershipEvent::StoppedLeading).await;
     assert!(!leader.elector.is_leader());
     leader
