@@ -105,7 +105,9 @@ pub enum Overflow {
     /// Needs the object key and the cache: the processor's
     /// [`ProcessorOptions::key_func`](crate::ProcessorOptions::key_func) and
     /// [`ProcessorOptions::cache_snapshot`](crate::ProcessorOptions::cache_snapshot), both of
-    /// which an informer sets.
+    /// which an informer sets. The catch-up compares the whole cache with what the consumer was
+    /// given while the informer's distribution waits, so for a large cache it holds the
+    /// informer for one pass over its keys.
     Resync,
     /// Drop the oldest pending notification to make room: the handler sees the newest state
     /// sooner, but misses what it was replaced by.
