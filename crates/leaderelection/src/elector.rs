@@ -232,7 +232,9 @@ impl LeaderElector {
         self.state.borrow().leading
     }
 
-    /// The leadership as this replica knows it, to read now or to wait for changes on.
+    /// The leadership as this replica knows it, to read now or to wait for changes on. Do not
+    /// keep a borrow of it (from `borrow` or `wait_for`) across an await: the elector waits for
+    /// the borrow to end before it can record a change.
     pub fn leadership(&self) -> watch::Receiver<Leadership> {
         self.state.subscribe()
     }

@@ -117,13 +117,22 @@ async fn one_of_two_candidates_leads_and_a_crashed_leader_is_replaced_after_its_
         holder(&client).await.0.as_deref(),
         Some(leader_name.as_str())
     );
-    follower
-        .until(&LeadershipEvent::NewLeader(leader_name.clone()))
-        .await;
+    // The follower's NewLeader event may have gone by while the leader was being found; its
+    // leadership state says the same and stays.
+    let mut seen = follower.elector.leadership();
+    let observed = tokio::time::timeout(PATIENCE, async {
+        // The borrow `wait_for` returns ends here: held, it would stop the elector's updates.
+        seen.wait_for(|state| state.leader.as_deref() == Some(leader_name.as_str()))
+            .await
+            .is_ok()
+    })
+    .await;
     assert_eq!(
-        follower.elector.leadership().borrow().leader.as_deref(),
-        Some(leader_name.as_str())
+        observed,
+        Ok(true),
+        "the follower never saw {leader_name} lead"
     );
+    assert!(!follower.elector.is_leader());
 
     // The leader crashes: its task is gone without releasing anything, so the follower takes
     // over only once the lease it last saw change has gone unrenewed for its whole duration.
