@@ -103,6 +103,15 @@ pub(crate) async fn serve(
             .watch(&group_resource, namespace.as_deref(), start)
             .map(|(id, backlog, rx)| (id, backlog, rx, store.resource_version()))
     };
+    // A CRD deleted while this request was on its way drops its resource's watchers before or
+    // after this one registered. Registered first, it was dropped; registered after, its
+    // resource is no longer served (CRDs are unregistered before their watchers are dropped)
+    // and the stream ends at once, as kube-apiserver ends the watches of a deleted CRD.
+    let still_served = shared
+        .registry
+        .read()
+        .find(&resource.group, &resource.version, &resource.plural)
+        .is_some();
     let (body_tx, body_rx) = mpsc::channel(BODY_BUFFER);
     let mut response = Response::new(ResponseBody::Stream(body_rx));
     response.headers_mut().insert(
@@ -114,6 +123,7 @@ pub(crate) async fn serve(
             // An expired version is not an HTTP error: the stream opens and carries one ERROR event.
             let _ = body_tx.try_send(error_event(encoding, &expired));
         }
+        Ok(_) if !still_served => drop(body_tx),
         Ok((id, backlog, events, registered_at)) => {
             let watcher = Watcher {
                 faults: shared.faults.subscribe_watch_faults(),
