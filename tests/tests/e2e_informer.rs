@@ -29,7 +29,7 @@ use std::{
 
 use async_trait::async_trait;
 use config_maps::{config_map, value_of};
-use e2e_support::{Ctx, create_widget_crd, eventually, run};
+use e2e_support::{Ctx, create_widget, create_widget_crd, eventually, run};
 use futures::StreamExt as _;
 use k8s_openapi::api::{
     coordination::v1::{Lease, LeaseSpec},
@@ -263,26 +263,6 @@ fn number(resource_version: Option<&str>) -> u64 {
 /// it is Established.
 async fn widget_crd(ctx: &Ctx) -> ApiResource {
     create_widget_crd(ctx, &format!("e2e-{}.kinformer.dev", ctx.unique())).await
-}
-
-/// Creates a Widget, retrying while the CRD's storage is not served yet (Established means the
-/// names are accepted; the handler can lag a moment).
-async fn create_widget(api: &Api<DynamicObject>, resource: &ApiResource, name: &str, size: u64) {
-    let widget =
-        DynamicObject::new(name, resource).data(serde_json::json!({ "spec": { "size": size } }));
-    eventually("a Widget is created", CONVERGE, || {
-        let widget = widget.clone();
-        async move {
-            match api.create(&PostParams::default(), &widget).await {
-                Ok(_) => Ok(()),
-                Err(kube_client::Error::Api(status)) if status.code == 404 => {
-                    Err("the Widget resource is not served yet".to_owned())
-                }
-                Err(err) => panic!("creating a Widget: {err}"),
-            }
-        }
-    })
-    .await;
 }
 
 fn named(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {

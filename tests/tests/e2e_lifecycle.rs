@@ -12,35 +12,16 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{create_widget_crd, eventually, run};
+use e2e_support::{create_widget, create_widget_crd, eventually, run};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kinformer::factory::{FactoryOptions, SharedInformerFactory};
 use kube_client::{
     Api,
-    api::{ApiResource, DeleteParams, DynamicObject, PostParams},
+    api::{DeleteParams, DynamicObject},
 };
 
 /// The longest a test waits for the server or an informer to get somewhere.
 const CONVERGE: Duration = Duration::from_secs(60);
-
-/// Creates a Widget, retrying while its resource is not served yet.
-async fn create_widget(api: &Api<DynamicObject>, resource: &ApiResource, name: &str) {
-    let widget =
-        DynamicObject::new(name, resource).data(serde_json::json!({ "spec": { "size": 1 } }));
-    eventually("a Widget is created", CONVERGE, || {
-        let widget = widget.clone();
-        async move {
-            match api.create(&PostParams::default(), &widget).await {
-                Ok(_) => Ok(()),
-                Err(kube_client::Error::Api(status)) if status.code == 404 => {
-                    Err("the Widget resource is not served yet".to_owned())
-                }
-                Err(err) => panic!("creating a Widget: {err}"),
-            }
-        }
-    })
-    .await;
-}
 
 #[tokio::test]
 async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_new_one_works_once_it_returns() {
@@ -50,7 +31,7 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_new_one_works_on
         let resource = create_widget_crd(&ctx, &group).await;
         let widgets: Api<DynamicObject> =
             Api::namespaced_with(ctx.client(), &ctx.namespace, &resource);
-        create_widget(&widgets, &resource, "first").await;
+        create_widget(&widgets, &resource, "first", 1).await;
 
         let factory = SharedInformerFactory::new(
             ctx.client(),
@@ -104,7 +85,7 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_new_one_works_on
         })
         .await;
         let resource = create_widget_crd(&ctx, &group).await;
-        create_widget(&widgets, &resource, "second").await;
+        create_widget(&widgets, &resource, "second", 1).await;
         let fresh = factory
             .dynamic_informer(&resource)
             .expect("a new dynamic informer");

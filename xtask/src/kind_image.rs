@@ -351,6 +351,19 @@ fn go_build(go: &Go, output: &Path) -> Result<(), String> {
 }
 
 /// `nice -n 19 ionice -c3 PROGRAM`: the image build must not starve whatever else runs.
+/// Tars `tree` (numeric owners) into `tar`, through a partial file renamed once complete.
+fn pack_tree(tree: &Path, tar: &Path) -> Result<(), String> {
+    let partial = partial_path(tar);
+    let mut pack = idle("tar");
+    pack.arg("-C")
+        .arg(tree)
+        .args(["--numeric-owner", "-cf"])
+        .arg(&partial)
+        .arg(".");
+    run_captured(pack)?;
+    rename(&partial, tar)
+}
+
 fn idle(program: &str) -> Command {
     let mut command = Command::new("nice");
     command.args(["-n", "19"]);
@@ -577,16 +590,7 @@ fn assemble_node(dir: &Path, bin: &Path, rootfs: &Path, images: &Path) -> Result
         .env("WORK", &work)
         .env("K8S_VERSION", KUBERNETES_VERSION);
     crate::run(assemble)?;
-    let tar = cached_node_tar();
-    let partial = partial_path(&tar);
-    let mut pack = idle("tar");
-    pack.arg("-C")
-        .arg(&tree)
-        .args(["--numeric-owner", "-cf"])
-        .arg(&partial)
-        .arg(".");
-    run_captured(pack)?;
-    rename(&partial, &tar)?;
+    pack_tree(&tree, &cached_node_tar())?;
     remove_tree(&work)?;
     import_node_tar()?;
     eprintln!(

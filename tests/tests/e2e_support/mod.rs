@@ -28,7 +28,7 @@ use k8s_openapi::{
 use kinformer_testing::FakeApiServer;
 use kube_client::{
     Api, Client, Config,
-    api::{ApiResource, DeleteParams, GroupVersionKind, PostParams},
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams},
     config::{AuthInfo, KubeConfigOptions, Kubeconfig},
     core::{ObjectMeta, WatchEvent},
 };
@@ -303,6 +303,35 @@ pub(crate) async fn create_widget_crd(ctx: &Ctx, group: &str) -> ApiResource {
     })
     .await;
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets")
+}
+
+/// Creates a Widget of `resource` with `spec.size`, retrying while the resource is not served
+/// yet (Established means the names are accepted; the storage for them can lag a moment).
+#[allow(
+    dead_code,
+    reason = "e2e_informer's and e2e_lifecycle's; e2e_conformance compiles this module whole"
+)]
+pub(crate) async fn create_widget(
+    api: &Api<DynamicObject>,
+    resource: &ApiResource,
+    name: &str,
+    size: u64,
+) {
+    let widget =
+        DynamicObject::new(name, resource).data(serde_json::json!({ "spec": { "size": size } }));
+    eventually("a Widget is created", Duration::from_secs(60), || {
+        let widget = widget.clone();
+        async move {
+            match api.create(&PostParams::default(), &widget).await {
+                Ok(_) => Ok(()),
+                Err(kube_client::Error::Api(status)) if status.code == 404 => {
+                    Err("the Widget resource is not served yet".to_owned())
+                }
+                Err(err) => panic!("creating a Widget: {err}"),
+            }
+        }
+    })
+    .await;
 }
 
 /// Runs `body` in a fresh namespace on the chosen backend, cleaning up afterwards even when the

@@ -7,7 +7,7 @@ use std::{
     time::Instant,
 };
 
-use super::{DEBIAN_SUITE, idle, partial_path, remove_tree, rename, run_captured};
+use super::{DEBIAN_SUITE, idle, remove_tree, run_captured};
 
 /// What kind's base image installs, less NFS, iSCSI and fuse-overlayfs (for storage tests and
 /// rootless nodes, neither of which this image serves).
@@ -56,15 +56,7 @@ pub(super) fn build_rootfs(dir: &Path) -> Result<PathBuf, String> {
         remove_tree(&path)?;
         fs::create_dir_all(&path).map_err(|err| format!("creating {}: {err}", path.display()))?;
     }
-    let partial = partial_path(&tar);
-    let mut pack = idle("tar");
-    pack.arg("-C")
-        .arg(&tree)
-        .args(["--numeric-owner", "-cf"])
-        .arg(&partial)
-        .arg(".");
-    run_captured(pack)?;
-    rename(&partial, &tar)?;
+    super::pack_tree(&tree, &tar)?;
     remove_tree(&tree)?;
     eprintln!(
         "xtask: node root filesystem ready in {:.0?}",
