@@ -101,7 +101,8 @@
 //!   crashes the process unless `HandleCrash` is turned off.
 //! - Watch bookmarks are forwarded from the reflector to the queue, so the in-order queue
 //!   delivers them in sequence as [`Popped::Bookmark`](kinformer_fifo::Popped); the process loop
-//!   only traces them, as there is no resource-version consumer above it yet.
+//!   writes nothing for them, but their version counts as applied, so
+//!   [`SharedIndexInformer::wait_for_version`] returns once a bookmark reaches it.
 
 mod checker;
 mod controller;

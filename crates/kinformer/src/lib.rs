@@ -16,6 +16,7 @@
 //! | Module | Crate | client-go | What it owns |
 //! |---|---|---|---|
 //! | [`wait`] | `kinformer-wait` | `util/wait` | loops, backoff, polling, panic capture |
+//! | [`protobuf`] | `kinformer-protobuf` | `runtime/serializer/protobuf` | the Kubernetes protobuf wire format |
 //! | [`store`] | `kinformer-store` | `tools/cache` store, indexer, listers | the cache and its indexes |
 //! | [`fifo`] | `kinformer-fifo` | `DeltaFIFO`, `RealFIFO` | the queue between reflector and cache |
 //! | [`reflector`] | `kinformer-reflector` | `Reflector`, `ListWatch` | list+watch over kube-client |
@@ -129,7 +130,7 @@
 //!
 //! # 4. Cache less: protobuf, no managedFields, projections
 //!
-//! Built-in kinds already travel in protobuf ([`WireFormat`](reflector::WireFormat)).
+//! Built-in kinds travel in protobuf by default ([`WireFormat`](reflector::WireFormat)).
 //! [`FactoryOptions::drop_managed_fields`](factory::FactoryOptions::drop_managed_fields) skips
 //! `managedFields` on the wire. To cache far less, declare the fields a controller reads as a
 //! projection: any `Deserialize` type shaped like the object's JSON, whose `metadata` is a

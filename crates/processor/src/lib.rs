@@ -60,23 +60,22 @@
 //!
 //! Handlers are synchronous, as in client-go, and real ones block: a lock, a synchronous
 //! client call, a slow disk. Run on a tokio task, one blocked handler would hold a runtime
-//! worker (this machine has two), stalling every other listener and the reflector with it.
-//! `spawn_blocking` per notification costs a pool hand-off per event; one long-lived
-//! `spawn_blocking` per listener would work, but it holds a slot of tokio's shared blocking pool
-//! (which file I/O and DNS also use) for the listener's lifetime, and its thread has no useful
-//! name. So each handler gets one dedicated OS thread, named `kinformer-listener:<name>`, for the
-//! listener's lifetime, fed through a mutex-guarded ring and a condvar that is signalled only
-//! when the thread sleeps. A registration is made once per controller, so the thread's cost (adding
-//! and removing a handler on a running processor, thread start and exit included, measured
-//! about 35 µs) and its lazily committed stack do not matter. The per-event path is one short
-//! lock on the distributing side and one per batch of up to 64 on the handler's side; the
-//! figures are in `docs/benchmarks.md`. Streams need no thread: their consumer polls.
+//! worker, stalling every other listener and the reflector with it. `spawn_blocking` per
+//! notification costs a pool hand-off per event; one long-lived `spawn_blocking` per listener
+//! would work, but it holds a slot of tokio's shared blocking pool (which file I/O and DNS also
+//! use) for the listener's lifetime, and its thread has no useful name. So each handler gets one
+//! dedicated OS thread, named `kinformer-listener:<name>`, for the listener's lifetime, fed
+//! through a mutex-guarded ring and a condvar that is signalled only when the thread sleeps. A
+//! registration is made once per controller, so the thread's start and exit and its lazily
+//! committed stack are paid once per registration, not per event. The per-event path is one
+//! short lock on the distributing side and one per batch of up to 64 on the handler's side. The
+//! figures are in `docs/benchmarks.md` and `docs/bench-sections/processor.md`. Streams need no
+//! thread: their consumer polls.
 //!
 //! A caller with many notifications in hand (the informer, for each popped batch of deltas or a
 //! relist) distributes them through [`SharedProcessor::batch`]: a sleeping consumer is woken once
-//! 64 notifications wait for it and when the batch ends, instead of once per notification. On
-//! this project's 2-core machine that makes 10,000 adds to 3 listeners 8.8x faster (21.4 ms to
-//! 2.4 ms) and to 10 listeners 18x (225 ms to 12.4 ms); `benches/processor.rs` has both.
+//! 64 notifications wait for it and when the batch ends, instead of once per notification.
+//! `benches/processor.rs` times both ways.
 //!
 //! # Deviations from client-go
 //!

@@ -2,7 +2,7 @@
 //! users already have: the wire form of the objects this crate caches.
 //!
 //! kube-apiserver serves every built-in kind in protobuf as well as JSON, and protobuf is
-//! several times cheaper to decode: no number or escape parsing, and every value arrives with
+//! cheaper to decode: no number or escape parsing, and every value arrives with
 //! its length, so a field nobody reads is skipped without being looked at. This crate owns that
 //! wire format for kinformer, and nothing else: it depends on no other kinformer crate, knows
 //! nothing of HTTP or kube-client, and picks no k8s-openapi version.

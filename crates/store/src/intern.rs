@@ -10,11 +10,9 @@
 //! (names, uids, resourceVersions) gain nothing and should stay `String`. Values no object uses
 //! any more stay in the set until [`Interned::purge_unused`] runs.
 //!
-//! What it saves and costs, measured by `benches/interning.rs` on this project's 2-core machine:
-//! a slim Pod projection (identity, labels, node, phase, container names and images) held for
-//! 20,000 Pods spread over 10 namespaces, 50 nodes and 20 images takes 1,233 bytes a Pod with
-//! those values interned against 1,578 with `String`s (22% less, the intern table included),
-//! and decodes in 1.83 µs against 1.60 µs (14% more).
+//! `benches/interning.rs` measures both sides on a slim Pod projection (identity, labels, node,
+//! phase, container names and images): the memory a cached Pod takes with those values
+//! interned and with `String`s, the intern table included, and the time to decode one.
 
 use std::{
     borrow::Borrow,

@@ -100,34 +100,16 @@
 //! [`Store::replace`] builds the new contents outside the lock and swaps them in.
 //!
 //! Objects sit in a slot table and every index set holds 4-byte slot numbers, so an index query
-//! walks its set and reads the table without hashing a single key; client-go's index sets (and
-//! this crate's first design) hold key strings, which every hit hashes again.
+//! walks its set and reads the table without hashing a single key; client-go's index sets hold
+//! key strings, which every hit hashes again.
 //!
-//! `benches/store.rs` measures this against the alternatives on a 100k-Pod cache (100
-//! namespaces, a namespace index and an `app` label index). Per operation, the lower of two
-//! runs' criterion estimates, on 2 vCPUs shared with other builds (load average 15 to 19), so
-//! read the ratios, not the absolute times; the full table, with SipHash, is in
-//! `docs/bench-sections/store.md`:
-//!
-//! | operation | slot table (shipped) | keys in index sets | dashmap items |
-//! |---|---:|---:|---:|
-//! | update-same-index-values | 3.24 µs | 3.94 µs | 3.95 µs |
-//! | update-moving-app-label | 3.98 µs | 3.59 µs | 4.78 µs |
-//! | delete-then-add | 9.5 µs | 9.08 µs | 7.95 µs |
-//! | get-by-key | 586 ns | 822 ns | 875 ns |
-//! | by-index-namespace-1000 | 124 µs | 951 µs | 736 µs |
-//! | by-index-app-2000 | 196 µs | 1.58 ms | 1.69 ms |
-//! | list-100k | 4.44 ms | 7.05 ms | 25.6 ms |
-//! | replace-100k | 248 ms | 295 ms | 307 ms |
-//! | get-by-key-with-writer | 2.33 µs | 2.41 µs | 758 ns |
-//! | by-index-namespace-with-writer | 501 µs | 1.75 ms | 2.73 ms |
-//!
-//! The slot table answers index queries about 8 times faster than key sets (3.5 times with a
-//! writer running), `list` and `replace` 1.6 and 1.2 times faster, and writes as fast within
-//! this machine's noise. DashMap items win only `get_by_key` while a writer runs non-stop,
-//! because that read skips the index lock; they lose every index query and `list` several times
-//! over, which is what listers and controllers do most, and an informer has a single writer that
-//! is rarely saturated. SipHash costs 2 to 3 times foldhash. The single lock stays.
+//! `benches/store.rs` measures this against index sets of keys and against dashmap items (with
+//! the indexes under their own lock) on a 100k-Pod cache; the figures are in
+//! `docs/bench-sections/store.md`. The slot table wins every index query and `list`, which is
+//! what listers and controllers do most, and writes cost about the same. DashMap items win only
+//! `get_by_key` while a writer runs non-stop, because that read skips the index lock; an
+//! informer has a single writer that is rarely saturated. The maps hash with foldhash, which
+//! the same benchmark compares with SipHash.
 
 mod add_kind;
 mod cache;

@@ -1,7 +1,7 @@
 //! Rewrites `metadata.resourceVersion` (and optionally one annotation) of stored JSON in place.
 //!
-//! Parsing a 6 KB Pod into a `serde_json::Value` and encoding it again costs tens of
-//! microseconds; the bench updates and every deletion change only these two strings. A scan
+//! Parsing a 6 KB Pod into a `serde_json::Value` and encoding it again touches every byte of
+//! it; the bench updates and every deletion change only these two strings. A scan
 //! that finds their byte ranges and splices new values in keeps the rest of the object as it
 //! was stored, byte for byte, at a fraction of the cost. Anything the scan does not expect
 //! (not an object, no resourceVersion, an annotation that is not a string map) makes it give

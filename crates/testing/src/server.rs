@@ -309,11 +309,10 @@ impl FakeApiServer {
     /// server otherwise encodes on the first protobuf request for each object (and keeps), and
     /// returns how many objects have one.
     ///
-    /// That first request pays for a parse and an encode per object (about 45 µs for a 6 KB
-    /// fixture Pod), so a fresh server's first protobuf list of 100 000 Pods takes seconds
-    /// longer than its next. A benchmark comparing clients calls this after seeding, so that
-    /// no client pays for the server's cache. Blocks the calling thread while the work runs
-    /// on every core.
+    /// That first request pays for a parse and an encode per object, so a fresh server's first
+    /// protobuf list of 100 000 Pods is far slower than its next. A benchmark comparing
+    /// clients calls this after seeding, so that no client pays for the server's cache. Blocks
+    /// the calling thread while the work runs on every core.
     pub fn warm_protobuf(&self) -> usize {
         let resources = self.shared.registry.read().all().to_vec();
         let mut work = Vec::new();
