@@ -48,7 +48,15 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("kinformer-workqueue", &["kinformer-wait"]),
-    ("kinformer-leaderelection", &[]),
+    (
+        "kinformer-leaderelection",
+        &[
+            "kinformer-wait",
+            "kinformer-store",
+            "kinformer-processor",
+            "kinformer-workqueue",
+        ],
+    ),
     (
         "kinformer-testing",
         &["kinformer-wait", "kinformer-protobuf", "kinformer-store"],

@@ -94,8 +94,20 @@ impl LeaderElectorOptions {
         self
     }
 
+    pub(crate) fn lease_duration_value(&self) -> Duration {
+        self.lease_duration
+    }
+
+    pub(crate) fn renew_deadline_value(&self) -> Duration {
+        self.renew_deadline
+    }
+
+    pub(crate) fn retry_period_value(&self) -> Duration {
+        self.retry_period
+    }
+
     /// client-go's `NewLeaderElector` checks.
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let reason = if self.lease_duration <= self.renew_deadline {
             "the lease duration must be longer than the renew deadline"
         } else if self.renew_deadline.as_secs_f64()

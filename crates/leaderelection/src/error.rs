@@ -18,6 +18,15 @@ pub enum Error {
         /// `"lease name"`, `"namespace"` or `"identity"`.
         what: &'static str,
     },
+    /// A shard group or identity that cannot name a Lease or a label: lowercase letters,
+    /// digits, `-` and `.`, starting and ending with a letter or digit.
+    #[error("the {what} {name:?} cannot name a Lease (lowercase letters, digits, '-' and '.')")]
+    InvalidName {
+        /// `"shard group"` or `"identity"`.
+        what: &'static str,
+        /// The name given.
+        name: String,
+    },
 }
 
 /// `Result` with this crate's [`Error`].

@@ -1,5 +1,6 @@
-//! Leader election for controllers with several replicas: client-go's
-//! `tools/leaderelection` over a `coordination.k8s.io/v1` Lease.
+//! Controllers with several replicas: client-go's `tools/leaderelection` over a
+//! `coordination.k8s.io/v1` Lease, and sharding, which splits the keys between live replicas
+//! over one Lease per replica.
 //!
 //! This layer owns:
 //!
@@ -13,7 +14,15 @@
 //! - **[`LeadershipEvents`]** and [`Leadership`]: when to start and stop the leader's work,
 //!   and who leads.
 //!
-//! It depends on kube-client and the Lease type only; nothing here knows informers.
+//! - **[`shard`]**: [`ShardMember`](shard::ShardMember) keeps a replica's membership of a
+//!   group, a consistent-hash [`Ring`](shard::Ring) over the live members assigns each key
+//!   to one of them, and a [`Shard`](shard::Shard) gate, in front of a work queue
+//!   ([`ShardedQueue`](shard::ShardedQueue)) or a handler
+//!   ([`ShardedHandler`](shard::ShardedHandler)), lets a replica work only on keys no other
+//!   live replica is working on, through joins, departures and crashes.
+//!
+//! It depends on kube-client, the Lease type and, for the shard filters, the store, the
+//! processor's handler trait and the work queue; nothing here knows informers.
 //!
 //! # Guarantees and limits
 //!
@@ -59,6 +68,7 @@
 
 mod elector;
 mod error;
+pub mod shard;
 
 pub use crate::{
     elector::{LeaderElector, LeaderElectorOptions, Leadership, LeadershipEvent, LeadershipEvents},

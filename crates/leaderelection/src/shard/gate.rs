@@ -1,0 +1,462 @@
+//! [`Shard`]: which keys this replica may start now, and which it is working on.
+
+use std::{collections::HashMap, fmt, sync::Arc, time::Duration};
+
+use parking_lot::Mutex;
+use tokio::{
+    sync::{Notify, watch},
+    time::Instant,
+};
+
+use super::Ring;
+
+/// What another live member claims: the rings it acts on, or everything when its claims did
+/// not parse (so a member this version cannot read is never trampled on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Claims {
+    Rings(Vec<Ring>),
+    Everything,
+}
+
+impl Claims {
+    fn covers(&self, member: &str, key: &str) -> bool {
+        match self {
+            Self::Rings(rings) => rings.iter().any(|ring| ring.is_owner(member, key)),
+            Self::Everything => true,
+        }
+    }
+}
+
+/// The state the gate decides on. Invariant: every key in `in_flight` is owned by this
+/// member in some ring of `claims`, and `claims` is what was last published, or a superset of
+/// it about to be published.
+struct State {
+    /// The ring over the live members as last computed; keys start only under it.
+    target: Option<Ring>,
+    /// The rings this member's lease announces (the target last), each kept while a key it
+    /// gave this member is still in flight.
+    claims: Vec<Ring>,
+    /// The rings the last successful write announced.
+    published: Vec<Ring>,
+    /// The other live members' claims, read after `published` was written; keys start only
+    /// when `confirmed` is the target, i.e. when this snapshot was read after the target was
+    /// announced.
+    others: Vec<(String, Claims)>,
+    confirmed: Option<Ring>,
+    /// When the last successful renewal was sent; no key starts once the renew deadline has
+    /// passed since.
+    renewed_at: Option<Instant>,
+    leaving: bool,
+    in_flight: HashMap<String, usize>,
+}
+
+pub(crate) struct Gate {
+    identity: String,
+    renew_deadline: Duration,
+    retry_period: Duration,
+    state: Mutex<State>,
+    /// Bumped whenever more keys may have become startable: a consumer adds its owned keys
+    /// again.
+    changes: watch::Sender<u64>,
+    drained: Notify,
+}
+
+/// This replica's view of its shard: which keys it owns, and a guard for each key it is
+/// working on. Cheap to clone; every clone shares the same state.
+///
+/// A key may start (see [`try_start`](Self::try_start)) only when this replica owns it on
+/// the ring over the live members, has announced that ring in its Lease, has since read that
+/// no other live member announces a ring that gives the key to that member, and has renewed
+/// its Lease within the renew deadline. A replica drops a ring from its announcement only
+/// once no key that ring gave it is in flight, so two live replicas never hold the same key.
+#[derive(Clone)]
+pub struct Shard {
+    gate: Arc<Gate>,
+}
+
+/// A key this replica is working on; dropping it ends the work. While it lives, no other live
+/// replica starts the key.
+#[must_use = "the key counts as in flight until the guard is dropped"]
+pub struct ShardGuard {
+    gate: Arc<Gate>,
+    key: String,
+}
+
+impl Shard {
+    pub(crate) fn new(identity: &str, renew_deadline: Duration, retry_period: Duration) -> Self {
+        Self {
+            gate: Arc::new(Gate {
+                identity: identity.to_owned(),
+                renew_deadline,
+                retry_period,
+                state: Mutex::new(State {
+                    target: None,
+                    claims: Vec::new(),
+                    published: Vec::new(),
+                    others: Vec::new(),
+                    confirmed: None,
+                    renewed_at: None,
+                    leaving: false,
+                    in_flight: HashMap::new(),
+                }),
+                changes: watch::Sender::new(0),
+                drained: Notify::new(),
+            }),
+        }
+    }
+
+    /// This replica's identity on the ring.
+    pub fn identity(&self) -> &str {
+        &self.gate.identity
+    }
+
+    /// Whether this replica owns `key` on the ring over the live members as it last saw them.
+    /// An owned key may still wait to start while its previous owner finishes it; use this
+    /// to filter what to queue, and [`try_start`](Self::try_start) before working on a key.
+    pub fn owns(&self, key: &str) -> bool {
+        let state = self.gate.state.lock();
+        !state.leaving
+            && state
+                .target
+                .as_ref()
+                .is_some_and(|ring| ring.is_owner(&self.gate.identity, key))
+    }
+
+    /// Marks `key` in flight if this replica may work on it now; `None` if another replica
+    /// owns it, its previous owner may still be working on it, or this replica's Lease is not
+    /// fresh. The key stays in flight until the guard is dropped.
+    pub fn try_start(&self, key: &str) -> Option<ShardGuard> {
+        let mut state = self.gate.state.lock();
+        if !self.gate.startable(&state, key) {
+            return None;
+        }
+        *state.in_flight.entry(key.to_owned()).or_default() += 1;
+        Some(ShardGuard {
+            gate: Arc::clone(&self.gate),
+            key: key.to_owned(),
+        })
+    }
+
+    /// A receiver that changes whenever keys may have moved to this replica: add every key
+    /// this replica owns (from the informer's cache) to the work queue again when it does,
+    /// so keys a departed replica held are worked on.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.gate.changes.subscribe()
+    }
+
+    /// How many keys are in flight.
+    pub fn in_flight(&self) -> usize {
+        self.gate.state.lock().in_flight.len()
+    }
+
+    /// The ring this replica acts on, once it has one.
+    pub fn ring(&self) -> Option<Ring> {
+        self.gate.state.lock().target.clone()
+    }
+
+    pub(crate) fn gate(&self) -> &Gate {
+        &self.gate
+    }
+}
+
+impl Gate {
+    pub(crate) fn retry_period(&self) -> Duration {
+        self.retry_period
+    }
+
+    fn startable(&self, state: &State, key: &str) -> bool {
+        let Some(target) = state.target.as_ref() else {
+            return false;
+        };
+        !state.leaving
+            && state.confirmed.as_ref() == Some(target)
+            && target.is_owner(&self.identity, key)
+            && state
+                .renewed_at
+                .is_some_and(|renewed| renewed.elapsed() < self.renew_deadline)
+            && !state
+                .others
+                .iter()
+                .any(|(member, claims)| claims.covers(member, key))
+    }
+
+    /// Sets the ring over the live members. Until a snapshot read after announcing it
+    /// confirms it, no key starts; keys in flight keep their rings announced.
+    pub(crate) fn set_target(&self, ring: Ring) {
+        let mut state = self.state.lock();
+        if state.target.as_ref() == Some(&ring) {
+            return;
+        }
+        state.target = Some(ring);
+        Self::prune_claims(&self.identity, &mut state);
+    }
+
+    /// The rings to announce now: the target, and every older ring that still covers a key
+    /// in flight which the target gives elsewhere.
+    pub(crate) fn claims(&self) -> Vec<Ring> {
+        let mut state = self.state.lock();
+        Self::prune_claims(&self.identity, &mut state);
+        state.claims.clone()
+    }
+
+    fn prune_claims(identity: &str, state: &mut State) {
+        let State {
+            target,
+            claims,
+            in_flight,
+            leaving,
+            ..
+        } = state;
+        let target = target.as_ref().filter(|_| !*leaving);
+        claims.retain(|ring| {
+            Some(ring) != target
+                && in_flight.keys().any(|key| {
+                    ring.is_owner(identity, key)
+                        && !target.is_some_and(|target| target.is_owner(identity, key))
+                })
+        });
+        if let Some(target) = target {
+            claims.push(target.clone());
+        }
+    }
+
+    /// Records that `claims` were written, in a request sent at `sent`.
+    pub(crate) fn published(&self, claims: Vec<Ring>, sent: Instant) {
+        let mut state = self.state.lock();
+        let was_fresh = state
+            .renewed_at
+            .is_some_and(|renewed| renewed.elapsed() < self.renew_deadline);
+        state.published = claims;
+        state.renewed_at = Some(sent);
+        drop(state);
+        if !was_fresh {
+            // Keys refused while the Lease was stale may start again.
+            self.changes.send_modify(|epoch| *epoch += 1);
+        }
+    }
+
+    /// Records the other live members' claims, read after the last successful write; keys
+    /// the target gives this member may start unless another claims them.
+    pub(crate) fn observed(&self, others: Vec<(String, Claims)>) {
+        let mut state = self.state.lock();
+        let confirmed = state
+            .target
+            .clone()
+            .filter(|target| state.published.contains(target));
+        if state.others == others && state.confirmed == confirmed {
+            return;
+        }
+        state.others = others;
+        state.confirmed = confirmed;
+        drop(state);
+        self.changes.send_modify(|epoch| *epoch += 1);
+    }
+
+    /// Stops starting keys, for good.
+    pub(crate) fn leave(&self) {
+        let mut state = self.state.lock();
+        state.leaving = true;
+        Self::prune_claims(&self.identity, &mut state);
+    }
+
+    /// Waits until no key is in flight.
+    pub(crate) async fn drained(&self) {
+        loop {
+            let notified = self.drained.notified();
+            if self.state.lock().in_flight.is_empty() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn finish(&self, key: &str) {
+        let mut state = self.state.lock();
+        if let Some(count) = state.in_flight.get_mut(key) {
+            *count -= 1;
+            if *count == 0 {
+                state.in_flight.remove(key);
+            }
+        }
+        if state.in_flight.is_empty() {
+            self.drained.notify_waiters();
+        }
+    }
+}
+
+impl ShardGuard {
+    /// The key in flight.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
+
+impl Drop for ShardGuard {
+    fn drop(&mut self) {
+        self.gate.finish(&self.key);
+    }
+}
+
+impl fmt::Debug for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.gate.state.lock();
+        f.debug_struct("Shard")
+            .field("identity", &self.gate.identity)
+            .field("ring", &state.target)
+            .field("claims", &state.claims)
+            .field("in_flight", &state.in_flight.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for ShardGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShardGuard")
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEADLINE: Duration = Duration::from_millis(600);
+
+    fn shard() -> Shard {
+        Shard::new("me", DEADLINE, Duration::from_millis(100))
+    }
+
+    fn ring(members: &[&str]) -> Ring {
+        Ring::new(members.iter().copied(), 64)
+    }
+
+    /// A key `ring` gives to `member`.
+    fn key_of(ring: &Ring, member: &str) -> String {
+        (0..)
+            .map(|i| format!("ns/object-{i}"))
+            .find(|key| ring.is_owner(member, key))
+            .expect("every member owns some key")
+    }
+
+    /// One round of the member loop: announce the claims, then read the others'.
+    fn round(shard: &Shard, target: &Ring, others: Vec<(String, Claims)>) {
+        let gate = shard.gate();
+        gate.set_target(target.clone());
+        gate.published(gate.claims(), Instant::now());
+        gate.observed(others);
+    }
+
+    #[tokio::test]
+    async fn a_key_starts_only_once_its_ring_is_announced_and_the_others_read() {
+        let shard = shard();
+        let target = ring(&["me"]);
+        let gate = shard.gate();
+        gate.set_target(target);
+        assert!(shard.owns("ns/a"));
+        assert!(
+            shard.try_start("ns/a").is_none(),
+            "started before announcing"
+        );
+        gate.published(gate.claims(), Instant::now());
+        assert!(
+            shard.try_start("ns/a").is_none(),
+            "started before reading the others"
+        );
+        gate.observed(Vec::new());
+        assert!(shard.try_start("ns/a").is_some());
+        // A new ring closes the gate again until it too is announced and confirmed.
+        gate.set_target(ring(&["me", "other"]));
+        let still_mine = key_of(&ring(&["me", "other"]), "me");
+        assert!(shard.try_start(&still_mine).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_key_another_member_still_announces_waits_for_it_to_drop_the_claim() {
+        let shard = shard();
+        let both = ring(&["me", "other"]);
+        let moving = key_of(&both, "me");
+        // `other` still acts on the ring without `me`, which gives it every key.
+        let before = vec![("other".to_owned(), Claims::Rings(vec![ring(&["other"])]))];
+        round(&shard, &both, before);
+        assert!(shard.owns(&moving));
+        assert!(
+            shard.try_start(&moving).is_none(),
+            "started a key another still holds"
+        );
+        let mut changes = shard.changes();
+        changes.borrow_and_update();
+        round(
+            &shard,
+            &both,
+            vec![("other".to_owned(), Claims::Rings(vec![both.clone()]))],
+        );
+        assert!(
+            changes.has_changed().unwrap(),
+            "the consumer is told to queue its keys again"
+        );
+        assert!(shard.try_start(&moving).is_some());
+        // Claims that do not parse hold every key back.
+        round(
+            &shard,
+            &both,
+            vec![("other".to_owned(), Claims::Everything)],
+        );
+        assert!(shard.try_start(&moving).is_none());
+    }
+
+    #[tokio::test]
+    async fn an_old_ring_stays_announced_while_a_key_it_gave_is_in_flight() {
+        let shard = shard();
+        let alone = ring(&["me"]);
+        let joined = ring(&["me", "newcomer"]);
+        let leaving = key_of(&joined, "newcomer");
+        round(&shard, &alone, Vec::new());
+        let guard = shard.try_start(&leaving).expect("alone, every key is mine");
+        shard.gate().set_target(joined.clone());
+        assert!(!shard.owns(&leaving));
+        assert_eq!(shard.gate().claims(), vec![alone, joined.clone()]);
+        drop(guard);
+        assert_eq!(shard.gate().claims(), vec![joined]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_starts_once_the_renew_deadline_has_passed_since_the_last_renewal() {
+        let shard = shard();
+        let alone = ring(&["me"]);
+        round(&shard, &alone, Vec::new());
+        assert!(shard.try_start("ns/a").is_some());
+        tokio::time::advance(DEADLINE).await;
+        assert!(
+            shard.try_start("ns/a").is_none(),
+            "started on a stale lease"
+        );
+        let mut changes = shard.changes();
+        changes.borrow_and_update();
+        shard
+            .gate()
+            .published(shard.gate().claims(), Instant::now());
+        assert!(
+            changes.has_changed().unwrap(),
+            "keys refused meanwhile are queued again"
+        );
+        assert!(shard.try_start("ns/a").is_some());
+    }
+
+    #[tokio::test]
+    async fn a_leaving_member_starts_nothing_and_announces_only_what_is_in_flight() {
+        let shard = shard();
+        let alone = ring(&["me"]);
+        round(&shard, &alone, Vec::new());
+        let guard = shard.try_start("ns/a").expect("mine");
+        shard.gate().leave();
+        assert!(!shard.owns("ns/b"));
+        assert!(shard.try_start("ns/b").is_none());
+        assert_eq!(shard.gate().claims(), vec![alone]);
+        drop(guard);
+        assert!(shard.gate().claims().is_empty());
+        tokio::time::timeout(Duration::from_secs(5), shard.gate().drained())
+            .await
+            .expect("drained once the last guard is dropped");
+    }
+}

@@ -1,0 +1,149 @@
+//! [`ShardedQueue`]: a rate-limited work queue that hands out only this replica's keys.
+
+use std::{fmt, hash::Hash, time::Duration};
+
+use kinformer_workqueue::RateLimitingQueue;
+
+use super::{Shard, ShardGuard};
+
+/// A [`RateLimitingQueue`] behind a [`Shard`]: keys this replica does not own are not
+/// queued, and [`get`](Self::get) hands out a key only with the [`ShardGuard`] that proves no
+/// other live replica works on it. A key this replica owns but may not start yet (its
+/// previous owner still has it) is queued again after the hand-off delay.
+///
+/// ```no_run
+/// use kinformer_leaderelection::shard::{Shard, ShardedQueue};
+/// use kinformer_workqueue::{QueueOptions, RateLimitingQueue, default_controller_rate_limiter};
+///
+/// # async fn doc(shard: Shard) {
+/// let queue = ShardedQueue::new(
+///     RateLimitingQueue::new(default_controller_rate_limiter(), QueueOptions::named("web")),
+///     shard,
+/// );
+/// queue.add("default/web".to_owned());
+/// while let Some((key, guard)) = queue.get().await {
+///     // Reconcile `key`: no other live replica works on it until `guard` is dropped.
+///     queue.forget(&key);
+///     queue.done(&key, guard);
+/// }
+/// # }
+/// ```
+pub struct ShardedQueue<T> {
+    queue: RateLimitingQueue<T>,
+    shard: Shard,
+    hand_off_delay: Duration,
+}
+
+impl<T> ShardedQueue<T>
+where
+    T: AsRef<str> + Clone + Eq + Hash + Send + Sync + 'static,
+{
+    /// `queue`, gated by `shard`.
+    pub fn new(queue: RateLimitingQueue<T>, shard: Shard) -> Self {
+        let hand_off_delay = shard.gate().retry_period();
+        Self {
+            queue,
+            shard,
+            hand_off_delay,
+        }
+    }
+
+    /// Queues `item` if this replica owns it.
+    pub fn add(&self, item: T) {
+        if self.shard.owns(item.as_ref()) {
+            self.queue.add(item);
+        }
+    }
+
+    /// Queues `item` after the rate limiter's delay, if this replica owns it.
+    pub fn add_rate_limited(&self, item: T) {
+        if self.shard.owns(item.as_ref()) {
+            self.queue.add_rate_limited(item);
+        }
+    }
+
+    /// Queues `item` after `delay`, if this replica owns it.
+    pub fn add_after(&self, item: T, delay: Duration) {
+        if self.shard.owns(item.as_ref()) {
+            self.queue.add_after(item, delay);
+        }
+    }
+
+    /// The next key this replica may work on, with its guard; `None` once the queue is shut
+    /// down and drained. Keys that moved to another replica since they were queued are
+    /// dropped; keys still being handed over are queued again after the hand-off delay.
+    pub async fn get(&self) -> Option<(T, ShardGuard)> {
+        loop {
+            let item = self.queue.get().await?;
+            if let Some(guard) = self.shard.try_start(item.as_ref()) {
+                return Some((item, guard));
+            }
+            let owned = self.shard.owns(item.as_ref());
+            self.queue.done(&item);
+            if owned {
+                self.queue.add_after(item, self.hand_off_delay);
+            } else {
+                self.queue.forget(&item);
+            }
+        }
+    }
+
+    /// Marks `item` done and ends its guard, so another replica may take it.
+    pub fn done(&self, item: &T, guard: ShardGuard) {
+        self.queue.done(item);
+        drop(guard);
+    }
+
+    /// Clears `item`'s retry count.
+    pub fn forget(&self, item: &T) {
+        self.queue.forget(item);
+    }
+
+    /// How often `item` was requeued with a rate limit.
+    pub fn num_requeues(&self, item: &T) -> usize {
+        self.queue.num_requeues(item)
+    }
+
+    /// Keys waiting to be handed out.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether no key waits.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Shuts the queue down (see [`RateLimitingQueue::shut_down`]).
+    pub fn shut_down(&self) {
+        self.queue.shut_down();
+    }
+
+    /// Shuts down once the keys in hand are done (see
+    /// [`RateLimitingQueue::shut_down_with_drain`]).
+    pub async fn shut_down_with_drain(&self) {
+        self.queue.shut_down_with_drain().await;
+    }
+
+    /// The queue behind the gate.
+    pub fn queue(&self) -> &RateLimitingQueue<T> {
+        &self.queue
+    }
+
+    /// The gate.
+    pub fn shard(&self) -> &Shard {
+        &self.shard
+    }
+}
+
+impl<T> fmt::Debug for ShardedQueue<T>
+where
+    T: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShardedQueue")
+            .field("name", &self.queue.name())
+            .field("shard", &self.shard)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,274 @@
+//! [`Ring`]: a consistent-hash ring over a shard group's members.
+
+use std::{fmt, sync::Arc};
+
+/// How many points each member puts on the ring unless told otherwise. With 512 the share a
+/// member owns is within about 5% of an equal share (one standard deviation), and a ring of
+/// 100 members is 51,200 points: 800 KiB, built once per membership change.
+pub const DEFAULT_VIRTUAL_NODES: u32 = 512;
+
+/// A consistent-hash ring: each member owns the keys whose hash falls after one of its
+/// points, up to the next point of any member. Adding or removing a member moves only the
+/// keys between its points and their neighbours: about one member's share.
+///
+/// The hash is fixed (FNV-1a with a 64-bit finalizer), not Rust's randomly seeded one, so
+/// every replica, on every version of this crate, computes the same owner for a key from
+/// the same members. A ring is described by its text form, `512:replica-a,replica-b`: the
+/// number of points per member and the members, sorted, which is how members publish the
+/// rings they act on.
+///
+/// ```
+/// use kinformer_leaderelection::shard::Ring;
+///
+/// let ring = Ring::new(["replica-b", "replica-a", "replica-c"], 512);
+/// let owner = ring.owner("default/web").expect("a ring with members owns every key");
+/// assert!(ring.members().iter().any(|member| member == owner));
+/// assert_eq!(ring.to_string(), "512:replica-a,replica-b,replica-c");
+/// assert_eq!("512:replica-a,replica-b,replica-c".parse::<Ring>().unwrap(), ring);
+/// ```
+#[derive(Clone)]
+pub struct Ring {
+    members: Arc<[String]>,
+    virtual_nodes: u32,
+    /// `(point, index into members)`, sorted by point.
+    points: Arc<[(u64, u32)]>,
+}
+
+impl Ring {
+    /// The ring over `members` (duplicates count once), with `virtual_nodes` points each (at
+    /// least one).
+    pub fn new<I, S>(members: I, virtual_nodes: u32) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut members: Vec<String> = members.into_iter().map(Into::into).collect();
+        members.sort_unstable();
+        members.dedup();
+        let virtual_nodes = virtual_nodes.max(1);
+        let mut points = Vec::with_capacity(members.len() * virtual_nodes as usize);
+        for (index, member) in (0_u32..).zip(&members) {
+            for node in 0..virtual_nodes {
+                points.push((point_hash(member, node), index));
+            }
+        }
+        // Ties (vanishingly rare) go to the member that sorts first, on every replica alike.
+        points.sort_unstable();
+        Self {
+            members: members.into(),
+            virtual_nodes,
+            points: points.into(),
+        }
+    }
+
+    /// The members, sorted.
+    pub fn members(&self) -> &[String] {
+        &self.members
+    }
+
+    /// Points per member.
+    pub fn virtual_nodes(&self) -> u32 {
+        self.virtual_nodes
+    }
+
+    /// Whether the ring has no members (and so owns nothing).
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The member that owns `key`; `None` only for a ring without members.
+    pub fn owner(&self, key: &str) -> Option<&str> {
+        if self.points.is_empty() {
+            return None;
+        }
+        let hash = key_hash(key);
+        let at = self.points.partition_point(|&(point, _)| point < hash);
+        let (_, member) = self.points[at % self.points.len()];
+        Some(&self.members[member as usize])
+    }
+
+    /// Whether `member` owns `key`.
+    pub fn is_owner(&self, member: &str, key: &str) -> bool {
+        self.owner(key) == Some(member)
+    }
+}
+
+impl PartialEq for Ring {
+    fn eq(&self, other: &Self) -> bool {
+        self.virtual_nodes == other.virtual_nodes && self.members == other.members
+    }
+}
+
+impl Eq for Ring {}
+
+impl fmt::Debug for Ring {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Ring({self})")
+    }
+}
+
+impl fmt::Display for Ring {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.virtual_nodes, self.members.join(","))
+    }
+}
+
+/// A ring's text form did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a ring (`<points per member>:<member>,<member>...`): {text:?}")]
+pub struct ParseRingError {
+    text: String,
+}
+
+impl std::str::FromStr for Ring {
+    type Err = ParseRingError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let error = || ParseRingError {
+            text: text.to_owned(),
+        };
+        let (nodes, members) = text.split_once(':').ok_or_else(error)?;
+        let virtual_nodes: u32 = nodes.parse().map_err(|_| error())?;
+        if virtual_nodes == 0 {
+            return Err(error());
+        }
+        let members: Vec<&str> = if members.is_empty() {
+            Vec::new()
+        } else {
+            members.split(',').collect()
+        };
+        if members.iter().any(|member| !super::is_member_name(member)) {
+            return Err(error());
+        }
+        Ok(Self::new(members, virtual_nodes))
+    }
+}
+
+/// FNV-1a, then the 64-bit finalizer of MurmurHash3 so that near-identical inputs (the
+/// points of one member differ in their last bytes) spread over the whole ring.
+fn hash_bytes(parts: &[&[u8]]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &byte in *part {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    hash ^ (hash >> 33)
+}
+
+fn key_hash(key: &str) -> u64 {
+    hash_bytes(&[key.as_bytes()])
+}
+
+fn point_hash(member: &str, node: u32) -> u64 {
+    hash_bytes(&[member.as_bytes(), b"#", &node.to_le_bytes()])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn keys(count: usize) -> Vec<String> {
+        (0..count)
+            .map(|i| format!("namespace-{}/object-{i}", i % 7))
+            .collect()
+    }
+
+    fn shares(ring: &Ring, keys: &[String]) -> HashMap<String, usize> {
+        let mut shares = HashMap::new();
+        for key in keys {
+            *shares
+                .entry(ring.owner(key).unwrap().to_owned())
+                .or_default() += 1;
+        }
+        shares
+    }
+
+    #[test]
+    fn every_member_owns_close_to_an_equal_share() {
+        let keys = keys(30_000);
+        for size in [2, 3, 5, 10] {
+            let members: Vec<String> = (0..size).map(|i| format!("replica-{i}")).collect();
+            let ring = Ring::new(members.clone(), DEFAULT_VIRTUAL_NODES);
+            let shares = shares(&ring, &keys);
+            let equal = keys.len() as f64 / f64::from(size);
+            for member in &members {
+                let share = shares.get(member).copied().unwrap_or(0) as f64;
+                assert!(
+                    (share / equal - 1.0).abs() < 0.15,
+                    "{member} owns {share} of {} keys among {size}: {shares:?}",
+                    keys.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_join_or_a_leave_moves_only_the_changed_member_keys() {
+        let keys = keys(20_000);
+        let before = Ring::new(["a", "b", "c"], DEFAULT_VIRTUAL_NODES);
+        let joined = Ring::new(["a", "b", "c", "d"], DEFAULT_VIRTUAL_NODES);
+        let left = Ring::new(["a", "c"], DEFAULT_VIRTUAL_NODES);
+        for key in &keys {
+            let owner = before.owner(key).unwrap();
+            let after_join = joined.owner(key).unwrap();
+            assert!(
+                after_join == owner || after_join == "d",
+                "{key} moved {owner} -> {after_join}"
+            );
+            if owner != "b" {
+                assert_eq!(
+                    left.owner(key),
+                    Some(owner),
+                    "{key} moved though its owner stayed"
+                );
+            }
+        }
+        let moved = keys
+            .iter()
+            .filter(|key| joined.owner(key) == Some("d"))
+            .count();
+        assert!(
+            (3_500..6_500).contains(&moved),
+            "{moved} of 20000 keys moved to a fourth member"
+        );
+    }
+
+    #[test]
+    fn the_owner_is_the_same_however_the_members_are_listed() {
+        let one = Ring::new(["c", "a", "b", "a"], 64);
+        let other = Ring::new(["b", "c", "a"], 64);
+        assert_eq!(one, other);
+        for key in keys(1_000) {
+            assert_eq!(one.owner(&key), other.owner(&key));
+        }
+        // The hash is fixed: these owners are what every replica and every version computes.
+        let fixed = Ring::new(["replica-a", "replica-b", "replica-c"], 512);
+        let owners: Vec<&str> = ["default/web", "kube-system/dns", "a/b"]
+            .iter()
+            .map(|key| fixed.owner(key).unwrap())
+            .collect();
+        assert_eq!(owners, FIXED_OWNERS);
+    }
+
+    /// What [`Ring::owner`] answers in `the_owner_is_the_same_however_the_members_are_listed`.
+    const FIXED_OWNERS: [&str; 3] = ["replica-c", "replica-b", "replica-b"];
+
+    #[test]
+    fn text_form_round_trips_and_bad_text_is_refused() {
+        let ring = Ring::new(["x", "y"], 7);
+        assert_eq!(ring.to_string().parse::<Ring>(), Ok(ring));
+        assert_eq!("3:".parse::<Ring>().map(|ring| ring.is_empty()), Ok(true));
+        for bad in ["", "x,y", "0:x", "-1:x", "3:x,,y", "3:X", "3:x;y"] {
+            assert!(bad.parse::<Ring>().is_err(), "{bad:?} parsed");
+        }
+        assert_eq!(Ring::new(Vec::<String>::new(), 5).owner("k"), None);
+    }
+}
