@@ -13,9 +13,10 @@
     reason = "e2e_support serves every e2e binary; this one uses part of it"
 )]
 mod e2e_support;
+#[path = "e2e_support/processes.rs"]
+mod processes;
 
 use std::{
-    process::{Child, Command, Stdio},
     sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
@@ -27,8 +28,8 @@ use kinformer::leaderelection::{LeaderElector, LeaderElectorOptions, LeadershipE
 use kube_client::{
     Api,
     api::{WatchEvent, WatchParams},
-    config::{KubeConfigOptions, Kubeconfig},
 };
+use processes::Children;
 
 const CANDIDATE: &str = "KINFORMER_E2E_CANDIDATE";
 const CANDIDATE_NAMESPACE: &str = "KINFORMER_E2E_CANDIDATE_NAMESPACE";
@@ -52,14 +53,7 @@ fn options() -> LeaderElectorOptions {
 /// A candidate process: competes until killed.
 async fn candidate(identity: String) {
     let namespace = std::env::var(CANDIDATE_NAMESPACE).expect("the namespace to compete in");
-    let path = std::env::var(CANDIDATE_KUBECONFIG).expect("the kubeconfig to use");
-    let kubeconfig = Kubeconfig::read_from(&path).expect("the kubeconfig parses");
-    let mut config =
-        kube_client::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .expect("a client configuration");
-    config.default_retry = false;
-    let client = kube_client::Client::try_from(config).expect("a client");
+    let client = processes::client_from(&processes::path_from_env(CANDIDATE_KUBECONFIG)).await;
     loop {
         let (elector, mut events) =
             LeaderElector::new(client.clone(), &namespace, LEASE, &identity, options())
@@ -75,56 +69,6 @@ async fn candidate(identity: String) {
             }
         }
         let _ = running.await;
-    }
-}
-
-/// Candidate processes, SIGKILLed when dropped.
-struct Candidates {
-    kubeconfig: std::path::PathBuf,
-    namespace: String,
-    running: Vec<(String, Child)>,
-    started: usize,
-}
-
-impl Candidates {
-    fn spawn(&mut self) {
-        self.started += 1;
-        let identity = format!("candidate-{}", self.started);
-        let child = Command::new(std::env::current_exe().expect("this test binary"))
-            .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
-            .env(CANDIDATE, &identity)
-            .env(CANDIDATE_NAMESPACE, &self.namespace)
-            .env(CANDIDATE_KUBECONFIG, &self.kubeconfig)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("a candidate process starts");
-        self.running.push((identity, child));
-    }
-
-    fn kill(&mut self, identity: &str) {
-        let index = self
-            .running
-            .iter()
-            .position(|(name, _)| name == identity)
-            .expect("a live candidate");
-        let (_, mut child) = self.running.swap_remove(index);
-        child.kill().expect("SIGKILL is delivered");
-        child.wait().expect("the killed candidate is reaped");
-    }
-
-    fn is_running(&self, identity: &str) -> bool {
-        self.running.iter().any(|(name, _)| name == identity)
-    }
-}
-
-impl Drop for Candidates {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.running {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }
 
@@ -204,21 +148,28 @@ async fn the_leader_is_killed_again_and_again_and_tenures_never_overlap() {
         let history = Arc::new(Mutex::new(Vec::new()));
         let recorder = tokio::spawn(record_history(leases.clone(), Arc::clone(&history)));
         let kubeconfig = ctx.backend.kubeconfig_file();
-        let mut candidates = Candidates {
-            kubeconfig: kubeconfig.clone(),
-            namespace: ctx.namespace.clone(),
-            running: Vec::new(),
-            started: 0,
+        let mut candidates = Children::new(
+            TEST,
+            CANDIDATE,
+            vec![
+                (CANDIDATE_NAMESPACE, ctx.namespace.clone()),
+                (CANDIDATE_KUBECONFIG, kubeconfig.display().to_string()),
+            ],
+        );
+        let mut started = 0;
+        let mut spawn = |candidates: &mut Children| {
+            started += 1;
+            candidates.spawn(&format!("candidate-{started}"));
         };
         for _ in 0..3 {
-            candidates.spawn();
+            spawn(&mut candidates);
         }
         let mut killed = Vec::new();
         for _ in 0..kills {
             let leader = live_holder(&leases, &candidates, &killed).await;
             candidates.kill(&leader);
             killed.push(leader);
-            candidates.spawn();
+            spawn(&mut candidates);
         }
         live_holder(&leases, &candidates, &killed).await;
         drop(candidates);
@@ -263,15 +214,11 @@ async fn the_leader_is_killed_again_and_again_and_tenures_never_overlap() {
 }
 
 /// Waits until a live candidate, not one killed, holds the Lease; returns its identity.
-async fn live_holder(leases: &Api<Lease>, candidates: &Candidates, killed: &[String]) -> String {
+async fn live_holder(leases: &Api<Lease>, candidates: &Children, killed: &[String]) -> String {
     let holder = Arc::new(Mutex::new(String::new()));
     eventually("a live candidate holds the lease", PATIENCE, || {
         let (leases, holder) = (leases.clone(), Arc::clone(&holder));
-        let live: Vec<String> = candidates
-            .running
-            .iter()
-            .map(|(name, _)| name.clone())
-            .collect();
+        let live = candidates.identities();
         let killed = killed.to_vec();
         async move {
             let lease = leases
@@ -295,6 +242,6 @@ async fn live_holder(leases: &Api<Lease>, candidates: &Candidates, killed: &[Str
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
-    assert!(candidates.is_running(&holder));
+    assert!(candidates.identities().contains(&holder));
     holder
 }
