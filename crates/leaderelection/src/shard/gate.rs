@@ -52,6 +52,8 @@ struct State {
 
 pub(crate) struct Gate {
     identity: String,
+    /// A replica that runs alone: every key is its own, nothing is announced.
+    alone: bool,
     renew_deadline: Duration,
     retry_period: Duration,
     state: Mutex<State>,
@@ -84,9 +86,36 @@ pub struct ShardGuard {
 
 impl Shard {
     pub(crate) fn new(identity: &str, renew_deadline: Duration, retry_period: Duration) -> Self {
+        Self::build(identity, false, renew_deadline, retry_period)
+    }
+
+    /// The shard of a replica that runs alone: it owns and may start every key, and keeps no
+    /// Lease. Code written against a [`Shard`] (a [`ShardedQueue`](super::ShardedQueue), say)
+    /// then runs with sharding on or off unchanged.
+    ///
+    /// ```
+    /// use kinformer_leaderelection::shard::Shard;
+    ///
+    /// let shard = Shard::alone();
+    /// assert!(shard.owns("default/web"));
+    /// let guard = shard.try_start("default/web").expect("every key is this replica's");
+    /// assert_eq!(shard.in_flight(), 1);
+    /// drop(guard);
+    /// ```
+    pub fn alone() -> Self {
+        Self::build("", true, Duration::MAX, Duration::from_secs(1))
+    }
+
+    fn build(
+        identity: &str,
+        alone: bool,
+        renew_deadline: Duration,
+        retry_period: Duration,
+    ) -> Self {
         Self {
             gate: Arc::new(Gate {
                 identity: identity.to_owned(),
+                alone,
                 renew_deadline,
                 retry_period,
                 state: Mutex::new(State {
@@ -116,10 +145,11 @@ impl Shard {
     pub fn owns(&self, key: &str) -> bool {
         let state = self.gate.state.lock();
         !state.leaving
-            && state
-                .target
-                .as_ref()
-                .is_some_and(|ring| ring.is_owner(&self.gate.identity, key))
+            && (self.gate.alone
+                || state
+                    .target
+                    .as_ref()
+                    .is_some_and(|ring| ring.is_owner(&self.gate.identity, key)))
     }
 
     /// Marks `key` in flight if this replica may work on it now; `None` if another replica
@@ -165,6 +195,9 @@ impl Gate {
     }
 
     fn startable(&self, state: &State, key: &str) -> bool {
+        if self.alone {
+            return !state.leaving;
+        }
         let Some(target) = state.target.as_ref() else {
             return false;
         };

@@ -9,7 +9,8 @@ use super::{Shard, ShardGuard};
 /// A [`RateLimitingQueue`] behind a [`Shard`]: keys this replica does not own are not
 /// queued, and [`get`](Self::get) hands out a key only with the [`ShardGuard`] that proves no
 /// other live replica works on it. A key this replica owns but may not start yet (its
-/// previous owner still has it) is queued again after the hand-off delay.
+/// previous owner still has it) is queued again after the hand-off delay. Clones share the
+/// queue and the gate, as the queue's own clones do.
 ///
 /// ```no_run
 /// use kinformer_leaderelection::shard::{Shard, ShardedQueue};
@@ -133,6 +134,16 @@ where
     /// The gate.
     pub fn shard(&self) -> &Shard {
         &self.shard
+    }
+}
+
+impl<T> Clone for ShardedQueue<T> {
+    fn clone(&self) -> Self {
+        Self {
+            queue: self.queue.clone(),
+            shard: self.shard.clone(),
+            hand_off_delay: self.hand_off_delay,
+        }
     }
 }
 
