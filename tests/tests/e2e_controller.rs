@@ -93,8 +93,14 @@ async fn the_workqueue_controller_labels_every_deployment_with_the_ready_pods_th
                 .resync_for::<Deployment>(RESYNC),
         );
         let mut registry = prometheus_client::registry::Registry::default();
-        let controller = ReadyPodsController::new(&factory, client.clone(), RESYNC, &mut registry)
-            .expect("the controller registers its handlers");
+        let controller = ReadyPodsController::new(
+            &factory,
+            client.clone(),
+            RESYNC,
+            &mut registry,
+            kinformer::leaderelection::shard::Shard::alone(),
+        )
+        .expect("the controller registers its handlers");
         factory.start().expect("the factory starts");
         let synced = factory.wait_for_cache_sync_timeout(CONVERGE).await;
         assert!(synced.values().all(|&synced| synced), "caches: {synced:?}");

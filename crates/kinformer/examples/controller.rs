@@ -7,6 +7,8 @@
 //! cargo run -p kinformer --example controller -- --fake          # the fake one even with a kubeconfig
 //! cargo run -p kinformer --example controller -- --workers 8 --namespace team-a
 //! cargo run -p kinformer --example controller -- --operations 127.0.0.1:9090  # fixed port
+//! cargo run -p kinformer --example controller -- --replicas 3    # three sharded replicas
+//! cargo run -p kinformer --example controller -- --identity a    # one replica of several processes
 //! ```
 //!
 //! It serves `/metrics` (the factory's informers and the work queue, under client-go's
@@ -14,7 +16,7 @@
 //!
 //! The shape is client-go's: one [`SharedInformerFactory`] informs Deployments and Pods; event
 //! handlers turn every relevant change into the key (`namespace/name`) of the Deployment it
-//! concerns and add it to a [`RateLimitingQueue`]; N workers take keys out, read the Deployment
+//! concerns and add it to a [`RateLimitingQueue`] (behind a [`ShardedQueue`]); N workers take keys out, read the Deployment
 //! and its Pods from the listers (never from the API server), and merge-patch the label through
 //! kube-client only when it is wrong. A failed write goes back into the queue after the rate
 //! limiter's delay; shutdown lets the workers finish the keys in hand, then stops the informers.
@@ -25,13 +27,25 @@
 //! flipping readiness, replacing Pods and failing the odd PATCH with a 500 so there is something
 //! to reconcile and retry.
 //!
+//! Several replicas split the Deployments between them with kinformer's sharding: each
+//! replica keeps a Lease in the `ready-pods` shard group, and its queue is a [`ShardedQueue`]
+//! that hands out only the Deployments the ring over the live replicas gives it, never one
+//! another live replica is working on. `--replicas 3` runs three such replicas in this process
+//! (each with its own informers, as separate processes would have); `--identity NAME` makes
+//! this process one replica, for running several processes. When a replica joins or leaves,
+//! the others' queues take its Deployments over.
+//!
 //! `tests/controller.rs` runs this very file's controller against churn and checks that it
-//! converges.
+//! converges, alone and as three sharded replicas.
 
 #![allow(clippy::print_stdout, reason = "an example reports on the terminal")]
 
+#[path = "support/fake_cluster.rs"]
+pub(crate) mod fake_cluster;
 #[path = "support/operations.rs"]
 pub(crate) mod operations;
+#[path = "support/replica.rs"]
+mod replica;
 #[path = "support/mod.rs"]
 mod support;
 
@@ -43,6 +57,7 @@ use std::{
 
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use kinformer::{
+    leaderelection::shard::{Shard, ShardedQueue},
     prelude::*,
     store::{object_key, split_key},
     workqueue::PrometheusMetrics,
@@ -57,6 +72,8 @@ use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio::task::JoinSet;
 
+use self::replica::Replica;
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The label the controller owns on every Deployment it reconciles.
@@ -70,6 +87,9 @@ const DEFAULT_RESYNC: Duration = Duration::from_secs(30);
 /// client-go's DeploymentController does (`maxRetries`), so one broken object cannot keep a
 /// worker busy forever.
 const MAX_RETRIES: usize = 15;
+
+/// The shard group the replicas of this controller split the Deployments in.
+const SHARD_GROUP: &str = "ready-pods";
 
 /// The field manager the API server records for the controller's writes.
 const FIELD_MANAGER: &str = "kinformer-ready-pods";
@@ -117,18 +137,36 @@ async fn main() -> Result<(), BoxError> {
     };
 
     // The Deployment informer resyncs so that the handler's resync period takes effect.
-    let mut options = FactoryOptions::default()
-        .drop_managed_fields()
-        .resync_for::<Deployment>(DEFAULT_RESYNC);
-    if let Some(namespace) = namespace {
-        options = options.namespace(namespace);
+    let factory_options = || {
+        let options = FactoryOptions::default()
+            .drop_managed_fields()
+            .resync_for::<Deployment>(DEFAULT_RESYNC);
+        match &namespace {
+            Some(namespace) => options.namespace(namespace.clone()),
+            None => options,
+        }
+    };
+    // Sharding: `--replicas N` runs N replicas here, `--identity NAME` makes this process one
+    // replica among others; their Leases live in the namespace they label.
+    let lease_namespace = namespace.clone().unwrap_or_else(|| "default".to_owned());
+    let identities: Vec<Option<String>> = match (&args.identity, args.replicas) {
+        (Some(identity), _) => vec![Some(identity.clone())],
+        (None, 1) => vec![None],
+        (None, replicas) => (0..replicas)
+            .map(|i| Some(format!("replica-{i}")))
+            .collect(),
+    };
+    let mut replicas = Vec::new();
+    for identity in identities {
+        replicas.push(Replica::start(
+            &client,
+            factory_options(),
+            &lease_namespace,
+            identity,
+        )?);
     }
-    let factory = SharedInformerFactory::new(client.clone(), options);
-    let mut registry = Registry::default();
-    factory.register_metrics(&mut registry);
-    let controller = ReadyPodsController::new(&factory, client, DEFAULT_RESYNC, &mut registry)?;
 
-    // /metrics and /healthz for operators.
+    // /metrics and /healthz for operators (of the first replica, when there are several).
     let listener = tokio::net::TcpListener::bind(&args.operations).await?;
     println!(
         "serving /metrics and /healthz at http://{}",
@@ -137,33 +175,42 @@ async fn main() -> Result<(), BoxError> {
     let stop_operations = CancellationToken::new();
     tokio::spawn(operations::serve(
         listener,
-        Arc::new(registry),
-        factory.clone(),
+        Arc::clone(&replicas[0].registry),
+        replicas[0].factory.clone(),
         stop_operations.clone(),
     ));
 
     let started = Instant::now();
-    factory.start()?;
-    let synced = factory
-        .wait_for_cache_sync_timeout(Duration::from_secs(60))
-        .await;
-    if !synced.values().all(|&synced| synced) {
-        stop_churn.cancel();
-        factory.shutdown().await;
-        return Err("the informers did not sync within 60s".into());
+    for replica in &replicas {
+        replica.factory.start()?;
+        let synced = replica
+            .factory
+            .wait_for_cache_sync_timeout(Duration::from_secs(60))
+            .await;
+        if !synced.values().all(|&synced| synced) {
+            stop_churn.cancel();
+            for replica in replicas {
+                replica.stop().await;
+            }
+            return Err("the informers did not sync within 60s".into());
+        }
     }
     println!(
-        "caches synced after {:.0?}; starting {} workers",
+        "caches synced after {:.0?}; starting {} workers in each of {} replicas",
         started.elapsed(),
-        args.workers
+        args.workers,
+        replicas.len()
     );
 
     let stop = CancellationToken::new();
-    let workers = tokio::spawn(controller.clone().run(args.workers, stop.clone()));
+    let mut workers = JoinSet::new();
+    for replica in &replicas {
+        workers.spawn(replica.controller.clone().run(args.workers, stop.clone()));
+    }
 
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.tick().await;
-    let mut previous = controller.counters().snapshot();
+    let mut previous = Replica::total(&replicas);
     // One Ctrl-C listener for the whole loop, so a press between two ticks is not lost.
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -172,8 +219,14 @@ async fn main() -> Result<(), BoxError> {
             _ = ticker.tick() => {}
             _ = &mut ctrl_c => { println!("Ctrl-C"); break; }
         }
-        let now = controller.counters().snapshot();
-        let (in_sync, total) = controller.in_sync();
+        let now = Replica::total(&replicas);
+        let (in_sync, total) = replicas[0].controller.in_sync();
+        let queued: usize = replicas
+            .iter()
+            .map(|replica| {
+                replica.controller.queue().len() + replica.controller.queue().waiting_len()
+            })
+            .sum();
         println!(
             "{:>4.0}s | reconciled {:>5} (+{:>3}) | patched {:>4} (+{:>3}) | retried {:>3} | dropped {} | queued {:>3} | {in_sync}/{total} Deployments labelled right",
             started.elapsed().as_secs_f64(),
@@ -183,30 +236,47 @@ async fn main() -> Result<(), BoxError> {
             now.patches - previous.patches,
             now.retries,
             now.dropped,
-            controller.queue().len() + controller.queue().waiting_len(),
+            queued,
         );
+        if replicas.len() > 1 {
+            let shares: Vec<String> = replicas
+                .iter()
+                .map(|replica| {
+                    format!(
+                        "{} reconciled {}",
+                        replica.controller.shard().identity(),
+                        replica.controller.counters().snapshot().reconciles
+                    )
+                })
+                .collect();
+            println!("      | {}", shares.join(" | "));
+        }
         previous = now;
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
             break;
         }
     }
 
-    // Stop changing the fake cluster, let the workers finish the keys they hold, then stop the
-    // informers.
+    // Stop changing the fake cluster, let the workers finish the keys they hold, leave the
+    // shard group, then stop the informers.
     stop_churn.cancel();
     let stopping = Instant::now();
     stop.cancel();
-    workers.await?;
+    while let Some(finished) = workers.join_next().await {
+        finished?;
+    }
     stop_operations.cancel();
-    factory.shutdown().await;
-    let total = controller.counters().snapshot();
+    let total = Replica::total(&replicas);
+    let mut running_tasks = 0;
+    for replica in replicas {
+        running_tasks += replica.stop().await;
+    }
     println!(
-        "shut down in {:.0?}: {} reconciles, {} patches, {} retries, {} informer tasks running",
+        "shut down in {:.0?}: {} reconciles, {} patches, {} retries, {running_tasks} informer tasks running",
         stopping.elapsed(),
         total.reconciles,
         total.patches,
         total.retries,
-        factory.running_tasks(),
     );
     drop(fake);
     Ok(())
@@ -216,7 +286,8 @@ async fn main() -> Result<(), BoxError> {
 /// its selector matches, in its namespace) whose `Ready` condition is `True`.
 #[derive(Clone)]
 pub(crate) struct ReadyPodsController {
-    queue: RateLimitingQueue<String>,
+    /// Hands out only the keys this replica's shard owns (all of them when it runs alone).
+    queue: ShardedQueue<String>,
     deployments: Lister<Deployment>,
     pods: Lister<Pod>,
     client: Client,
@@ -239,17 +310,26 @@ impl ReadyPodsController {
     /// factory resyncs Deployments at least that often (`resync_for::<Deployment>`).
     ///
     /// The work queue's metrics (client-go's `workqueue_*`, queue `ready-pods`) go to
-    /// `registry`.
+    /// `registry`. The controller works only on the Deployments `shard` lets it:
+    /// [`Shard::alone`] for all of them, or a [`ShardMember`]'s shard to split them with
+    /// other replicas.
+    ///
+    /// [`ShardMember`]: kinformer::leaderelection::shard::ShardMember
     pub(crate) fn new(
         factory: &SharedInformerFactory,
         client: Client,
         resync: Duration,
         registry: &mut Registry,
+        shard: Shard,
     ) -> Result<Self, BoxError> {
         let controller = Self {
-            queue: RateLimitingQueue::new(
-                default_controller_rate_limiter(),
-                QueueOptions::named("ready-pods").metrics(PrometheusMetrics::register(registry)),
+            queue: ShardedQueue::new(
+                RateLimitingQueue::new(
+                    default_controller_rate_limiter(),
+                    QueueOptions::named("ready-pods")
+                        .metrics(PrometheusMetrics::register(registry)),
+                ),
+                shard,
             ),
             deployments: factory.lister::<Deployment>()?,
             pods: factory.lister::<Pod>()?,
@@ -307,22 +387,39 @@ impl ReadyPodsController {
     }
 
     /// Starts `workers` workers and returns once `stop` is cancelled and they have finished
-    /// the keys they hold. Call it after the caches have synced.
+    /// the keys they hold. Call it after the caches have synced. Whenever Deployments may
+    /// have moved to this replica's shard, every cached one is queued again (the queue keeps
+    /// those this replica owns).
     #[doc(alias = "Run")]
     pub(crate) async fn run(self, workers: usize, stop: CancellationToken) {
         let mut running = JoinSet::new();
+        let requeue = self.clone();
+        let mut changes = self.queue.shard().changes();
+        let requeueing = tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                for deployment in requeue.deployments.list(&Selector::default()) {
+                    requeue.enqueue(&deployment);
+                }
+            }
+        });
         for _ in 0..workers.max(1) {
             let worker = self.clone();
             running.spawn(async move { while worker.process_next_work_item().await {} });
         }
         stop.cancelled().await;
+        requeueing.abort();
         self.queue.shut_down_with_drain().await;
         while running.join_next().await.is_some() {}
     }
 
     /// The queue the handlers fill and the workers drain.
     pub(crate) fn queue(&self) -> &RateLimitingQueue<String> {
-        &self.queue
+        self.queue.queue()
+    }
+
+    /// The shard this replica works on.
+    pub(crate) fn shard(&self) -> &Shard {
+        self.queue.shard()
     }
 
     /// What the workers have done so far.
@@ -376,7 +473,7 @@ impl ReadyPodsController {
     /// has shut down.
     #[doc(alias = "processNextWorkItem")]
     async fn process_next_work_item(&self) -> bool {
-        let Some(key) = self.queue.get().await else {
+        let Some((key, guard)) = self.queue.get().await else {
             return false;
         };
         self.counters.reconciles.fetch_add(1, Ordering::Relaxed);
@@ -396,7 +493,7 @@ impl ReadyPodsController {
                 self.queue.forget(&key);
             }
         }
-        self.queue.done(&key);
+        self.queue.done(&key, guard);
         true
     }
 
@@ -484,7 +581,7 @@ impl Counters {
 }
 
 /// [`Counters`] at one instant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CountersSnapshot {
     /// Keys taken from the queue.
     pub(crate) reconciles: u64,
@@ -573,6 +670,10 @@ struct Args {
     namespace: Option<String>,
     /// Where /metrics and /healthz are served.
     operations: String,
+    /// Replicas to run in this process, sharding the Deployments when more than one.
+    replicas: usize,
+    /// This process's identity as one sharded replica among several processes.
+    identity: Option<String>,
 }
 
 impl Args {
@@ -583,6 +684,8 @@ impl Args {
             workers: 4,
             namespace: None,
             operations: "127.0.0.1:0".to_owned(),
+            replicas: 1,
+            identity: None,
         };
         let mut raw = std::env::args().skip(1);
         while let Some(arg) = raw.next() {
@@ -599,190 +702,28 @@ impl Args {
                     args.namespace = Some(raw.next().ok_or("--namespace needs a name")?);
                 }
                 "--fake" => args.fake = true,
+                "--replicas" => {
+                    let value = raw.next().ok_or("--replicas needs a number")?;
+                    args.replicas = value
+                        .parse()
+                        .ok()
+                        .filter(|&replicas| replicas > 0)
+                        .ok_or("--replicas needs a number above zero")?;
+                }
+                "--identity" => {
+                    args.identity = Some(raw.next().ok_or("--identity needs a name")?);
+                }
                 "--operations" => {
                     args.operations = raw.next().ok_or("--operations needs an address")?;
                 }
                 other => {
                     return Err(format!(
-                        "unknown argument {other:?}; try --seconds N, --workers N, --namespace NS, --operations ADDR or --fake"
+                        "unknown argument {other:?}; try --seconds N, --workers N, --namespace NS, --operations ADDR, --replicas N, --identity NAME or --fake"
                     )
                     .into());
                 }
             }
         }
         Ok(args)
-    }
-}
-
-/// The embedded cluster: Deployments `web-{d}` over a few namespaces, each selecting Pods
-/// `web-{d}-{slot}` labelled `app=web-{d}`, and the churn that keeps changing them.
-pub(crate) mod fake_cluster {
-    use std::time::Duration;
-
-    use k8s_openapi::api::core::v1::Pod;
-    use kinformer::prelude::*;
-    use kinformer_testing::{FakeApiServer, Fault, Verb};
-    use kube_client::{
-        Api, Client,
-        api::{Patch, PatchParams},
-    };
-    use serde_json::{Value, json};
-
-    /// How many Deployments [`seed`] creates.
-    pub(crate) const DEPLOYMENTS: usize = 30;
-    /// Pod slots per Deployment; [`seed`] fills all but the last, churn fills and empties them.
-    pub(crate) const SLOTS: usize = 5;
-    const NAMESPACES: usize = 3;
-
-    /// The namespace of Deployment `d`.
-    pub(crate) fn namespace_of(d: usize) -> String {
-        format!("team-{}", d % NAMESPACES)
-    }
-
-    /// Deployment `web-{d}` selecting `app=web-{d}`.
-    pub(crate) fn deployment(d: usize) -> Value {
-        let app = format!("web-{d}");
-        json!({
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": { "name": app, "namespace": namespace_of(d), "labels": { "app": app } },
-            "spec": {
-                "replicas": SLOTS - 1,
-                "selector": { "matchLabels": { "app": app } },
-                "template": {
-                    "metadata": { "labels": { "app": app } },
-                    "spec": { "containers": [{ "name": "web", "image": "registry.example.com/web:v1" }] },
-                },
-            },
-        })
-    }
-
-    /// Pod `web-{d}-{slot}`, selected by Deployment `d`, Ready or not.
-    pub(crate) fn pod(d: usize, slot: usize, ready: bool) -> Value {
-        let app = format!("web-{d}");
-        let mut pod = json!({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": format!("{app}-{slot}"),
-                "namespace": namespace_of(d),
-                "labels": { "app": app, "pod-template-hash": "5d8f7c9b6" },
-            },
-            "spec": {
-                "containers": [{ "name": "web", "image": "registry.example.com/web:v1" }],
-                "nodeName": format!("node-{}", (d + slot) % 7),
-            },
-            "status": { "phase": "Running" },
-        });
-        set_ready(&mut pod, ready);
-        pod
-    }
-
-    /// Sets the Pod's `Ready` condition in a Pod to be created.
-    pub(crate) fn set_ready(pod: &mut Value, ready: bool) {
-        pod["status"]["conditions"] = conditions(ready);
-    }
-
-    /// The conditions the kubelet reports for a Pod that is Ready or not.
-    fn conditions(ready: bool) -> Value {
-        let status = if ready { "True" } else { "False" };
-        json!([
-            { "type": "PodScheduled", "status": "True" },
-            { "type": "Ready", "status": status },
-            { "type": "ContainersReady", "status": status },
-        ])
-    }
-
-    /// Whether the Pod (as JSON) has `Ready=True`.
-    pub(crate) fn is_ready(pod: &Value) -> bool {
-        pod["status"]["conditions"]
-            .as_array()
-            .is_some_and(|conditions| {
-                conditions
-                    .iter()
-                    .any(|condition| condition["type"] == "Ready" && condition["status"] == "True")
-            })
-    }
-
-    /// Flips the Pod's readiness through its `status` subresource, as the kubelet does when a
-    /// probe starts failing or passing (a write to the Pod itself would leave status alone).
-    ///
-    /// # Errors
-    ///
-    /// What the API server answers, NotFound included.
-    pub(crate) async fn flip_ready(
-        client: &Client,
-        server: &FakeApiServer,
-        namespace: &str,
-        name: &str,
-    ) -> Result<(), kube_client::Error> {
-        let ready = server
-            .object("v1", "Pod", Some(namespace), name)
-            .is_some_and(|pod| is_ready(&pod));
-        let patch = json!({ "status": { "conditions": conditions(!ready) } });
-        Api::<Pod>::namespaced(client.clone(), namespace)
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        Ok(())
-    }
-
-    /// Creates every Deployment with its first `SLOTS - 1` Pods, one in three not Ready;
-    /// returns how many Pods it created.
-    pub(crate) fn seed(server: &FakeApiServer) -> Result<usize, kinformer_testing::Error> {
-        let mut pods = 0;
-        for d in 0..DEPLOYMENTS {
-            server.create_object(deployment(d))?;
-            for slot in 0..SLOTS - 1 {
-                server.create_object(pod(d, slot, (d + slot) % 3 != 0))?;
-                pods += 1;
-            }
-        }
-        Ok(pods)
-    }
-
-    /// One change to the cluster, picked by `round`: mostly readiness flips, some Pods deleted
-    /// or created, and now and then a 500 waiting for the next PATCH of a Deployment.
-    pub(crate) async fn churn_once(client: &Client, server: &FakeApiServer, round: usize) {
-        let d = spread(round, DEPLOYMENTS);
-        let slot = spread(round / 3 + 1, SLOTS);
-        let (namespace, name) = (namespace_of(d), format!("web-{d}-{slot}"));
-        match server.object("v1", "Pod", Some(&namespace), &name) {
-            None => {
-                let _ = server.create_object(pod(d, slot, round.is_multiple_of(2)));
-            }
-            Some(_) if round.is_multiple_of(5) => {
-                let _ = server.delete_object("v1", "Pod", Some(&namespace), &name);
-            }
-            Some(_) => {
-                let _ = flip_ready(client, server, &namespace, &name).await;
-            }
-        }
-        if round.is_multiple_of(40) {
-            server
-                .faults()
-                .inject(Fault::status(500).verb(Verb::Patch).resource("deployments"));
-        }
-    }
-
-    /// Calls [`churn_once`] every 25 ms until `stop`.
-    pub(crate) async fn churn(server: Arc<FakeApiServer>, stop: CancellationToken) {
-        let Ok(client) = server.client() else {
-            return;
-        };
-        let mut tick = tokio::time::interval(Duration::from_millis(25));
-        let mut round = 0_usize;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                () = stop.cancelled() => return,
-            }
-            round += 1;
-            churn_once(&client, &server, round).await;
-        }
-    }
-
-    /// A cheap, well spread index for `round` (Knuth's multiplicative hash).
-    fn spread(round: usize, len: usize) -> usize {
-        (round.wrapping_mul(2_654_435_761) >> 7) % len
     }
 }

@@ -7,7 +7,10 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kinformer::prelude::*;
+use kinformer::{
+    leaderelection::shard::{ShardMember, ShardOptions},
+    prelude::*,
+};
 use kinformer_testing::{FakeApiServer, Fault, Verb};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
@@ -51,6 +54,7 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
         client.clone(),
         Duration::from_secs(60),
         &mut registry,
+        kinformer::leaderelection::shard::Shard::alone(),
     )?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let operations = listener.local_addr()?;
@@ -237,6 +241,162 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
     assert!(controller.queue().shutting_down());
     factory.shutdown().await;
     assert_eq!(factory.running_tasks(), 0);
+    Ok(())
+}
+
+/// One replica of the controller as a separate process would run it: its own informers,
+/// queue and workers, and its membership of the shard group.
+struct ShardedReplica {
+    factory: SharedInformerFactory,
+    controller: ReadyPodsController,
+    membership: tokio::task::JoinHandle<()>,
+    workers: tokio::task::JoinHandle<()>,
+}
+
+impl ShardedReplica {
+    async fn start(client: &kube_client::Client, identity: &str) -> Result<Self, BoxError> {
+        let member = ShardMember::new(
+            client.clone(),
+            "default",
+            "ready-pods",
+            identity,
+            ShardOptions::default()
+                .lease_duration(Duration::from_secs(1))
+                .renew_deadline(Duration::from_millis(600))
+                .retry_period(Duration::from_millis(100)),
+        )?;
+        let shard = member.shard();
+        let membership = tokio::spawn(async move { member.run(CancellationToken::new()).await });
+        let factory = SharedInformerFactory::new(
+            client.clone(),
+            FactoryOptions::default().wire_format(WireFormat::from_env()),
+        );
+        let controller = ReadyPodsController::new(
+            &factory,
+            client.clone(),
+            Duration::from_secs(60),
+            &mut Registry::default(),
+            shard,
+        )?;
+        factory.start()?;
+        let synced = factory
+            .wait_for_cache_sync_timeout(Duration::from_secs(10))
+            .await;
+        assert!(synced.values().all(|&synced| synced), "caches: {synced:?}");
+        let workers = tokio::spawn(controller.clone().run(WORKERS, CancellationToken::new()));
+        Ok(Self {
+            factory,
+            controller,
+            membership,
+            workers,
+        })
+    }
+
+    /// Everything stops mid-work, as on SIGKILL: the Lease stays until it expires.
+    async fn crash(self) {
+        self.membership.abort();
+        self.workers.abort();
+        let _ = self.membership.await;
+        let _ = self.workers.await;
+        self.factory.shutdown().await;
+    }
+}
+
+/// Waits (at most 20 s: a crashed replica's share waits out its 1 s Lease) until the server
+/// holds the right label on each of `deployments`.
+async fn wait_for_labels(server: &FakeApiServer, deployments: &[usize]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let wrong = mislabelled(server, deployments);
+        if wrong.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still mislabelled after 20s: {wrong:?}"
+        );
+        // Polling: the server's objects have no signal to wait on.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Flips the readiness of Pod `web-{d}-0` of each Deployment `d`, so every count changes.
+async fn flip_one_pod_of_each(
+    client: &kube_client::Client,
+    server: &FakeApiServer,
+    deployments: &[usize],
+) -> Result<(), BoxError> {
+    for &d in deployments {
+        let (namespace, pod) = (fake_cluster::namespace_of(d), format!("web-{d}-0"));
+        fake_cluster::flip_ready(client, server, &namespace, &pod).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_sharded_replicas_split_the_deployments_and_take_over_a_crashed_ones()
+-> Result<(), BoxError> {
+    let server = FakeApiServer::start().await?;
+    fake_cluster::seed(&server)?;
+    let client = server.client()?;
+    let mut replicas = Vec::new();
+    for identity in ["replica-0", "replica-1", "replica-2"] {
+        replicas.push(ShardedReplica::start(&client, identity).await?);
+    }
+    let all: Vec<usize> = (0..fake_cluster::DEPLOYMENTS).collect();
+    wait_for_labels(&server, &all).await;
+    // Once every replica sees all three on its ring, every Deployment's count changes (one Pod
+    // of each flips its readiness): each replica writes the labels of its share.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !replicas.iter().all(|replica| {
+        replica
+            .controller
+            .shard()
+            .ring()
+            .is_some_and(|ring| ring.members().len() == 3)
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "the replicas never saw each other"
+        );
+        // Polling: membership has no signal across replicas.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before: Vec<u64> = replicas
+        .iter()
+        .map(|replica| replica.controller.counters().snapshot().reconciles)
+        .collect();
+    flip_one_pod_of_each(&client, &server, &all).await?;
+    wait_for_labels(&server, &all).await;
+    for (replica, before) in replicas.iter().zip(before) {
+        let identity = replica.controller.shard().identity();
+        let reconciles = replica.controller.counters().snapshot().reconciles - before;
+        let owned = all
+            .iter()
+            .filter(|&&d| {
+                let key = format!("{}/web-{d}", fake_cluster::namespace_of(d));
+                replica.controller.shard().owns(&key)
+            })
+            .count();
+        assert!(
+            (1..all.len()).contains(&owned),
+            "{identity} owns {owned} of {}",
+            all.len()
+        );
+        assert!(
+            reconciles >= owned as u64,
+            "{identity} reconciled {reconciles} of its {owned}"
+        );
+    }
+
+    // replica-0 crashes; then every Deployment's count changes (one Pod of each flips its
+    // readiness), so every label, replica-0's share included, needs a write by the others.
+    replicas.remove(0).crash().await;
+    flip_one_pod_of_each(&client, &server, &all).await?;
+    wait_for_labels(&server, &all).await;
+    for replica in replicas {
+        replica.crash().await;
+    }
     Ok(())
 }
 
