@@ -49,6 +49,13 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// [`HandlerExecutor::Tasks`](crate::HandlerExecutor::Tasks) needs a tokio runtime to
+    /// spawn the handler's task on, and the listener was started outside one.
+    #[error("listener {name:?} runs its handler as a tokio task, but no tokio runtime is running")]
+    NoRuntimeForHandlers {
+        /// The listener whose handler could not start.
+        name: String,
+    },
 }
 
 /// `Result` with this crate's [`Error`].

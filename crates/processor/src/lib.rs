@@ -109,7 +109,7 @@ pub use crate::{
     error::{Error, Result},
     handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
     listener::{ListenerStats, Registration},
-    options::ListenerOptions,
+    options::{HandlerExecutor, ListenerOptions},
     processor::{
         DistributionBatch, MINIMUM_RESYNC_PERIOD, ProcessorOptions, Recipients, SharedProcessor,
         determine_resync_period,

@@ -16,10 +16,10 @@ use std::{
 use kinformer_wait::catch_panic_sync;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use tokio::{sync::Notify, time::Instant};
-use tracing::{debug, warn};
+use tracing::{Instrument as _, debug, warn};
 
 use crate::{
-    Error, Notification, ResourceEventHandler, Result, UpstreamSynced,
+    Error, HandlerExecutor, Notification, ResourceEventHandler, Result, UpstreamSynced,
     buffer::{CacheSnapshot, Pushed, RingBuffer},
     processor::Shared,
     signal::Latch,
@@ -400,12 +400,31 @@ impl<K: Send + Sync + 'static> Listener<K> {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Starts the handler thread, if this listener has a handler that is not running yet.
-    pub(crate) fn start(self: &Arc<Self>) -> Result<()> {
+    /// Starts the handler's thread or task, if this listener has a handler that is not
+    /// running yet. A task goes on `runtime`, else on the current one.
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        executor: HandlerExecutor,
+        runtime: Option<&tokio::runtime::Handle>,
+    ) -> Result<()> {
         let Some(handler) = self.handler.lock().take() else {
             return Ok(());
         };
         let listener = Arc::clone(self);
+        if executor == HandlerExecutor::Tasks {
+            let runtime = runtime
+                .cloned()
+                .or_else(|| tokio::runtime::Handle::try_current().ok());
+            let Some(runtime) = runtime else {
+                self.close();
+                self.mark_stopped();
+                return Err(Error::NoRuntimeForHandlers {
+                    name: self.name.to_string(),
+                });
+            };
+            runtime.spawn(listener.run_handler_task(handler));
+            return Ok(());
+        }
         let spawned = thread::Builder::new()
             .name(format!("kinformer-listener:{}", self.name))
             .spawn(move || listener.run_handler(handler));
@@ -422,6 +441,47 @@ impl<K: Send + Sync + 'static> Listener<K> {
         }
     }
 
+    /// [`HandlerExecutor::Tasks`]: the handler on a tokio task, fed as a stream consumer is,
+    /// one notification at a time, in order, each call isolated from panics.
+    async fn run_handler_task(self: Arc<Self>, mut handler: Box<dyn ResourceEventHandler<K>>) {
+        let span = tracing::error_span!("listener", name = %self.name);
+        async {
+            debug!("handler task started");
+            while let Some(notification) = std::future::poll_fn(|cx| self.poll_next(cx)).await {
+                self.dispatch(&mut handler, notification);
+                // A long backlog must not keep the runtime worker from other tasks.
+                tokio::task::consume_budget().await;
+            }
+            drop(handler);
+            debug!("handler task exited");
+            self.mark_stopped();
+        }
+        .instrument(span)
+        .await;
+    }
+
+    /// One call of the handler, isolated from panics; an initial-list add counts as handled
+    /// afterwards, also after a panic (client-go skips `Finished` then and the registration
+    /// never syncs; the notification was handled, if badly).
+    fn dispatch(
+        &self,
+        handler: &mut Box<dyn ResourceEventHandler<K>>,
+        notification: Notification<K>,
+    ) {
+        let initial = notification.is_in_initial_list();
+        self.call_started.set(Some(self.thread_epoch.elapsed()));
+        // kinformer-wait logs the panic (with its message, in this listener's span).
+        let outcome = catch_panic_sync(&self.name, || notification.dispatch_to(handler));
+        self.call_started.set(None);
+        if outcome.is_err() {
+            let panicked = self.panicked.fetch_add(1, Ordering::Relaxed) + 1;
+            debug!(panicked, "notification skipped; the listener continues");
+        }
+        if initial {
+            self.finish_initial();
+        }
+    }
+
     /// The handler thread: one notification at a time, in order, each call isolated from
     /// panics.
     fn run_handler(self: Arc<Self>, mut handler: Box<dyn ResourceEventHandler<K>>) {
@@ -432,21 +492,8 @@ impl<K: Send + Sync + 'static> Listener<K> {
         debug!("handler thread started");
         let mut batch = VecDeque::with_capacity(HANDOFF_BATCH);
         while let Some(notification) = self.next_blocking(&mut batch) {
-            let initial = notification.is_in_initial_list();
             self.delivered.fetch_add(1, Ordering::Relaxed);
-            self.call_started.set(Some(self.thread_epoch.elapsed()));
-            // kinformer-wait logs the panic (with its message, in this listener's span).
-            let outcome = catch_panic_sync(&self.name, || notification.dispatch_to(&mut handler));
-            self.call_started.set(None);
-            if outcome.is_err() {
-                let panicked = self.panicked.fetch_add(1, Ordering::Relaxed) + 1;
-                debug!(panicked, "notification skipped; the listener continues");
-            }
-            if initial {
-                // Also after a panic: client-go skips `Finished` then and the registration
-                // never syncs; the notification was handled, if badly.
-                self.finish_initial();
-            }
+            self.dispatch(&mut handler, notification);
         }
         drop(handler);
         debug!("handler thread exited");

@@ -73,3 +73,27 @@ impl ListenerOptions {
         self.name.take()
     }
 }
+
+/// Where the listeners' handlers run.
+///
+/// ```
+/// use kinformer_processor::{HandlerExecutor, ProcessorOptions};
+///
+/// // Handlers as tokio tasks: for tests on tokio's paused clock, and for handlers that never
+/// // block.
+/// let options = ProcessorOptions::<()>::default().handler_executor(HandlerExecutor::Tasks);
+/// # drop(options);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HandlerExecutor {
+    /// One OS thread per listener, as client-go has one goroutine per listener: a handler may
+    /// block, take locks or do I/O without stalling the runtime or the other listeners.
+    #[default]
+    Threads,
+    /// One tokio task per listener, on the runtime that runs the processor. A handler must
+    /// not block (it would stall a runtime worker). Everything then runs on the runtime, so
+    /// on tokio's paused clock (`start_paused`, test-util) time advances only when the
+    /// handlers are idle too: informer and factory tests run in virtual time.
+    Tasks,
+}

@@ -10,14 +10,14 @@ use std::{
 };
 
 use kinformer_store::KeyFunc;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, warn};
 
 use crate::{
-    BufferPolicy, Error, EventStream, ListenerOptions, Notification, Overflow, Registration,
-    ResourceEventHandler, Result, UpstreamSynced,
+    BufferPolicy, Error, EventStream, HandlerExecutor, ListenerOptions, Notification, Overflow,
+    Registration, ResourceEventHandler, Result, UpstreamSynced,
     buffer::{CacheSnapshot, RingBuffer},
     listener::{Listener, ListenerStats, ResyncPeriods},
 };
@@ -86,6 +86,9 @@ pub(crate) struct Shared<K> {
     default_buffer: BufferPolicy,
     key_func: Option<KeyFunc<K>>,
     snapshot: Option<CacheSnapshot<K>>,
+    executor: HandlerExecutor,
+    /// The runtime that runs the processor, where [`HandlerExecutor::Tasks`] spawns handlers.
+    runtime: Mutex<Option<tokio::runtime::Handle>>,
     next_id: AtomicU64,
 }
 
@@ -198,6 +201,7 @@ pub struct ProcessorOptions<K> {
     default_buffer: BufferPolicy,
     key_func: Option<KeyFunc<K>>,
     snapshot: Option<CacheSnapshot<K>>,
+    executor: HandlerExecutor,
 }
 
 impl<K> Default for ProcessorOptions<K> {
@@ -208,6 +212,7 @@ impl<K> Default for ProcessorOptions<K> {
             default_buffer: BufferPolicy::default(),
             key_func: None,
             snapshot: None,
+            executor: HandlerExecutor::default(),
         }
     }
 }
@@ -220,6 +225,7 @@ impl<K> Clone for ProcessorOptions<K> {
             default_buffer: self.default_buffer,
             key_func: self.key_func.clone(),
             snapshot: self.snapshot.clone(),
+            executor: self.executor,
         }
     }
 }
@@ -250,6 +256,13 @@ impl<K> ProcessorOptions<K> {
     #[must_use]
     pub fn upstream_synced(mut self, signal: UpstreamSynced) -> Self {
         self.upstream = Some(signal);
+        self
+    }
+
+    /// Where handlers run: an OS thread per listener (the default) or a tokio task.
+    #[must_use]
+    pub fn handler_executor(mut self, executor: HandlerExecutor) -> Self {
+        self.executor = executor;
         self
     }
 
@@ -302,6 +315,8 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
                 default_buffer: options.default_buffer,
                 key_func: options.key_func,
                 snapshot: options.snapshot,
+                executor: options.executor,
+                runtime: Mutex::new(None),
                 next_id: AtomicU64::new(1),
             }),
         }
@@ -441,7 +456,7 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
             listener.add(Notification::initial_add(obj));
         }
         if state.phase == Phase::Running {
-            listener.start()?;
+            listener.start(self.shared.executor, self.shared.runtime.lock().as_ref())?;
         }
         state.listeners.push(Arc::clone(&listener));
         drop(state);
@@ -604,8 +619,10 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
             state.listeners.clone()
         };
         let mut guard = StopOnDrop(Some(Arc::clone(&self.shared)));
+        let runtime = tokio::runtime::Handle::current();
+        *self.shared.runtime.lock() = Some(runtime.clone());
         for listener in &to_start {
-            if let Err(err) = listener.start() {
+            if let Err(err) = listener.start(self.shared.executor, Some(&runtime)) {
                 error!(listener = %listener.name, error = %err, "listener could not start");
             }
         }
