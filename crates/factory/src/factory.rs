@@ -321,7 +321,7 @@ impl SharedInformerFactory {
             if let Some(transform) = config.type_transform::<K>() {
                 options = options.transform(move |object| transform(object));
             }
-            new(&client, config.with_watch_error_handler(options, key))
+            new(&client, config.with_factory_wide(options, key))
         })
     }
 

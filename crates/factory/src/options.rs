@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use kinformer_informer::InformerOptions;
+use kinformer_informer::{HandlerExecutor, InformerOptions};
 use kinformer_reflector::{
     Decoder, Error as ReflectorError, JsonDecoder, KubeListerWatcher, ListOptions, WireFormat,
 };
@@ -55,11 +55,21 @@ pub struct FactoryOptions {
     meta_transform: Option<MetaTransform>,
     transforms: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     watch_error_handler: Option<FactoryWatchErrorHandler>,
+    handler_executor: HandlerExecutor,
 }
 
 type FactoryWatchErrorHandler = Arc<dyn Fn(&InformerKey, &ReflectorError) + Send + Sync>;
 
 impl FactoryOptions {
+    /// Where every informer's handlers run: an OS thread per handler (the default) or tokio
+    /// tasks for handlers that never block, which lets a test run the factory on tokio's
+    /// paused clock ([`HandlerExecutor`]).
+    #[must_use]
+    pub fn handler_executor(mut self, executor: HandlerExecutor) -> Self {
+        self.handler_executor = executor;
+        self
+    }
+
     /// The resync period of every informer without a custom one; zero (the default) means
     /// no resyncs.
     #[doc(alias = "defaultResync")]
@@ -193,6 +203,7 @@ impl Default for FactoryOptions {
             meta_transform: None,
             transforms: HashMap::new(),
             watch_error_handler: None,
+            handler_executor: HandlerExecutor::default(),
         }
     }
 }
@@ -210,6 +221,7 @@ impl fmt::Debug for FactoryOptions {
             .field("meta_transform", &self.meta_transform.is_some())
             .field("transforms", &self.transforms.len())
             .field("watch_error_handler", &self.watch_error_handler.is_some())
+            .field("handler_executor", &self.handler_executor)
             .finish()
     }
 }
@@ -261,15 +273,17 @@ impl FactoryOptions {
         if let Some(transform) = self.transform::<K>() {
             options = options.transform(move |object| transform(object));
         }
-        self.with_watch_error_handler(options, key)
+        self.with_factory_wide(options, key)
     }
 
-    /// `options` reporting list and watch errors to the factory's handler, naming `key`.
-    pub(crate) fn with_watch_error_handler<K>(
+    /// `options` with what the factory sets for every informer: the handler executor, and
+    /// list and watch errors reported to the factory's handler, naming `key`.
+    pub(crate) fn with_factory_wide<K>(
         &self,
         options: InformerOptions<K>,
         key: &InformerKey,
     ) -> InformerOptions<K> {
+        let options = options.handler_executor(self.handler_executor);
         match &self.watch_error_handler {
             Some(handler) => {
                 let (handler, key) = (Arc::clone(handler), key.clone());

@@ -135,6 +135,7 @@ impl<K: Object> SharedIndexInformer<K> {
         };
         let processor = SharedProcessor::new(
             ProcessorOptions::default()
+                .handler_executor(options.handler_executor)
                 .resync_period(options.resync_period)
                 .key_func(Arc::clone(&options.key_func))
                 .cache_snapshot(snapshot),

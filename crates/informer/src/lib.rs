@@ -123,7 +123,7 @@ pub use crate::{
     progress::WaitError,
 };
 pub use kinformer_processor::{
-    AddKind, BufferPolicy, EventStream, HandlerFuncs, ListenerOptions, ListenerStats, Notification,
-    Overflow, Registration, ResourceEventHandler,
+    AddKind, BufferPolicy, EventStream, HandlerExecutor, HandlerFuncs, ListenerOptions,
+    ListenerStats, Notification, Overflow, Registration, ResourceEventHandler,
 };
 pub use kinformer_reflector::ListerWatcher;

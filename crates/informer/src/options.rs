@@ -3,6 +3,7 @@
 use std::{fmt, sync::Arc, time::Duration};
 
 use kinformer_fifo::Transformer;
+use kinformer_processor::HandlerExecutor;
 use kinformer_reflector::Error as ReflectorError;
 use kinformer_store::{Indexer, Indexers, KeyFunc, Object, default_key_func};
 
@@ -61,6 +62,7 @@ pub struct InformerOptions<K> {
     pub(crate) retry_on_error: bool,
     pub(crate) consistency_check: Option<Duration>,
     pub(crate) stop_when_gone: bool,
+    pub(crate) handler_executor: HandlerExecutor,
 }
 
 impl<K: Object> Default for InformerOptions<K> {
@@ -87,11 +89,21 @@ impl<K: Object> InformerOptions<K> {
             retry_on_error: false,
             consistency_check: None,
             stop_when_gone: false,
+            handler_executor: HandlerExecutor::default(),
         }
     }
 }
 
 impl<K> InformerOptions<K> {
+    /// Where the handlers run: an OS thread per handler (the default, as client-go runs a
+    /// goroutine per listener), or tokio tasks for handlers that never block, which lets a
+    /// test run the whole informer on tokio's paused clock.
+    #[must_use]
+    pub fn handler_executor(mut self, executor: HandlerExecutor) -> Self {
+        self.handler_executor = executor;
+        self
+    }
+
     /// Names the informer in logs and spans; by default the lister-watcher's type description.
     #[must_use]
     pub fn name(mut self, name: impl Into<String>) -> Self {
@@ -256,6 +268,7 @@ impl<K> fmt::Debug for InformerOptions<K> {
             .field("retry_on_error", &self.retry_on_error)
             .field("consistency_check", &self.consistency_check)
             .field("stop_when_gone", &self.stop_when_gone)
+            .field("handler_executor", &self.handler_executor)
             .finish()
     }
 }

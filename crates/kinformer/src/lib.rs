@@ -238,8 +238,8 @@ pub mod prelude {
     pub use kinformer_factory::{FactoryOptions, InformerLease, Selection, SharedInformerFactory};
     pub use kinformer_informer::{InformerOptions, SharedIndexInformer};
     pub use kinformer_processor::{
-        AddKind, EventStream, HandlerFuncs, ListenerOptions, Notification, Registration,
-        ResourceEventHandler,
+        AddKind, EventStream, HandlerExecutor, HandlerFuncs, ListenerOptions, Notification,
+        Registration, ResourceEventHandler,
     };
     pub use kinformer_reflector::{KubeDecoder, KubeListerWatcher, ListerWatcher, WireFormat};
     // `Object` stays out: its accessors share names with `ResourceExt`'s (`labels()`,
