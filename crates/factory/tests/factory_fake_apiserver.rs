@@ -11,7 +11,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer_factory::{Error, FactoryOptions, Selection, SharedInformerFactory};
-use kinformer_informer::{InformerOptions, SharedIndexInformer};
+use kinformer_informer::{HandlerExecutor, InformerOptions, SharedIndexInformer};
 use kinformer_processor::HandlerFuncs;
 use kinformer_reflector::KubeListerWatcher;
 use kinformer_reflector::WireFormat;
@@ -516,7 +516,10 @@ async fn the_metadata_informer_is_separate_from_the_full_one_and_holds_only_meta
     factory.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On tokio's paused clock, with handlers as tasks, so the periods can be client-go's own
+/// (minutes would be too long for real time) and the count exact: virtual time moves only
+/// when the informers, the fake server and the handlers are all idle.
+#[tokio::test(start_paused = true)]
 async fn a_custom_resync_period_applies_to_its_type_only() {
     let server = server_with_pods(2).await;
     for i in 0..2 {
@@ -528,7 +531,8 @@ async fn a_custom_resync_period_applies_to_its_type_only() {
         server.client().expect("a client"),
         FactoryOptions::default()
             .wire_format(WireFormat::from_env())
-            .resync_for::<ConfigMap>(Duration::from_secs(1)),
+            .handler_executor(HandlerExecutor::Tasks)
+            .resync_for::<ConfigMap>(Duration::from_secs(30)),
     );
     let config_map_resyncs = Arc::new(AtomicUsize::new(0));
     let pod_updates = Arc::new(AtomicUsize::new(0));
@@ -555,13 +559,17 @@ async fn a_custom_resync_period_applies_to_its_type_only() {
             }
         }))
         .expect("the handler is registered");
+    let origin = tokio::time::Instant::now();
     factory.start().expect("the factory starts");
     all_synced(&factory).await;
+    assert!(
+        origin.elapsed() < Duration::from_secs(5),
+        "syncing took virtual time"
+    );
 
-    eventually("both ConfigMaps were resynced", PATIENCE, || {
-        config_map_resyncs.load(Ordering::Relaxed) >= 2
-    })
-    .await;
+    // Virtual time: resyncs fall due at 30, 60 and 90 s, two ConfigMaps each.
+    tokio::time::sleep_until(origin + Duration::from_secs(95)).await;
+    assert_eq!(config_map_resyncs.load(Ordering::Relaxed), 6);
     assert_eq!(
         pod_updates.load(Ordering::Relaxed),
         0,

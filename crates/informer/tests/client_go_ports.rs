@@ -6,14 +6,18 @@ mod common;
 
 use std::{
     collections::HashMap,
-    sync::Arc,
-    time::{Duration, Instant},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
 };
 
 use common::{FakeSource, Recorder, slow};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{
-    Error, InformerOptions, ListenerOptions, Notification, QueueKind, SharedIndexInformer,
+    Error, HandlerExecutor, HandlerFuncs, InformerOptions, ListenerOptions, Notification,
+    QueueKind, SharedIndexInformer,
 };
 use kinformer_store::{IndexFunc, Indexers};
 use kinformer_testing::wait_until;
@@ -59,33 +63,31 @@ async fn synced(informer: &SharedIndexInformer<Pod>) {
     assert_eq!(waited, Ok(true), "the informer did not sync");
 }
 
-/// Ported from client-go's TestListenerResyncPeriods: each handler is resynced at its own
-/// period, and a handler that asked for none gets none.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Ported from client-go's TestListenerResyncPeriods, with its periods (none, 1 s, 3 s) on
+/// tokio's paused clock as client-go's runs on a fake clock: the handlers run as tasks, so
+/// virtual time moves only when the informer and every handler are idle, and each step
+/// asserts exactly what is due by then.
+#[tokio::test(start_paused = true)]
 async fn each_handler_is_resynced_at_its_own_period() {
     let source = FakeSource::new();
     source.add("pod1");
     source.add("pod2");
-    let informer = informer(&source, InformerOptions::new().resync_period(secs(1)));
+    let informer = informer(
+        &source,
+        InformerOptions::new()
+            .resync_period(secs(1))
+            .handler_executor(HandlerExecutor::Tasks),
+    );
     let (never, every_second, every_three) = (Recorder::new(), Recorder::new(), Recorder::new());
-    informer
-        .add_event_handler_with_options(
-            never.handler(),
-            ListenerOptions::new().resync_period(Duration::ZERO),
-        )
-        .unwrap();
-    informer
-        .add_event_handler_with_options(
-            every_second.handler(),
-            ListenerOptions::new().resync_period(secs(1)),
-        )
-        .unwrap();
-    informer
-        .add_event_handler_with_options(
-            every_three.handler(),
-            ListenerOptions::new().resync_period(secs(3)),
-        )
-        .unwrap();
+    for (recorder, period) in [(&never, 0), (&every_second, 1), (&every_three, 3)] {
+        informer
+            .add_event_handler_with_options(
+                recorder.handler(),
+                ListenerOptions::new().resync_period(secs(period)),
+            )
+            .unwrap();
+    }
+    let origin = tokio::time::Instant::now();
     let running = start(&informer);
     synced(&informer).await;
     for recorder in [&never, &every_second, &every_three] {
@@ -93,23 +95,23 @@ async fn each_handler_is_resynced_at_its_own_period() {
         assert_eq!(recorder.of_kind("initial"), ["pod1", "pod2"]);
         recorder.clear();
     }
+    assert!(
+        origin.elapsed() < secs(1),
+        "the initial list took virtual time"
+    );
 
-    // Waiting on the handlers themselves, not on a sleep, keeps a loaded machine from
-    // reordering the ticks: the first 1 s round lands about 2 s before the 3 s one is due.
-    assert!(wait_until(WAIT, || every_second.of_kind("update").len() >= 2).await);
-    assert!(
-        every_three.events().is_empty(),
-        "too early for a 3s resync: {:?}",
-        every_three.events()
-    );
-    assert!(
-        wait_until(WAIT, || every_second.of_kind("update").len() >= 4).await,
-        "two rounds of two pods expected, got {:?}",
-        every_second.events()
-    );
-    assert!(never.events().is_empty(), "got {:?}", never.events());
-    assert!(wait_until(WAIT, || every_three.of_kind("update") == ["pod1", "pod2"]).await);
-    assert!(never.events().is_empty(), "got {:?}", never.events());
+    let updates = |recorder: &Recorder| recorder.of_kind("update").len();
+    for (at_millis, second, three) in [(1_500, 2, 0), (2_500, 4, 0), (3_500, 6, 2)] {
+        // Virtual time: the paused clock jumps to each resync due before this point.
+        tokio::time::sleep_until(origin + Duration::from_millis(at_millis)).await;
+        assert_eq!(
+            (updates(&every_second), updates(&every_three)),
+            (second, three),
+            "resyncs due by {at_millis} ms"
+        );
+        assert!(never.events().is_empty(), "got {:?}", never.events());
+    }
+    assert_eq!(every_three.of_kind("update"), ["pod1", "pod2"]);
     stop(running).await;
 }
 
@@ -487,7 +489,8 @@ async fn handlers_joining_during_churn_miss_nothing_and_see_nothing_twice() {
 
 /// client-go's TestRemoveWhileActive, under delivery: removal returns at once while the
 /// handler is busy, pending notifications are dropped, and `stopped` resolves once the
-/// handler has exited.
+/// handler has exited. The handler blocks in its first call until the test releases it, so
+/// `remove` returning at all proves it does not wait for the handler.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_a_busy_handler_returns_at_once_and_stopped_waits_for_it() {
     let source = FakeSource::new();
@@ -495,26 +498,43 @@ async fn removing_a_busy_handler_returns_at_once_and_stopped_waits_for_it() {
         source.add(&format!("pod{i}"));
     }
     let informer = informer(&source, InformerOptions::new());
-    let recorder = Recorder::new();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (entered, entered_rx) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
     let registration = informer
-        .add_event_handler(slow(&recorder, Duration::from_millis(5)))
+        .add_event_handler(HandlerFuncs::new().add_func({
+            let calls = Arc::clone(&calls);
+            move |_: Arc<Pod>, _| {
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    let _ = entered.send(());
+                    // Busy until the test says so (or drops the sender).
+                    let _ = released.recv();
+                }
+            }
+        }))
         .unwrap();
     let running = start(&informer);
-    assert!(wait_until(WAIT, || recorder.count() >= 5).await);
+    tokio::task::spawn_blocking(move || entered_rx.recv())
+        .await
+        .unwrap()
+        .expect("the handler is called");
 
-    let asked = Instant::now();
     registration.remove();
-    // Draining the ~195 pending calls would take about a second; generous for a loaded machine.
+    let mut stopped = Box::pin(registration.stopped());
     assert!(
-        asked.elapsed() < Duration::from_millis(500),
-        "remove does not wait"
+        futures::poll!(stopped.as_mut()).is_pending(),
+        "stopped resolved while the handler was still in its call"
     );
-    tokio::time::timeout(WAIT, registration.stopped())
+    drop(release);
+    tokio::time::timeout(WAIT, stopped)
         .await
         .expect("the handler exits after its current call");
-    // The handler's thread has exited, so the count is final.
-    let delivered = recorder.count();
-    assert!(delivered < 200, "pending notifications were dropped");
+    // The handler has exited: the ~199 pending notifications were dropped.
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "pending notifications were delivered"
+    );
     stop(running).await;
 }
 
