@@ -72,17 +72,12 @@ async fn a_stuck_handler_and_a_panicking_handler_do_not_affect_a_normal_one() {
         .expect("added");
 
     let (token, running) = start(&processor).await;
-    let began = StdInstant::now();
     for n in 0..EVENTS {
         processor.distribute(numbered(n), Recipients::All);
     }
 
+    // While the slow handler is stuck in its first call (the gate is shut until the end).
     let normal_lines = normal_seen.wait_for(EVENTS);
-    assert!(
-        began.elapsed() < PATIENCE,
-        "the normal listener took {:?}",
-        began.elapsed()
-    );
     assert_eq!(numbers(&normal_lines), (0..EVENTS).collect::<Vec<_>>());
     gate.wait_for_arrivals(1);
     assert!(
@@ -138,16 +133,11 @@ async fn a_blocking_handler_does_not_stall_the_runtime() {
     processor.distribute(numbered(0), Recipients::All);
     gate.wait_for_arrivals(1);
 
-    let began = StdInstant::now();
-    // The point: a timer fires while the handler blocks its own thread.
+    // The point: a timer fires and a task runs on this single thread while the handler
+    // blocks its own (the gate opens only below, so a stalled runtime never gets here).
     tokio::time::sleep(Duration::from_millis(20)).await;
     let ticked = tokio::spawn(async { 42 }).await.expect("task ran");
     assert_eq!(ticked, 42);
-    assert!(
-        began.elapsed() < Duration::from_secs(5),
-        "the runtime stalled for {:?}",
-        began.elapsed()
-    );
     assert!(!reg.is_stopped());
     gate.open();
     stop(token, running).await;
