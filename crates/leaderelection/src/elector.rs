@@ -94,8 +94,12 @@ impl LeaderElectorOptions {
         self
     }
 
-    pub(crate) fn lease_duration_value(&self) -> Duration {
-        self.lease_duration
+    /// The lease duration as a Lease states it, in whole seconds rounded up: others judge
+    /// expiry by it, so it must not be shorter than the duration this replica works to.
+    pub(crate) fn lease_seconds(&self) -> i32 {
+        let seconds =
+            self.lease_duration.as_secs() + u64::from(self.lease_duration.subsec_nanos() > 0);
+        i32::try_from(seconds).unwrap_or(i32::MAX)
     }
 
     pub(crate) fn renew_deadline_value(&self) -> Duration {
@@ -344,8 +348,7 @@ impl LeaderElector {
     /// renews it if ours. A conflict means another replica wrote first: `false`, not an error.
     async fn try_acquire_or_renew(&self) -> bool {
         let now = MicroTime(Timestamp::now());
-        let lease_seconds =
-            i32::try_from(self.options.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let lease_seconds = self.options.lease_seconds();
         let current = match self.api.get_opt(&self.name).await {
             Ok(current) => current,
             Err(error) => {
@@ -510,5 +513,24 @@ impl fmt::Debug for LeaderElector {
             .field("options", &self.options)
             .field("leadership", &*self.state.borrow())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_states_its_duration_rounded_up_to_whole_seconds() {
+        let seconds = |millis| {
+            LeaderElectorOptions::default()
+                .lease_duration(Duration::from_millis(millis))
+                .lease_seconds()
+        };
+        // Rounded down, others would count a 1.5 s lease expired after 1 s, while its holder
+        // may still act until its renew deadline (up to 1.5 s).
+        assert_eq!(seconds(1_500), 2);
+        assert_eq!(seconds(1_000), 1);
+        assert_eq!(seconds(15_000), 15);
     }
 }

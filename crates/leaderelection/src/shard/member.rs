@@ -446,7 +446,7 @@ impl ShardMember {
     }
 
     fn lease_seconds(&self) -> i32 {
-        i32::try_from(self.options.timing.lease_duration_value().as_secs()).unwrap_or(i32::MAX)
+        self.options.timing.lease_seconds()
     }
 
     /// This member's Lease, announcing nothing yet; over `current` when taking it over.
