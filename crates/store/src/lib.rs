@@ -136,7 +136,7 @@ pub use crate::{
     lister::{Lister, NamespaceLister, list_all, list_all_by_namespace},
     object::Object,
     projection::ProjectedMeta,
-    selector::{parse_selector, selector_matches},
+    selector::{LabelRequirement, LabelSelector, parse_selector, selector_matches},
     thread_safe::ThreadSafeStore,
     tombstone::{DeletedFinalStateUnknown, ObjectOrTombstone},
     traits::{

@@ -1,10 +1,15 @@
-//! Label selectors in their string form (`app=web,tier in (db,cache),!canary`).
+//! Label selectors in their string form (`app=web,tier in (db,cache),!canary,replicas>2`).
 //!
-//! kube-core already has a [`Selector`] that matches label sets and renders itself as a string,
-//! but it cannot parse one. [`parse_selector`] fills that gap with the grammar of apimachinery's
-//! `labels.Parse`, so a selector written for `kubectl get -l` works against the cache as well.
+//! [`LabelSelector::parse`] is a port of apimachinery's `labels.Parse`: the same lexer, grammar
+//! and order of checks, the same validation of keys and values and the same error texts, so a
+//! selector kube-apiserver accepts parses here to the same requirements, and one it refuses is
+//! refused with kube-apiserver's very message. kube-core already has a [`Selector`] that matches
+//! label sets and renders itself as a string, but it cannot parse one and has no `>`/`<`;
+//! [`parse_selector`] reads the same grammar into it, for the listers.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
 
 use kube_core::{Expression, Selector, SelectorExt};
 
@@ -12,7 +17,8 @@ use crate::{Error, Result};
 
 /// Parses a label selector string into a kube-core [`Selector`].
 ///
-/// The grammar is apimachinery's: comma-separated requirements, each one of
+/// The grammar is apimachinery's (see [`LabelSelector::parse`]): comma-separated requirements,
+/// each one of
 ///
 /// | form | meaning |
 /// | --- | --- |
@@ -23,36 +29,33 @@ use crate::{Error, Result};
 /// | `key` | the label is present |
 /// | `!key` | the label is absent |
 ///
-/// Whitespace around tokens is ignored; a value may be empty (`key=` selects an empty label).
-/// The empty string selects everything, as client-go's `labels.Everything()` does.
+/// Whitespace around tokens is ignored; a value may be empty (`key=` selects an empty label,
+/// `key in ()` holds the one empty value). The empty string selects everything, as client-go's
+/// `labels.Everything()` does.
 ///
 /// # Errors
 ///
-/// [`Error::InvalidSelector`] naming the byte offset and what was expected there: an unknown or
-/// unsupported operator (`>`, `<` are not representable in kube-core's `Selector`), an empty
-/// `in ()` set, a missing `)`, a key that is not a qualified name or a value that is not a valid
-/// label value.
+/// [`Error::InvalidSelector`] with the byte offset of the offending token and, as its reason,
+/// the message `labels.Parse` gives (a key that is not a qualified name, a value that is not a
+/// valid label value, a missing `(` or `)`, an unexpected token), or, for `>` and `<`, that
+/// kube-core's `Selector` has no numeric comparisons ([`LabelSelector::parse`] reads them).
 ///
 /// # Example
 ///
 /// ```
-/// use std::collections::BTreeMap;
-///
 /// use kinformer_store::parse_selector;
-/// use kube_core::SelectorExt;
 ///
 /// let selector = parse_selector("app=web, tier in (db,cache), !canary")?;
-/// let labels = BTreeMap::from([
-///     ("app".to_owned(), "web".to_owned()),
-///     ("tier".to_owned(), "db".to_owned()),
-/// ]);
-/// assert!(selector.matches(&labels));
+/// assert_eq!(selector.to_string(), "app=web,tier in (cache,db),!canary");
 /// # Ok::<(), kinformer_store::Error>(())
 /// ```
-#[doc(alias = "Parse")]
-#[doc(alias = "labels.Parse")]
+#[doc(alias("Parse", "labels.Parse"))]
 pub fn parse_selector(input: &str) -> Result<Selector> {
-    Parser::new(input).parse()
+    let requirements = parse(input, false)?;
+    Ok(requirements
+        .iter()
+        .filter_map(LabelRequirement::to_expression)
+        .collect())
 }
 
 /// Whether `selector` accepts an object's labels; an object without labels has the empty set.
@@ -61,551 +64,736 @@ pub fn selector_matches(selector: &Selector, labels: Option<&BTreeMap<String, St
     selector.selects_all() || selector.matches(labels.unwrap_or(&EMPTY))
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Token<'a> {
-    Identifier(&'a str),
-    /// `=` or `==`.
-    Equals,
-    NotEquals,
-    /// `!` before a key.
-    Bang,
-    In,
-    NotIn,
-    OpenParen,
-    CloseParen,
-    Comma,
-    /// `<` or `>`: apimachinery's numeric comparisons, which kube-core cannot represent.
-    Unsupported(&'a str),
-    End,
+/// A label selector as apimachinery parses it: every requirement must hold.
+///
+/// Unlike kube-core's [`Selector`] it carries the `>` and `<` requirements kube-apiserver
+/// accepts; [`LabelSelector::to_selector`] converts when there are none. Requirements keep the
+/// order they were written in.
+///
+/// ```
+/// use std::collections::BTreeMap;
+///
+/// use kinformer_store::LabelSelector;
+///
+/// let selector = LabelSelector::parse("app in (web,api), replicas>2")?;
+/// let labels = BTreeMap::from([
+///     ("app".to_owned(), "web".to_owned()),
+///     ("replicas".to_owned(), "3".to_owned()),
+/// ]);
+/// assert!(selector.matches(&labels));
+/// assert_eq!(selector.to_string(), "app in (api,web),replicas>2");
+///
+/// let error = LabelSelector::parse("app in (web").unwrap_err();
+/// assert_eq!(
+///     error.to_string(),
+///     "invalid label selector \"app in (web\" at byte 11: \
+///      unable to parse requirement: found '', expected: ',' or ')'"
+/// );
+/// # Ok::<(), kinformer_store::Error>(())
+/// ```
+#[doc(alias = "labels.Selector")]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct LabelSelector {
+    requirements: Vec<LabelRequirement>,
 }
 
-impl<'a> Token<'a> {
-    /// The token as a key or value: apimachinery reads `in` and `notin` as plain words there.
-    fn as_word(&self) -> Option<&'a str> {
+/// One requirement of a [`LabelSelector`], as apimachinery's `labels.Requirement`.
+///
+/// The variants follow kube-core's [`Expression`], plus the integer comparisons.
+#[doc(alias = "labels.Requirement")]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LabelRequirement {
+    /// `key=value` or `key==value`: the label is present and equal.
+    Equal(String, String),
+    /// `key!=value`: the label is absent or different.
+    NotEqual(String, String),
+    /// `key in (v1,v2)`: the label is present and one of the values.
+    In(String, BTreeSet<String>),
+    /// `key notin (v1,v2)`: the label is absent or none of the values.
+    NotIn(String, BTreeSet<String>),
+    /// `key`: the label is present.
+    Exists(String),
+    /// `!key`: the label is absent.
+    DoesNotExist(String),
+    /// `key>n`: the label is present, an integer, and greater than `n`.
+    GreaterThan(String, i64),
+    /// `key<n`: the label is present, an integer, and less than `n`.
+    LessThan(String, i64),
+}
+
+impl LabelSelector {
+    /// Parses `input` as apimachinery's `labels.Parse` does.
+    ///
+    /// Beyond [`parse_selector`]'s grammar it reads `key>n` and `key<n`, whose `n` must be a
+    /// 64-bit integer. Keys must be qualified names (`[prefix/]name`, the prefix a lowercase DNS
+    /// subdomain), values valid label values; the lexer splits on ASCII whitespace (space, tab,
+    /// CR, LF) and the special characters `=!(),<>`, and reads `in` and `notin` as plain words
+    /// where a value is expected, all as in Go.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSelector`] whose `reason` is the message `labels.Parse` gives (what
+    /// kube-apiserver answers a bad `labelSelector` with, in a 400), e.g.
+    /// `unable to parse requirement: found '', expected: ',' or ')'`, and whose `position` is
+    /// the byte offset of the token the message is about.
+    #[doc(alias = "labels.Parse")]
+    pub fn parse(input: &str) -> Result<Self> {
+        parse(input, true).map(|requirements| Self { requirements })
+    }
+
+    /// The requirements, in the order they were written.
+    pub fn requirements(&self) -> &[LabelRequirement] {
+        &self.requirements
+    }
+
+    /// Whether this selector has no requirement and so selects everything.
+    pub fn selects_all(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    /// Whether a label set satisfies every requirement.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matches_with(|key| labels.get(key).map(String::as_str))
+    }
+
+    /// Whether the labels that `label` looks up (by key; `None` when absent) satisfy every
+    /// requirement: for labels kept in another map than a `BTreeMap<String, String>`.
+    pub fn matches_with<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.requirements
+            .iter()
+            .all(|requirement| requirement.matches(label(requirement.key())))
+    }
+
+    /// The same selector as a kube-core [`Selector`], or `None` when it has a `>` or `<`
+    /// requirement, which kube-core cannot represent.
+    pub fn to_selector(&self) -> Option<Selector> {
+        self.requirements
+            .iter()
+            .map(LabelRequirement::to_expression)
+            .collect()
+    }
+}
+
+impl FromStr for LabelSelector {
+    type Err = Error;
+
+    fn from_str(input: &str) -> Result<Self> {
+        Self::parse(input)
+    }
+}
+
+impl FromIterator<LabelRequirement> for LabelSelector {
+    fn from_iter<I: IntoIterator<Item = LabelRequirement>>(requirements: I) -> Self {
+        Self {
+            requirements: requirements.into_iter().collect(),
+        }
+    }
+}
+
+/// As apimachinery's `Selector.String()`: requirements joined by `,`, sets sorted.
+impl fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rendered: Vec<String> = self.requirements.iter().map(ToString::to_string).collect();
+        f.write_str(&rendered.join(","))
+    }
+}
+
+impl LabelRequirement {
+    /// The label key the requirement is about.
+    pub fn key(&self) -> &str {
         match self {
-            Token::Identifier(word) => Some(word),
-            Token::In => Some("in"),
-            Token::NotIn => Some("notin"),
-            _ => None,
+            Self::Equal(key, _) | Self::NotEqual(key, _) => key,
+            Self::In(key, _) | Self::NotIn(key, _) => key,
+            Self::Exists(key) | Self::DoesNotExist(key) => key,
+            Self::GreaterThan(key, _) | Self::LessThan(key, _) => key,
         }
     }
 
-    fn describe(&self) -> String {
+    /// Whether the label's value (`None` when the label is absent) satisfies the requirement,
+    /// as `Requirement.Matches` decides: a `>` or `<` needs a label that parses as an integer.
+    pub fn matches(&self, value: Option<&str>) -> bool {
+        let number = || value.and_then(|value| value.parse::<i64>().ok());
         match self {
-            Token::Identifier(text) => format!("identifier {text:?}"),
-            Token::Equals => "'='".to_owned(),
-            Token::NotEquals => "'!='".to_owned(),
-            Token::Bang => "'!'".to_owned(),
-            Token::In => "'in'".to_owned(),
-            Token::NotIn => "'notin'".to_owned(),
-            Token::OpenParen => "'('".to_owned(),
-            Token::CloseParen => "')'".to_owned(),
-            Token::Comma => "','".to_owned(),
-            Token::Unsupported(text) => format!("operator {text:?}"),
-            Token::End => "end of input".to_owned(),
+            Self::Equal(_, expected) => value == Some(expected.as_str()),
+            Self::NotEqual(_, unwanted) => value != Some(unwanted.as_str()),
+            Self::In(_, values) => value.is_some_and(|value| values.contains(value)),
+            Self::NotIn(_, values) => !value.is_some_and(|value| values.contains(value)),
+            Self::Exists(_) => value.is_some(),
+            Self::DoesNotExist(_) => value.is_none(),
+            Self::GreaterThan(_, bound) => number().is_some_and(|n| n > *bound),
+            Self::LessThan(_, bound) => number().is_some_and(|n| n < *bound),
         }
     }
+
+    /// The same requirement as a kube-core [`Expression`]; `None` for `>` and `<`.
+    pub fn to_expression(&self) -> Option<Expression> {
+        Some(match self.clone() {
+            Self::Equal(key, value) => Expression::Equal(key, value),
+            Self::NotEqual(key, value) => Expression::NotEqual(key, value),
+            Self::In(key, values) => Expression::In(key, values),
+            Self::NotIn(key, values) => Expression::NotIn(key, values),
+            Self::Exists(key) => Expression::Exists(key),
+            Self::DoesNotExist(key) => Expression::DoesNotExist(key),
+            Self::GreaterThan(..) | Self::LessThan(..) => return None,
+        })
+    }
+}
+
+impl From<Expression> for LabelRequirement {
+    fn from(expression: Expression) -> Self {
+        match expression {
+            Expression::Equal(key, value) => Self::Equal(key, value),
+            Expression::NotEqual(key, value) => Self::NotEqual(key, value),
+            Expression::In(key, values) => Self::In(key, values),
+            Expression::NotIn(key, values) => Self::NotIn(key, values),
+            Expression::Exists(key) => Self::Exists(key),
+            Expression::DoesNotExist(key) => Self::DoesNotExist(key),
+        }
+    }
+}
+
+/// As apimachinery's `Requirement.String()` (`==` is written `=`).
+impl fmt::Display for LabelRequirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let set = |values: &BTreeSet<String>| Vec::from_iter(values.iter().cloned()).join(",");
+        match self {
+            Self::Equal(key, value) => write!(f, "{key}={value}"),
+            Self::NotEqual(key, value) => write!(f, "{key}!={value}"),
+            Self::In(key, values) => write!(f, "{key} in ({})", set(values)),
+            Self::NotIn(key, values) => write!(f, "{key} notin ({})", set(values)),
+            Self::Exists(key) => write!(f, "{key}"),
+            Self::DoesNotExist(key) => write!(f, "!{key}"),
+            Self::GreaterThan(key, bound) => write!(f, "{key}>{bound}"),
+            Self::LessThan(key, bound) => write!(f, "{key}<{bound}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The lexer: apimachinery's `labels.Lexer`, byte for byte.
+
+/// apimachinery's lexer tokens. Its `ErrorToken` cannot occur (every special character alone
+/// spells a token), so it has no counterpart here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token {
+    EndOfString,
+    ClosedPar,
+    Comma,
+    DoesNotExist,
+    DoubleEquals,
+    Equals,
+    GreaterThan,
+    Identifier,
+    In,
+    LessThan,
+    NotEquals,
+    NotIn,
+    OpenPar,
+}
+
+/// A token, its text and the byte offset it starts at.
+#[derive(Debug, Clone, Copy)]
+struct Scanned<'a> {
+    token: Token,
+    literal: &'a str,
+    at: usize,
+}
+
+impl<'a> Scanned<'a> {
+    fn new(token: Token, literal: &'a str, at: usize) -> Self {
+        Self { token, literal, at }
+    }
+}
+
+/// `string2token`.
+fn keyword(text: &str) -> Option<Token> {
+    Some(match text {
+        ")" => Token::ClosedPar,
+        "," => Token::Comma,
+        "!" => Token::DoesNotExist,
+        "==" => Token::DoubleEquals,
+        "=" => Token::Equals,
+        ">" => Token::GreaterThan,
+        "in" => Token::In,
+        "<" => Token::LessThan,
+        "!=" => Token::NotEquals,
+        "notin" => Token::NotIn,
+        "(" => Token::OpenPar,
+        _ => return None,
+    })
+}
+
+fn is_whitespace(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+fn is_special_symbol(byte: u8) -> bool {
+    matches!(byte, b'=' | b'!' | b'(' | b')' | b',' | b'>' | b'<')
+}
+
+/// Scans tokens up to and including the first end of string, as `Parser.scan` does.
+///
+/// As in Go, the lexer reads bytes and takes a NUL byte for the end: at the start of a token it
+/// ends the input, inside one it ends the token and is skipped.
+fn scan(input: &str) -> Vec<Scanned<'_>> {
+    let bytes = input.as_bytes();
+    let mut pos = 0;
+    // `Lexer.read`: the byte at `pos` and a step past it, or 0 (and no step) at the end.
+    let read = |pos: &mut usize| match bytes.get(*pos) {
+        Some(&byte) => {
+            *pos += 1;
+            byte
+        }
+        None => 0,
+    };
+    let mut items = Vec::new();
+    loop {
+        let mut at = pos;
+        let mut ch = read(&mut pos);
+        while is_whitespace(ch) {
+            at = pos;
+            ch = read(&mut pos);
+        }
+        if ch == 0 {
+            items.push(Scanned::new(Token::EndOfString, "", at));
+            return items;
+        }
+        pos = at;
+        let (token, end) = if is_special_symbol(ch) {
+            // `scanSpecialSymbol`: the longest run of symbols that spells a token. The first
+            // symbol alone always does, so the scan ends at the first run that does not.
+            let mut last = (Token::EndOfString, pos);
+            loop {
+                let before = pos;
+                let ch = read(&mut pos);
+                let symbol = ch != 0 && is_special_symbol(ch);
+                match symbol.then(|| keyword(&input[at..pos])).flatten() {
+                    Some(token) => last = (token, pos),
+                    None => {
+                        // `unread`, but a NUL byte stays read.
+                        pos = if ch == 0 { pos } else { before };
+                        break;
+                    }
+                }
+            }
+            last
+        } else {
+            // `scanIDOrKeyword`.
+            let end = loop {
+                let before = pos;
+                let ch = read(&mut pos);
+                if ch == 0 || is_special_symbol(ch) || is_whitespace(ch) {
+                    pos = if ch == 0 { pos } else { before };
+                    break before;
+                }
+            };
+            (keyword(&input[at..end]).unwrap_or(Token::Identifier), end)
+        };
+        items.push(Scanned::new(token, &input[at..end], at));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parser: apimachinery's `labels.Parser`, in the same order of checks and with its texts.
+
+/// A parse failure: the message `labels.Parse` gives and the offset of the token it is about.
+#[derive(Debug)]
+struct Failure {
+    at: usize,
+    message: String,
+}
+
+/// `found 'X', expected: ...`, at X: most of the parser's messages.
+fn found(item: Scanned<'_>, expected: &str) -> Failure {
+    let message = format!("found '{}', expected: {expected}", item.literal);
+    Failure {
+        at: item.at,
+        message,
+    }
+}
+
+/// Where `in` and `notin` are keywords (after a key) and where they are plain words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Context {
+    KeyAndOperator,
+    Values,
 }
 
 struct Parser<'a> {
-    input: &'a str,
+    items: Vec<Scanned<'a>>,
     position: usize,
+    /// Whether `>` and `<` are read (kube-core's `Selector` cannot hold them).
+    numeric: bool,
+}
+
+fn parse(input: &str, numeric: bool) -> Result<Vec<LabelRequirement>> {
+    let items = scan(input);
+    let mut parser = Parser {
+        items,
+        position: 0,
+        numeric,
+    };
+    parser.parse().map_err(|failure| Error::InvalidSelector {
+        selector: input.to_owned(),
+        position: failure.at,
+        reason: failure.message,
+    })
 }
 
 impl<'a> Parser<'a> {
-    fn new(input: &'a str) -> Self {
-        Self { input, position: 0 }
-    }
-
-    fn error(&self, at: usize, reason: impl Into<String>) -> Error {
-        Error::InvalidSelector {
-            selector: self.input.to_owned(),
-            position: at,
-            reason: reason.into(),
+    fn lookahead(&self, context: Context) -> Scanned<'a> {
+        let mut item = self.items[self.position.min(self.items.len() - 1)];
+        if context == Context::Values && matches!(item.token, Token::In | Token::NotIn) {
+            item.token = Token::Identifier;
         }
+        item
     }
 
-    fn skip_whitespace(&mut self) {
-        let rest = &self.input[self.position..];
-        self.position += rest.len() - rest.trim_start().len();
+    fn consume(&mut self, context: Context) -> Scanned<'a> {
+        let item = self.lookahead(context);
+        self.position += 1;
+        item
     }
 
-    /// The next token and the offset it starts at, without consuming it.
-    fn peek(&mut self) -> (Token<'a>, usize, usize) {
-        self.skip_whitespace();
-        let start = self.position;
-        let rest = &self.input[start..];
-        let Some(first) = rest.chars().next() else {
-            return (Token::End, start, start);
-        };
-        let (token, len) = match first {
-            ',' => (Token::Comma, 1),
-            '(' => (Token::OpenParen, 1),
-            ')' => (Token::CloseParen, 1),
-            '=' if rest.starts_with("==") => (Token::Equals, 2),
-            '=' => (Token::Equals, 1),
-            '!' if rest.starts_with("!=") => (Token::NotEquals, 2),
-            '!' => (Token::Bang, 1),
-            '<' | '>' => (Token::Unsupported(&rest[..1]), 1),
-            _ => {
-                let len = rest.find(is_special).unwrap_or(rest.len());
-                let word = &rest[..len];
-                let token = match word {
-                    "in" => Token::In,
-                    "notin" => Token::NotIn,
-                    _ => Token::Identifier(word),
-                };
-                (token, len)
-            }
-        };
-        (token, start, start + len)
-    }
-
-    fn next(&mut self) -> (Token<'a>, usize) {
-        let (token, start, end) = self.peek();
-        self.position = end;
-        (token, start)
-    }
-
-    fn parse(mut self) -> Result<Selector> {
-        let mut expressions = Vec::new();
-        if self.peek().0 == Token::End {
-            return Ok(Selector::default());
-        }
+    fn parse(&mut self) -> Result<Vec<LabelRequirement>, Failure> {
+        let mut requirements = Vec::new();
         loop {
-            expressions.push(self.requirement()?);
-            match self.next() {
-                (Token::End, _) => break,
-                (Token::Comma, _) => {}
-                (other, at) => {
-                    return Err(self.error(
-                        at,
-                        format!("expected ',' or end, found {}", other.describe()),
-                    ));
-                }
-            }
-        }
-        Ok(expressions.into_iter().collect())
-    }
-
-    fn requirement(&mut self) -> Result<Expression> {
-        let (token, at) = self.next();
-        if let Some(word) = token.as_word() {
-            let key = self.validated_key(word, at)?;
-            return self.operation(key);
-        }
-        match token {
-            Token::Bang => {
-                let key = self.key()?;
-                // `!key` stands alone: an operator after it has no meaning.
-                match self.peek() {
-                    (Token::Comma | Token::End, _, _) => Ok(Expression::DoesNotExist(key)),
-                    (other, other_at, _) => Err(self.error(
-                        other_at,
-                        format!(
-                            "expected ',' or end after '!{key}', found {}",
-                            other.describe()
-                        ),
-                    )),
-                }
-            }
-            other => Err(self.error(
-                at,
-                format!("expected a label key or '!', found {}", other.describe()),
-            )),
-        }
-    }
-
-    fn key(&mut self) -> Result<String> {
-        let (token, at) = self.next();
-        match token.as_word() {
-            Some(word) => self.validated_key(word, at),
-            None => Err(self.error(
-                at,
-                format!("expected a label key, found {}", token.describe()),
-            )),
-        }
-    }
-
-    fn operation(&mut self, key: String) -> Result<Expression> {
-        let (token, at) = self.next();
-        match token {
-            Token::Comma | Token::End => {
-                // Give the separator back to the caller.
-                self.position = at;
-                Ok(Expression::Exists(key))
-            }
-            Token::Equals => Ok(Expression::Equal(key, self.exact_value()?)),
-            Token::NotEquals => Ok(Expression::NotEqual(key, self.exact_value()?)),
-            Token::In => Ok(Expression::In(key, self.value_set("in")?)),
-            Token::NotIn => Ok(Expression::NotIn(key, self.value_set("notin")?)),
-            Token::Unsupported(op) => Err(self.error(
-                at,
-                format!("operator {op:?} is not supported: kube-core's Selector has no numeric comparisons"),
-            )),
-            other => Err(self.error(
-                at,
-                format!("expected '=', '==', '!=', 'in' or 'notin' after key {key:?}, found {}", other.describe()),
-            )),
-        }
-    }
-
-    fn exact_value(&mut self) -> Result<String> {
-        let (token, at, end) = self.peek();
-        if let Some(word) = token.as_word() {
-            self.position = end;
-            return self.validated_value(word, at);
-        }
-        match token {
-            Token::Comma | Token::End => Ok(String::new()),
-            other => Err(self.error(at, format!("expected a value, found {}", other.describe()))),
-        }
-    }
-
-    fn value_set(&mut self, operator: &str) -> Result<BTreeSet<String>> {
-        match self.next() {
-            (Token::OpenParen, _) => {}
-            (other, at) => {
-                return Err(self.error(
-                    at,
-                    format!(
-                        "expected '(' after '{operator}', found {}",
-                        other.describe()
-                    ),
-                ));
-            }
-        }
-        let open_at = self.position - 1;
-        let mut values = BTreeSet::new();
-        // Each pass reads one (possibly empty) value and the separator after it, so `(a,,b)`
-        // and `(,a)` hold the empty value, as apimachinery's parser does.
-        loop {
-            let (token, at, end) = self.peek();
-            let value = match token.as_word() {
-                Some(word) => {
-                    self.position = end;
-                    self.validated_value(word, at)?
-                }
-                None => String::new(),
-            };
-            match self.next() {
-                (Token::Comma, _) => {
-                    values.insert(value);
-                }
-                (Token::CloseParen, at) => {
-                    if value.is_empty() && values.is_empty() {
-                        return Err(
-                            self.error(at, format!("the value set after '{operator}' is empty"))
-                        );
+            let item = self.lookahead(Context::Values);
+            match item.token {
+                Token::Identifier | Token::DoesNotExist => {
+                    let requirement = self.parse_requirement().map_err(|failure| Failure {
+                        message: format!("unable to parse requirement: {}", failure.message),
+                        ..failure
+                    })?;
+                    requirements.push(requirement);
+                    let next = self.consume(Context::Values);
+                    match next.token {
+                        Token::EndOfString => return Ok(requirements),
+                        Token::Comma => {
+                            let after = self.lookahead(Context::Values);
+                            if !matches!(after.token, Token::Identifier | Token::DoesNotExist) {
+                                return Err(found(after, "identifier after ','"));
+                            }
+                        }
+                        _ => return Err(found(next, "',' or 'end of string'")),
                     }
-                    values.insert(value);
-                    return Ok(values);
                 }
-                (Token::End, at) => {
-                    return Err(self.error(
-                        at,
-                        format!("unclosed '(' opened at {open_at}: expected ')'"),
-                    ));
-                }
-                (other, at) => {
-                    return Err(self.error(
-                        at,
-                        format!("expected ',' or ')', found {}", other.describe()),
-                    ));
-                }
+                Token::EndOfString => return Ok(requirements),
+                _ => return Err(found(item, "!, identifier, or 'end of string'")),
             }
         }
     }
 
-    fn validated_key(&self, key: &str, at: usize) -> Result<String> {
-        validate_qualified_name(key)
-            .map_err(|reason| self.error(at, format!("invalid label key {key:?}: {reason}")))?;
-        Ok(key.to_owned())
-    }
-
-    fn validated_value(&self, value: &str, at: usize) -> Result<String> {
-        validate_label_value(value)
-            .map_err(|reason| self.error(at, format!("invalid label value {value:?}: {reason}")))?;
-        Ok(value.to_owned())
-    }
-}
-
-/// Characters that end an identifier, as in apimachinery's lexer.
-fn is_special(c: char) -> bool {
-    c.is_whitespace() || matches!(c, ',' | '=' | '!' | '(' | ')' | '<' | '>')
-}
-
-const NAME_MAX: usize = 63;
-const PREFIX_MAX: usize = 253;
-
-/// `[prefix/]name`: a DNS subdomain prefix and a 63-character name, as label keys must be.
-fn validate_qualified_name(key: &str) -> std::result::Result<(), String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() {
-            return Err("the prefix before '/' is empty".to_owned());
+    fn parse_requirement(&mut self) -> Result<LabelRequirement, Failure> {
+        use LabelRequirement as R;
+        // `parseKeyAndInferOperator`.
+        let mut key = self.consume(Context::Values);
+        let negated = key.token == Token::DoesNotExist;
+        if negated {
+            key = self.consume(Context::Values);
         }
-        if prefix.len() > PREFIX_MAX {
-            return Err(format!("the prefix is longer than {PREFIX_MAX} characters"));
+        if key.token != Token::Identifier {
+            return Err(found(key, "identifier"));
         }
-        let valid_labels = prefix.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= NAME_MAX
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        });
-        if !valid_labels {
-            return Err(
-                "the prefix must be a lowercase DNS subdomain (e.g. example.com)".to_owned(),
-            );
+        let errors = qualified_name_errors(key.literal);
+        if !errors.is_empty() {
+            // labels.Parse validates the key under no field path, which Go prints as "<nil>".
+            let message = invalid("<nil>", key.literal, &errors);
+            return Err(Failure {
+                at: key.at,
+                message,
+            });
+        }
+        let name = key.literal.to_owned();
+        let next = self.lookahead(Context::Values).token;
+        if negated {
+            return Ok(R::DoesNotExist(name));
+        } else if matches!(next, Token::EndOfString | Token::Comma) {
+            return Ok(R::Exists(name));
+        }
+        // `parseOperator`, then the values and `NewRequirement`'s checks of them.
+        let operator = self.consume(Context::KeyAndOperator);
+        match operator.token {
+            Token::In | Token::NotIn => {
+                let values = self.parse_values()?;
+                check_values(&name, &values)?;
+                let values = values.into_keys().collect();
+                Ok(match operator.token {
+                    Token::In => R::In(name, values),
+                    _ => R::NotIn(name, values),
+                })
+            }
+            Token::Equals | Token::DoubleEquals | Token::NotEquals => {
+                let (value, at) = self.parse_exact_value()?;
+                check_values(&name, &BTreeMap::from([(value.clone(), at)]))?;
+                Ok(match operator.token {
+                    Token::NotEquals => R::NotEqual(name, value),
+                    _ => R::Equal(name, value),
+                })
+            }
+            Token::GreaterThan | Token::LessThan if !self.numeric => Err(Failure {
+                at: operator.at,
+                message: format!(
+                    "operator '{}' is not supported: kube-core's Selector has no numeric \
+                     comparisons (LabelSelector::parse reads them)",
+                    operator.literal
+                ),
+            }),
+            Token::GreaterThan | Token::LessThan => {
+                let (value, at) = self.parse_exact_value()?;
+                let number = value.parse::<i64>();
+                let mut errors = Vec::new();
+                if number.is_err() {
+                    let detail = "for 'Gt', 'Lt' operators, the value must be an integer";
+                    errors.push(invalid("values[0]", &value, &[detail.to_owned()]));
+                }
+                if let Err(failure) = check_values(&name, &BTreeMap::from([(value, at)])) {
+                    errors.push(failure.message);
+                }
+                match (number, operator.token) {
+                    (Ok(bound), Token::GreaterThan) if errors.is_empty() => {
+                        Ok(R::GreaterThan(name, bound))
+                    }
+                    (Ok(bound), _) if errors.is_empty() => Ok(R::LessThan(name, bound)),
+                    _ => Err(Failure {
+                        at,
+                        message: aggregate(errors),
+                    }),
+                }
+            }
+            _ => Err(found(operator, "in, notin, =, ==, !=, gt, lt")),
         }
     }
-    if name.is_empty() {
-        return Err("the name part is empty".to_owned());
+
+    /// `parseValues`: `(v1,v2)`, each value with the offset it was first written at.
+    fn parse_values(&mut self) -> Result<BTreeMap<String, usize>, Failure> {
+        let open = self.consume(Context::Values);
+        if open.token != Token::OpenPar {
+            let message = format!("found '{}' expected: '('", open.literal);
+            return Err(Failure {
+                at: open.at,
+                message,
+            });
+        }
+        let first = self.lookahead(Context::Values);
+        match first.token {
+            Token::Identifier | Token::Comma => {
+                let values = self.parse_identifiers_list()?;
+                let close = self.consume(Context::Values);
+                if close.token != Token::ClosedPar {
+                    // Go names the token after '(' here, not the one it found.
+                    return Err(Failure {
+                        at: close.at,
+                        ..found(first, "')'")
+                    });
+                }
+                Ok(values)
+            }
+            Token::ClosedPar => {
+                self.consume(Context::Values);
+                Ok(BTreeMap::from([(String::new(), first.at)]))
+            }
+            _ => Err(found(first, "',', ')' or identifier")),
+        }
     }
-    validate_name_part(name)
+
+    /// `parseIdentifiersList`: `(,`, `,,` and `,)` each hold the empty value.
+    fn parse_identifiers_list(&mut self) -> Result<BTreeMap<String, usize>, Failure> {
+        let mut values = BTreeMap::new();
+        loop {
+            let item = self.consume(Context::Values);
+            let next = self.lookahead(Context::Values);
+            match (item.token, next.token) {
+                (Token::Identifier, _) => {
+                    values.entry(item.literal.to_owned()).or_insert(item.at);
+                    match next.token {
+                        Token::Comma => {}
+                        Token::ClosedPar => return Ok(values),
+                        _ => return Err(found(next, "',' or ')'")),
+                    }
+                }
+                (Token::Comma, _) => {
+                    if values.is_empty() {
+                        values.insert(String::new(), item.at);
+                    }
+                    match next.token {
+                        Token::ClosedPar => {
+                            values.entry(String::new()).or_insert(next.at);
+                            return Ok(values);
+                        }
+                        Token::Comma => {
+                            self.consume(Context::Values);
+                            values.entry(String::new()).or_insert(next.at);
+                        }
+                        _ => {}
+                    }
+                }
+                _ => return Err(found(item, "',', or identifier")),
+            }
+        }
+    }
+
+    /// `parseExactValue`: the value and its offset; nothing before `,` or the end is `""`.
+    fn parse_exact_value(&mut self) -> Result<(String, usize), Failure> {
+        let next = self.lookahead(Context::Values);
+        if matches!(next.token, Token::EndOfString | Token::Comma) {
+            return Ok((String::new(), next.at));
+        }
+        let value = self.consume(Context::Values);
+        match value.token {
+            Token::Identifier => Ok((value.literal.to_owned(), value.at)),
+            _ => Err(found(value, "identifier")),
+        }
+    }
 }
 
-/// Empty, or up to 63 alphanumerics, `-`, `_` and `.`, starting and ending alphanumeric.
-fn validate_label_value(value: &str) -> std::result::Result<(), String> {
-    if value.is_empty() {
-        return Ok(());
-    }
-    validate_name_part(value)
-}
+// ---------------------------------------------------------------------------------------------
+// Validation: apimachinery's `IsQualifiedName` and `IsValidLabelValue`, and how `NewRequirement`
+// reports them.
 
-fn validate_name_part(text: &str) -> std::result::Result<(), String> {
-    if text.len() > NAME_MAX {
-        return Err(format!("longer than {NAME_MAX} characters"));
-    }
-    let alphanumeric_ends = text.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && text.ends_with(|c: char| c.is_ascii_alphanumeric());
-    let allowed = text
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    if alphanumeric_ends && allowed {
-        Ok(())
-    } else {
-        Err(
-            "must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
-                .to_owned(),
-        )
-    }
-}
+const QUALIFIED_NAME_RULE: &str = "must consist of alphanumeric characters, '-', '_' or '.', and \
+must start and end with an alphanumeric character (e.g. 'MyName', or 'my.name', or '123-abc', regex \
+used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
 
-#[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
+const LABEL_VALUE_RULE: &str = "a valid label must be an empty string or consist of alphanumeric \
+characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue', \
+or 'my_value', or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 
-    use super::*;
+const DNS_SUBDOMAIN_RULE: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
+alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. \
+'example.com', regex used for validation is \
+'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
+fn is_qualified_name_part(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes
             .iter()
-            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
-            .collect()
-    }
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
 
-    fn set(values: &[&str]) -> BTreeSet<String> {
-        values.iter().map(|value| (*value).to_owned()).collect()
-    }
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`.
+fn is_dns_subdomain(text: &str) -> bool {
+    text.split('.').all(|label| {
+        let bytes = label.as_bytes();
+        let edge = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+        bytes.first().is_some_and(edge)
+            && bytes.last().is_some_and(edge)
+            && bytes.iter().all(|b| edge(b) || *b == b'-')
+    })
+}
 
-    fn position_of(err: Error) -> usize {
-        match err {
-            Error::InvalidSelector { position, .. } => position,
-            other => panic!("expected InvalidSelector, got {other:?}"),
+/// apimachinery's `validation.IsQualifiedName`: every problem, in its order and words.
+fn qualified_name_errors(key: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    let parts: Vec<&str> = key.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errors.push("prefix part must be non-empty".to_owned());
+            } else {
+                if prefix.len() > 253 {
+                    errors.push("prefix part must be no more than 253 characters".to_owned());
+                }
+                if !is_dns_subdomain(prefix) {
+                    errors.push(format!("prefix part {DNS_SUBDOMAIN_RULE}"));
+                }
+            }
+            name
+        }
+        _ => {
+            return vec![format!(
+                "a qualified name {QUALIFIED_NAME_RULE} with an optional DNS subdomain prefix \
+                 and '/' (e.g. 'example.com/MyName')"
+            )];
+        }
+    };
+    if name.is_empty() {
+        errors.push("name part must be non-empty".to_owned());
+    } else if name.len() > 63 {
+        errors.push("name part must be no more than 63 characters".to_owned());
+    }
+    if !is_qualified_name_part(name) {
+        errors.push(format!("name part {QUALIFIED_NAME_RULE}"));
+    }
+    errors
+}
+
+/// apimachinery's `validation.IsValidLabelValue`.
+fn label_value_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > 63 {
+        errors.push("must be no more than 63 characters".to_owned());
+    }
+    if !value.is_empty() && !is_qualified_name_part(value) {
+        errors.push(LABEL_VALUE_RULE.to_owned());
+    }
+    errors
+}
+
+/// `NewRequirement`'s value checks, in the sorted order of the values (Go's `sets.String.List`),
+/// as one aggregated message at the first bad value.
+fn check_values(key: &str, values: &BTreeMap<String, usize>) -> Result<(), Failure> {
+    let (mut errors, mut first_at) = (Vec::new(), None);
+    for (i, (value, at)) in values.iter().enumerate() {
+        let problems = label_value_errors(value);
+        if !problems.is_empty() {
+            first_at.get_or_insert(*at);
+            errors.push(invalid(&format!("values[{i}][{key}]"), value, &problems));
         }
     }
-
-    #[test]
-    fn every_operator_parses_to_its_expression() {
-        let cases = [
-            ("a=b", Expression::Equal("a".into(), "b".into())),
-            ("a==b", Expression::Equal("a".into(), "b".into())),
-            ("a!=b", Expression::NotEqual("a".into(), "b".into())),
-            ("a in (b,c)", Expression::In("a".into(), set(&["b", "c"]))),
-            ("a notin (b)", Expression::NotIn("a".into(), set(&["b"]))),
-            ("a", Expression::Exists("a".into())),
-            ("!a", Expression::DoesNotExist("a".into())),
-            ("a=", Expression::Equal("a".into(), String::new())),
-            (
-                "in in (notin)",
-                Expression::In("in".into(), set(&["notin"])),
-            ),
-            (
-                "example.com/a = b",
-                Expression::Equal("example.com/a".into(), "b".into()),
-            ),
-        ];
-        for (input, expected) in cases {
-            assert_eq!(
-                parse_selector(input).unwrap(),
-                Selector::from(expected),
-                "{input:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn requirements_are_joined_by_commas_outside_parentheses() {
-        let selector = parse_selector("x in (foo,,baz),y,z notin (a),!w,v!=1").unwrap();
-        let expected: Selector = [
-            Expression::In("x".into(), set(&["foo", "", "baz"])),
-            Expression::Exists("y".into()),
-            Expression::NotIn("z".into(), set(&["a"])),
-            Expression::DoesNotExist("w".into()),
-            Expression::NotEqual("v".into(), "1".into()),
-        ]
-        .into_iter()
-        .collect();
-        assert_eq!(selector, expected);
-    }
-
-    #[test]
-    fn the_empty_selector_selects_everything() {
-        for input in ["", "   "] {
-            let selector = parse_selector(input).unwrap();
-            assert!(selector.selects_all());
-            assert!(selector_matches(&selector, None));
-            assert!(selector_matches(&selector, Some(&labels(&[("a", "b")]))));
-        }
-    }
-
-    /// Ported from apimachinery's `TestSelectorParse` and `TestLexerSequence` error cases.
-    #[test]
-    fn malformed_selectors_are_refused_with_the_offending_offset() {
-        let cases = [
-            ("x=a||y=b", 2),
-            ("x==a==b", 4),
-            ("!x=a", 2),
-            ("x<a", 1),
-            ("x>1", 1),
-            ("x in (a", 7),
-            ("x in a", 5),
-            ("x in ()", 6),
-            ("x notin (  )", 11),
-            ("x,,y", 2),
-            ("=a", 0),
-            ("x=a b", 4),
-            ("-x=a", 0),
-            ("x=-a", 2),
-            ("/x=a", 0),
-            ("Example.com/x=a", 0),
-        ];
-        for (input, position) in cases {
-            let err = parse_selector(input).expect_err(input);
-            assert_eq!(position_of(err), position, "{input:?}");
-        }
-    }
-
-    #[test]
-    fn parse_errors_say_what_was_expected() {
-        let err = parse_selector("app in (web").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "invalid label selector \"app in (web\" at byte 11: unclosed '(' opened at 7: expected ')'"
-        );
-        let err = parse_selector("replicas>3").unwrap_err();
-        assert!(err.to_string().contains("not supported"), "{err}");
-        let long = "a".repeat(64);
-        let err = parse_selector(&format!("app={long}")).unwrap_err();
-        assert!(err.to_string().contains("longer than 63"), "{err}");
-    }
-
-    /// Ported from apimachinery's `TestSelectorMatches` and `TestEverything`.
-    #[test]
-    fn selectors_match_like_apimachinery() {
-        let matching = [
-            ("", vec![("x", "y")]),
-            ("x=y", vec![("x", "y")]),
-            ("x=y,z=w", vec![("x", "y"), ("z", "w")]),
-            ("x!=y,z!=w", vec![("x", "z"), ("z", "a")]),
-            ("notin=in", vec![("notin", "in")]),
-            ("x", vec![("x", "z")]),
-            ("!x", vec![("y", "z")]),
-            ("x!=y", vec![]),
-            ("x notin (y)", vec![]),
-            ("x in (y,z)", vec![("x", "z")]),
-            ("x=", vec![("x", "")]),
-        ];
-        for (input, pairs) in matching {
-            let selector = parse_selector(input).unwrap();
-            assert!(
-                selector_matches(&selector, Some(&labels(&pairs))),
-                "{input:?} should match {pairs:?}"
-            );
-        }
-        let not_matching = [
-            ("x=z", vec![]),
-            ("x=y", vec![("x", "z")]),
-            ("x=y,z=w", vec![("x", "w"), ("z", "w")]),
-            ("x!=y,z!=w", vec![("x", "z"), ("z", "w")]),
-            ("x", vec![("y", "z")]),
-            ("!x", vec![("x", "z")]),
-            ("x in (y)", vec![]),
-            ("x notin (z)", vec![("x", "z")]),
-        ];
-        for (input, pairs) in not_matching {
-            let selector = parse_selector(input).unwrap();
-            assert!(
-                !selector_matches(&selector, Some(&labels(&pairs))),
-                "{input:?} should not match {pairs:?}"
-            );
-        }
-        let selector = parse_selector("x=y").unwrap();
-        assert!(
-            !selector_matches(&selector, None),
-            "an unlabelled object has no x"
-        );
-    }
-
-    fn label_text() -> impl Strategy<Value = String> {
-        "[a-z0-9]([a-z0-9_.-]{0,6}[a-z0-9])?"
-    }
-
-    fn dns_label() -> impl Strategy<Value = String> {
-        "[a-z0-9]([a-z0-9-]{0,6}[a-z0-9])?"
-    }
-
-    fn expression() -> impl Strategy<Value = Expression> {
-        let key = prop_oneof![
-            label_text(),
-            (dns_label(), label_text()).prop_map(|(p, n)| format!("{p}.io/{n}"))
-        ];
-        let value = prop_oneof![Just(String::new()), label_text()];
-        let values = proptest::collection::btree_set(label_text(), 1..4);
-        (key, value, values, 0..6u8).prop_map(|(key, value, values, op)| match op {
-            0 => Expression::Equal(key, value),
-            1 => Expression::NotEqual(key, value),
-            2 => Expression::In(key, values),
-            3 => Expression::NotIn(key, values),
-            4 => Expression::Exists(key),
-            _ => Expression::DoesNotExist(key),
+    first_at.map_or(Ok(()), |at| {
+        Err(Failure {
+            at,
+            message: aggregate(errors),
         })
-    }
+    })
+}
 
-    proptest! {
-        /// kube-core renders a selector as a string; parsing that string gives the selector back.
-        #[test]
-        fn rendered_selectors_parse_back_to_themselves(
-            expressions in proptest::collection::vec(expression(), 0..5),
-        ) {
-            let selector: Selector = expressions.into_iter().collect();
-            let rendered = selector.to_string();
-            let parsed = parse_selector(&rendered);
-            prop_assert_eq!(parsed.as_ref(), Ok(&selector), "{}", rendered);
-        }
+/// A `field.Invalid` error as Go prints it: `path: Invalid value: "value": detail; detail`.
+fn invalid(path: &str, value: &str, details: &[String]) -> String {
+    format!(
+        "{path}: Invalid value: {}: {}",
+        go_quote(value),
+        details.join("; ")
+    )
+}
 
-        /// The parser never panics, whatever it is fed (multi-byte characters included).
-        #[test]
-        fn arbitrary_input_never_panics(input in "[a-z=!,() <>in/.\u{e9}\u{3000}-]{0,24}") {
-            let _ = parse_selector(&input);
+/// How Go prints an `errors.Aggregate` of field errors: repeated messages once, one message
+/// alone, several in brackets.
+fn aggregate(mut errors: Vec<String>) -> String {
+    let mut seen = BTreeSet::new();
+    errors.retain(|error| seen.insert(error.clone()));
+    match errors.as_slice() {
+        [one] => one.clone(),
+        _ => format!("[{}]", errors.join(", ")),
+    }
+}
+
+/// Go's `%q` of a string (`strconv.Quote`): Go's escapes for quotes, backslashes and control
+/// characters, and `\u` escapes for the non-printable characters Go escapes most often (spaces
+/// other than U+0020, C1 controls, the common format characters).
+fn go_quote(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => out.extend(['\\', c]),
+            '\u{7}'..='\u{d}' => out.extend(['\\', b"abtnvfr"[c as usize - 7] as char]),
+            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control()
+                || (c.is_whitespace() && c != ' ')
+                || matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+                    | '\u{2060}'..='\u{2064}' | '\u{feff}') =>
+            {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
         }
     }
+    out.push('"');
+    out
 }

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use crate::resources::ResourceType;
 use crate::response::{Reply, Shape, body_response, list_item, to_bytes};
-use crate::selector::{FieldSelector, LabelSelector, Selectors};
+use crate::selector::{FieldSelector, Selectors, parse_labels};
 use crate::server::Shared;
 use crate::status::ApiError;
 use crate::store::{ListQuery, Obj};
@@ -85,7 +85,7 @@ impl ListParams {
             limit,
             continue_token: get("continue"),
             selectors: Selectors {
-                labels: LabelSelector::parse(&get("labelSelector"))?,
+                labels: parse_labels(&get("labelSelector"))?,
                 fields: FieldSelector::parse(&get("fieldSelector"), resource)?,
             },
             allow_bookmarks: parse_bool(query, "allowWatchBookmarks")?.unwrap_or(false),
