@@ -1,5 +1,5 @@
-//! `/admin/...` endpoints: the fault-injection handle over HTTP and the bench endpoints (see
-//! [`crate::bench`]), for the standalone binary.
+//! `/admin/...` endpoints: the fault-injection handle over HTTP and, with the `bench` feature,
+//! the bench endpoints (see `crate::bench`), for the standalone binary.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -81,9 +81,13 @@ async fn serve(
                 to_bytes(&json!(counts)),
             ))
         }
+        #[cfg(feature = "bench")]
         ["bench", "update"] => crate::bench::update(shared, query),
+        #[cfg(feature = "bench")]
         ["bench", "relist"] => crate::bench::relist(shared, query).await,
+        #[cfg(feature = "bench")]
         ["bench", "checksum"] => crate::bench::server_checksum(shared, query),
+        #[cfg(feature = "bench")]
         ["content-types"] => Ok(crate::bench::content_types(shared)),
         ["compact"] => {
             shared.store.lock().compact_all();

@@ -63,10 +63,11 @@
 //!
 //! # Benchmarks
 //!
-//! With [`ServerOptions::admin_endpoints`] on, the server also answers the endpoints that
+//! With the `bench` cargo feature (off by default; the benchmark harness turns it on) and
+//! [`ServerOptions::admin_endpoints`] on, the server also answers the endpoints that
 //! `cargo xtask bench` drives (timed updates, a forced relist, a checksum of its objects,
-//! response counts by Content-Type); [`bench`](mod@bench) describes them and holds the
-//! [`checksum`](bench::checksum) the benchmark peers compare with the server's.
+//! response counts by Content-Type); the `bench` module describes them and holds the
+//! `checksum` the benchmark peers compare with the server's.
 //!
 //! # What it does not emulate
 //!
@@ -80,6 +81,7 @@
 //! is).
 
 mod admin;
+#[cfg(feature = "bench")]
 pub mod bench;
 mod crd;
 mod discovery;

@@ -5,6 +5,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+#[cfg(feature = "bench")]
 use std::sync::atomic::AtomicU64;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -141,9 +142,11 @@ pub(crate) struct Shared {
     /// Responses to get, list and watch requests by `Content-Type`, for `/admin/content-types`.
     pub(crate) content_types: Mutex<BTreeMap<String, u64>>,
     /// Bench sentinels handed out so far: names count from 1 per server.
+    #[cfg(feature = "bench")]
     pub(crate) sentinels: AtomicU64,
     /// Work started by admin calls that outlives the call (bench updates); dropping the
     /// server aborts it rather than letting it write into a store nobody reads.
+    #[cfg(feature = "bench")]
     pub(crate) background: Mutex<JoinSet<()>>,
 }
 
@@ -176,6 +179,7 @@ impl Shared {
     }
 
     /// Runs `task` until it ends or the server is dropped.
+    #[cfg(feature = "bench")]
     pub(crate) fn spawn_background(&self, task: impl Future<Output = ()> + Send + 'static) {
         let mut background = self.background.lock();
         // Reap what has finished, so a long-lived server does not keep every old task's slot.
@@ -230,7 +234,9 @@ impl FakeApiServer {
                 addr: Mutex::new(listen),
                 listener: Mutex::new(None),
                 content_types: Mutex::new(BTreeMap::new()),
+                #[cfg(feature = "bench")]
                 sentinels: AtomicU64::new(0),
+                #[cfg(feature = "bench")]
                 background: Mutex::new(JoinSet::new()),
             }
         });
@@ -288,8 +294,9 @@ impl FakeApiServer {
         self.shared.store.lock().resource_version()
     }
 
-    /// How many get, list and watch responses went out, by `Content-Type` (what
-    /// `/admin/content-types` reports): how a test tells which format a client was served.
+    /// How many get, list and watch responses went out, by `Content-Type` (what the bench
+    /// endpoint `/admin/content-types` reports): how a test tells which format a client was
+    /// served.
     pub fn content_types(&self) -> BTreeMap<String, u64> {
         self.shared.content_types.lock().clone()
     }
@@ -484,6 +491,7 @@ impl Drop for FakeApiServer {
         if let Some(task) = self.shared.listener.lock().take() {
             task.abort();
         }
+        #[cfg(feature = "bench")]
         self.shared.background.lock().abort_all();
         self.shared.store.lock().close_watchers();
     }

@@ -595,6 +595,7 @@ impl Store {
 
     /// The fewest free buffer slots among the open watches of one group resource (`None`
     /// without any): how many events can be written before the slowest watcher is closed.
+    #[cfg(feature = "bench")]
     pub(crate) fn watch_room(&self, group_resource: &str) -> Option<usize> {
         self.watchers
             .get(group_resource)?

@@ -150,6 +150,7 @@ pub(crate) struct PreparedCreate {
 
 impl PreparedCreate {
     /// Sets one annotation, for a value that must be taken as late as possible.
+    #[cfg(feature = "bench")]
     pub(crate) fn set_annotation(&mut self, key: &str, value: &str) {
         let metadata = metadata_mut(&mut self.object);
         let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));

@@ -435,9 +435,7 @@ struct MetadataList {
 
 #[tokio::test]
 async fn content_types_count_protobuf_responses_under_their_own_type() {
-    let server = FakeApiServer::start_with(ServerOptions::default().admin_endpoints(true))
-        .await
-        .expect("start");
+    let server = FakeApiServer::start().await.expect("start");
     seed_pods(&server, 2);
     assert_eq!(
         get_as(&server, "/api/v1/pods", PROTOBUF_FIRST).await.status,
@@ -462,13 +460,14 @@ async fn content_types_count_protobuf_responses_under_their_own_type() {
     let path = "/api/v1/pods?watch=true&timeoutSeconds=1";
     let (mut watch, _) = RawWatch::open_with(&server, path, &[("Accept", PROTOBUF_FIRST)]).await;
     while watch.next_frame().await.is_some() {}
-    let counts = common::get(&server, "/admin/content-types").await.json();
+    let counts = serde_json::to_value(server.content_types()).expect("counts");
     assert_eq!(
         counts,
         json!({ CONTENT_TYPE: 2, WATCH_CONTENT_TYPE: 1, "application/json": 1 })
     );
 }
 
+#[cfg(feature = "bench")]
 #[tokio::test]
 async fn bench_updates_reach_protobuf_watchers_restamped() {
     let server = FakeApiServer::start_with(ServerOptions::default().admin_endpoints(true))
