@@ -1,0 +1,212 @@
+//! The kube-client lister-watchers over real HTTP against the fake API server: namespaces and
+//! selectors, metadata-only and dynamic objects, protobuf and JSON, and pages fetched ahead of
+//! their decoding.
+
+#[allow(
+    dead_code,
+    reason = "the harness serves every reflector test binary; this one uses part of it"
+)]
+mod common;
+
+use std::{sync::Arc, time::Duration};
+
+use common::fake_server::{
+    PATIENCE, churn, client, converges, quick_backoff, server_with_pods, start,
+};
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_reflector::{KubeListerWatcher, ReflectorOptions, WireFormat};
+use kinformer_store::{Cache, CacheReader};
+use kinformer_testing::{Fault, Verb, eventually, fixtures};
+use kube_client::Api;
+use kube_core::{ApiResource, DynamicObject, PartialObjectMeta};
+use parking_lot::Mutex;
+
+/// A namespaced, label-selected typed lister-watcher caches only what it selects.
+#[tokio::test]
+async fn namespace_and_label_selectors_narrow_the_cache() {
+    let server = server_with_pods(40).await;
+    let client = client(&server);
+    let lister_watcher = KubeListerWatcher::new(Api::<Pod>::namespaced(client, "ns-3"))
+        .wire_format(WireFormat::from_env())
+        .labels("tier=backend")
+        .tweak_list_options(|options| {
+            options.field_selector = Some("metadata.namespace=ns-3".into());
+        });
+    let cache = Arc::new(Cache::<Pod>::default());
+    let running = start(
+        lister_watcher,
+        &cache,
+        ReflectorOptions::default().backoff(quick_backoff()),
+    );
+    // pod-3, 13, 23, 33 live in ns-3; those with i % 3 == 0 are frontends (3, 33).
+    let want: Vec<String> = vec!["ns-3/pod-13".into(), "ns-3/pod-23".into()];
+    eventually("the selection is cached", PATIENCE, || {
+        let mut keys = cache.list_keys();
+        keys.sort();
+        keys == want
+    })
+    .await;
+    server
+        .create_object(fixtures::pod(43))
+        .expect("pod created");
+    eventually("the new match arrives", PATIENCE, || {
+        cache.list_keys().len() == 3
+    })
+    .await;
+    running.stop().await;
+}
+
+/// Metadata-only and dynamic lister-watchers fill their caches like the typed one.
+#[tokio::test]
+async fn metadata_and_dynamic_lister_watchers_converge() {
+    let server = server_with_pods(12).await;
+    let client = client(&server);
+
+    let metadata_cache = Arc::new(Cache::<PartialObjectMeta<Pod>>::default());
+    let metadata = start(
+        KubeListerWatcher::metadata(Api::<Pod>::all(client.clone())),
+        &metadata_cache,
+        ReflectorOptions::default().backoff(quick_backoff()),
+    );
+    let resource = ApiResource::erase::<Pod>(&());
+    let dynamic_cache = Arc::new(Cache::<DynamicObject>::default());
+    let dynamic = start(
+        KubeListerWatcher::dynamic(Api::all_with(client, &resource), &resource),
+        &dynamic_cache,
+        ReflectorOptions::default().backoff(quick_backoff()),
+    );
+    converges(&server, &metadata_cache).await;
+    converges(&server, &dynamic_cache).await;
+    churn(&server, 60);
+    converges(&server, &metadata_cache).await;
+    converges(&server, &dynamic_cache).await;
+    assert!(metadata.errors().is_empty(), "{:?}", metadata.errors());
+    assert!(dynamic.errors().is_empty(), "{:?}", dynamic.errors());
+    metadata.stop().await;
+    dynamic.stop().await;
+}
+
+/// A metadata-only lister-watcher asks for protobuf by default, as client-go's metadata client
+/// does, and fills the same cache in either format.
+#[tokio::test]
+async fn metadata_lister_watchers_fill_the_cache_in_protobuf_and_in_json() {
+    for format in [WireFormat::Protobuf, WireFormat::Json] {
+        let server = server_with_pods(12).await;
+        let cache = Arc::new(Cache::<PartialObjectMeta<Pod>>::default());
+        let running = start(
+            KubeListerWatcher::metadata(Api::<Pod>::all(client(&server))).wire_format(format),
+            &cache,
+            ReflectorOptions::default().backoff(quick_backoff()),
+        );
+        converges(&server, &cache).await;
+        churn(&server, 60);
+        converges(&server, &cache).await;
+        assert!(
+            running.errors().is_empty(),
+            "{format:?}: {:?}",
+            running.errors()
+        );
+        for object in cache.list() {
+            let types = object.types.as_ref().expect("every object has its type");
+            assert_eq!(
+                (types.api_version.as_str(), types.kind.as_str()),
+                ("meta.k8s.io/v1", "PartialObjectMetadata"),
+                "{format:?}"
+            );
+        }
+        let served = server.content_types();
+        let protobuf_served = served
+            .keys()
+            .filter(|kind| kind.contains("protobuf"))
+            .count();
+        match format {
+            WireFormat::Protobuf => assert!(
+                protobuf_served > 0 && !served.contains_key("application/json"),
+                "{served:?}"
+            ),
+            WireFormat::Json => assert_eq!(protobuf_served, 0, "{served:?}"),
+        }
+        running.stop().await;
+    }
+}
+
+/// Decodes like `JsonDecoder`, but holds each page that has a next one until the server has
+/// seen the next request, noting how many list requests the server had seen when each page
+/// finished decoding.
+struct SlowDecoder {
+    inner: kinformer_reflector::JsonDecoder<Pod>,
+    faults: kinformer_testing::Faults,
+    lists_seen: Arc<Mutex<Vec<u64>>>,
+}
+
+impl kinformer_reflector::Decoder<Pod> for SlowDecoder {
+    fn continue_token(&self, body: &[u8]) -> Option<String> {
+        self.inner.continue_token(body)
+    }
+
+    fn decode_list(
+        &self,
+        body: &[u8],
+    ) -> kinformer_reflector::Result<kinformer_reflector::ListPage<Pod>> {
+        let page = self.inner.decode_list(body);
+        // A page with a next one keeps decoding until that next request reaches the server (or
+        // 10 s pass): the request can only arrive meanwhile if it was sent ahead of this decode.
+        // Waiting on the count, not on a fixed sleep, keeps a loaded machine from failing it.
+        if self.inner.continue_token(body).is_some() {
+            let next_request = self.lists_seen.lock().len() as u64 + 3;
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while self.faults.request_count(Verb::List, "pods") < next_request
+                && std::time::Instant::now() < deadline
+            {
+                // Polling the server's count from a decoding thread, which cannot await.
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        self.lists_seen
+            .lock()
+            .push(self.faults.request_count(Verb::List, "pods"));
+        page
+    }
+
+    fn decode_event(
+        &self,
+        line: &[u8],
+    ) -> kinformer_reflector::Result<kinformer_reflector::WatchEvent<Pod>> {
+        self.inner.decode_event(line)
+    }
+}
+
+/// While a page decodes, the next one is already requested: by the time page n has decoded, the
+/// server has seen the request for page n + 1.
+#[tokio::test]
+async fn the_next_page_is_requested_while_the_current_one_decodes() {
+    let server = server_with_pods(200).await;
+    server
+        .faults()
+        .inject(Fault::status(410).verb(Verb::List).resource("pods"));
+    let lists_seen = Arc::new(Mutex::new(Vec::new()));
+    let decoder = SlowDecoder {
+        inner: kinformer_reflector::JsonDecoder::new(None),
+        faults: server.faults().clone(),
+        lists_seen: Arc::clone(&lists_seen),
+    };
+    let lister_watcher = KubeListerWatcher::with_decoder(Api::<Pod>::all(client(&server)), decoder);
+    let cache = Arc::new(Cache::<Pod>::default());
+    let running = start(
+        lister_watcher,
+        &cache,
+        ReflectorOptions::default()
+            .backoff(quick_backoff())
+            .page_size(50),
+    );
+    converges(&server, &cache).await;
+    // Request 1 was the faulted list; pages 1..=4 are requests 2..=5. When page n (of 4) has
+    // decoded, request n + 2 (the next page) has reached the server too, except after the last.
+    assert_eq!(*lists_seen.lock(), [3, 4, 5, 5]);
+    assert_eq!(
+        server.faults().request_count(Verb::List, "pods"),
+        5,
+        "no page fetched twice"
+    );
+    running.stop().await;
+}
