@@ -1,22 +1,17 @@
 //! [`ThreadSafeStore`]: objects by key plus every index, under one lock.
+//!
+//! The type and its lock live here; the slot table that holds the objects is in `table`, and
+//! the indexes over it, with the queries that read them, in `indexes`.
 
-use std::{
-    collections::{HashMap, HashSet},
-    fmt,
-    sync::Arc,
-};
+mod indexes;
+mod table;
 
-use foldhash::fast::RandomState;
+use std::{fmt, sync::Arc};
+
 use parking_lot::RwLock;
+use table::Inner;
 
-use crate::{Error, IndexFunc, Indexers, Result};
-
-type Map<K, V> = HashMap<K, V, RandomState>;
-type Set<T> = HashSet<T, RandomState>;
-/// Where an object lives in the slot table; index sets hold these instead of keys.
-type Slot = u32;
-/// Index value to the slots of the objects indexed under it.
-type Index = Map<Arc<str>, Set<Slot>>;
+use crate::{Error, Indexers, Result};
 
 /// A map from key to `Arc<K>` with secondary indexes that change together with it.
 ///
@@ -45,34 +40,15 @@ pub struct ThreadSafeStore<K> {
     inner: RwLock<Inner<K>>,
 }
 
-struct Entry<K> {
-    key: Arc<str>,
-    obj: Arc<K>,
-}
-
-/// What the key map holds: the slot, and the object again so `get` needs no second lookup.
-struct Keyed<K> {
-    slot: Slot,
-    obj: Arc<K>,
-}
-
-struct Inner<K> {
-    /// Key to slot and object.
-    slots_by_key: Map<Arc<str>, Keyed<K>>,
-    /// The slot table; `None` marks a free slot listed in `free`.
-    entries: Vec<Option<Entry<K>>>,
-    free: Vec<Slot>,
-    indexers: Indexers<K>,
-    /// Index name to index; an index exists for every indexer.
-    indices: Map<String, Index>,
-}
-
 impl<K> fmt::Debug for ThreadSafeStore<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inner = self.inner.read();
         f.debug_struct("ThreadSafeStore")
             .field("len", &inner.slots_by_key.len())
-            .field("indexers", &inner.indexers.keys().collect::<Vec<_>>())
+            .field(
+                "indexers",
+                &inner.indexes.indexers.keys().collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -150,7 +126,7 @@ impl<K> ThreadSafeStore<K> {
     ///
     /// The new contents are built before the lock is taken, so readers wait only for the swap.
     pub fn replace(&self, items: impl IntoIterator<Item = (String, Arc<K>)>) {
-        let indexers = self.inner.read().indexers.clone();
+        let indexers = self.inner.read().indexes.indexers.clone();
         let mut fresh = Inner::empty(indexers);
         let items = items.into_iter();
         fresh.entries.reserve(items.size_hint().0);
@@ -159,11 +135,12 @@ impl<K> ThreadSafeStore<K> {
         }
         let mut inner = self.inner.write();
         // Indexers added between the snapshot above and now must not be lost.
-        if inner.indexers.len() != fresh.indexers.len() {
+        if inner.indexes.indexers.len() != fresh.indexes.indexers.len() {
             let missing: Indexers<K> = inner
+                .indexes
                 .indexers
                 .iter()
-                .filter(|(name, _)| !fresh.indexers.contains_key(*name))
+                .filter(|(name, _)| !fresh.indexes.indexers.contains_key(*name))
                 .map(|(name, func)| (name.clone(), Arc::clone(func)))
                 .collect();
             fresh.add_indexers(missing);
@@ -224,7 +201,7 @@ impl<K> ThreadSafeStore<K> {
 
     /// The registered index funcs.
     pub fn indexers(&self) -> Indexers<K> {
-        self.inner.read().indexers.clone()
+        self.inner.read().indexes.indexers.clone()
     }
 
     /// Registers more index funcs and indexes every stored object with them, as today's
@@ -239,7 +216,7 @@ impl<K> ThreadSafeStore<K> {
         // The smallest conflicting name, so the error does not depend on hash order.
         if let Some(name) = indexers
             .keys()
-            .filter(|name| inner.indexers.contains_key(*name))
+            .filter(|name| inner.indexes.indexers.contains_key(*name))
             .min()
         {
             return Err(Error::IndexerConflict { name: name.clone() });
@@ -292,288 +269,9 @@ impl<K> ReadView<'_, K> {
     }
 
     pub(crate) fn index_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.inner.indexers.keys().cloned().collect();
+        let mut names: Vec<String> = self.inner.indexes.indexers.keys().cloned().collect();
         names.sort();
         names
-    }
-}
-
-impl<K> Inner<K> {
-    fn get(&self, key: &str) -> Option<Arc<K>> {
-        self.slots_by_key
-            .get(key)
-            .map(|keyed| Arc::clone(&keyed.obj))
-    }
-
-    fn list(&self) -> Vec<Arc<K>> {
-        let mut out = Vec::with_capacity(self.slots_by_key.len());
-        out.extend(
-            self.entries
-                .iter()
-                .flatten()
-                .map(|entry| Arc::clone(&entry.obj)),
-        );
-        out
-    }
-
-    fn list_keys(&self) -> Vec<String> {
-        let mut out = Vec::with_capacity(self.slots_by_key.len());
-        out.extend(
-            self.entries
-                .iter()
-                .flatten()
-                .map(|entry| entry.key.to_string()),
-        );
-        out
-    }
-
-    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
-        let (func, index) = self.index_named(index_name)?;
-        let values = func(obj);
-        let out = match values.as_slice() {
-            [] => Vec::new(),
-            // The common case needs no dedup.
-            [value] => index
-                .get(value.as_str())
-                .map(|slots| self.objects(slots.iter().copied()))
-                .unwrap_or_default(),
-            _ => {
-                let mut slots: Set<Slot> = Set::default();
-                for value in &values {
-                    if let Some(set) = index.get(value.as_str()) {
-                        slots.extend(set.iter().copied());
-                    }
-                }
-                self.objects(slots.into_iter())
-            }
-        };
-        Ok(out)
-    }
-
-    fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>> {
-        let (_, index) = self.index_named(index_name)?;
-        Ok(index
-            .get(indexed_value)
-            .map(|slots| {
-                slots
-                    .iter()
-                    .map(|slot| self.entry(*slot).key.to_string())
-                    .collect()
-            })
-            .unwrap_or_default())
-    }
-
-    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
-        self.indices
-            .get(index_name)
-            .map(|index| index.keys().map(|value| value.to_string()).collect())
-            .unwrap_or_default()
-    }
-
-    fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>> {
-        let (_, index) = self.index_named(index_name)?;
-        Ok(index
-            .get(indexed_value)
-            .map(|slots| self.objects(slots.iter().copied()))
-            .unwrap_or_default())
-    }
-
-    fn by_indexes(&self, query: &[(&str, &[&str])]) -> Result<Vec<Arc<K>>> {
-        // Each term as the index sets of its values; a term with no value matches nothing.
-        let mut terms: Vec<Vec<&Set<Slot>>> = Vec::with_capacity(query.len());
-        for (index_name, values) in query {
-            let (_, index) = self.index_named(index_name)?;
-            terms.push(
-                values
-                    .iter()
-                    .filter_map(|value| index.get(*value))
-                    .collect(),
-            );
-        }
-        let size = |term: &Vec<&Set<Slot>>| term.iter().map(|set| set.len()).sum::<usize>();
-        let Some((smallest, _)) = terms.iter().enumerate().min_by_key(|(_, term)| size(term))
-        else {
-            // No term at all: everything.
-            return Ok(self.list());
-        };
-        let candidates = terms.swap_remove(smallest);
-        let mut seen: Set<Slot> = Set::default();
-        let mut out = Vec::new();
-        for slot in candidates.iter().flat_map(|set| set.iter().copied()) {
-            let in_every_term = terms
-                .iter()
-                .all(|term| term.iter().any(|set| set.contains(&slot)));
-            // A slot under two values of the candidate term is taken once.
-            if in_every_term && (candidates.len() == 1 || seen.insert(slot)) {
-                out.push(Arc::clone(&self.entry(slot).obj));
-            }
-        }
-        Ok(out)
-    }
-
-    fn empty(indexers: Indexers<K>) -> Self {
-        Self {
-            slots_by_key: Map::default(),
-            entries: Vec::new(),
-            free: Vec::new(),
-            indices: indexers
-                .keys()
-                .map(|name| (name.clone(), Index::default()))
-                .collect(),
-            indexers,
-        }
-    }
-
-    /// The live entry in `slot`. Every slot reachable from the key map or an index is live:
-    /// both are updated under the same write lock as the table.
-    fn entry(&self, slot: Slot) -> &Entry<K> {
-        self.entries[slot as usize]
-            .as_ref()
-            .expect("indexed slots are always occupied")
-    }
-
-    fn index_named(&self, index_name: &str) -> Result<(&IndexFunc<K>, &Index)> {
-        match (self.indexers.get(index_name), self.indices.get(index_name)) {
-            (Some(func), Some(index)) => Ok((func, index)),
-            _ => Err(Error::IndexNotFound {
-                name: index_name.to_owned(),
-            }),
-        }
-    }
-
-    fn objects(&self, slots: impl ExactSizeIterator<Item = Slot>) -> Vec<Arc<K>> {
-        let mut out = Vec::with_capacity(slots.len());
-        out.extend(slots.map(|slot| Arc::clone(&self.entry(slot).obj)));
-        out
-    }
-
-    fn allocate(&mut self, entry: Entry<K>) -> Slot {
-        match self.free.pop() {
-            Some(slot) => {
-                self.entries[slot as usize] = Some(entry);
-                slot
-            }
-            None => {
-                let slot = Slot::try_from(self.entries.len())
-                    .expect("a store holds fewer than 2^32 objects");
-                self.entries.push(Some(entry));
-                slot
-            }
-        }
-    }
-
-    fn upsert(&mut self, key: &str, obj: Arc<K>) -> Option<Arc<K>> {
-        let Some(keyed) = self.slots_by_key.get_mut(key) else {
-            let key: Arc<str> = Arc::from(key);
-            let slot = self.allocate(Entry {
-                key: Arc::clone(&key),
-                obj: Arc::clone(&obj),
-            });
-            self.slots_by_key.insert(key, Keyed { slot, obj });
-            let obj = &self.entries[slot as usize]
-                .as_ref()
-                .expect("just allocated")
-                .obj;
-            for (name, func) in &self.indexers {
-                let index = index_mut(&mut self.indices, name);
-                for value in func(obj) {
-                    add_to_index(index, value, slot);
-                }
-            }
-            return None;
-        };
-        let slot = keyed.slot;
-        keyed.obj = Arc::clone(&obj);
-        let entry = self.entries[slot as usize]
-            .as_mut()
-            .expect("keyed slots are always occupied");
-        let old = std::mem::replace(&mut entry.obj, obj);
-        let new = &entry.obj;
-        for (name, func) in &self.indexers {
-            let old_values = func(&old);
-            let new_values = func(new);
-            // Most updates leave index values alone; skip the set churn then.
-            if new_values == old_values {
-                continue;
-            }
-            let index = index_mut(&mut self.indices, name);
-            for value in &old_values {
-                if !new_values.contains(value) {
-                    remove_from_index(index, value, slot);
-                }
-            }
-            for value in new_values {
-                if !old_values.contains(&value) {
-                    add_to_index(index, value, slot);
-                }
-            }
-        }
-        Some(old)
-    }
-
-    fn remove(&mut self, key: &str) -> Option<Arc<K>> {
-        let slot = self.slots_by_key.remove(key)?.slot;
-        let entry = self.entries[slot as usize]
-            .take()
-            .expect("keyed slots are always occupied");
-        self.free.push(slot);
-        for (name, func) in &self.indexers {
-            let index = index_mut(&mut self.indices, name);
-            for value in func(&entry.obj) {
-                remove_from_index(index, &value, slot);
-            }
-        }
-        Some(entry.obj)
-    }
-
-    fn add_indexers(&mut self, indexers: Indexers<K>) {
-        for (name, func) in indexers {
-            let mut index = Index::default();
-            for (slot, entry) in self.entries.iter().enumerate() {
-                let Some(entry) = entry else { continue };
-                let slot = Slot::try_from(slot).expect("slots fit in u32 by construction");
-                for value in func(&entry.obj) {
-                    add_to_index(&mut index, value, slot);
-                }
-            }
-            self.indices.insert(name.clone(), index);
-            self.indexers.insert(name, func);
-        }
-    }
-}
-
-/// The index named `name`, which exists for every registered indexer.
-fn index_mut<'a>(indices: &'a mut Map<String, Index>, name: &str) -> &'a mut Index {
-    // Looked up by `&str` first so the common path does not allocate the name.
-    if !indices.contains_key(name) {
-        indices.insert(name.to_owned(), Index::default());
-    }
-    indices.get_mut(name).expect("inserted above")
-}
-
-/// Adds `slot` under `value`, allocating the value only when it is new to the index.
-fn add_to_index(index: &mut Index, value: String, slot: Slot) {
-    match index.get_mut(value.as_str()) {
-        Some(slots) => {
-            slots.insert(slot);
-        }
-        None => {
-            let mut slots = Set::default();
-            slots.insert(slot);
-            index.insert(Arc::from(value), slots);
-        }
-    }
-}
-
-/// Drops `slot` from the set under `value`, and the set itself once empty, so that
-/// `list_index_func_values` never reports a value nothing is indexed under (client-go fixed the
-/// same leak in kubernetes/kubernetes#84959).
-fn remove_from_index(index: &mut Index, value: &str, slot: Slot) {
-    if let Some(slots) = index.get_mut(value) {
-        slots.remove(&slot);
-        if slots.is_empty() {
-            index.remove(value);
-        }
     }
 }
 
@@ -581,7 +279,10 @@ fn remove_from_index(index: &mut Index, value: &str, slot: Slot) {
 mod tests {
     use std::collections::BTreeSet;
 
-    use super::*;
+    use super::{
+        table::{Entry, Keyed, Slot},
+        *,
+    };
 
     /// A store of plain strings, indexed by `func` under `name`, as client-go's tests build one.
     fn store(name: &str, func: fn(&String) -> Vec<String>) -> ThreadSafeStore<String> {
@@ -601,7 +302,7 @@ mod tests {
         value: &str,
     ) -> Option<BTreeSet<String>> {
         let inner = store.inner.read();
-        inner.indices[index].get(value).map(|slots| {
+        inner.indexes.indices[index].get(value).map(|slots| {
             slots
                 .iter()
                 .map(|slot| inner.entry(*slot).key.to_string())
