@@ -3,7 +3,7 @@
 //!
 //! Backends, one per run:
 //! - `--local` (the default when no Docker engine answers): kube-apiserver and etcd built from
-//!   the Go module proxy and started on 127.0.0.1 (see `controlplane.rs`). A control plane left
+//!   the Go module proxy and started on 127.0.0.1 (see `controlplane/`). A control plane left
 //!   up by `cargo xtask control-plane up` is reused.
 //! - `--kind`: a kind cluster (created, or reused when one of that name exists) on the node
 //!   image `kindest/node:v1.37.2`, deleted afterwards unless `--keep`. kind pulls the published

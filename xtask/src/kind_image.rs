@@ -2,8 +2,8 @@
 //! from the Go module proxy and Debian's packages, for machines that reach no image registry.
 //!
 //! Every piece is built from source or from Debian, then cached under
-//! `~/.cache/kinformer/kind/<versions>/` (the cache root of `controlplane.rs`), so only the first
-//! run pays for the Go builds; a cold run needs nothing but the registries:
+//! `~/.cache/kinformer/kind/<versions>/` (the cache root of `controlplane/build.rs`), so only
+//! the first run pays for the Go builds; a cold run needs nothing but the registries:
 //! - the Kubernetes binaries from `xtask/kind` (same replace list and version stamps as the
 //!   local control plane, whose kube-apiserver and etcd the image reuses), the container runtime,
 //!   crictl, CNI plugins, CoreDNS and the kind CLI from `xtask/kind/runtime`, and pause from

@@ -377,7 +377,6 @@ const MODULE_LINES: usize = 800;
 const AWAITING_A_SPLIT: &[(&str, usize)] = &[
     ("crates/informer/tests/client_go_ports.rs", 801),
     ("xtask/src/benchsuite.rs", 1979),
-    ("xtask/src/controlplane.rs", 1161),
 ];
 
 #[test]

@@ -1,0 +1,182 @@
+//! The process helpers the control plane shares: starting a process into a log, stopping it by
+//! PID, telling our own live processes from reused PIDs, and the `openssl` and `curl` CLIs.
+
+use std::{
+    fs,
+    io::Write as _,
+    net::TcpListener,
+    os::unix::process::CommandExt as _,
+    path::Path,
+    process::{Child, Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use super::build::binary_dir;
+
+/// Starts `command` with stdout and stderr in `log`; `again` appends to it (with a line saying
+/// so) rather than starting it afresh.
+pub(super) fn spawn_logged(
+    mut command: Command,
+    log: &Path,
+    detached: bool,
+    again: bool,
+) -> Result<Child, String> {
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(again)
+        .truncate(!again)
+        .open(log)
+        .map_err(|err| format!("opening {}: {err}", log.display()))?;
+    if again {
+        writeln!(file, "\n=== started again by xtask ===")
+            .map_err(|err| format!("writing {}: {err}", log.display()))?;
+    }
+    let err_file = file
+        .try_clone()
+        .map_err(|err| format!("opening {}: {err}", log.display()))?;
+    command.stdin(Stdio::null()).stdout(file).stderr(err_file);
+    if detached {
+        command.process_group(0);
+    }
+    command
+        .spawn()
+        .map_err(|err| format!("starting {:?}: {err}", command.get_program()))
+}
+
+pub(super) fn stop_child(mut child: Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .stderr(Stdio::null())
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Kills the watchdog's whole process group, so its `sleep` goes with it.
+pub(super) fn stop_watchdog(mut watchdog: Child) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", watchdog.id())])
+        .stderr(Stdio::null())
+        .status();
+    let _ = watchdog.wait();
+}
+
+/// Three distinct free loopback ports (held open together so they differ).
+pub(super) fn free_ports() -> Result<[u16; 3], String> {
+    let bind =
+        || TcpListener::bind("127.0.0.1:0").map_err(|err| format!("finding a free port: {err}"));
+    let listeners = [bind()?, bind()?, bind()?];
+    let mut ports = [0; 3];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener
+            .local_addr()
+            .map_err(|err| format!("finding a free port: {err}"))?
+            .port();
+    }
+    Ok(ports)
+}
+
+pub(super) fn random_hex(bytes: usize) -> Result<String, String> {
+    let output = Command::new("openssl")
+        .args(["rand", "-hex", &bytes.to_string()])
+        .output()
+        .map_err(|err| format!("running openssl rand: {err} (is the openssl CLI installed?)"))?;
+    if !output.status.success() {
+        return Err("openssl rand failed".to_owned());
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+pub(super) fn openssl(args: &[&str], output: &Path) -> Result<(), String> {
+    let mut command = Command::new("openssl");
+    command.args(args).arg(output);
+    run_quiet(command)
+}
+
+pub(super) fn run_quiet(mut command: Command) -> Result<(), String> {
+    let output = command
+        .output()
+        .map_err(|err| format!("running {command:?}: {err}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{command:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+/// `curl ARGS`, its body when it exits 0.
+pub(super) fn curl(args: &[&str]) -> Option<String> {
+    let output = Command::new("curl")
+        .args(["--max-time", "5"])
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Adds the tails of the control plane's logs in `dir` to `err`, for a failure that explains
+/// itself.
+pub(super) fn with_log_tails(err: String, dir: &Path) -> String {
+    let mut message = err;
+    for log in ["etcd.log", "kube-apiserver.log"] {
+        if let Ok(text) = fs::read_to_string(dir.join(log)) {
+            let tail: Vec<&str> = text.lines().rev().take(20).collect();
+            message.push_str(&format!("\n--- last lines of {log} ---\n"));
+            for line in tail.into_iter().rev() {
+                message.push_str(line);
+                message.push('\n');
+            }
+        }
+    }
+    message
+}
+
+/// Whether `pid` is one of our binaries, not a reused PID of something else.
+pub(super) fn alive(pid: u32) -> bool {
+    fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+        let binary_dir = binary_dir();
+        let first = cmdline.split(|byte| *byte == 0).next().unwrap_or_default();
+        Path::new(&*String::from_utf8_lossy(first)).starts_with(binary_dir)
+    })
+}
+
+/// Whether `pid` has finished exiting (a zombie, or reaped), so its sockets are closed and
+/// its port free. `alive` turns false earlier, once the memory map is gone.
+pub(super) fn exited(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        // The state follows the parenthesised command name, which may itself hold spaces.
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| matches!(state, "Z" | "X"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_process_has_not_exited_and_a_reaped_one_has() {
+        assert!(!exited(std::process::id()));
+        let mut child = Command::new("true").spawn().expect("spawn true");
+        let pid = child.id();
+        child.wait().expect("reap true");
+        assert!(exited(pid));
+    }
+}
