@@ -2,7 +2,6 @@
 //! the bench endpoints (see `crate::bench`), for the standalone binary.
 
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,9 +10,11 @@ use http::Response;
 use serde_json::json;
 
 use crate::faults::{Fault, Verb};
-use crate::response::{body_response, to_bytes};
-use crate::server::{ResponseBody, Shared, restart_listener, stop_listener};
+use crate::listener::{restart_listener, stop_listener};
+use crate::response::{ResponseBody, body_response};
+use crate::shared::Shared;
 use crate::status::ApiError;
+use crate::wire::to_bytes;
 
 fn verb_named(name: &str) -> Option<Verb> {
     [
@@ -49,19 +50,8 @@ fn done() -> Response<ResponseBody> {
     )
 }
 
-/// Serves one admin request. The future is boxed as `dyn Send` because the outage endpoint
-/// restarts the listener whose connections call this very function: through that cycle the
-/// compiler cannot prove an opaque future `Send`.
-pub(crate) fn handle<'a>(
-    shared: &'a Arc<Shared>,
-    path: &'a [&'a str],
-    query: &'a HashMap<String, String>,
-    body: &'a Bytes,
-) -> Pin<Box<dyn Future<Output = Result<Response<ResponseBody>, ApiError>> + Send + 'a>> {
-    Box::pin(serve(shared, path, query, body))
-}
-
-async fn serve(
+/// Serves one admin request.
+pub(crate) async fn handle(
     shared: &Arc<Shared>,
     path: &[&str],
     query: &HashMap<String, String>,

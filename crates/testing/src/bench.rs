@@ -38,11 +38,13 @@ use http::Response;
 use serde_json::{Value, json};
 
 use crate::fixtures;
+use crate::object::Obj;
 use crate::resources::ResourceType;
-use crate::response::{body_response, to_bytes};
-use crate::server::{ResponseBody, Shared};
+use crate::response::{ResponseBody, body_response};
+use crate::shared::Shared;
 use crate::status::ApiError;
-use crate::store::{Obj, Store};
+use crate::store::Store;
+use crate::wire::to_bytes;
 use crate::write::{create_locked, prepare_create};
 
 /// The annotation every bench write sets: Unix time in nanoseconds, taken just before the

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use crate::resources::ResourceType;
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// The CRDs' own group resource: writes to it change what the server serves.
 pub(crate) const CRD_GROUP_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io";

@@ -4,9 +4,10 @@
 use http::Response;
 use serde_json::{Value, json};
 
-use crate::response::{Reply, body_response, to_bytes, value_response};
-use crate::server::{ResponseBody, Shared};
+use crate::response::{Reply, ResponseBody, body_response, value_response};
+use crate::shared::Shared;
 use crate::status::ApiError;
+use crate::wire::to_bytes;
 
 const AGGREGATED_DISCOVERY: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";

@@ -2,6 +2,7 @@
 //! the verb to the module that serves it (discovery, list, watch, the writes).
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,20 +16,25 @@ use crate::faults::{Faults, Verb};
 use crate::list::{ListParams, list};
 use crate::resources::ResourceType;
 use crate::response::{
-    JSON, Reply, Shape, body_response, object_response, shape_of, status_response, value_response,
+    JSON, Reply, ResponseBody, body_response, object_response, status_response, value_response,
 };
-use crate::server::{ResponseBody, Shared};
+use crate::shared::Shared;
 use crate::status::{self, ApiError};
 use crate::watch;
-use crate::wire::Encoding;
+use crate::wire::{Encoding, Shape, shape_of};
 use crate::write::{
     Deleted, UpdateKind, create, delete, delete_collection, meta_str, patch, update,
 };
 
-pub(crate) async fn handle(
+/// [`handle`], boxed: the [`Serve`](crate::shared::Serve) the server installs in [`Shared`].
+pub(crate) fn serve(
     shared: Arc<Shared>,
     request: Request<Incoming>,
-) -> Response<ResponseBody> {
+) -> Pin<Box<dyn Future<Output = Response<ResponseBody>> + Send>> {
+    Box::pin(handle(shared, request))
+}
+
+async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<ResponseBody> {
     if let Some(delay) = shared.faults.delay() {
         tokio::time::sleep(delay).await;
     }

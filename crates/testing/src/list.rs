@@ -10,13 +10,14 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kinformer_protobuf::{Message, encode_list, encode_message, messages};
 use serde_json::{Map, Value, json};
 
+use crate::object::Obj;
 use crate::resources::ResourceType;
-use crate::response::{Reply, Shape, body_response, list_item, to_bytes};
+use crate::response::{Reply, body_response, list_item};
 use crate::selector::{FieldSelector, Selectors, parse_labels};
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::status::ApiError;
-use crate::store::{ListQuery, Obj};
-use crate::wire::Encoding;
+use crate::store::ListQuery;
+use crate::wire::{Encoding, Shape, to_bytes};
 
 /// The list and watch query parameters, validated as apiserver's `ValidateListOptions` does.
 #[derive(Debug)]

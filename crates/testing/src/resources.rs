@@ -6,8 +6,8 @@ use std::sync::Arc;
 use k8s_openapi::NamespaceResourceScope;
 use serde_json::{Value, json};
 
+use crate::object::object_key;
 use crate::status::Target;
-use crate::store::object_key;
 
 /// The verbs every served resource advertises in discovery.
 const VERBS: [&str; 8] = [

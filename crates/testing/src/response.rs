@@ -1,19 +1,60 @@
-//! Responses: whole bodies, statuses, the shapes an object takes on the wire (full, metadata
-//! only, a table row) and the bytes of one item of a list.
+//! Responses: the body type, whole bodies, statuses, one object in the shape and encoding a
+//! request negotiated, and the bytes of one item of a list.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
+use hyper::body::{Body, Frame, SizeHint};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
+use crate::object::Obj;
 use crate::resources::ResourceType;
-use crate::server::ResponseBody;
 use crate::status::ApiError;
-use crate::store::Obj;
-use crate::wire::{self, Encoding};
+use crate::wire::{self, Encoding, Shape, to_bytes};
 
 pub(crate) const JSON: &str = "application/json";
 
 pub(crate) type Reply = Result<Response<ResponseBody>, ApiError>;
+
+/// A response body: a whole buffer, or a stream of chunks (a watch).
+#[derive(Debug)]
+pub(crate) enum ResponseBody {
+    Full(Option<Bytes>),
+    Stream(mpsc::Receiver<Bytes>),
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Self::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Self::Stream(rx) => rx
+                .poll_recv(cx)
+                .map(|chunk| chunk.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, Self::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Self::Full(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
+            Self::Full(None) => SizeHint::with_exact(0),
+            Self::Stream(_) => SizeHint::default(),
+        }
+    }
+}
 
 /// A whole response: `body`, sent as `content_type`.
 pub(crate) fn body_response(code: u16, content_type: &str, body: Bytes) -> Response<ResponseBody> {
@@ -30,12 +71,6 @@ pub(crate) fn value_response(code: u16, value: &Value) -> Response<ResponseBody>
     body_response(code, JSON, to_bytes(value))
 }
 
-pub(crate) fn to_bytes(value: &Value) -> Bytes {
-    serde_json::to_vec(value)
-        .map(Bytes::from)
-        .unwrap_or_default()
-}
-
 /// A failure as its `Status`, in `encoding`.
 pub(crate) fn status_response(error: &ApiError, encoding: Encoding) -> Response<ResponseBody> {
     let (content_type, body) = encoding.status(&error.to_status());
@@ -46,46 +81,6 @@ pub(crate) fn status_response(error: &ApiError, encoding: Encoding) -> Response<
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     response
-}
-
-/// The representation a client asked for in `Accept`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Shape {
-    Full,
-    /// `as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`: metadata only.
-    Metadata,
-}
-
-impl Shape {
-    /// `(kind, apiVersion)` of one object of `resource` in this shape.
-    pub(crate) fn object_type(self, resource: &ResourceType) -> (String, String) {
-        match self {
-            Shape::Metadata => (
-                "PartialObjectMetadata".to_owned(),
-                "meta.k8s.io/v1".to_owned(),
-            ),
-            Shape::Full => (resource.kind.clone(), resource.api_version()),
-        }
-    }
-
-    /// `(kind, apiVersion)` of a list of `resource` in this shape.
-    pub(crate) fn list_type(self, resource: &ResourceType) -> (String, String) {
-        match self {
-            Shape::Metadata => (
-                "PartialObjectMetadataList".to_owned(),
-                "meta.k8s.io/v1".to_owned(),
-            ),
-            Shape::Full => (resource.list_kind(), resource.api_version()),
-        }
-    }
-}
-
-pub(crate) fn shape_of(accept: &str) -> Shape {
-    if accept.contains("as=PartialObjectMetadata") {
-        Shape::Metadata
-    } else {
-        Shape::Full
-    }
 }
 
 /// The bytes of one object as this resource version and shape present it.

@@ -7,9 +7,9 @@
 use kinformer_store::LabelSelector;
 use serde_json::Value;
 
+use crate::object::Obj;
 use crate::resources::ResourceType;
 use crate::status::ApiError;
-use crate::store::Obj;
 
 /// A `labelSelector` parameter, parsed; a bad one is a 400 with `labels.Parse`'s message, which
 /// is what kube-apiserver answers.

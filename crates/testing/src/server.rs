@@ -1,192 +1,27 @@
-//! The server handle: configuration, the listener, start/stop/restart, programmatic access.
+//! The server handle: start, stop and restart, and programmatic access to the objects.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 #[cfg(feature = "bench")]
 use std::sync::atomic::AtomicU64;
-use std::task::{Context, Poll};
-use std::time::Duration;
 
-use bytes::Bytes;
-use hyper::body::{Body, Frame, SizeHint};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::sync::watch;
+#[cfg(feature = "bench")]
+use tokio::task::JoinSet;
 
 use crate::error::{Error, Result};
 use crate::faults::Faults;
 use crate::handler;
+use crate::listener::{restart_listener, spawn_listener, stop_listener};
+use crate::options::ServerOptions;
 use crate::resources::{Registry, ResourceType};
-use crate::response::Shape;
+use crate::shared::Shared;
 use crate::store::Store;
-use crate::wire::Encoding;
+use crate::wire::{Encoding, Shape};
 use crate::write;
-
-/// How the fake server behaves; every setting has a test-friendly default.
-///
-/// ```
-/// use std::time::Duration;
-///
-/// use kinformer_testing::{FakeApiServer, ServerOptions};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let options = ServerOptions::default()
-///     .history(100)
-///     .bookmark_interval(Duration::from_millis(200));
-/// let server = FakeApiServer::start_with(options).await?;
-/// assert!(server.url().starts_with("http://127.0.0.1:"));
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone)]
-pub struct ServerOptions {
-    pub(crate) history: usize,
-    pub(crate) bookmark_interval: Duration,
-    pub(crate) watcher_buffer: usize,
-    pub(crate) too_large_rv_wait: Duration,
-    pub(crate) admin_endpoints: bool,
-    pub(crate) listen: SocketAddr,
-    pub(crate) max_watch_timeout: Option<Duration>,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        Self {
-            history: 10_000,
-            bookmark_interval: Duration::from_secs(1),
-            watcher_buffer: 10_000,
-            too_large_rv_wait: Duration::from_secs(3),
-            admin_endpoints: false,
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            max_watch_timeout: None,
-        }
-    }
-}
-
-impl ServerOptions {
-    /// Events kept for watch resumption (the compaction window). Default 10 000.
-    #[must_use]
-    pub fn history(mut self, events: usize) -> Self {
-        self.history = events;
-        self
-    }
-
-    /// Period of BOOKMARK events on watches that allow them. Default 1 s (apiserver: about
-    /// 1 min).
-    #[must_use]
-    pub fn bookmark_interval(mut self, interval: Duration) -> Self {
-        self.bookmark_interval = interval;
-        self
-    }
-
-    /// Events buffered per watcher before a watcher that falls behind is closed. Default
-    /// 10 000.
-    #[must_use]
-    pub fn watcher_buffer(mut self, events: usize) -> Self {
-        self.watcher_buffer = events;
-        self
-    }
-
-    /// How long a request for a future resourceVersion waits before 504 "Too large resource
-    /// version". Default 3 s, as apiserver's watch cache waits.
-    #[must_use]
-    pub fn too_large_rv_wait(mut self, wait: Duration) -> Self {
-        self.too_large_rv_wait = wait;
-        self
-    }
-
-    /// Serves `POST /admin/...` fault endpoints (what the standalone binary enables). Default
-    /// off.
-    #[must_use]
-    pub fn admin_endpoints(mut self, enabled: bool) -> Self {
-        self.admin_endpoints = enabled;
-        self
-    }
-
-    /// Ends every watch after at most `timeout`, whatever `timeoutSeconds` it asked for (a
-    /// reflector never asks for less than 5 minutes), so tests see watches end and resume in
-    /// seconds. Default: each watch lasts its `timeoutSeconds`, or 30 minutes without one.
-    #[must_use]
-    pub fn max_watch_timeout(mut self, timeout: Duration) -> Self {
-        self.max_watch_timeout = Some(timeout);
-        self
-    }
-
-    /// The address to bind. Default `127.0.0.1:0` (a free port).
-    #[must_use]
-    pub fn listen(mut self, addr: SocketAddr) -> Self {
-        self.listen = addr;
-        self
-    }
-}
-
-/// State shared by the handle, the listener and every request.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) store: Mutex<Store>,
-    pub(crate) registry: RwLock<Registry>,
-    pub(crate) revision: watch::Sender<u64>,
-    pub(crate) faults: Faults,
-    pub(crate) config: ServerOptions,
-    pub(crate) addr: Mutex<SocketAddr>,
-    /// The accept loop; aborting it drops every connection with it.
-    pub(crate) listener: Mutex<Option<JoinHandle<()>>>,
-    /// Responses to get, list and watch requests by `Content-Type`, for `/admin/content-types`.
-    pub(crate) content_types: Mutex<BTreeMap<String, u64>>,
-    /// Bench sentinels handed out so far: names count from 1 per server.
-    #[cfg(feature = "bench")]
-    pub(crate) sentinels: AtomicU64,
-    /// Work started by admin calls that outlives the call (bench updates); dropping the
-    /// server aborts it rather than letting it write into a store nobody reads.
-    #[cfg(feature = "bench")]
-    pub(crate) background: Mutex<JoinSet<()>>,
-}
-
-impl Shared {
-    /// Publishes the store's revision to requests waiting for a future resourceVersion.
-    pub(crate) fn publish_revision(&self, rv: u64) {
-        self.revision.send_if_modified(|current| {
-            let advanced = rv > *current;
-            if advanced {
-                *current = rv;
-            }
-            advanced
-        });
-    }
-
-    /// Counts one response to a get, list or watch by its `Content-Type`.
-    pub(crate) fn count_content_type(&self, response: &http::Response<ResponseBody>) {
-        let content_type = response
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        let mut counts = self.content_types.lock();
-        match counts.get_mut(content_type) {
-            Some(count) => *count += 1,
-            None => {
-                counts.insert(content_type.to_owned(), 1);
-            }
-        }
-    }
-
-    /// Runs `task` until it ends or the server is dropped.
-    #[cfg(feature = "bench")]
-    pub(crate) fn spawn_background(&self, task: impl Future<Output = ()> + Send + 'static) {
-        let mut background = self.background.lock();
-        // Reap what has finished, so a long-lived server does not keep every old task's slot.
-        while background.try_join_next().is_some() {}
-        background.spawn(task);
-    }
-}
 
 /// A running fake Kubernetes API server on 127.0.0.1, stopped when dropped.
 ///
@@ -226,6 +61,7 @@ impl FakeApiServer {
                 }
             });
             Shared {
+                serve: handler::serve,
                 store: Mutex::new(store),
                 registry: RwLock::new(Registry::with_builtins()),
                 revision,
@@ -494,107 +330,5 @@ impl Drop for FakeApiServer {
         #[cfg(feature = "bench")]
         self.shared.background.lock().abort_all();
         self.shared.store.lock().close_watchers();
-    }
-}
-
-pub(crate) async fn stop_listener(shared: &Shared) {
-    let task = shared.listener.lock().take();
-    if let Some(task) = task {
-        task.abort();
-        // The task was aborted on purpose; its JoinError carries nothing to report.
-        let _ = task.await;
-    }
-    shared.store.lock().close_watchers();
-}
-
-pub(crate) async fn restart_listener(shared: &Arc<Shared>) -> Result<()> {
-    stop_listener(shared).await;
-    let addr = *shared.addr.lock();
-    let (_, task) = spawn_listener(shared.clone(), addr).await?;
-    *shared.listener.lock() = Some(task);
-    Ok(())
-}
-
-async fn spawn_listener(
-    shared: Arc<Shared>,
-    addr: SocketAddr,
-) -> Result<(SocketAddr, JoinHandle<()>)> {
-    let bind_error = |source| Error::Bind { addr, source };
-    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
-    let bound = listener.local_addr().map_err(bind_error)?;
-    // Boxed as `dyn Send`: the admin outage endpoint restarts the listener from inside a request,
-    // and the compiler cannot prove Send through that cycle of opaque futures.
-    let accept: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(accept_loop(shared, listener));
-    let task = tokio::spawn(accept);
-    Ok((bound, task))
-}
-
-/// Accepts until aborted; dropping the JoinSet then aborts every connection with it.
-async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    connections.spawn(serve_connection(shared.clone(), stream));
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            },
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-        }
-    }
-}
-
-async fn serve_connection(shared: Arc<Shared>, stream: TcpStream) {
-    // Watch events are small writes that must not wait for Nagle.
-    let _ = stream.set_nodelay(true);
-    let service = service_fn(move |request| {
-        let shared = shared.clone();
-        async move { Ok::<_, Infallible>(handler::handle(shared, request).await) }
-    });
-    if let Err(error) = hyper::server::conn::http1::Builder::new()
-        .serve_connection(TokioIo::new(stream), service)
-        .await
-    {
-        tracing::debug!(%error, "connection ended with an error");
-    }
-}
-
-/// A response body: a whole buffer, or a stream of chunks (a watch).
-#[derive(Debug)]
-pub(crate) enum ResponseBody {
-    Full(Option<Bytes>),
-    Stream(mpsc::Receiver<Bytes>),
-}
-
-impl Body for ResponseBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            Self::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Self::Stream(rx) => rx
-                .poll_recv(cx)
-                .map(|chunk| chunk.map(|b| Ok(Frame::data(b)))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        matches!(self, Self::Full(None))
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            Self::Full(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
-            Self::Full(None) => SizeHint::with_exact(0),
-            Self::Stream(_) => SizeHint::default(),
-        }
     }
 }

@@ -12,12 +12,13 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::faults::WatchFault;
 use crate::list::{ListParams, wait_for_revision};
+use crate::object::Obj;
 use crate::resources::ResourceType;
-use crate::response::{Shape, to_bytes, wire_json};
-use crate::server::{ResponseBody, Shared};
+use crate::response::{ResponseBody, wire_json};
+use crate::shared::Shared;
 use crate::status::ApiError;
-use crate::store::{EventType, Obj, StoredEvent, WatchItem, WatchStart};
-use crate::wire::{self, Encoding};
+use crate::store::{EventType, StoredEvent, WatchItem, WatchStart};
+use crate::wire::{self, Encoding, Shape, to_bytes};
 
 /// apiserver's default `--min-request-timeout` (1800 s) bounds a watch without timeoutSeconds.
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);

@@ -1,5 +1,6 @@
-//! Response encodings: JSON, or Kubernetes protobuf for a client that prefers it, negotiated
-//! from `Accept` the way kube-apiserver negotiates.
+//! Content negotiation: the shape of an answer (whole objects, or metadata only) and its
+//! encoding, JSON or Kubernetes protobuf for a client that prefers it, negotiated from `Accept`
+//! the way kube-apiserver negotiates.
 //!
 //! kube-apiserver answers protobuf when the client ranks `application/vnd.kubernetes.protobuf`
 //! first (client-go sends `application/vnd.kubernetes.protobuf, application/json` by default)
@@ -14,9 +15,55 @@ use kinformer_protobuf::{Message, encode_envelope, encode_object, message_for, m
 use serde_json::Value;
 
 use crate::resources::ResourceType;
-use crate::response::{Shape, to_bytes};
 
 const JSON: &str = "application/json";
+
+/// A JSON value's bytes.
+pub(crate) fn to_bytes(value: &Value) -> Bytes {
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .unwrap_or_default()
+}
+
+/// The representation a client asked for in `Accept`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    Full,
+    /// `as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`: metadata only.
+    Metadata,
+}
+
+impl Shape {
+    /// `(kind, apiVersion)` of one object of `resource` in this shape.
+    pub(crate) fn object_type(self, resource: &ResourceType) -> (String, String) {
+        match self {
+            Shape::Metadata => (
+                "PartialObjectMetadata".to_owned(),
+                "meta.k8s.io/v1".to_owned(),
+            ),
+            Shape::Full => (resource.kind.clone(), resource.api_version()),
+        }
+    }
+
+    /// `(kind, apiVersion)` of a list of `resource` in this shape.
+    pub(crate) fn list_type(self, resource: &ResourceType) -> (String, String) {
+        match self {
+            Shape::Metadata => (
+                "PartialObjectMetadataList".to_owned(),
+                "meta.k8s.io/v1".to_owned(),
+            ),
+            Shape::Full => (resource.list_kind(), resource.api_version()),
+        }
+    }
+}
+
+pub(crate) fn shape_of(accept: &str) -> Shape {
+    if accept.contains("as=PartialObjectMetadata") {
+        Shape::Metadata
+    } else {
+        Shape::Full
+    }
+}
 
 /// How a response body is encoded.
 #[derive(Debug, Clone, Copy)]

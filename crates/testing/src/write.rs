@@ -7,13 +7,14 @@ use serde_json::{Map, Value, json};
 
 use crate::crd::CRD_GROUP_RESOURCE;
 use crate::list::{ListParams, list_body, protobuf_list_body};
+use crate::object::{Obj, object_key};
 use crate::patch;
 use crate::resources::ResourceType;
-use crate::response::{Reply, Shape, body_response, list_item};
-use crate::server::Shared;
+use crate::response::{Reply, body_response, list_item};
+use crate::shared::Shared;
 use crate::status::ApiError;
-use crate::store::{ListQuery, Obj, Store, object_key, valid_dns_subdomain};
-use crate::wire::Encoding;
+use crate::store::{ListQuery, Store};
+use crate::wire::{Encoding, Shape};
 
 fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
     if !object.get("metadata").is_some_and(Value::is_object) {
@@ -601,6 +602,23 @@ pub(crate) fn delete_collection(
         }
     };
     Ok(body_response(200, encoding.content_type(), body))
+}
+
+/// RFC 1123 subdomain, what `metadata.name` must be for most resources.
+fn valid_dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
 }
 
 #[cfg(test)]
