@@ -1,0 +1,190 @@
+//! `cargo xtask bench [--quick] [--scenario NAME]... [--runs K]`: kinformer, kube-runtime and
+//! client-go run the same informer scenarios against the same server, alternately, and the
+//! results become docs/benchmarks.md and docs/bench-chart.svg.
+//!
+//! The contract between this harness, the fake API server's bench endpoints and the peers is
+//! xtask/peers/BENCH-PROTOCOL.md. Every peer run gets a freshly seeded server, and every result
+//! is checked against the server before it counts: a peer whose handlers' view does not match
+//! the server's objects fails the run, so no row is fast because it dropped events.
+//!
+//! `--quick` runs every scenario once with small sizes and debug builds (which `cargo test
+//! --workspace` has already compiled), asserts that every peer ran and agreed with the server,
+//! and writes its tables to `target/bench/quick.md` instead of docs/: timings there mean
+//! nothing.
+//!
+//! The pieces: `scenarios` says what runs (sizes, peers, cases) and `metrics` what is read from
+//! a result line; `runner` builds the peers and runs every case against a `fake` API server or
+//! the real control plane, checking it against the server; `report`, `targets` and `chart`
+//! turn the results into docs/benchmarks.md and its chart; `saved` keeps them in
+//! `target/bench/results.json` so `--report` can rewrite the report without running anything.
+
+mod chart;
+mod fake;
+mod metrics;
+mod report;
+mod runner;
+mod saved;
+mod scenarios;
+mod targets;
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    time::Instant,
+};
+
+use chart::{chart_bars, chart_svg};
+use report::{Header, report};
+use runner::{build, decode_floor, run_scenario};
+use saved::{Saved, load_results};
+use scenarios::{FULL, QUICK, Scenario, Sizes, scenarios};
+
+use crate::project_root;
+
+#[derive(Debug)]
+struct Options {
+    quick: bool,
+    scenarios: Vec<String>,
+    runs: Option<usize>,
+    /// Rewrite the report from saved results instead of running anything.
+    report_from: Option<PathBuf>,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        quick: false,
+        scenarios: Vec::new(),
+        runs: None,
+        report_from: None,
+    };
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "--quick" => options.quick = true,
+            "--scenario" => options
+                .scenarios
+                .push(iter.next().ok_or("--scenario needs a name")?.to_owned()),
+            "--runs" => {
+                options.runs = Some(
+                    iter.next()
+                        .ok_or("--runs needs a number")?
+                        .parse()
+                        .map_err(|err| format!("--runs: {err}"))?,
+                );
+            }
+            "--report" => {
+                options.report_from = Some(PathBuf::from(
+                    iter.next().ok_or("--report needs a results file")?,
+                ));
+            }
+            other => return Err(format!("unknown bench flag {other:?}")),
+        }
+    }
+    Ok(options)
+}
+
+/// Runs `cargo xtask bench` with the informer scenarios.
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    let options = parse(args)?;
+    let mut sizes = if options.quick { QUICK } else { FULL };
+    if let Some(runs) = options.runs {
+        sizes.runs = runs.max(1);
+    }
+    let all = scenarios(sizes);
+    for name in &options.scenarios {
+        if name != "decode-floor" && !all.iter().any(|s| s.name == name) {
+            return Err(format!(
+                "unknown scenario {name:?}; known: {}, decode-floor",
+                all.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    let out_dir = crate::bench::target_dir(&project_root()).join("bench");
+    fs::create_dir_all(&out_dir).map_err(|err| format!("creating {}: {err}", out_dir.display()))?;
+    let to_docs = !options.quick && options.scenarios.is_empty();
+    let saved = match &options.report_from {
+        Some(path) => load_results(path)?,
+        None => {
+            let saved = run_all(&options, sizes, &all, &out_dir)?;
+            let path = out_dir.join(if to_docs {
+                "results.json"
+            } else {
+                "quick-results.json"
+            });
+            fs::write(&path, saved.to_json().to_string())
+                .map_err(|err| format!("writing {}: {err}", path.display()))?;
+            saved
+        }
+    };
+    let markdown = report(
+        &saved.results,
+        saved.floor.as_ref(),
+        &saved.header,
+        saved.sizes,
+        saved.quick,
+    );
+    let svg = chart_svg(&chart_bars(&saved.results));
+    let (md_path, svg_path) = if to_docs && !saved.quick {
+        let docs = project_root().join("docs");
+        (docs.join("benchmarks.md"), docs.join("bench-chart.svg"))
+    } else {
+        (out_dir.join("quick.md"), out_dir.join("bench-chart.svg"))
+    };
+    fs::write(&md_path, markdown).map_err(|err| format!("writing {}: {err}", md_path.display()))?;
+    fs::write(&svg_path, svg).map_err(|err| format!("writing {}: {err}", svg_path.display()))?;
+    eprintln!("bench: wrote {}", md_path.display());
+    Ok(())
+}
+
+fn run_all(
+    options: &Options,
+    sizes: Sizes,
+    all: &[Scenario],
+    out_dir: &Path,
+) -> Result<Saved, String> {
+    let chosen =
+        |name: &str| options.scenarios.is_empty() || options.scenarios.iter().any(|s| s == name);
+    let header = Header::now();
+    let programs = build(options.quick)?;
+    let work = out_dir.join("work");
+    fs::create_dir_all(&work).map_err(|err| format!("creating {}: {err}", work.display()))?;
+    let started = Instant::now();
+    let mut results = Vec::new();
+    for scenario in all.iter().filter(|s| chosen(s.name)) {
+        results.push(run_scenario(
+            &programs,
+            scenario,
+            sizes.runs,
+            &work,
+            options.quick,
+        )?);
+        // Saved after every scenario, so a run cut short keeps what it measured.
+        let partial = Saved {
+            header: header.clone(),
+            quick: options.quick,
+            sizes,
+            results: results.clone(),
+            floor: None,
+        };
+        let path = out_dir.join("partial-results.json");
+        fs::write(&path, partial.to_json().to_string())
+            .map_err(|err| format!("writing {}: {err}", path.display()))?;
+    }
+    let floor = if chosen("decode-floor") {
+        Some(decode_floor(&programs, sizes.objects, &work)?)
+    } else {
+        None
+    };
+    eprintln!(
+        "bench: {} scenario(s) in {:.0} s; every peer ran and agreed with the server",
+        results.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(Saved {
+        header,
+        quick: options.quick,
+        sizes,
+        results,
+        floor,
+    })
+}

@@ -1,0 +1,484 @@
+//! Running the peers: building them, running one case against a server (with a time limit)
+//! and checking what it reports against the server, and a scenario's cases alternately.
+
+use std::{
+    io::Read,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+use super::{
+    fake::{FakeServer, fake_server_checksum},
+    report::{ScenarioResults, format_figure},
+    scenarios::{Case, Peer, Scenario, Server},
+};
+use crate::{controlplane, project_root};
+
+/// The peer programs, built.
+#[derive(Debug)]
+pub(super) struct Programs {
+    pub(super) kinformer: PathBuf,
+    pub(super) kube_runtime: PathBuf,
+    pub(super) client_go: PathBuf,
+    pub(super) fake: PathBuf,
+    pub(super) decode_floor: PathBuf,
+    pub(super) seed: PathBuf,
+}
+
+impl Programs {
+    fn peer(&self, peer: Peer) -> &Path {
+        match peer {
+            Peer::Kinformer => &self.kinformer,
+            Peer::KubeRuntime => &self.kube_runtime,
+            Peer::ClientGo => &self.client_go,
+        }
+    }
+}
+
+pub(super) fn build(quick: bool) -> Result<Programs, String> {
+    let root = project_root();
+    let target = crate::bench::target_dir(&root);
+    let mut cargo = crate::cargo();
+    cargo.args(["build", "--locked", "-p", "kinformer-bench-peers"]);
+    if !quick {
+        cargo.arg("--release");
+    }
+    crate::run(cargo)?;
+    let bin = target.join(if quick { "debug" } else { "release" });
+
+    let go_out = target.join("bench-peers").join("client-go-bench-peer");
+    let mut go = Command::new("go");
+    go.current_dir(root.join("xtask/peers/client-go"))
+        .env("GOTOOLCHAIN", "local")
+        .env("CGO_ENABLED", "0")
+        .args(["build", "-mod=readonly", "-trimpath", "-o"])
+        .arg(&go_out)
+        .arg("./cmd/bench-peer");
+    crate::run(go)?;
+    Ok(Programs {
+        kinformer: bin.join("kinformer-peer"),
+        kube_runtime: bin.join("kube-runtime-peer"),
+        client_go: go_out,
+        fake: bin.join("kinformer-fake-apiserver"),
+        decode_floor: bin.join("decode-floor"),
+        seed: bin.join("seed-pods"),
+    })
+}
+
+/// One peer run's outcome, checked against the server.
+#[derive(Debug, Clone)]
+pub(super) struct Run {
+    pub(super) result: Value,
+    /// `Content-Type`s the server (fake) or the peer's transport (client-go) counted.
+    pub(super) content_types: String,
+}
+
+/// The server one case runs against.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Fake(&'a FakeServer),
+    Real(&'a Path),
+}
+
+/// Runs one case and checks its handlers' view against the server's objects.
+fn run_case(
+    programs: &Programs,
+    scenario: &Scenario,
+    case: &Case,
+    target: Target<'_>,
+) -> Result<Run, String> {
+    let kubeconfig = match target {
+        Target::Fake(fake) => fake.kubeconfig.clone(),
+        Target::Real(kubeconfig) => kubeconfig.to_path_buf(),
+    };
+    // A shared server counts for every run; this run's share is the difference.
+    let content_types_before = match target {
+        Target::Fake(fake) => fake.get("/admin/content-types")?,
+        Target::Real(_) => Value::Null,
+    };
+    let command = peer_command(programs, scenario, case, &kubeconfig);
+    let started = Instant::now();
+    let output = match run_with_limit(command, scenario.time_limit) {
+        Ok(output) => output,
+        Err(why) => return Ok(Run::did_not_finish(&why)),
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        eprintln!("{}", tail(&stderr, 30));
+        return Ok(Run::did_not_finish(&format!(
+            "exited with {} after {:.0} s: {}",
+            output.status,
+            started.elapsed().as_secs_f64(),
+            tail(&stderr, 1)
+        )));
+    }
+    let (mut result, last) = result_line(case, &output.stdout)?;
+    // Throughput is over the updates the harness asked for, not what the peer says it saw.
+    if let Some(count) = flag_value(&scenario.peer_args, "--count") {
+        result["updates"] = Value::from(count);
+    }
+    if let Some(why) = result.get("unsupported") {
+        return Ok(Run {
+            result: serde_json::json!({ "unsupported": why }),
+            content_types: String::new(),
+        });
+    }
+    if result.get("views_agree") != Some(&Value::Bool(true)) {
+        return Err(format!(
+            "{}: its handlers' views disagree: {last}",
+            case.label
+        ));
+    }
+    let content_types = match target {
+        Target::Fake(fake) => {
+            agrees_with_the_fake(fake, scenario, case, &result, &last)?;
+            describe_content_types(&count_difference(
+                &fake.get("/admin/content-types")?,
+                &content_types_before,
+            ))
+        }
+        Target::Real(_) => agrees_with_the_real_server(scenario, case, &result)?,
+    };
+    Ok(Run {
+        result,
+        content_types,
+    })
+}
+
+/// The peer of `case` on `scenario`, against the server of `kubeconfig`.
+fn peer_command(
+    programs: &Programs,
+    scenario: &Scenario,
+    case: &Case,
+    kubeconfig: &Path,
+) -> Command {
+    let scenario_arg = if scenario.server == Server::Real {
+        "sync-real"
+    } else {
+        scenario.name
+    };
+    let mut command = Command::new(programs.peer(case.peer));
+    command
+        .args(["--scenario", scenario_arg, "--kubeconfig"])
+        .arg(kubeconfig)
+        .args(["--n", &scenario.seeded.to_string(), "--mode", case.mode])
+        .args(&scenario.peer_args)
+        .args(&case.extra)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped());
+    if scenario.name == "memory" && case.peer != Peer::ClientGo {
+        // The Rust peers run on mimalloc, which keeps freed pages until the freeing thread
+        // allocates again; an idle informer never does. Returning them at once makes steady
+        // RSS what is live, as glibc and Go's scavenger leave it.
+        command.env("MIMALLOC_PURGE_DELAY", "0");
+    }
+    command
+}
+
+/// The peer's result: the last line it printed, parsed, and that line as printed.
+fn result_line(case: &Case, stdout: &[u8]) -> Result<(Value, String), String> {
+    let stdout = String::from_utf8_lossy(stdout);
+    let last = stdout
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .ok_or_else(|| format!("{} printed no result line", case.label))?;
+    let result = serde_json::from_str(last)
+        .map_err(|err| format!("{}: result line is not JSON ({err}): {last}", case.label))?;
+    Ok((result, last.to_owned()))
+}
+
+/// Whether the peer's checksum of its handlers' view is the fake server's own.
+fn agrees_with_the_fake(
+    fake: &FakeServer,
+    scenario: &Scenario,
+    case: &Case,
+    result: &Value,
+    last: &str,
+) -> Result<(), String> {
+    let server = fake_server_checksum(fake, scenario.resource)?;
+    let peer = result.get("checksum").and_then(Value::as_str);
+    if peer != Some(server.as_str()) {
+        return Err(format!(
+            "{} {}: checksum {peer:?} but the server has {server}: {last}",
+            case.label, scenario.name
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the peer saw every seeded object of the real server (which has no checksum
+/// endpoint); answers the content types the peer counted, if it did.
+fn agrees_with_the_real_server(
+    scenario: &Scenario,
+    case: &Case,
+    result: &Value,
+) -> Result<String, String> {
+    let objects = result.get("objects").and_then(Value::as_u64);
+    if objects != Some(scenario.seeded as u64) {
+        return Err(format!(
+            "{}: {objects:?} objects but {} were seeded",
+            case.label, scenario.seeded
+        ));
+    }
+    Ok(result
+        .get("content_types")
+        .map(describe_content_types)
+        .unwrap_or_else(|| {
+            let asked = if case.mode == "protobuf" {
+                "protobuf first"
+            } else {
+                "JSON"
+            };
+            format!("not counted on a real server; asked for {asked}")
+        }))
+}
+
+/// Runs `command` to completion, or kills it once `limit` has passed.
+fn run_with_limit(mut command: Command, limit: Duration) -> Result<std::process::Output, String> {
+    let mut child = command
+        .spawn()
+        .map_err(|err| format!("could not start: {err}"))?;
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let out = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(pipe) = stdout.as_mut() {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        bytes
+    });
+    let err = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(pipe) = stderr.as_mut() {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        bytes
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "still running after {} s, stopped",
+                    limit.as_secs()
+                ));
+            }
+            Err(err) => return Err(format!("waiting for it: {err}")),
+        }
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
+fn flag_value(args: &[String], flag: &str) -> Option<u64> {
+    let at = args.iter().position(|arg| arg == flag)?;
+    args.get(at + 1)?.parse().ok()
+}
+
+/// `after - before` for every key of `after` that grew.
+fn count_difference(after: &Value, before: &Value) -> Value {
+    let mut grown = serde_json::Map::new();
+    if let Some(after) = after.as_object() {
+        for (key, count) in after {
+            let old = before.get(key).and_then(Value::as_u64).unwrap_or(0);
+            let new = count.as_u64().unwrap_or(0);
+            if new > old {
+                grown.insert(key.clone(), Value::from(new - old));
+            }
+        }
+    }
+    Value::Object(grown)
+}
+
+fn describe_content_types(counts: &Value) -> String {
+    counts
+        .as_object()
+        .map(|map| {
+            map.iter()
+                .map(|(kind, count)| format!("{kind} ×{count}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+impl Run {
+    /// A run that produced no result: it failed or ran out of time.
+    pub(super) fn did_not_finish(why: &str) -> Self {
+        Self {
+            result: serde_json::json!({ "did_not_finish": why }),
+            content_types: String::new(),
+        }
+    }
+
+    pub(super) fn failure(&self) -> Option<&str> {
+        self.result.get("did_not_finish").and_then(Value::as_str)
+    }
+}
+
+/// Runs every case `runs` times, alternating peers (A B C A B C ...).
+pub(super) fn run_scenario(
+    programs: &Programs,
+    scenario: &Scenario,
+    runs: usize,
+    work: &Path,
+    strict: bool,
+) -> Result<ScenarioResults, String> {
+    let (plane, preparation) = if scenario.server == Server::Real {
+        let (plane, preparation) = seeded_control_plane(programs, scenario, work)?;
+        (Some(plane), preparation)
+    } else {
+        (None, fake_preparation(scenario))
+    };
+    // Seeding 100k Pods costs the fake longer than most runs, so runs share one server unless
+    // a run leaves it in a state the next run would not start from fairly (relist deletes 5%).
+    let shared = (scenario.server == Server::Fake && !scenario.fresh_server_per_run)
+        .then(|| FakeServer::start(&programs.fake, work, scenario.resource, scenario.seeded))
+        .transpose()?;
+    let mut results = vec![Vec::new(); scenario.cases.len()];
+    for run in 0..runs {
+        for (index, case) in scenario.cases.iter().enumerate() {
+            // A case that failed once is not run again: it would only fail slowly again.
+            if results[index]
+                .iter()
+                .any(|run: &Run| run.failure().is_some())
+            {
+                continue;
+            }
+            eprintln!(
+                "bench: {} run {}/{runs}: {}",
+                scenario.name,
+                run + 1,
+                case.label
+            );
+            let fresh = (scenario.server == Server::Fake && shared.is_none())
+                .then(|| {
+                    FakeServer::start(&programs.fake, work, scenario.resource, scenario.seeded)
+                })
+                .transpose()?;
+            let target = match (&plane, &shared, &fresh) {
+                (Some(plane), _, _) => Target::Real(&plane.kubeconfig),
+                (None, Some(fake), _) | (None, None, Some(fake)) => Target::Fake(fake),
+                (None, None, None) => unreachable!("every fake scenario has a server"),
+            };
+            let outcome = run_case(programs, scenario, case, target)?;
+            if let Some(why) = outcome.failure() {
+                if strict {
+                    return Err(format!("{} {}: {why}", case.label, scenario.name));
+                }
+                eprintln!(
+                    "bench: {} {} did not finish: {why}",
+                    case.label, scenario.name
+                );
+            }
+            results[index].push(outcome);
+        }
+    }
+    Ok(ScenarioResults {
+        scenario: scenario.clone(),
+        runs: results,
+        preparation,
+    })
+}
+
+/// How a scenario's fake server is prepared, for the report.
+fn fake_preparation(scenario: &Scenario) -> String {
+    format!(
+        "the fake API server seeded with {} {}{}",
+        format_figure(scenario.seeded as f64, 0),
+        scenario.resource,
+        if scenario.fresh_server_per_run {
+            ", afresh for every run"
+        } else {
+            ", one server for all runs"
+        }
+    )
+}
+
+/// The e2e control plane, started and seeded with the scenario's Pods, and how it was
+/// prepared (the seeding time is in no figure, so the report says it).
+fn seeded_control_plane(
+    programs: &Programs,
+    scenario: &Scenario,
+    work: &Path,
+) -> Result<(controlplane::ControlPlane, String), String> {
+    let binaries = controlplane::ensure_binaries()?;
+    let dir = work.join("control-plane");
+    let plane = controlplane::ControlPlane::start(
+        &binaries,
+        &controlplane::Options::default(),
+        &dir,
+        false,
+    )?;
+    let seeding = Instant::now();
+    let mut seed = Command::new(&programs.seed);
+    seed.arg("--kubeconfig")
+        .arg(&plane.kubeconfig)
+        .args(["--n", &scenario.seeded.to_string()]);
+    crate::run(seed)?;
+    let preparation = format!(
+        "kube-apiserver {} + etcd on loopback, seeded once with {} Pods in {:.1} s (not \
+         in any figure)",
+        controlplane::KUBERNETES_VERSION,
+        format_figure(scenario.seeded as f64, 0),
+        seeding.elapsed().as_secs_f64()
+    );
+    Ok((plane, preparation))
+}
+
+/// The decode floor: the Pod list bytes decoded with no informer at all.
+pub(super) fn decode_floor(
+    programs: &Programs,
+    objects: usize,
+    work: &Path,
+) -> Result<Value, String> {
+    let fake = FakeServer::start(&programs.fake, work, "pods", objects)?;
+    let output = Command::new(&programs.decode_floor)
+        .arg("--kubeconfig")
+        .arg(&fake.kubeconfig)
+        .output()
+        .map_err(|err| format!("running decode-floor: {err}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "decode-floor failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).map_err(|err| format!("decode-floor printed {last:?}: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn content_types_of_a_shared_server_count_only_what_the_run_added() {
+        let before = json!({ "application/json": 10 });
+        let after = json!({ "application/json": 14, "application/vnd.kubernetes.protobuf": 2 });
+        assert_eq!(
+            count_difference(&after, &before),
+            json!({ "application/json": 4, "application/vnd.kubernetes.protobuf": 2 })
+        );
+    }
+}

@@ -1,0 +1,191 @@
+//! The issues' performance targets, each with the measured ratio and whether it is met.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use super::{
+    metrics::{
+        Better, KIB_PER_OBJECT, Metric, P99_MS, READS_PER_S, RELIST_PEAK_OVER_STEADY, SYNC_MS,
+        UPDATES_PER_S,
+    },
+    report::{ScenarioResults, protobuf_floor_ms},
+    scenarios::Peer,
+};
+
+/// A target: kinformer's figure over another implementation's, in one scenario.
+struct Target {
+    what: &'static str,
+    scenario: &'static str,
+    metric: Metric,
+    kinformer: &'static str,
+    other: &'static str,
+    /// kinformer / other must be at most (`Lower`) or at least (`Higher`) this.
+    bound: f64,
+}
+
+impl Target {
+    /// The measured ratio, when both cases ran.
+    fn ratio(&self, results: &[ScenarioResults]) -> Option<f64> {
+        let result = results.iter().find(|r| r.scenario.name == self.scenario)?;
+        let find = |label: &str| result.scenario.cases.iter().position(|c| c.label == label);
+        let (k, o) = find(self.kinformer).zip(find(self.other))?;
+        Some(result.summary(k, &self.metric)?.median / result.summary(o, &self.metric)?.median)
+    }
+
+    fn met(&self, ratio: f64) -> bool {
+        match self.metric.better {
+            Better::Lower => ratio <= self.bound,
+            Better::Higher => ratio >= self.bound,
+        }
+    }
+}
+
+/// The targets the issues set, between two cases of one scenario.
+fn target_list() -> [Target; 10] {
+    let target = |what, scenario, metric, kinformer, other, bound| Target {
+        what,
+        scenario,
+        metric,
+        kinformer,
+        other,
+        bound,
+    };
+    [
+        target(
+            "sync time <= 0.5x client-go (JSON)",
+            "sync-pods",
+            SYNC_MS,
+            "kinformer",
+            "client-go (JSON)",
+            0.5,
+        ),
+        target(
+            "sync time <= 0.8x kube-runtime",
+            "sync-pods",
+            SYNC_MS,
+            "kinformer",
+            "kube-runtime",
+            0.8,
+        ),
+        target(
+            "watch throughput >= 2x client-go (JSON)",
+            "watch",
+            UPDATES_PER_S,
+            "kinformer",
+            "client-go (JSON)",
+            2.0,
+        ),
+        target(
+            "fan-out p99 <= 0.5x client-go",
+            "fanout",
+            P99_MS,
+            "kinformer",
+            "client-go (JSON)",
+            0.5,
+        ),
+        target(
+            "index reads >= 2x client-go (8 readers)",
+            "lookups",
+            READS_PER_S,
+            "kinformer 8 readers",
+            "client-go (JSON) 8 readers",
+            2.0,
+        ),
+        target(
+            "protobuf sync time <= 0.5x client-go on protobuf",
+            "sync-pods",
+            SYNC_MS,
+            "kinformer (protobuf)",
+            "client-go (protobuf first)",
+            0.5,
+        ),
+        target(
+            "protobuf watch throughput >= 1.3x client-go on protobuf",
+            "watch",
+            UPDATES_PER_S,
+            "kinformer (protobuf)",
+            "client-go (protobuf first)",
+            1.3,
+        ),
+        target(
+            "memory per Pod, full objects <= 1.0x client-go",
+            "memory",
+            KIB_PER_OBJECT,
+            "kinformer (full)",
+            "client-go (full)",
+            1.0,
+        ),
+        target(
+            "memory per Pod, managedFields dropped <= 0.5x client-go stripped",
+            "memory",
+            KIB_PER_OBJECT,
+            "kinformer (stripped)",
+            "client-go (stripped)",
+            0.5,
+        ),
+        target(
+            "memory per Pod, projection <= 0.2x client-go full",
+            "memory",
+            KIB_PER_OBJECT,
+            "kinformer (projection)",
+            "client-go (full)",
+            0.2,
+        ),
+    ]
+}
+
+fn met_mark(met: bool) -> &'static str {
+    if met { "yes" } else { "**no**" }
+}
+
+/// The issues' targets, each with the measured ratio and whether it is met: the list above,
+/// then kinformer's protobuf sync against the decode floor and its relist memory peak.
+pub(super) fn targets(results: &[ScenarioResults], floor: Option<&Value>) -> String {
+    let mut out = String::from("| target | kinformer / other | met |\n| --- | ---: | --- |\n");
+    for target in target_list() {
+        let Some(ratio) = target.ratio(results) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {ratio:.2}x | {} |",
+            target.what,
+            met_mark(target.met(ratio))
+        );
+    }
+    if let (Some(floor), Some(sync)) = (
+        floor,
+        results.iter().find(|r| r.scenario.name == "sync-pods"),
+    ) && let Some(k) = sync
+        .scenario
+        .cases
+        .iter()
+        .position(|c| c.label == "kinformer (protobuf)")
+        && let Some(s) = sync.summary(k, &SYNC_MS)
+        && let Some(best) = protobuf_floor_ms(floor)
+    {
+        let ratio = s.median / best;
+        let _ = writeln!(
+            out,
+            "| protobuf sync within 1.3x of the protobuf decode floor (best of 1 and all threads) | {ratio:.2}x | {} |",
+            met_mark(ratio <= 1.3)
+        );
+    }
+    if let Some(relist) = results.iter().find(|r| r.scenario.name == "relist")
+        && let Some(k) = relist
+            .scenario
+            .cases
+            .iter()
+            .position(|c| c.peer == Peer::Kinformer)
+        && let Some(s) = relist.summary(k, &RELIST_PEAK_OVER_STEADY)
+    {
+        let _ = writeln!(
+            out,
+            "| relist peak over steady <= 1.3x | {:.2}x | {} |",
+            s.median,
+            met_mark(s.median <= 1.3)
+        );
+    }
+    out
+}
