@@ -101,6 +101,7 @@ mod handler;
 mod listener;
 mod options;
 mod processor;
+mod registration;
 mod signal;
 mod stream;
 
@@ -108,12 +109,13 @@ pub use crate::{
     buffer::{BufferPolicy, CacheSnapshot, Overflow},
     error::{Error, Result},
     handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
-    listener::{ListenerStats, Registration},
+    listener::ListenerStats,
     options::{HandlerExecutor, ListenerOptions},
     processor::{
         DistributionBatch, MINIMUM_RESYNC_PERIOD, ProcessorOptions, Recipients, SharedProcessor,
         determine_resync_period,
     },
+    registration::Registration,
     signal::UpstreamSynced,
     stream::EventStream,
 };

@@ -1,11 +1,11 @@
-//! One registration's end of the processor: its buffer, its consumer (a handler thread or a
-//! stream), its counters, its sync tracking and its resync bookkeeping.
+//! One registration's end of the processor: its buffer, its consumer (a handler thread or
+//! task, or a stream), its counters, its sync tracking and its resync bookkeeping. Its
+//! handle, [`Registration`](crate::Registration), is in `registration.rs`.
 
 use std::{
     collections::VecDeque,
-    fmt,
     sync::{
-        Arc, Weak,
+        Arc,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     task::{Context, Poll, Waker},
@@ -21,7 +21,6 @@ use tracing::{Instrument as _, debug, warn};
 use crate::{
     Error, HandlerExecutor, Notification, ResourceEventHandler, Result, UpstreamSynced,
     buffer::{CacheSnapshot, Pushed, RingBuffer},
-    processor::Shared,
     signal::Latch,
 };
 
@@ -160,9 +159,9 @@ pub(crate) struct Listener<K> {
     /// Latched once synced: later initial-list adds (none are expected) cannot unsync it.
     synced: AtomicBool,
     /// Woken when `initial_pending` reaches zero and when the listener stops.
-    progress: Notify,
-    upstream: UpstreamSynced,
-    stopped: Latch,
+    pub(crate) progress: Notify,
+    pub(crate) upstream: UpstreamSynced,
+    pub(crate) stopped: Latch,
     resync: Mutex<ResyncState>,
     /// Whether the last `should_resync` found this listener due; sync notifications (a
     /// resync, or an unchanged object in a relist) go only to listeners for which this is set.
@@ -676,131 +675,5 @@ impl<K: Send + Sync + 'static> Listener<K> {
 
     pub(crate) fn set_resync_period(&self, period: Duration) {
         self.resync.lock().period = period;
-    }
-}
-
-/// The handle of one listener: tells whether it has synced, reports its counters, removes it.
-///
-/// Cloning gives another handle to the same listener. Dropping every handle does not remove
-/// the listener (a handler keeps receiving until removed or until the processor stops).
-#[doc(alias = "ResourceEventHandlerRegistration")]
-#[doc(alias = "processorListener")]
-pub struct Registration<K> {
-    pub(crate) listener: Arc<Listener<K>>,
-    pub(crate) processor: Weak<Shared<K>>,
-}
-
-impl<K: Send + Sync + 'static> Registration<K> {
-    /// The listener's name.
-    pub fn name(&self) -> &str {
-        &self.listener.name
-    }
-
-    /// True once the upstream has synced *and* this listener's consumer has finished every
-    /// initial-list notification handed to it; stays true from then on.
-    #[doc(alias = "HasSynced")]
-    pub fn has_synced(&self) -> bool {
-        self.listener.has_synced()
-    }
-
-    /// Waits until [`has_synced`](Self::has_synced); returns `false` if the listener stopped
-    /// first (removed, or the processor stopped).
-    pub async fn synced(&self) -> bool {
-        loop {
-            let mut progress = std::pin::pin!(self.listener.progress.notified());
-            progress.as_mut().enable();
-            if self.has_synced() {
-                return true;
-            }
-            if self.listener.stopped.is_set() {
-                return false;
-            }
-            if self.listener.upstream.has_synced() {
-                progress.await;
-            } else {
-                tokio::select! {
-                    () = self.listener.upstream.synced() => {}
-                    () = progress => {}
-                }
-            }
-        }
-    }
-
-    /// A snapshot of this listener's counters.
-    pub fn stats(&self) -> ListenerStats {
-        self.listener.stats()
-    }
-
-    /// The resync period asked for (after the one-second minimum is applied).
-    pub fn requested_resync_period(&self) -> Duration {
-        self.listener.requested_resync_period()
-    }
-
-    /// The resync period in force: the requested one adjusted to the processor's resync check
-    /// period, or zero when no resyncs happen.
-    pub fn resync_period(&self) -> Duration {
-        self.listener.resync_period()
-    }
-
-    /// Whether the listener is still registered with a processor that has not stopped.
-    pub fn is_active(&self) -> bool {
-        !self.listener.is_closed()
-    }
-
-    /// Unregisters the listener and returns at once; pending notifications are discarded and
-    /// the handler exits after the call it is in. Idempotent. Await
-    /// [`stopped`](Self::stopped) to know the handler has exited.
-    #[doc(alias = "RemoveEventHandler")]
-    pub fn remove(&self) {
-        match self.processor.upgrade() {
-            Some(processor) => {
-                processor.remove(self.listener.id);
-            }
-            None => self.listener.close(),
-        }
-    }
-
-    /// Resolves once the consumer has fully exited: the handler thread has returned from its
-    /// last call and dropped the handler, or the stream has ended or been dropped. A handler
-    /// blocked forever keeps this pending forever.
-    pub async fn stopped(&self) {
-        self.listener.stopped.wait().await;
-    }
-
-    /// Whether the consumer has fully exited.
-    pub fn is_stopped(&self) -> bool {
-        self.listener.stopped.is_set()
-    }
-
-    /// [`remove`](Self::remove), then [`stopped`](Self::stopped).
-    pub async fn shutdown(&self) {
-        self.remove();
-        self.stopped().await;
-    }
-}
-
-impl<K> Clone for Registration<K> {
-    fn clone(&self) -> Self {
-        Self {
-            listener: Arc::clone(&self.listener),
-            processor: Weak::clone(&self.processor),
-        }
-    }
-}
-
-impl<K> PartialEq for Registration<K> {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.listener, &other.listener)
-    }
-}
-
-impl<K> Eq for Registration<K> {}
-
-impl<K> fmt::Debug for Registration<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Registration")
-            .field("name", &self.listener.name)
-            .field("id", &self.listener.id)
-            .finish_non_exhaustive()
     }
 }
