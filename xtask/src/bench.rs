@@ -112,27 +112,25 @@ fn shipped_store_id(id: &str) -> Option<String> {
     id.strip_suffix("/slot-table").map(str::to_owned)
 }
 
-/// Runs `cargo xtask bench <suite>`; `args` are what follows `bench`.
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    let known = || {
-        SUITES
-            .iter()
-            .map(|suite| suite.name)
-            .collect::<Vec<_>>()
-            .join(", ")
+/// Runs `cargo xtask bench`: a suite's micro-benchmarks, or without one the informer scenarios.
+pub(crate) fn run(flags: &crate::flags::Bench) -> Result<(), String> {
+    let Some(name) = &flags.suite else {
+        return crate::benchsuite::run(flags);
     };
-    match args.first().map(String::as_str) {
-        Some(name) if !name.starts_with('-') => {
-            match SUITES.iter().find(|suite| suite.name == name) {
-                Some(suite) => compare(suite),
-                None => Err(format!(
-                    "unknown bench suite {name:?}; known: {} (or no suite: the informer scenarios)",
-                    known()
-                )),
-            }
-        }
-        _ => crate::benchsuite::run(args),
+    let suite = SUITES
+        .iter()
+        .find(|suite| suite.name == name)
+        .ok_or_else(|| format!("unknown bench suite {name:?}"))?;
+    let only_the_suite = crate::flags::Bench {
+        suite: flags.suite.clone(),
+        ..crate::flags::Bench::default()
+    };
+    if *flags != only_the_suite {
+        return Err(format!(
+            "`cargo xtask bench {name}` takes no flags; they are the informer scenarios'"
+        ));
     }
+    compare(suite)
 }
 
 pub(crate) fn target_dir(root: &Path) -> PathBuf {
@@ -608,6 +606,15 @@ mod tests {
                 assert_ne!(a.section_file, b.section_file);
             }
         }
-        assert!(run(&["no-such-suite".to_owned()]).is_err_and(|err| err.contains("store")));
+        let bench = ["bench", "no-such-suite"].map(str::to_owned);
+        assert!(crate::flags::parse(&bench).is_err_and(|err| err.contains("store")));
+        let declared = crate::flags::TASKS
+            .iter()
+            .find(|task| task.name == "bench")
+            .expect("bench is declared")
+            .words;
+        let suites: Vec<&str> = SUITES.iter().map(|suite| suite.name).collect();
+        let words: Vec<&str> = declared.iter().map(|(word, _)| *word).collect();
+        assert_eq!(words, suites, "flags.rs declares every suite");
     }
 }

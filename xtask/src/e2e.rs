@@ -35,7 +35,8 @@ use std::{
 };
 
 use crate::{
-    controlplane::{self, ApiServerOutage, ControlPlane, Detached, Endpoint, Options},
+    controlplane::{self, ApiServerOutage, ControlPlane, Detached, Endpoint},
+    flags::{Backend, E2e as Args},
     kind_image::{self, NODE_IMAGE},
 };
 
@@ -48,78 +49,8 @@ const RESTART_TEST: &str = "an_informer_converges_with_nothing_lost_and_no_hot_l
 /// How often xtask looks for a restart request while the tests run.
 const HOOK_POLL: Duration = Duration::from_millis(50);
 
-#[derive(Debug, Clone, PartialEq)]
-enum Backend {
-    Local,
-    Kind,
-    Kubeconfig(PathBuf),
-    Fake,
-}
-
-#[derive(Debug)]
-struct Args {
-    backend: Option<Backend>,
-    keep: bool,
-    yes: bool,
-    kind_name: String,
-    control_plane: Options,
-    /// Passed to the test binaries after `--` (a test name filter, `--nocapture`, ...).
-    test_args: Vec<String>,
-}
-
-fn parse(args: &[String]) -> Result<Args, String> {
-    let (control_plane, rest) = Options::parse(args)?;
-    let mut parsed = Args {
-        backend: None,
-        keep: false,
-        yes: false,
-        kind_name: KIND_CLUSTER.to_owned(),
-        control_plane,
-        test_args: Vec::new(),
-    };
-    let mut iter = rest.into_iter();
-    let choose = |parsed: &mut Args, backend: Backend| {
-        if parsed.backend.is_some() {
-            return Err(
-                "choose one backend: --local, --kind, --kubeconfig PATH or --fake".to_owned(),
-            );
-        }
-        parsed.backend = Some(backend);
-        Ok(())
-    };
-    while let Some(arg) = iter.next() {
-        match arg.as_str() {
-            "--local" => choose(&mut parsed, Backend::Local)?,
-            "--kind" => choose(&mut parsed, Backend::Kind)?,
-            "--fake" => choose(&mut parsed, Backend::Fake)?,
-            "--kubeconfig" => {
-                let path = iter.next().ok_or("--kubeconfig needs a path")?;
-                choose(&mut parsed, Backend::Kubeconfig(PathBuf::from(path)))?;
-            }
-            "--kind-name" => parsed.kind_name = iter.next().ok_or("--kind-name needs a name")?,
-            "--keep" => parsed.keep = true,
-            "--yes" => parsed.yes = true,
-            "--" => {
-                parsed.test_args = iter.by_ref().collect();
-            }
-            other => {
-                if let Some(path) = other.strip_prefix("--kubeconfig=") {
-                    choose(&mut parsed, Backend::Kubeconfig(PathBuf::from(path)))?;
-                } else {
-                    return Err(format!(
-                        "unknown e2e flag {other:?}; usage: cargo xtask e2e [--local|--kind|--kubeconfig PATH|--fake] \
-                         [--keep] [--yes] [--no-watch-cache] [--etcd-compaction-interval D] [-- TEST ARGS]"
-                    ));
-                }
-            }
-        }
-    }
-    Ok(parsed)
-}
-
-/// Runs `cargo xtask e2e`; `args` are what follows `e2e`.
-pub(crate) fn e2e(args: &[String]) -> Result<(), String> {
-    let args = parse(args)?;
+/// Runs `cargo xtask e2e`.
+pub(crate) fn e2e(args: &Args) -> Result<(), String> {
     let backend = match args.backend.clone() {
         Some(backend) => backend,
         None if kind_image::docker_answers() && kind_cli().is_some() => Backend::Kind,
@@ -128,8 +59,8 @@ pub(crate) fn e2e(args: &[String]) -> Result<(), String> {
     let started = Instant::now();
     let result = match &backend {
         Backend::Fake => run_suite("fake", None, None, Restart::InProcess, &args.test_args),
-        Backend::Local => local(&args),
-        Backend::Kind => kind(&args),
+        Backend::Local => local(args),
+        Backend::Kind => kind(args),
         Backend::Kubeconfig(path) => {
             refuse_production(path, args.yes)?;
             run_suite(
@@ -207,7 +138,7 @@ fn kind(args: &Args) -> Result<(), String> {
                 .to_owned(),
         );
     };
-    let name = &args.kind_name;
+    let name = args.kind_name.as_deref().unwrap_or(KIND_CLUSTER);
     let clusters = Command::new(&kind)
         .args(["get", "clusters"])
         .output()
@@ -611,6 +542,18 @@ mod tests {
 
     fn strings(args: &[&str]) -> Vec<String> {
         args.iter().map(|arg| (*arg).to_owned()).collect()
+    }
+
+    /// `cargo xtask e2e ARGS`, parsed.
+    fn parse(args: &[String]) -> Result<Args, String> {
+        let line: Vec<String> = ["e2e".to_owned()]
+            .into_iter()
+            .chain(args.to_vec())
+            .collect();
+        match crate::flags::parse(&line)? {
+            crate::flags::Task::E2e(args) => Ok(args),
+            other => Err(format!("parsed as {other:?}")),
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! kinformer's developer tasks, run as `cargo xtask <task>`.
+//! kinformer's developer tasks, run as `cargo xtask <task>`; `cargo xtask --help` lists them
+//! and `cargo xtask <task> --help` a task's flags, all declared in `flags.rs`.
 //!
 //! - `ci`: what CI checks: formatting, clippy with warnings denied, every test (doc tests
 //!   included, and the client-go tests) and the docs with warnings denied.
@@ -34,10 +35,13 @@ use std::{
     process::{Command, ExitCode},
 };
 
+use flags::Task;
+
 mod bench;
 mod benchsuite;
 mod controlplane;
 mod e2e;
+mod flags;
 mod kind_image;
 mod protobuf;
 mod soak;
@@ -46,24 +50,7 @@ mod tidy;
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("ci") => ci(),
-        Some("client-go") => client_go(&args[1..]),
-        Some("bench") => bench::run(&args[1..]),
-        Some("fake-apiserver") => fake_apiserver(&args[1..]),
-        Some("control-plane") => controlplane::control_plane(&args[1..]),
-        Some("e2e") => e2e::e2e(&args[1..]),
-        Some("kind-image") => kind_image::kind_image(&args[1..]),
-        Some("protobuf-schema") => protobuf::schema(&args[1..]),
-        Some("protobuf-fixtures") => protobuf::fixtures(),
-        Some("soak") => soak::soak(&args[1..]),
-        Some("help" | "--help" | "-h") | None => {
-            print_usage();
-            Ok(())
-        }
-        Some(other) => Err(format!("unknown task {other:?}; try `cargo xtask help`")),
-    };
-    match result {
+    match flags::parse(&args).and_then(run_task) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("xtask: {message}");
@@ -72,23 +59,22 @@ fn main() -> ExitCode {
     }
 }
 
-fn print_usage() {
-    println!(
-        "cargo xtask <task>\n\n\
-         tasks:\n  \
-         ci                     fmt check, clippy -D warnings, cargo test --workspace, docs\n  \
-         client-go [-- ARGS]    the differential and conformance tests against client-go (needs Go)\n  \
-         bench [--quick] [--scenario NAME]... [--runs K]\n                         kinformer vs kube-runtime vs client-go informers, side by side\n  \
-         bench fifo             kinformer-fifo vs client-go DeltaFIFO/RealFIFO benchmarks\n  \
-         bench store|workqueue  kinformer vs client-go indexer / workqueue benchmarks\n  \
-         fake-apiserver [FLAGS] run kinformer-testing's fake API server standalone\n  \
-         control-plane up|down|env|build|restart-apiserver\n                         a local kube-apiserver + etcd (built from Go modules)\n  \
-         e2e [--local|--kind|--kubeconfig PATH|--fake] [--keep] [--yes] [-- TEST ARGS]\n                         the end-to-end suite\n  \
-         kind-image [--check]   build kindest/node offline (Go module proxy, Debian packages)\n  \
-         soak [--minutes N] [--restart-every SECONDS] [--fake]\n                         churn under outages, checked against the server every minute\n  \
-         protobuf-schema [--check] [--from FILE]\n                         regenerate the protobuf tables from the Go API types\n  \
-         protobuf-fixtures      re-encode the protobuf fixtures with client-go"
-    );
+fn run_task(task: Task) -> Result<(), String> {
+    match task {
+        Task::Help(None) => print!("{}", flags::overview()),
+        Task::Help(Some(name)) => print!("{}", flags::help(name)),
+        Task::Ci => return ci(),
+        Task::ClientGo(args) => return client_go(&args),
+        Task::Bench(flags) => return bench::run(&flags),
+        Task::FakeApiserver(args) => return fake_apiserver(&args),
+        Task::ControlPlane(flags) => return controlplane::control_plane(&flags),
+        Task::E2e(flags) => return e2e::e2e(&flags),
+        Task::KindImage { check } => return kind_image::kind_image(check),
+        Task::Soak(flags) => return soak::soak(&flags),
+        Task::ProtobufSchema { check, from } => return protobuf::schema(check, from),
+        Task::ProtobufFixtures => return protobuf::fixtures(),
+    }
+    Ok(())
 }
 
 /// The workspace root (the parent of this crate's manifest directory).

@@ -24,20 +24,7 @@ fn go_in_peer(args: &[&str]) -> Command {
 
 /// Regenerates the tables; with `--check`, fails instead when the committed ones differ. With
 /// `--from FILE`, splits a saved run of the generator instead of running Go.
-pub(crate) fn schema(args: &[String]) -> Result<(), String> {
-    let (mut check, mut from) = (false, None);
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--check" => check = true,
-            "--from" => from = Some(args.next().ok_or("--from needs a file")?.clone()),
-            other => {
-                return Err(format!(
-                    "unexpected argument {other:?}; try --check or --from FILE"
-                ));
-            }
-        }
-    }
+pub(crate) fn schema(check: bool, from: Option<String>) -> Result<(), String> {
     let fresh = project_root().join("target/protobuf-generated.rs");
     fs::create_dir_all(project_root().join("target")).map_err(|error| error.to_string())?;
     match from {

@@ -13,56 +13,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::controlplane::{self, ApiServerOutage, ControlPlane, Options};
+use crate::{
+    controlplane::{self, ApiServerOutage, ControlPlane, Options},
+    flags::Soak,
+};
 
-/// How often kube-apiserver is killed and restarted unless `--restart-every` says otherwise.
-const DEFAULT_RESTART_EVERY: Duration = Duration::from_secs(120);
 /// kube-apiserver compacts etcd this often during a soak (its default is five minutes).
 const COMPACTION_INTERVAL: &str = "1m";
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Args {
-    minutes: u64,
-    fake: bool,
-    restart_every: Duration,
-}
-
-impl Args {
-    fn parse(args: &[String]) -> Result<Self, String> {
-        let mut parsed = Self {
-            minutes: 3,
-            fake: false,
-            restart_every: DEFAULT_RESTART_EVERY,
-        };
-        let mut iter = args.iter();
-        let number = |value: Option<&String>, flag: &str| {
-            value
-                .and_then(|value| value.parse::<u64>().ok())
-                .filter(|value| *value > 0)
-                .ok_or_else(|| format!("{flag} needs a positive number"))
-        };
-        while let Some(arg) = iter.next() {
-            match arg.as_str() {
-                "--minutes" => parsed.minutes = number(iter.next(), "--minutes")?,
-                "--restart-every" => {
-                    parsed.restart_every =
-                        Duration::from_secs(number(iter.next(), "--restart-every")?);
-                }
-                "--fake" => parsed.fake = true,
-                other => {
-                    return Err(format!(
-                        "unknown soak flag {other:?}; usage: cargo xtask soak [--minutes N] \
-                         [--restart-every SECONDS] [--fake]"
-                    ));
-                }
-            }
-        }
-        Ok(parsed)
-    }
-}
-
-pub(crate) fn soak(args: &[String]) -> Result<(), String> {
-    let args = Args::parse(args)?;
+/// Runs `cargo xtask soak`.
+pub(crate) fn soak(args: &Soak) -> Result<(), String> {
     let minutes = args.minutes.to_string();
     if args.fake {
         let mut example = example();
@@ -146,25 +106,35 @@ fn outages(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
 
-    fn args(list: &[&str]) -> Result<Args, String> {
-        Args::parse(&list.iter().map(ToString::to_string).collect::<Vec<_>>())
+    use crate::flags::{self, SOAK_RESTART_EVERY, Soak, Task};
+
+    fn args(list: &[&str]) -> Result<Soak, String> {
+        let line: Vec<String> = ["soak"]
+            .iter()
+            .chain(list)
+            .map(ToString::to_string)
+            .collect();
+        match flags::parse(&line)? {
+            Task::Soak(soak) => Ok(soak),
+            other => Err(format!("parsed as {other:?}")),
+        }
     }
 
     #[test]
     fn flags_parse_with_defaults_and_refuse_nonsense() {
         assert_eq!(
             args(&[]),
-            Ok(Args {
+            Ok(Soak {
                 minutes: 3,
                 fake: false,
-                restart_every: DEFAULT_RESTART_EVERY
+                restart_every: SOAK_RESTART_EVERY
             })
         );
         assert_eq!(
             args(&["--minutes", "30", "--restart-every", "90", "--fake"]),
-            Ok(Args {
+            Ok(Soak {
                 minutes: 30,
                 fake: true,
                 restart_every: Duration::from_secs(90)

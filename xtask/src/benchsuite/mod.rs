@@ -27,11 +27,7 @@ mod saved;
 mod scenarios;
 mod targets;
 
-use std::{
-    fs,
-    path::{Path, PathBuf},
-    time::Instant,
-};
+use std::{fs, path::Path, time::Instant};
 
 use chart::{chart_bars, chart_svg};
 use report::{Header, report};
@@ -39,53 +35,10 @@ use runner::{build, decode_floor, run_scenario};
 use saved::{Saved, load_results};
 use scenarios::{FULL, QUICK, Scenario, Sizes, scenarios};
 
-use crate::project_root;
-
-#[derive(Debug)]
-struct Options {
-    quick: bool,
-    scenarios: Vec<String>,
-    runs: Option<usize>,
-    /// Rewrite the report from saved results instead of running anything.
-    report_from: Option<PathBuf>,
-}
-
-fn parse(args: &[String]) -> Result<Options, String> {
-    let mut options = Options {
-        quick: false,
-        scenarios: Vec::new(),
-        runs: None,
-        report_from: None,
-    };
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        match arg.as_str() {
-            "--quick" => options.quick = true,
-            "--scenario" => options
-                .scenarios
-                .push(iter.next().ok_or("--scenario needs a name")?.to_owned()),
-            "--runs" => {
-                options.runs = Some(
-                    iter.next()
-                        .ok_or("--runs needs a number")?
-                        .parse()
-                        .map_err(|err| format!("--runs: {err}"))?,
-                );
-            }
-            "--report" => {
-                options.report_from = Some(PathBuf::from(
-                    iter.next().ok_or("--report needs a results file")?,
-                ));
-            }
-            other => return Err(format!("unknown bench flag {other:?}")),
-        }
-    }
-    Ok(options)
-}
+use crate::{flags::Bench, project_root};
 
 /// Runs `cargo xtask bench` with the informer scenarios.
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    let options = parse(args)?;
+pub(crate) fn run(options: &Bench) -> Result<(), String> {
     let mut sizes = if options.quick { QUICK } else { FULL };
     if let Some(runs) = options.runs {
         sizes.runs = runs.max(1);
@@ -105,7 +58,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let saved = match &options.report_from {
         Some(path) => load_results(path)?,
         None => {
-            let saved = run_all(&options, sizes, &all, &out_dir)?;
+            let saved = run_all(options, sizes, &all, &out_dir)?;
             let path = out_dir.join(if to_docs {
                 "results.json"
             } else {
@@ -137,7 +90,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 }
 
 fn run_all(
-    options: &Options,
+    options: &Bench,
     sizes: Sizes,
     all: &[Scenario],
     out_dir: &Path,

@@ -51,7 +51,7 @@ pub(crate) const ETCD_VERSION: &str = "v3.7.0";
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Knobs for kube-apiserver that the suite's tests care about.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Options {
     /// `--etcd-compaction-interval` (kube-apiserver's default is 5m; `0` turns it off).
     pub(crate) etcd_compaction_interval: Option<String>,
@@ -59,72 +59,53 @@ pub(crate) struct Options {
     pub(crate) no_watch_cache: bool,
 }
 
-impl Options {
-    /// Consumes the control-plane flags from `args`, returning the ones it does not know.
-    pub(crate) fn parse(args: &[String]) -> Result<(Self, Vec<String>), String> {
-        let mut options = Self::default();
-        let mut rest = Vec::new();
-        let mut iter = args.iter();
-        while let Some(arg) = iter.next() {
-            if let Some(value) = arg.strip_prefix("--etcd-compaction-interval=") {
-                options.etcd_compaction_interval = Some(value.to_owned());
-            } else if arg == "--etcd-compaction-interval" {
-                let value = iter
-                    .next()
-                    .ok_or("--etcd-compaction-interval needs a duration, e.g. 10s")?;
-                options.etcd_compaction_interval = Some(value.clone());
-            } else if arg == "--no-watch-cache" || arg == "--watch-cache=false" {
-                options.no_watch_cache = true;
-            } else {
-                rest.push(arg.clone());
-            }
-        }
-        Ok((options, rest))
-    }
-}
-
-/// Runs `cargo xtask control-plane <up|down|env|build>`.
-pub(crate) fn control_plane(args: &[String]) -> Result<(), String> {
-    let (options, rest) = Options::parse(args)?;
-    match rest.first().map(String::as_str) {
-        Some("up") => detached::up(&options),
-        Some("down") => detached::down(),
-        Some("env") => detached::print_env(),
-        Some("build") => ensure_binaries().map(|_| ()),
-        Some("restart-apiserver") => detached::restart_detached(),
-        Some(other) => Err(format!(
+/// Runs `cargo xtask control-plane <up|down|env|build|restart-apiserver>`.
+pub(crate) fn control_plane(flags: &crate::flags::ControlPlane) -> Result<(), String> {
+    match flags.command.as_str() {
+        "up" => detached::up(&flags.options),
+        "down" => detached::down(),
+        "env" => detached::print_env(),
+        "build" => ensure_binaries().map(|_| ()),
+        "restart-apiserver" => detached::restart_detached(),
+        other => Err(format!(
             "unknown control-plane command {other:?}; expected up, down, env, build or restart-apiserver"
         )),
-        None => Err(
-            "usage: cargo xtask control-plane up [--no-watch-cache] [--etcd-compaction-interval D] | down | env | build | restart-apiserver"
-                .to_owned(),
-        ),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::flags::{self, Task};
+
+    fn parse(args: &[&str]) -> Result<Task, String> {
+        let args: Vec<String> = ["control-plane"]
+            .iter()
+            .chain(args)
+            .map(|arg| (*arg).to_owned())
+            .collect();
+        flags::parse(&args)
+    }
 
     #[test]
     fn control_plane_flags_are_taken_and_the_rest_returned() {
-        let args: Vec<String> = [
+        let Ok(Task::ControlPlane(flags)) = parse(&[
             "--no-watch-cache",
             "--etcd-compaction-interval",
             "10s",
             "up",
-        ]
-        .map(String::from)
-        .to_vec();
-        let (options, rest) = Options::parse(&args).expect("valid flags");
-        assert!(options.no_watch_cache);
-        assert_eq!(options.etcd_compaction_interval.as_deref(), Some("10s"));
-        assert_eq!(rest, vec!["up".to_owned()]);
+        ]) else {
+            panic!("valid flags");
+        };
+        assert!(flags.options.no_watch_cache);
+        assert_eq!(
+            flags.options.etcd_compaction_interval.as_deref(),
+            Some("10s")
+        );
+        assert_eq!(flags.command, "up");
     }
 
     #[test]
     fn a_compaction_interval_without_a_value_is_an_error() {
-        let args = vec!["--etcd-compaction-interval".to_owned()];
-        assert!(Options::parse(&args).is_err());
+        assert!(parse(&["up", "--etcd-compaction-interval"]).is_err());
     }
 }
