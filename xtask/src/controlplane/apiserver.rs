@@ -10,10 +10,11 @@ use std::{
 };
 
 use super::{
-    Options,
+    Options, PROBE_TIMEOUT,
     build::Binaries,
-    processes::{curl, openssl, random_hex, run_quiet, spawn_logged},
+    processes::{openssl, random_hex, run_quiet, spawn_logged},
 };
+use crate::http::Http;
 
 /// How kube-apiserver was started: enough to start it again exactly the same way, from this
 /// process ([`ControlPlane`]) or from a later one (the state file of `control-plane up`).
@@ -63,21 +64,19 @@ impl ApiServerLaunch {
     }
 
     pub(super) fn ready(&self) -> bool {
-        let auth = format!("Authorization: Bearer {}", self.token);
-        curl(&["-skf", "-H", &auth, &format!("{}/readyz", self.server)])
-            .is_some_and(|body| body.trim() == "ok")
+        self.get("/readyz").is_ok_and(|body| body.trim() == "ok")
     }
 
     /// Whether the `default` namespace exists yet (kube-apiserver creates it after `/readyz`).
     pub(super) fn serves_default_namespace(&self) -> bool {
-        let auth = format!("Authorization: Bearer {}", self.token);
-        curl(&[
-            "-skf",
-            "-H",
-            &auth,
-            &format!("{}/api/v1/namespaces/default", self.server),
-        ])
-        .is_some()
+        self.get("/api/v1/namespaces/default").is_ok()
+    }
+
+    /// `GET path` as the admin.
+    fn get(&self, path: &str) -> Result<String, String> {
+        Http::new(&self.server, PROBE_TIMEOUT)?
+            .bearer(&self.token)
+            .get(path)
     }
 
     /// The admin kubeconfig: its server, the serving certificate kube-apiserver generated in

@@ -6,7 +6,8 @@ use std::{
     process::{Child, Command},
 };
 
-use super::processes::{curl, spawn_logged};
+use super::{PROBE_TIMEOUT, processes::spawn_logged};
+use crate::http::Http;
 
 /// Starts etcd with its client URL `url` and its peer port `peer_port`, logging to
 /// `dir/etcd.log`.
@@ -36,5 +37,7 @@ pub(super) fn spawn(
 
 /// Whether etcd at `url` reports itself healthy.
 pub(super) fn healthy(url: &str) -> bool {
-    curl(&["-sf", &format!("{url}/health")]).is_some_and(|body| body.contains("true"))
+    Http::new(url, PROBE_TIMEOUT)
+        .and_then(|etcd| etcd.get("/health"))
+        .is_ok_and(|body| body.contains("true"))
 }

@@ -47,6 +47,9 @@ pub(crate) const KUBERNETES_VERSION: &str = "v1.37.2";
 /// The etcd server release k8s.io/apiserver v0.37.2 requires (its go.mod), pinned the same way.
 pub(crate) const ETCD_VERSION: &str = "v3.7.0";
 
+/// How long one probe of etcd or kube-apiserver may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How long a started control plane may take to answer `/readyz` and create `default`.
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 

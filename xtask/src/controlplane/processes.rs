@@ -1,5 +1,5 @@
 //! The process helpers the control plane shares: starting a process into a log, stopping it by
-//! PID, telling our own live processes from reused PIDs, and the `openssl` and `curl` CLIs.
+//! PID, telling our own live processes from reused PIDs, and the `openssl` CLI.
 
 use std::{
     fs,
@@ -114,20 +114,6 @@ pub(super) fn run_quiet(mut command: Command) -> Result<(), String> {
             String::from_utf8_lossy(&output.stderr)
         ))
     }
-}
-
-/// `curl ARGS`, its body when it exits 0.
-pub(super) fn curl(args: &[&str]) -> Option<String> {
-    let output = Command::new("curl")
-        .args(["--max-time", "5"])
-        .args(args)
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// Adds the tails of the control plane's logs in `dir` to `err`, for a failure that explains
