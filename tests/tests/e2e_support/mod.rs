@@ -501,7 +501,7 @@ async fn etcd_post(url: &str, path: &str, body: &str) -> serde_json::Value {
 /// What the informer suite (`e2e_informer.rs`) adds; the conformance suite does not use these.
 #[allow(
     dead_code,
-    reason = "e2e_support is compiled into every e2e binary, and only e2e_informer uses these"
+    reason = "e2e_support is compiled into every e2e binary, and only the e2e_informer* ones use these"
 )]
 impl Backend {
     /// Makes every `list` of `resource` on the fake answer 403 until
@@ -543,7 +543,7 @@ impl Backend {
 /// convergence is waited for rather than assumed.
 #[allow(
     dead_code,
-    reason = "e2e_support is compiled into every e2e binary, and only e2e_informer uses this"
+    reason = "e2e_support is compiled into every e2e binary, and only the e2e_informer* ones use this"
 )]
 pub(crate) async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
 where
