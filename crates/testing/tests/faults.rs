@@ -187,19 +187,20 @@ async fn garbage_and_unknown_event_types_reach_open_watches() {
     );
 }
 
-#[tokio::test]
+/// On the paused clock, so the delay is exact: virtual time moves only while the server
+/// waits, and not at all for an undelayed request.
+#[tokio::test(start_paused = true)]
 async fn a_response_delay_holds_every_request() {
     let server = FakeApiServer::start().await.expect("start");
-    // Long enough that an undelayed request on a loaded machine still comes back sooner.
-    let delay = Duration::from_millis(500);
+    let delay = Duration::from_secs(3);
     server.faults().set_delay(Some(delay));
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     assert_eq!(get(&server, "/api/v1/pods").await.status, 200);
     assert!(started.elapsed() >= delay);
     server.faults().clear();
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     get(&server, "/api/v1/pods").await;
-    assert!(started.elapsed() < delay);
+    assert_eq!(started.elapsed(), Duration::ZERO);
 }
 
 #[tokio::test]
