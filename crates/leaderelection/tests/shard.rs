@@ -282,6 +282,24 @@ async fn a_replica_that_cannot_renew_stops_starting_keys_and_resumes_after() {
     };
     // Alone, it owns every key.
     wait_for(true).await;
+    // A renewal writes the Lease as last written, without reading it first.
+    let faults = server.faults();
+    let (gets, updates) = (
+        faults.request_count(Verb::Get, "leases"),
+        faults.request_count(Verb::Update, "leases"),
+    );
+    tokio::time::timeout(PATIENCE, async {
+        while faults.request_count(Verb::Update, "leases") < updates + 5 {
+            tokio::time::sleep(Duration::from_millis(20)).await; // polls the server's counts
+        }
+    })
+    .await
+    .expect("the member keeps renewing");
+    assert_eq!(
+        faults.request_count(Verb::Get, "leases"),
+        gets,
+        "a read per renewal"
+    );
     // Renewals fail (every Lease update answers 500): within the renew deadline it starts
     // nothing, though nobody else has taken over.
     server.faults().inject(

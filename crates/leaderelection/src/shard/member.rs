@@ -117,6 +117,9 @@ pub struct ShardMember {
     shard: Shard,
     seen: Mutex<HashMap<String, Seen>>,
     rings: Mutex<HashMap<String, Ring>>,
+    /// This member's Lease as last written, so a renewal needs no read first; cleared when a
+    /// write fails, so the next one reads the Lease afresh.
+    written: Mutex<Option<Lease>>,
 }
 
 impl ShardMember {
@@ -173,6 +176,7 @@ impl ShardMember {
             options,
             seen: Mutex::new(HashMap::new()),
             rings: Mutex::new(HashMap::new()),
+            written: Mutex::new(None),
         })
     }
 
@@ -230,7 +234,10 @@ impl ShardMember {
                     .create(&PostParams::default(), &self.lease(None))
                     .await
                 {
-                    Ok(_) => return true,
+                    Ok(created) => {
+                        *self.written.lock() = Some(created);
+                        return true;
+                    }
                     Err(error) => debug!(%error, "could not create the member lease"),
                 },
                 Ok(Some(current)) => {
@@ -251,7 +258,10 @@ impl ShardMember {
                             )
                             .await;
                         match replaced {
-                            Ok(_) => return true,
+                            Ok(written) => {
+                                *self.written.lock() = Some(written);
+                                return true;
+                            }
                             Err(error) => debug!(%error, "could not take the member lease over"),
                         }
                     } else {
@@ -292,14 +302,22 @@ impl ShardMember {
 
     /// Writes the claims and a fresh renew time into this member's Lease.
     async fn renew(&self, claims: &[Ring]) -> Option<Lease> {
-        let mut current = match self.api.get_opt(&self.lease_name).await {
+        let written = self.written.lock().take();
+        let read = match written {
+            Some(written) => Ok(Some(written)),
+            None => self.api.get_opt(&self.lease_name).await,
+        };
+        let mut current = match read {
             Ok(Some(current)) => current,
             Ok(None) => {
                 warn!("the member lease was deleted; announcing again");
                 let mut lease = self.lease(None);
                 set_claims(&mut lease, claims);
                 return match self.api.create(&PostParams::default(), &lease).await {
-                    Ok(created) => Some(created),
+                    Ok(created) => {
+                        *self.written.lock() = Some(created.clone());
+                        Some(created)
+                    }
                     Err(error) => {
                         warn!(%error, "could not create the member lease");
                         None
@@ -330,7 +348,10 @@ impl ShardMember {
             .replace(&self.lease_name, &PostParams::default(), &current)
             .await
         {
-            Ok(written) => Some(written),
+            Ok(written) => {
+                *self.written.lock() = Some(written.clone());
+                Some(written)
+            }
             Err(error) => {
                 warn!(%error, "could not renew the member lease");
                 None
