@@ -17,7 +17,8 @@ use super::{
 use crate::http::Http;
 
 /// How kube-apiserver was started: enough to start it again exactly the same way, from this
-/// process ([`ControlPlane`]) or from a later one (the state file of `control-plane up`).
+/// process ([`ControlPlane`](super::plane::ControlPlane)) or from a later one (the state file
+/// of `control-plane up`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ApiServerLaunch {
     pub(super) binary: PathBuf,

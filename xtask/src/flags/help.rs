@@ -1,4 +1,4 @@
-//! `--help`: the usage, words, flags and help that [`TASKS`](super::TASKS) declares, rendered.
+//! `--help`: the usage, words, flags and help that [`TASKS`] declares, rendered.
 
 use std::fmt::Write as _;
 
