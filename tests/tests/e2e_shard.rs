@@ -9,6 +9,12 @@
 //!
 //! The replicas are this test binary run again with `KINFORMER_E2E_REPLICA` set.
 
+#[path = "e2e_support/config_maps.rs"]
+#[allow(
+    dead_code,
+    reason = "this binary builds ConfigMaps but reads no values back"
+)]
+mod config_maps;
 #[allow(
     dead_code,
     reason = "e2e_support serves every e2e binary; this one uses part of it"
@@ -29,14 +35,11 @@ use e2e_support::{BackendKind, run};
 use futures::{StreamExt as _, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::{
-    leaderelection::shard::{Ring, ShardMember, ShardOptions, ShardedQueue},
+    leaderelection::shard::{DEFAULT_VIRTUAL_NODES, Ring, ShardMember, ShardOptions, ShardedQueue},
     prelude::*,
     store::object_key,
 };
-use kube_client::{
-    Api,
-    api::{ObjectMeta, PostParams},
-};
+use kube_client::{Api, api::PostParams};
 use kube_core::Selector;
 use processes::Children;
 
@@ -283,7 +286,7 @@ impl Logs {
 }
 
 async fn settle(logs: &mut Logs, keys: &[String], children: &Children, step: &str) -> Duration {
-    let ring = Ring::new(children.identities(), shard_virtual_nodes());
+    let ring = Ring::new(children.identities(), DEFAULT_VIRTUAL_NODES);
     let began = SystemTime::now();
     let since = nanos(began);
     let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -301,24 +304,13 @@ async fn settle(logs: &mut Logs, keys: &[String], children: &Children, step: &st
     }
 }
 
-fn shard_virtual_nodes() -> u32 {
-    kinformer::leaderelection::shard::DEFAULT_VIRTUAL_NODES
-}
-
 async fn create_objects(api: &Api<ConfigMap>, count: usize) -> Vec<String> {
     let names: Vec<String> = (0..count).map(|i| format!("shard-{i:05}")).collect();
     let created: Vec<()> = stream::iter(names.iter().cloned())
         .map(|name| {
             let api = api.clone();
             async move {
-                let object = ConfigMap {
-                    metadata: ObjectMeta {
-                        name: Some(name),
-                        labels: Some(BTreeMap::from([(LABEL.to_owned(), "object".to_owned())])),
-                        ..ObjectMeta::default()
-                    },
-                    ..ConfigMap::default()
-                };
+                let object = config_maps::config_map(&name, "", &[(LABEL, "object")]);
                 api.create(&PostParams::default(), &object)
                     .await
                     .expect("a ConfigMap is created");
@@ -421,7 +413,7 @@ async fn replicas_join_and_are_killed_and_no_key_is_worked_on_twice() {
             overlaps.len(),
             &overlaps[..overlaps.len().min(10)]
         );
-        let ring = Ring::new(settled.iter().cloned(), shard_virtual_nodes());
+        let ring = Ring::new(settled.iter().cloned(), DEFAULT_VIRTUAL_NODES);
         let mut shares: BTreeMap<&str, usize> = BTreeMap::new();
         for key in &keys {
             *shares

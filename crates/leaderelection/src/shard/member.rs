@@ -241,14 +241,8 @@ impl ShardMember {
                     Err(error) => debug!(%error, "could not create the member lease"),
                 },
                 Ok(Some(current)) => {
-                    let theirs = current
-                        .metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|annotations| annotations.get(INCARNATION_ANNOTATION))
-                        .cloned();
                     let expired = self.observe_expired(&current);
-                    if theirs.as_deref() == Some(&self.incarnation) || expired {
+                    if self.is_ours(&current) || expired {
                         let replaced = self
                             .api
                             .replace(
@@ -329,13 +323,7 @@ impl ShardMember {
                 return None;
             }
         };
-        let ours = current
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|annotations| annotations.get(INCARNATION_ANNOTATION))
-            == Some(&self.incarnation);
-        if !ours {
+        if !self.is_ours(&current) {
             warn!("another incarnation of this identity holds the member lease");
             return None;
         }
@@ -498,18 +486,22 @@ impl ShardMember {
         }
     }
 
+    /// Whether `lease` was written by this incarnation of the identity.
+    fn is_ours(&self, lease: &Lease) -> bool {
+        lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(INCARNATION_ANNOTATION))
+            == Some(&self.incarnation)
+    }
+
     /// Deletes this member's Lease, if it is still this incarnation's.
     async fn delete_lease(&self) {
         let Ok(Some(current)) = self.api.get_opt(&self.lease_name).await else {
             return;
         };
-        let ours = current
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|annotations| annotations.get(INCARNATION_ANNOTATION))
-            == Some(&self.incarnation);
-        if !ours {
+        if !self.is_ours(&current) {
             return;
         }
         let params = DeleteParams {
