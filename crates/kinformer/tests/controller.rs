@@ -34,13 +34,25 @@ const DELETED_DEPLOYMENT: usize = 0;
 const CHURN_ROUNDS: usize = 120;
 /// Failed PATCHes injected up front (the churn adds one more every 40 rounds).
 const INJECTED_FAILURES: u64 = 3;
+/// Deployment `web-{SENTINEL}` selects one Pod, `web-{SENTINEL}-0`; the test changes either
+/// only to build a [`Watched::barrier`], and nothing else selects that Pod.
+const SENTINEL: usize = NEW_DEPLOYMENT + 1;
+/// The PATCHes, and the reconciles, one [`Watched::barrier`] costs a correct controller: one
+/// for each of its two steps.
+const BARRIER_WRITES: u64 = 2;
+/// How long a wait for the controller may take before the test gives up (a guard against
+/// hanging, not a bound the test asserts).
+const PATIENCE: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_and_failed_patches()
 -> Result<(), BoxError> {
     let server = FakeApiServer::start().await?;
     fake_cluster::seed(&server)?;
+    seed_sentinel(&server)?;
     let client = server.client()?;
+    // The resync period is far beyond the test's few seconds: a resync would queue every
+    // Deployment and upset the exact counts below.
     let factory = SharedInformerFactory::new(
         client.clone(),
         FactoryOptions::default()
@@ -56,12 +68,13 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
         &mut registry,
         kinformer::leaderelection::shard::Shard::alone(),
     )?;
+    let registry = Arc::new(registry);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let operations = listener.local_addr()?;
     let stop_operations = CancellationToken::new();
     tokio::spawn(controller::operations::serve(
         listener,
-        Arc::new(registry),
+        Arc::clone(&registry),
         factory.clone(),
         stop_operations.clone(),
     ));
@@ -73,8 +86,14 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
 
     let stop = CancellationToken::new();
     let workers = tokio::spawn(controller.clone().run(WORKERS, stop.clone()));
+    let watched = Watched {
+        server: &server,
+        client: &client,
+        controller: &controller,
+        registry: &registry,
+    };
     let all_seeded: Vec<usize> = (0..fake_cluster::DEPLOYMENTS).collect();
-    wait_until_converged(&server, &controller, &all_seeded).await;
+    watched.wait_until_converged(&all_seeded).await?;
 
     // What an operator scrapes: the work queue under client-go's names, the informers, health.
     let (status, metrics) = get(operations, "/metrics").await?;
@@ -96,7 +115,7 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
     assert_eq!((status, health.as_str()), (200, "ok\n"));
     assert_eq!(get(operations, "/nothing").await?.0, 404);
 
-    let seeded_patches = server.faults().request_count(Verb::Patch, "deployments");
+    let seeded_patches = watched.patch_requests();
     assert!(
         seeded_patches >= all_seeded.len() as u64,
         "a first label on every Deployment takes one PATCH each, saw {seeded_patches}"
@@ -135,7 +154,7 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
     let remaining: Vec<usize> = (0..=NEW_DEPLOYMENT)
         .filter(|&d| d != DELETED_DEPLOYMENT)
         .collect();
-    wait_until_converged(&server, &controller, &remaining).await;
+    let barriers = watched.wait_until_converged(&remaining).await?;
 
     let counters = controller.counters().snapshot();
     assert!(
@@ -146,42 +165,56 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
         counters.dropped, 0,
         "no key ran out of retries: {counters:?}"
     );
-    let churn_patches = server.faults().request_count(Verb::Patch, "deployments") - seeded_patches;
+    // The barriers' own writes are not the churn's (a failed one is among the retries).
+    let churn_patches = watched.patch_requests() - seeded_patches - BARRIER_WRITES * barriers;
     assert!(
         churn_patches <= 2 * changes + counters.retries,
         "{churn_patches} PATCHes for {changes} changes: the controller writes in a loop"
     );
+    // Whatever faults the churn left unused would fail a write below and make it count twice.
+    server.faults().clear();
 
-    // Quiet: nothing changes, so nothing is written, and the queue stays empty.
-    let settled_patches = server.faults().request_count(Verb::Patch, "deployments");
-    // A quiet period: a write loop (a PATCH whose update is reconciled into another PATCH)
-    // would show as PATCHes within it; the queue is already empty, so no barrier applies.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Quiet: nothing changes, so nothing is written but the barrier's own labels, and the
+    // queue is left empty. A write loop (a PATCH whose update is reconciled into another
+    // PATCH) would write again before the barrier is through (see `Watched::barrier`).
+    let settled = (watched.patch_requests(), controller.counters().snapshot());
+    watched.barrier().await?;
     assert_eq!(
-        server.faults().request_count(Verb::Patch, "deployments"),
-        settled_patches,
+        (
+            watched.patch_requests(),
+            controller.counters().snapshot().patches
+        ),
+        (
+            settled.0 + BARRIER_WRITES,
+            settled.1.patches + BARRIER_WRITES
+        ),
         "a converged controller keeps writing"
     );
     assert!(controller.queue().is_empty() && controller.queue().waiting_len() == 0);
 
     // Every Deployment changes in a way that leaves its count alone: each is reconciled, none
-    // is written, because a label that is already right is not written again.
-    let before = controller.counters().snapshot();
+    // is written, because a label that is already right is not written again. The annotations
+    // reach the Deployment informer before the barrier's change of the sentinel does, so their
+    // reconciles, and any write they make, are done once the barrier is through.
+    let settled = (watched.patch_requests(), controller.counters().snapshot());
     for &d in &remaining {
         annotate_deployment(&server, d)?;
     }
-    wait_for_reconciles(&controller, before.reconciles + remaining.len() as u64).await;
-    // A quiet period, as above: a write these reconciles caused would show within it.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    watched.barrier().await?;
     assert_eq!(
-        server.faults().request_count(Verb::Patch, "deployments"),
-        settled_patches,
+        controller.counters().snapshot().reconciles,
+        settled.1.reconciles + remaining.len() as u64 + BARRIER_WRITES,
+        "every annotated Deployment is reconciled once"
+    );
+    assert_eq!(
+        watched.patch_requests(),
+        settled.0 + BARRIER_WRITES,
         "labels that were right were written again"
     );
 
     // One Pod turns unready: one reconcile, one PATCH, and the update that PATCH causes is
-    // not reconciled again.
-    let before = controller.counters().snapshot();
+    // not reconciled again (convergence ends with a barrier that its update reaches first).
+    let before = (watched.patch_requests(), controller.counters().snapshot());
     fake_cluster::flip_ready(
         &client,
         &server,
@@ -189,16 +222,14 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
         &format!("web-{NEW_DEPLOYMENT}-0"),
     )
     .await?;
-    wait_until_converged(&server, &controller, &remaining).await;
-    // A quiet period, as above: the PATCH's own update must not be reconciled into more.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let barriers = watched.wait_until_converged(&remaining).await?;
     assert_eq!(
-        server.faults().request_count(Verb::Patch, "deployments"),
-        settled_patches + 1
+        watched.patch_requests(),
+        before.0 + 1 + BARRIER_WRITES * barriers
     );
     assert_eq!(
         controller.counters().snapshot().reconciles,
-        before.reconciles + 1,
+        before.1.reconciles + 1 + BARRIER_WRITES * barriers,
         "the controller's own write came back as work"
     );
     assert_eq!(mislabelled(&server, &remaining), Vec::<String>::new());
@@ -468,25 +499,6 @@ fn annotate_deployment(server: &FakeApiServer, d: usize) -> Result<(), BoxError>
     Ok(())
 }
 
-/// Waits (at most 10 s) until the workers have taken `reconciles` keys in all and the queue is
-/// idle.
-async fn wait_for_reconciles(controller: &ReadyPodsController, reconciles: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let done = controller.counters().snapshot().reconciles;
-        let queue = controller.queue();
-        if done >= reconciles && queue.is_empty() && queue.waiting_len() == 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{done} of {reconciles} reconciles after 10s"
-        );
-        // Polling: the counters have no signal to wait on.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Relabels Pod `web-{from}-{slot}` so that Deployment `web-{to}` (same namespace) selects it
 /// instead; creates it first if the churn deleted it.
 fn move_pod(server: &FakeApiServer, from: usize, slot: usize, to: usize) -> Result<(), BoxError> {
@@ -520,7 +532,7 @@ fn mislabelled(server: &FakeApiServer, deployments: &[usize]) -> Vec<String> {
             wrong.push(format!("{namespace}/{app}: missing on the server"));
             continue;
         };
-        let ready = (0..=NEW_DEPLOYMENT)
+        let ready = (0..=SENTINEL)
             .filter(|&other| fake_cluster::namespace_of(other) == namespace)
             .flat_map(|other| (0..fake_cluster::SLOTS).map(move |slot| (other, slot)))
             .filter_map(|(other, slot)| {
@@ -544,52 +556,181 @@ fn mislabelled(server: &FakeApiServer, deployments: &[usize]) -> Vec<String> {
     wrong
 }
 
-/// Waits (at most 10 s) until the server agrees with the Pods it holds on every label, the
-/// controller's caches agree too, and no key is queued or waiting for a retry.
-async fn wait_until_converged(
-    server: &FakeApiServer,
-    controller: &ReadyPodsController,
-    deployments: &[usize],
-) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    // The queue's length counts ready keys only, not one a worker holds: a reconcile can still
-    // be on its way to a PATCH when the queue looks idle. Converged means three polls in a row
-    // (over 100 ms) agree, with no reconcile and no PATCH between them.
-    let mut agreeing = 0;
-    let mut last_activity = None;
-    loop {
-        let wrong = mislabelled(server, deployments);
-        let (in_sync, cached) = controller.in_sync();
-        let queue = controller.queue();
-        let idle = queue.is_empty() && queue.waiting_len() == 0;
-        let activity = (
-            controller.counters().snapshot().reconciles,
-            server.faults().request_count(Verb::Patch, "deployments"),
-        );
-        if wrong.is_empty()
-            && in_sync == cached
-            && cached == deployments.len()
-            && idle
-            && last_activity == Some(activity)
-        {
-            agreeing += 1;
-            if agreeing == 3 {
-                return;
-            }
-        } else {
-            agreeing = 0;
+/// Creates Deployment `web-{SENTINEL}` and its one Pod, Ready.
+fn seed_sentinel(server: &FakeApiServer) -> Result<(), BoxError> {
+    server.create_object(fake_cluster::deployment(SENTINEL))?;
+    server.create_object(fake_cluster::pod(SENTINEL, 0, true))?;
+    Ok(())
+}
+
+/// What the barriers and the convergence checks look at: the server, the controller and the
+/// registry its work queue records into.
+struct Watched<'a> {
+    server: &'a FakeApiServer,
+    client: &'a kube_client::Client,
+    controller: &'a ReadyPodsController,
+    registry: &'a Registry,
+}
+
+impl Watched<'_> {
+    /// PATCH requests for Deployments the server has received, failed ones included.
+    fn patch_requests(&self) -> u64 {
+        self.server
+            .faults()
+            .request_count(Verb::Patch, "deployments")
+    }
+
+    /// Returns once every event the controller's informers delivered before this call, and
+    /// every event of a write the controller finished before it, has been handled, and the
+    /// reconciles they queued are done, so any PATCH they caused has been counted, by the
+    /// server and by the controller. It costs a correct controller [`BARRIER_WRITES`] PATCHes
+    /// and as many reconciles, all of the sentinel.
+    ///
+    /// Why that holds, for this controller (four workers, a rate-limited queue):
+    ///
+    /// - The controller writes only Deployments, so any work its own writes cause reaches it
+    ///   as a Deployment event; the churn reaches it through Pods as well. The informers of
+    ///   the two kinds are not ordered with each other, so the barrier has one step through
+    ///   each: step 1 flips the sentinel Pod's readiness, step 2 overwrites the sentinel's
+    ///   label on the server, as someone else's edit would.
+    /// - One informer delivers its events to the controller's handler one at a time, in the
+    ///   order of its watch (which is the order of the writes on the server), having updated
+    ///   its cache first; the handler queues keys as it goes. So every key an earlier event
+    ///   of that kind queues is queued before the sentinel's key.
+    /// - The step is through when the server holds the sentinel's right label again: only the
+    ///   step's own event queues the sentinel (nothing else selects its Pod, nothing else
+    ///   edits it, and the resync period is far off), so the sentinel's event has been handed
+    ///   to the handler, and with it every earlier event.
+    /// - Then the step waits for an instant at which the queue is idle: no key queued or
+    ///   queued again while being worked on, no worker holding one, none waiting out a rate
+    ///   limiter's delay (see [`queue_was_idle`](Self::queue_was_idle)). With four workers a
+    ///   key taken before the sentinel's may still be in the works when the sentinel's PATCH
+    ///   lands; a key queued again while a worker held it goes back behind the sentinel; a
+    ///   failed PATCH waits out the limiter's delay. At an idle instant none of these is left:
+    ///   every key queued before the sentinel's has been taken and finished since, and its
+    ///   PATCH, if it made one, is counted.
+    /// - A write the controller finished before the barrier started was applied on the server
+    ///   before the sentinel's label was overwritten, so its event comes before step 2's. A
+    ///   PATCH still on its way when the caller read the counts is counted by the controller
+    ///   when it finishes, before the idle instant; the server counts a request when it
+    ///   arrives.
+    ///
+    /// What the barrier does not cover: the sentinel's own PATCH of step 2, whose update may
+    /// arrive after the barrier is through (a correct controller does not queue it), and
+    /// events of changes made after the barrier started.
+    async fn barrier(&self) -> Result<(), BoxError> {
+        let namespace = fake_cluster::namespace_of(SENTINEL);
+        let name = format!("web-{SENTINEL}");
+        // Step 1, through the Pod informer: the sentinel's count changes.
+        fake_cluster::flip_ready(self.client, self.server, &namespace, &format!("{name}-0"))
+            .await?;
+        self.wait_until_sentinel_labelled().await;
+        self.wait_until_queue_idle().await;
+        // Step 2, through the Deployment informer: someone else writes the sentinel's label.
+        let mut sentinel = self
+            .server
+            .object("apps/v1", "Deployment", Some(&namespace), &name)
+            .ok_or("the sentinel exists")?;
+        sentinel["metadata"]["labels"][controller::READY_PODS_LABEL] = json!("99");
+        self.server.update_object(sentinel)?;
+        self.wait_until_sentinel_labelled().await;
+        self.wait_until_queue_idle().await;
+        Ok(())
+    }
+
+    async fn wait_until_sentinel_labelled(&self) {
+        let deadline = Instant::now() + PATIENCE;
+        while !mislabelled(self.server, &[SENTINEL]).is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "the sentinel was not relabelled: {:?}",
+                self.controller.counters().snapshot()
+            );
+            // Polling: the server's objects have no signal to wait on.
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        last_activity = Some(activity);
-        assert!(
-            Instant::now() < deadline,
-            "no convergence after 10s: {wrong:?}; caches {in_sync}/{cached} in sync; \
-             queue {} ready, {} waiting; {:?}",
-            queue.len(),
-            queue.waiting_len(),
-            controller.counters().snapshot(),
-        );
-        // Polling: convergence is read from the server and the caches, with no signal.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    async fn wait_until_queue_idle(&self) {
+        let deadline = Instant::now() + PATIENCE;
+        while !self.queue_was_idle() {
+            assert!(
+                Instant::now() < deadline,
+                "the work queue never fell idle: {:?}",
+                self.controller.counters().snapshot()
+            );
+            // Polling: the queue has no signal for falling idle.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Whether, at one instant during this call, no key was queued (or queued again while a
+    /// worker held it), none was held by a worker and none was waiting out a delay.
+    ///
+    /// Read from the queue's metrics, which it records under its lock: `workqueue_depth` is
+    /// the number of keys queued or queued again, the count of
+    /// `workqueue_queue_duration_seconds` that of keys taken, the count of
+    /// `workqueue_work_duration_seconds` that of keys finished. Five reads in turn: taken,
+    /// finished, waiting, depth, taken again. If both reads of taken agree, nothing was taken in
+    /// between; if finished equals taken, every key taken had been finished by then; so at the
+    /// read of depth no worker held a key, and a depth of 0 means none was queued. A key that
+    /// waited out a delay was put there by a worker before it finished the key, so it was
+    /// still waiting at the read of waiting, or has since been queued and counted in depth.
+    fn queue_was_idle(&self) -> bool {
+        let taken = self.queue_metric("workqueue_queue_duration_seconds_count");
+        let finished = self.queue_metric("workqueue_work_duration_seconds_count");
+        let waiting = self.controller.queue().waiting_len();
+        let depth = self.queue_metric("workqueue_depth");
+        let taken_after = self.queue_metric("workqueue_queue_duration_seconds_count");
+        taken == finished && taken == taken_after && waiting == 0 && depth == 0.0
+    }
+
+    /// The value of the work queue's series `name`, read from a fresh encoding of the registry.
+    fn queue_metric(&self, name: &str) -> f64 {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, self.registry)
+            .expect("the registry encodes");
+        let prefix = format!("{name}{{name=\"ready-pods\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing from:\n{text}"))
+    }
+
+    /// Waits until the server agrees with the Pods it holds on every label of `deployments`
+    /// and the sentinel, the controller's caches agree too, and then a [`barrier`](Self::barrier)
+    /// passes in which the controller wrote nothing but the barrier's own labels and retried
+    /// nothing. After such a barrier no event is left for a correct controller to act on (but
+    /// the sentinel's last update, which it does not queue). Returns how many barriers it took.
+    async fn wait_until_converged(&self, deployments: &[usize]) -> Result<u64, BoxError> {
+        let with_sentinel: Vec<usize> = deployments.iter().copied().chain([SENTINEL]).collect();
+        let deadline = Instant::now() + PATIENCE;
+        let mut barriers = 0;
+        loop {
+            let wrong = mislabelled(self.server, &with_sentinel);
+            let (in_sync, cached) = self.controller.in_sync();
+            assert!(
+                Instant::now() < deadline,
+                "no convergence after {barriers} barriers: {wrong:?}; caches {in_sync}/{cached} \
+                 in sync; {:?}",
+                self.controller.counters().snapshot(),
+            );
+            if !(wrong.is_empty() && in_sync == cached && cached == with_sentinel.len()) {
+                // Polling: convergence is read from the server and the caches, with no signal.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            let before = (self.patch_requests(), self.controller.counters().snapshot());
+            self.barrier().await?;
+            barriers += 1;
+            let after = (self.patch_requests(), self.controller.counters().snapshot());
+            if after.0 == before.0 + BARRIER_WRITES
+                && after.1.patches == before.1.patches + BARRIER_WRITES
+                && after.1.retries == before.1.retries
+            {
+                return Ok(barriers);
+            }
+        }
     }
 }
 
