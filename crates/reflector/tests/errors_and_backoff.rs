@@ -15,8 +15,7 @@ mod in_memory {
 
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::Pod;
-    use kinformer_reflector::{Error, Reflector, ReflectorOptions, WatchEvent};
-    use kinformer_store::Cache;
+    use kinformer_reflector::{Error, ReflectorOptions, WatchEvent};
     use kinformer_testing::eventually;
     use kube_core::ObjectMeta;
     use parking_lot::Mutex;
@@ -24,7 +23,7 @@ mod in_memory {
 
     use crate::common::scripted::{
         PATIENCE, Scripted, channel_watch, contents, events_then_close, expected, page,
-        pending_watch, pod, quick_backoff, spawn,
+        pending_watch, pod, quick_backoff, reflect,
     };
 
     /// Ported from client-go's TestReflectorListAndWatchInitConnBackoff: refused connections back
@@ -47,14 +46,11 @@ mod in_memory {
                 }
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default().backoff(quick_backoff()),
-        ));
         let started = Instant::now();
-        let running = spawn(&reflector);
+        let (_, running) = reflect(
+            &lister_watcher,
+            ReflectorOptions::default().backoff(quick_backoff()),
+        );
         eventually("the sixth watch is open", PATIENCE, || {
             lister_watcher.watch_calls().len() == 6
         })
@@ -85,13 +81,10 @@ mod in_memory {
                 _ => pending_watch(),
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
+        let (_, running) = reflect(
+            &lister_watcher,
             ReflectorOptions::default().backoff(quick_backoff()),
-        ));
-        let running = spawn(&reflector);
+        );
         eventually("the sixth watch is open", PATIENCE, || {
             lister_watcher.watch_calls().len() == 6
         })
@@ -113,14 +106,11 @@ mod in_memory {
             },
             |_, _| pending_watch(),
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default().backoff(quick_backoff()),
-        ));
         let started = Instant::now();
-        let running = spawn(&reflector);
+        let (_, running) = reflect(
+            &lister_watcher,
+            ReflectorOptions::default().backoff(quick_backoff()),
+        );
         eventually("the second list ran", PATIENCE, || {
             lister_watcher.list_calls().len() == 2
         })
@@ -145,13 +135,7 @@ mod in_memory {
             },
             |_, _| pending_watch(),
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default(),
-        ));
-        let running = spawn(&reflector);
+        let (_, running) = reflect(&lister_watcher, ReflectorOptions::default());
         // Virtual time: five minutes on the paused clock.
         tokio::time::sleep(Duration::from_secs(300)).await;
         let attempts = lister_watcher.list_calls().len();
@@ -174,11 +158,9 @@ mod in_memory {
             |_, _| Ok(page("1", vec![pod("foo", "1"), pod("bar", "1")], None)),
             move |_, _| stream.lock().take().map_or_else(pending_watch, Ok),
         );
-        let cache = Arc::new(Cache::<Pod>::default());
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
+        let (cache, running) = reflect(
+            &lister_watcher,
             ReflectorOptions::default().watch_error_handler({
                 let seen = Arc::clone(&seen);
                 move |error| {
@@ -186,8 +168,7 @@ mod in_memory {
                         .push(kinformer_wait::ErrorChain(error).to_string());
                 }
             }),
-        ));
-        let running = spawn(&reflector);
+        );
         eventually("the watch is open", PATIENCE, || {
             !lister_watcher.watch_calls().is_empty()
         })
@@ -212,7 +193,7 @@ mod in_memory {
             sender.send(event).expect("watching");
         }
         eventually("every event is applied", PATIENCE, || {
-            reflector.last_sync_resource_version() == "32"
+            running.reflector.last_sync_resource_version() == "32"
         })
         .await;
         assert_eq!(contents(&cache), expected(&[("bar", "55"), ("baz", "32")]));
@@ -242,19 +223,16 @@ mod in_memory {
                 _ => pending_watch(),
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
+        let (_, running) = reflect(
+            &lister_watcher,
             ReflectorOptions::default().watch_error_handler({
                 let seen = Arc::clone(&seen);
                 move |error| seen.lock().push(matches!(error, Error::Decode { .. }))
             }),
-        ));
-        let running = spawn(&reflector);
+        );
         eventually("the relist ran", PATIENCE, || {
-            reflector.last_sync_resource_version() == "3"
+            running.reflector.last_sync_resource_version() == "3"
         })
         .await;
         assert_eq!(*seen.lock(), [true]);
@@ -264,19 +242,13 @@ mod in_memory {
 
 /// Over real HTTP, through kube-client, against the fake API server.
 mod over_http {
-    use std::{
-        sync::Arc,
-        time::{Duration, Instant},
-    };
+    use std::time::{Duration, Instant};
 
-    use k8s_openapi::api::core::v1::Pod;
-    use kinformer_reflector::{KubeListerWatcher, ReflectorOptions, WireFormat};
-    use kinformer_store::Cache;
+    use kinformer_reflector::ReflectorOptions;
     use kinformer_testing::{Fault, Verb, eventually};
-    use kube_client::Api;
 
     use crate::common::fake_server::{
-        PATIENCE, churn, client, converges, pods, quick, server_with_pods, start,
+        PATIENCE, churn, converges, pods, quick, reflect, server_with_pods,
     };
 
     /// 403 on list is reported, retried with backoff, and the reflector recovers once allowed.
@@ -289,8 +261,7 @@ mod over_http {
                 .resource("pods")
                 .times(3),
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         converges(&server, &cache).await;
         let forbidden = running
             .errors()
@@ -318,8 +289,7 @@ mod over_http {
                 .resource("pods")
                 .times(2),
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         converges(&server, &cache).await;
         eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
         churn(&server, 30);
@@ -343,9 +313,8 @@ mod over_http {
                 .resource("pods")
                 .retry_after(2),
         );
-        let cache = Arc::new(Cache::<Pod>::default());
         let started = Instant::now();
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         converges(&server, &cache).await;
         assert!(
             started.elapsed() >= Duration::from_secs(2),
@@ -374,13 +343,7 @@ mod over_http {
                 .resource("pods")
                 .times(10_000),
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let client = client(&server);
-        let running = start(
-            KubeListerWatcher::new(Api::<Pod>::all(client)).wire_format(WireFormat::from_env()),
-            &cache,
-            ReflectorOptions::default(),
-        );
+        let (cache, running) = reflect(pods(&server), ReflectorOptions::default());
         eventually("a first attempt", PATIENCE, || {
             server.faults().request_count(Verb::List, "pods") >= 1
         })
@@ -406,8 +369,7 @@ mod over_http {
     #[tokio::test]
     async fn garbage_watch_lines_are_reported_and_the_cache_recovers() {
         let server = server_with_pods(6).await;
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         converges(&server, &cache).await;
         eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
         server.faults().inject_watch_line("{not json at all");
@@ -437,8 +399,7 @@ mod over_http {
     #[tokio::test]
     async fn an_error_event_without_a_status_is_reported_by_kind_and_name_without_its_data() {
         let server = server_with_pods(6).await;
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         converges(&server, &cache).await;
         eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
         server.faults().inject_watch_line(
@@ -470,8 +431,7 @@ mod over_http {
     #[tokio::test]
     async fn an_object_of_the_wrong_kind_is_reported_and_skipped() {
         let server = server_with_pods(3).await;
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         converges(&server, &cache).await;
         eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
         server.faults().inject_watch_line(

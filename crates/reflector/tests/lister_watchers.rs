@@ -10,15 +10,13 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use common::fake_server::{
-    PATIENCE, churn, client, converges, quick_backoff, server_with_pods, start,
-};
+use common::fake_server::{PATIENCE, churn, client, converges, quick, reflect, server_with_pods};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_reflector::{KubeListerWatcher, ReflectorOptions, WireFormat};
-use kinformer_store::{Cache, CacheReader};
+use kinformer_reflector::{KubeListerWatcher, WireFormat};
+use kinformer_store::CacheReader;
 use kinformer_testing::{Fault, Verb, eventually, fixtures};
 use kube_client::Api;
-use kube_core::{ApiResource, DynamicObject, PartialObjectMeta};
+use kube_core::ApiResource;
 use parking_lot::Mutex;
 
 /// A namespaced, label-selected typed lister-watcher caches only what it selects.
@@ -32,12 +30,7 @@ async fn namespace_and_label_selectors_narrow_the_cache() {
         .tweak_list_options(|options| {
             options.field_selector = Some("metadata.namespace=ns-3".into());
         });
-    let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(
-        lister_watcher,
-        &cache,
-        ReflectorOptions::default().backoff(quick_backoff()),
-    );
+    let (cache, running) = reflect(lister_watcher, quick());
     // pod-3, 13, 23, 33 live in ns-3; those with i % 3 == 0 are frontends (3, 33).
     let want: Vec<String> = vec!["ns-3/pod-13".into(), "ns-3/pod-23".into()];
     eventually("the selection is cached", PATIENCE, || {
@@ -62,18 +55,14 @@ async fn metadata_and_dynamic_lister_watchers_converge() {
     let server = server_with_pods(12).await;
     let client = client(&server);
 
-    let metadata_cache = Arc::new(Cache::<PartialObjectMeta<Pod>>::default());
-    let metadata = start(
+    let (metadata_cache, metadata) = reflect(
         KubeListerWatcher::metadata(Api::<Pod>::all(client.clone())),
-        &metadata_cache,
-        ReflectorOptions::default().backoff(quick_backoff()),
+        quick(),
     );
     let resource = ApiResource::erase::<Pod>(&());
-    let dynamic_cache = Arc::new(Cache::<DynamicObject>::default());
-    let dynamic = start(
+    let (dynamic_cache, dynamic) = reflect(
         KubeListerWatcher::dynamic(Api::all_with(client, &resource), &resource),
-        &dynamic_cache,
-        ReflectorOptions::default().backoff(quick_backoff()),
+        quick(),
     );
     converges(&server, &metadata_cache).await;
     converges(&server, &dynamic_cache).await;
@@ -92,11 +81,9 @@ async fn metadata_and_dynamic_lister_watchers_converge() {
 async fn metadata_lister_watchers_fill_the_cache_in_protobuf_and_in_json() {
     for format in [WireFormat::Protobuf, WireFormat::Json] {
         let server = server_with_pods(12).await;
-        let cache = Arc::new(Cache::<PartialObjectMeta<Pod>>::default());
-        let running = start(
+        let (cache, running) = reflect(
             KubeListerWatcher::metadata(Api::<Pod>::all(client(&server))).wire_format(format),
-            &cache,
-            ReflectorOptions::default().backoff(quick_backoff()),
+            quick(),
         );
         converges(&server, &cache).await;
         churn(&server, 60);
@@ -191,14 +178,7 @@ async fn the_next_page_is_requested_while_the_current_one_decodes() {
         lists_seen: Arc::clone(&lists_seen),
     };
     let lister_watcher = KubeListerWatcher::with_decoder(Api::<Pod>::all(client(&server)), decoder);
-    let cache = Arc::new(Cache::<Pod>::default());
-    let running = start(
-        lister_watcher,
-        &cache,
-        ReflectorOptions::default()
-            .backoff(quick_backoff())
-            .page_size(50),
-    );
+    let (cache, running) = reflect(lister_watcher, quick().page_size(50));
     converges(&server, &cache).await;
     // Request 1 was the faulted list; pages 1..=4 are requests 2..=5. When page n (of 4) has
     // decoded, request n + 2 (the next page) has reached the server too, except after the last.

@@ -20,7 +20,7 @@ mod in_memory {
 
     use crate::common::scripted::{
         PATIENCE, RecordingStore, Scripted, channel_watch, contents, expected, expiring_watch,
-        page, pending_watch, pod, quick_backoff, spawn,
+        page, pending_watch, pod, quick_backoff, reflect, spawn,
     };
 
     /// Ported from client-go's TestReflectorListAndWatch ("UseWatchList disabled").
@@ -32,13 +32,7 @@ mod in_memory {
             |_, _| Ok(page("1", vec![pod("foo", "1")], None)),
             move |_, _| stream.lock().take().map_or_else(pending_watch, Ok),
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default(),
-        ));
-        let running = spawn(&reflector);
+        let (cache, running) = reflect(&lister_watcher, ReflectorOptions::default());
         eventually("the watch is open", PATIENCE, || {
             !lister_watcher.watch_calls().is_empty()
         })
@@ -53,7 +47,7 @@ mod in_memory {
             sender.send(Ok(event)).expect("the reflector is watching");
         }
         eventually("every event is applied", PATIENCE, || {
-            reflector.last_sync_resource_version() == "6"
+            running.reflector.last_sync_resource_version() == "6"
         })
         .await;
         assert_eq!(
@@ -97,15 +91,9 @@ mod in_memory {
             },
             |_, _| pending_watch(),
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default().page_size(4),
-        ));
-        let running = spawn(&reflector);
+        let (cache, running) = reflect(&lister_watcher, ReflectorOptions::default().page_size(4));
         eventually("the list is stored", PATIENCE, || {
-            reflector.last_sync_resource_version() == "10"
+            running.reflector.last_sync_resource_version() == "10"
         })
         .await;
         assert_eq!(cache.list().len(), 10);
@@ -134,20 +122,14 @@ mod in_memory {
             },
             |_, _| pending_watch(),
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default().page_size(4),
-        ));
-        let running = spawn(&reflector);
+        let (cache, running) = reflect(&lister_watcher, ReflectorOptions::default().page_size(4));
         eventually("the watch opens after the list", PATIENCE, || {
             !lister_watcher.watch_calls().is_empty()
         })
         .await;
         assert_eq!(cache.list().len(), 6);
         assert_eq!(lister_watcher.list_calls().len(), 2);
-        assert_eq!(reflector.last_sync_resource_version(), "10");
+        assert_eq!(running.reflector.last_sync_resource_version(), "10");
         running.stop().await;
     }
 
@@ -167,15 +149,9 @@ mod in_memory {
                 _ => pending_watch(),
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default(),
-        ));
-        let running = spawn(&reflector);
+        let (_, running) = reflect(&lister_watcher, ReflectorOptions::default());
         eventually("the relist ran", PATIENCE, || {
-            reflector.last_sync_resource_version() == "11"
+            running.reflector.last_sync_resource_version() == "11"
         })
         .await;
         let calls = lister_watcher.list_calls();
@@ -208,13 +184,7 @@ mod in_memory {
                 _ => pending_watch(),
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default(),
-        ));
-        let running = spawn(&reflector);
+        let (cache, running) = reflect(&lister_watcher, ReflectorOptions::default());
         eventually("the relist ran", PATIENCE, || {
             lister_watcher.list_calls().len() == 4
         })
@@ -252,15 +222,9 @@ mod in_memory {
                 _ => pending_watch(),
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default().page_size(4),
-        ));
-        let running = spawn(&reflector);
+        let (cache, running) = reflect(&lister_watcher, ReflectorOptions::default().page_size(4));
         eventually("the full relist ran", PATIENCE, || {
-            reflector.last_sync_resource_version() == "11"
+            running.reflector.last_sync_resource_version() == "11"
         })
         .await;
         assert_eq!(lister_watcher.list_versions(), ["0", "10", "", "10"]);
@@ -310,7 +274,7 @@ mod in_memory {
         ));
         let running = spawn(&reflector);
         eventually("the first list ran", PATIENCE, || {
-            reflector.last_sync_resource_version() == "10"
+            running.reflector.last_sync_resource_version() == "10"
         })
         .await;
         let before: BTreeMap<String, Arc<Pod>> = cache
@@ -319,7 +283,7 @@ mod in_memory {
             .map(|pod| (pod.metadata.name.clone().unwrap_or_default(), pod))
             .collect();
         eventually("the relist ran", PATIENCE, || {
-            reflector.last_sync_resource_version() == "12"
+            running.reflector.last_sync_resource_version() == "12"
         })
         .await;
         let after = |name: &str| {
@@ -428,7 +392,7 @@ mod over_http {
     use kinformer_testing::{Fault, Verb, eventually, fixtures};
 
     use crate::common::fake_server::{
-        PATIENCE, churn, converges, pods, quick, server_with_pods, start, watch_settles,
+        PATIENCE, churn, converges, pods, quick, reflect, server_with_pods, start, watch_settles,
     };
 
     /// Ported from client-go's TestReflectorListAndWatch, over HTTP: list, replace, then every
@@ -436,8 +400,7 @@ mod over_http {
     #[tokio::test]
     async fn lists_then_watches_and_the_cache_follows_every_change() {
         let server = server_with_pods(25).await;
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         converges(&server, &cache).await;
         churn(&server, 100);
         converges(&server, &cache).await;
@@ -462,8 +425,7 @@ mod over_http {
         // The compaction below must land while the continuation request waits out this delay; a
         // second leaves room for a loaded machine.
         faults.set_delay(Some(Duration::from_secs(1)));
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick().page_size(7));
+        let (cache, running) = reflect(pods(&server), quick().page_size(7));
         // Request 1 is the faulted list at "0", request 2 the first page of the consistent read.
         eventually("the first page is requested", PATIENCE, || {
             faults.request_count(Verb::List, "pods") == 2
@@ -487,8 +449,7 @@ mod over_http {
         server
             .faults()
             .inject(Fault::status(410).verb(Verb::List).resource("pods"));
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick().page_size(7));
+        let (cache, running) = reflect(pods(&server), quick().page_size(7));
         converges(&server, &cache).await;
         // 1 faulted list at "0", then ceil(30 / 7) = 5 pages.
         assert_eq!(server.faults().request_count(Verb::List, "pods"), 6);

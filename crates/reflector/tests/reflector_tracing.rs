@@ -2,20 +2,20 @@
 //! thread-scoped subscriber can miss events whose callsites other tests, running in parallel
 //! without a subscriber, registered first.
 
-use std::{io::Write, sync::Arc, time::Duration};
+#[allow(
+    dead_code,
+    reason = "the harness serves every reflector test binary; this one uses part of it"
+)]
+mod common;
 
+use std::{io::Write, sync::Arc};
+
+use common::fake_server::{PATIENCE, pods, quick, server_with_pods, spawn, watch_settles};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_reflector::WireFormat;
-use kinformer_reflector::{KubeListerWatcher, Reflector, ReflectorOptions};
+use kinformer_reflector::Reflector;
 use kinformer_store::{Cache, CacheReader};
-use kinformer_testing::{FakeApiServer, Fault, Verb, eventually, fixtures};
-use kinformer_wait::ExponentialBackoffManager;
-use kube_client::{Api, Client, Config};
+use kinformer_testing::{Fault, Verb, eventually};
 use parking_lot::Mutex;
-use tokio_util::sync::CancellationToken;
-
-/// How long a test waits for what the reflector does before it fails.
-const PATIENCE: Duration = Duration::from_secs(20);
 
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
@@ -45,38 +45,17 @@ async fn list_watch_and_relist_are_traced_inside_the_reflector_span() {
         .with_max_level(tracing::Level::DEBUG)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
-    let server = FakeApiServer::start()
-        .await
-        .expect("the fake server starts");
-    for i in 0..4 {
-        server.create_object(fixtures::pod(i)).expect("pod created");
-    }
-    let mut config = Config::new(server.url().parse().expect("the server URL parses"));
-    config.default_retry = false;
-    let client = Client::try_from(config).expect("client");
+    let server = server_with_pods(4).await;
     let cache = Arc::new(Cache::<Pod>::default());
-    let reflector = Arc::new(Reflector::new(
-        KubeListerWatcher::new(Api::<Pod>::all(client)).wire_format(WireFormat::from_env()),
+    // Spawned with the reflector's own error handler, which traces as well.
+    let running = spawn(&Arc::new(Reflector::new(
+        pods(&server),
         Arc::clone(&cache),
-        ReflectorOptions::default().name("pods-under-test").backoff(
-            ExponentialBackoffManager::new(
-                Duration::from_millis(20),
-                Duration::from_millis(200),
-                Duration::from_secs(2),
-                2.0,
-                0.0,
-            ),
-        ),
-    ));
-    let token = CancellationToken::new();
-    let running = tokio::spawn({
-        let (reflector, token) = (Arc::clone(&reflector), token.clone());
-        async move { reflector.run(token).await }
-    });
+        quick().name("pods-under-test"),
+    )));
     eventually("the list is stored", PATIENCE, || cache.list().len() == 4).await;
-    eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
     // Past one second a closed watch is resumed rather than counted as "very short".
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    watch_settles(&server).await;
     server
         .faults()
         .inject(Fault::status(410).verb(Verb::Watch).resource("pods"));
@@ -89,11 +68,7 @@ async fn list_watch_and_relist_are_traced_inside_the_reflector_span() {
         server.open_watches() == 1
     })
     .await;
-    token.cancel();
-    tokio::time::timeout(Duration::from_secs(2), running)
-        .await
-        .expect("the reflector stops promptly")
-        .expect("the reflector does not panic");
+    running.stop().await;
     let logs = String::from_utf8_lossy(&captured.0.lock()).into_owned();
     for needle in [
         "reflector{name=pods-under-test resource=v1/Pod",

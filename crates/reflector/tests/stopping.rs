@@ -31,7 +31,7 @@ mod in_memory {
     use tokio_util::sync::CancellationToken;
 
     use crate::common::scripted::{
-        PATIENCE, Scripted, channel_watch, page, pending_watch, pod, spawn,
+        PATIENCE, Scripted, channel_watch, page, pending_watch, pod, reflect, spawn,
     };
 
     /// Ported from client-go's TestReflectorWatchStoppedBefore: a reflector whose token has already
@@ -111,18 +111,12 @@ mod in_memory {
             |_, _| Ok(page("1", vec![], None)),
             move |_, _| stream.lock().take().map_or_else(pending_watch, Ok),
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default(),
-        ));
-        let running = spawn(&reflector);
+        let (_, running) = reflect(&lister_watcher, ReflectorOptions::default());
         sender
             .send(Ok(WatchEvent::Added(pod("bar", "2"))))
             .expect("the channel is open");
         eventually("the event is applied", PATIENCE, || {
-            reflector.last_sync_resource_version() == "2"
+            running.reflector.last_sync_resource_version() == "2"
         })
         .await;
         running.stop().await;
@@ -151,21 +145,18 @@ mod in_memory {
 
 /// Over real HTTP, through kube-client, against the fake API server.
 mod over_http {
-    use std::{sync::Arc, time::Duration};
+    use std::time::Duration;
 
-    use k8s_openapi::api::core::v1::Pod;
-
-    use kinformer_store::{Cache, CacheReader};
+    use kinformer_store::CacheReader;
     use kinformer_testing::{Verb, eventually};
 
-    use crate::common::fake_server::{PATIENCE, converges, pods, quick, server_with_pods, start};
+    use crate::common::fake_server::{PATIENCE, converges, pods, quick, reflect, server_with_pods};
 
     /// Stopping while watching closes the watch connection at once.
     #[tokio::test]
     async fn stopping_while_watching_closes_the_watch() {
         let server = server_with_pods(3).await;
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         converges(&server, &cache).await;
         eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
         running.stop().await;
@@ -180,8 +171,7 @@ mod over_http {
     async fn stopping_while_listing_returns_promptly() {
         let server = server_with_pods(3).await;
         server.faults().set_delay(Some(Duration::from_secs(30)));
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         // The fake server counts a request only once its delay is over; give the list time to leave.
         tokio::time::sleep(Duration::from_millis(300)).await;
         running.stop().await;

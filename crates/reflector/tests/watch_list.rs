@@ -27,7 +27,7 @@ mod in_memory {
 
     use crate::common::scripted::{
         PATIENCE, Scripted, channel_watch, contents, events_then_close, expected, page,
-        pending_watch, pod, quick_backoff, spawn,
+        pending_watch, pod, quick_backoff, reflect, spawn,
     };
 
     /// A queue that delivers bookmarks in order (the atomic in-order FIFO) learns of each one.
@@ -89,13 +89,10 @@ mod in_memory {
             },
             move |_, _| stream.lock().take().map_or_else(pending_watch, Ok),
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
+        let (cache, running) = reflect(
+            &lister_watcher,
             ReflectorOptions::default().use_watch_list(true),
-        ));
-        let running = spawn(&reflector);
+        );
         eventually("the streaming list is open", PATIENCE, || {
             !lister_watcher.watch_calls().is_empty()
         })
@@ -126,7 +123,7 @@ mod in_memory {
                 .expect("the same stream goes on after the bookmark");
         }
         eventually("every event is applied", PATIENCE, || {
-            reflector.last_sync_resource_version() == "4"
+            running.reflector.last_sync_resource_version() == "4"
         })
         .await;
         assert_eq!(
@@ -167,11 +164,9 @@ mod in_memory {
                 }
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
         let errors = Arc::new(AtomicUsize::new(0));
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
+        let (cache, running) = reflect(
+            &lister_watcher,
             ReflectorOptions::default()
                 .use_watch_list(true)
                 .backoff(quick_backoff())
@@ -181,8 +176,7 @@ mod in_memory {
                         errors.fetch_add(1, Ordering::SeqCst);
                     }
                 }),
-        ));
-        let running = spawn(&reflector);
+        );
         eventually("the fallback list ran", PATIENCE, || {
             cache.list().len() == 1
         })
@@ -219,15 +213,12 @@ mod in_memory {
                 }
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
+        let (cache, running) = reflect(
+            &lister_watcher,
             ReflectorOptions::default().use_watch_list(true),
-        ));
-        let running = spawn(&reflector);
+        );
         eventually("the fallback list ran", PATIENCE, || {
-            reflector.last_sync_resource_version() == "7"
+            running.reflector.last_sync_resource_version() == "7"
         })
         .await;
         assert_eq!(contents(&cache), expected(&[("listed", "7")]));
@@ -238,14 +229,9 @@ mod in_memory {
 
 /// Over real HTTP, through kube-client, against the fake API server.
 mod over_http {
-    use std::sync::Arc;
-
-    use k8s_openapi::api::core::v1::Pod;
-
-    use kinformer_store::Cache;
     use kinformer_testing::{Fault, Verb};
 
-    use crate::common::fake_server::{churn, converges, pods, quick, server_with_pods, start};
+    use crate::common::fake_server::{churn, converges, pods, quick, reflect, server_with_pods};
 
     /// Ported from client-go's TestReflectorListAndWatch ("UseWatchList enabled"), over HTTP: the
     /// initial state comes from a streaming list ended by the initial-events-end bookmark, and no
@@ -253,8 +239,7 @@ mod over_http {
     #[tokio::test]
     async fn a_streaming_list_fills_the_cache_without_any_list_request() {
         let server = server_with_pods(20).await;
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick().use_watch_list(true));
+        let (cache, running) = reflect(pods(&server), quick().use_watch_list(true));
         converges(&server, &cache).await;
         churn(&server, 100);
         converges(&server, &cache).await;
@@ -270,8 +255,7 @@ mod over_http {
         server
             .faults()
             .inject(Fault::status(400).verb(Verb::Watch).resource("pods"));
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick().use_watch_list(true));
+        let (cache, running) = reflect(pods(&server), quick().use_watch_list(true));
         converges(&server, &cache).await;
         assert_eq!(server.faults().request_count(Verb::List, "pods"), 1);
         assert!(running.saw("Api { code: 400"), "{:?}", running.errors());

@@ -29,7 +29,7 @@ mod in_memory {
 
     use crate::common::scripted::{
         PATIENCE, RecordingStore, Scripted, contents, events_then_close, expected, expiring_watch,
-        page, pending_watch, pod, quick_backoff, spawn,
+        page, pending_watch, pod, quick_backoff, reflect, spawn,
     };
 
     /// Ported from client-go's TestReflectorListAndWatchWithErrors: a watch that ends is resumed
@@ -53,13 +53,7 @@ mod in_memory {
                 _ => pending_watch(),
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default(),
-        ));
-        let running = spawn(&reflector);
+        let (cache, running) = reflect(&lister_watcher, ReflectorOptions::default());
         eventually("the third watch is open", PATIENCE, || {
             lister_watcher.watch_calls().len() == 3
         })
@@ -98,19 +92,16 @@ mod in_memory {
                 _ => pending_watch(),
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
+        let (cache, running) = reflect(
+            &lister_watcher,
             ReflectorOptions::default().watch_error_handler({
                 let seen = Arc::clone(&seen);
                 move |error| seen.lock().push(error.to_string())
             }),
-        ));
-        let running = spawn(&reflector);
+        );
         eventually("the relist ran", PATIENCE, || {
-            reflector.last_sync_resource_version() == "8"
+            running.reflector.last_sync_resource_version() == "8"
         })
         .await;
         assert_eq!(lister_watcher.list_versions(), ["0", "5"]);
@@ -141,15 +132,9 @@ mod in_memory {
                 _ => pending_watch(),
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default(),
-        ));
-        let running = spawn(&reflector);
+        let (cache, running) = reflect(&lister_watcher, ReflectorOptions::default());
         eventually("the consistent relist ran", PATIENCE, || {
-            reflector.last_sync_resource_version() == "11"
+            running.reflector.last_sync_resource_version() == "11"
         })
         .await;
         assert_eq!(lister_watcher.list_versions(), ["0", "10", ""]);
@@ -181,13 +166,10 @@ mod in_memory {
                 _ => pending_watch(),
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
+        let (_, running) = reflect(
+            &lister_watcher,
             ReflectorOptions::default().backoff(quick_backoff()),
-        ));
-        let running = spawn(&reflector);
+        );
         eventually("three relists ran", PATIENCE, || {
             lister_watcher.watch_calls().len() == 4
         })
@@ -227,19 +209,13 @@ mod in_memory {
         }
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default(),
-        ));
-        let running = spawn(&reflector);
+        let (cache, running) = reflect(&lister_watcher, ReflectorOptions::default());
         eventually("the watch added the corrupt object", PATIENCE, || {
             cache.list().len() == 4
         })
         .await;
         eventually("the relist caught up", PATIENCE, || {
-            reflector.last_sync_resource_version() == "5"
+            running.reflector.last_sync_resource_version() == "5"
         })
         .await;
         assert_eq!(lister_watcher.list_versions(), ["0", "4"]);
@@ -261,14 +237,8 @@ mod in_memory {
                 _ => pending_watch(),
             },
         );
-        let cache = Arc::new(Cache::<Pod>::default());
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
-            ReflectorOptions::default(),
-        ));
         let started = Instant::now();
-        let running = spawn(&reflector);
+        let (_, running) = reflect(&lister_watcher, ReflectorOptions::default());
         eventually("the second watch is open", PATIENCE, || {
             lister_watcher.watch_calls().len() == 2
         })
@@ -325,17 +295,14 @@ mod in_memory {
     async fn a_silent_watch_is_resumed_after_its_timeout() {
         let lister_watcher =
             Scripted::new(|_, _| Ok(page("4", vec![], None)), |_, _| pending_watch());
-        let cache = Arc::new(Cache::<Pod>::default());
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let reflector = Arc::new(Reflector::new(
-            Arc::clone(&lister_watcher),
-            Arc::clone(&cache),
+        let (_, running) = reflect(
+            &lister_watcher,
             ReflectorOptions::default().watch_error_handler({
                 let seen = Arc::clone(&seen);
                 move |error| seen.lock().push(matches!(error, Error::WatchIdle { .. }))
             }),
-        ));
-        let running = spawn(&reflector);
+        );
         eventually("the first watch is open", PATIENCE, || {
             lister_watcher.watch_calls().len() == 1
         })
@@ -414,15 +381,12 @@ mod in_memory {
 
 /// Over real HTTP, through kube-client, against the fake API server.
 mod over_http {
-    use std::{sync::Arc, time::Duration};
+    use std::time::Duration;
 
-    use k8s_openapi::api::core::v1::Pod;
-
-    use kinformer_store::Cache;
     use kinformer_testing::{Fault, Verb, eventually};
 
     use crate::common::fake_server::{
-        PATIENCE, churn, converges, pods, quick, server_with_pods, start, watch_settles,
+        PATIENCE, churn, converges, pods, quick, reflect, server_with_pods, watch_settles,
     };
 
     /// Ported from client-go's TestReflectorResyncWithResourceVersion family: a watch the server
@@ -430,8 +394,7 @@ mod over_http {
     #[tokio::test]
     async fn a_dropped_watch_resumes_from_the_last_version_without_relisting() {
         let server = server_with_pods(10).await;
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         converges(&server, &cache).await;
         for round in 0..3 {
             watch_settles(&server).await;
@@ -454,8 +417,7 @@ mod over_http {
     #[tokio::test]
     async fn compaction_while_disconnected_makes_the_reflector_relist() {
         let server = server_with_pods(10).await;
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         converges(&server, &cache).await;
         watch_settles(&server).await;
         server.stop_listener().await;
@@ -481,8 +443,7 @@ mod over_http {
         server
             .faults()
             .inject(Fault::status(410).verb(Verb::Watch).resource("pods"));
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         eventually("the relist ran", PATIENCE, || {
             server.faults().request_count(Verb::List, "pods") == 2
         })
@@ -498,8 +459,7 @@ mod over_http {
     #[tokio::test]
     async fn a_server_restart_mid_watch_loses_nothing() {
         let server = server_with_pods(10).await;
-        let cache = Arc::new(Cache::<Pod>::default());
-        let running = start(pods(&server), &cache, quick());
+        let (cache, running) = reflect(pods(&server), quick());
         converges(&server, &cache).await;
         eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
         server.stop_listener().await;

@@ -9,7 +9,9 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_reflector::{KubeListerWatcher, ListerWatcher, ReflectorOptions, WireFormat};
+use kinformer_reflector::{
+    KubeListerWatcher, ListerWatcher, Reflector, ReflectorOptions, WireFormat,
+};
 use kinformer_store::{Cache, CacheReader, Object, Store};
 use kinformer_testing::{FakeApiServer, eventually, fixtures};
 use kinformer_wait::ExponentialBackoffManager;
@@ -22,6 +24,23 @@ pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 
 /// How soon after its token fires a reflector must have stopped, on a loaded machine too.
 const STOP_WITHIN: Duration = Duration::from_secs(2);
+
+/// Runs a reflector of `lister_watcher` into a new cache, noting the errors it reports.
+pub(crate) fn reflect<K: Object>(
+    lister_watcher: impl ListerWatcher<K> + 'static,
+    options: ReflectorOptions<K>,
+) -> (Arc<Cache<K>>, Running<K, Cache<K>>) {
+    let cache = Arc::new(Cache::default());
+    let running = start(lister_watcher, &cache, options);
+    (cache, running)
+}
+
+/// Runs `reflector` in a task; its options keep their own error handler.
+pub(crate) fn spawn<K: Object, S: Store<K> + ?Sized + 'static>(
+    reflector: &Arc<Reflector<K, S>>,
+) -> Running<K, S> {
+    Running::spawn(reflector, STOP_WITHIN)
+}
 
 /// Runs a reflector of `lister_watcher` into `store`, noting the errors it reports.
 pub(crate) fn start<K, S>(
@@ -73,7 +92,7 @@ pub(crate) fn pods(server: &FakeApiServer) -> KubeListerWatcher<Pod> {
 }
 
 /// Options that retry quickly.
-pub(crate) fn quick() -> ReflectorOptions<Pod> {
+pub(crate) fn quick<K>() -> ReflectorOptions<K> {
     ReflectorOptions::default().backoff(quick_backoff())
 }
 

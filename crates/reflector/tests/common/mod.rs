@@ -88,8 +88,13 @@ impl<K: Object, S: Store<K> + ?Sized + 'static> Running<K, S> {
         self.errors().iter().any(|error| error.starts_with(variant))
     }
 
-    /// Fires the token and waits for the reflector to return.
-    pub(crate) async fn stop(self) {
+    /// Whether the reflector has returned.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Fires the token and waits for the reflector to return; how it returned.
+    pub(crate) async fn stop(self) -> ReflectorExit {
         self.token.cancel();
         tokio::time::timeout(self.stop_within, self.task)
             .await
@@ -99,6 +104,15 @@ impl<K: Object, S: Store<K> + ?Sized + 'static> Running<K, S> {
                     self.stop_within
                 )
             })
-            .expect("the reflector task does not panic");
+            .expect("the reflector task does not panic")
+    }
+
+    /// Waits, at most `within`, for the reflector to return by itself (its token never fires);
+    /// how it returned. Call it once, and not before [`stop`](Self::stop).
+    pub(crate) async fn exits_within(&mut self, within: Duration) -> ReflectorExit {
+        tokio::time::timeout(within, &mut self.task)
+            .await
+            .unwrap_or_else(|_| panic!("the reflector stops by itself within {within:?}"))
+            .expect("the reflector task does not panic")
     }
 }

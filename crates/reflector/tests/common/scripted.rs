@@ -15,7 +15,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::{
-    Error, ListOptions, ListPage, ListerWatcher, Reflector, Result, WatchEvent, WatchStream,
+    Error, ListOptions, ListPage, ListerWatcher, Reflector, ReflectorOptions, Result, WatchEvent,
+    WatchStream,
 };
 use kinformer_store::{Cache, CacheReader, Store};
 use kinformer_wait::ExponentialBackoffManager;
@@ -37,6 +38,20 @@ pub(crate) fn spawn<S: Store<Pod> + ?Sized + 'static>(
     reflector: &Arc<Reflector<Pod, S>>,
 ) -> Running<Pod, S> {
     Running::spawn(reflector, STOP_WITHIN)
+}
+
+/// Runs a reflector of `lister_watcher` into a new cache.
+pub(crate) fn reflect(
+    lister_watcher: &Arc<Scripted>,
+    options: ReflectorOptions<Pod>,
+) -> (Arc<Cache<Pod>>, Running<Pod, Cache<Pod>>) {
+    let cache = Arc::new(Cache::default());
+    let reflector = Arc::new(Reflector::new(
+        Arc::clone(lister_watcher),
+        Arc::clone(&cache),
+        options,
+    ));
+    (cache, spawn(&reflector))
 }
 
 /// A Pod `ns/{name}` at `resource_version`.
