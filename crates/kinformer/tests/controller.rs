@@ -617,7 +617,9 @@ impl Watched<'_> {
     ///
     /// What the barrier does not cover: the sentinel's own PATCH of step 2, whose update may
     /// arrive after the barrier is through (a correct controller does not queue it), and
-    /// events of changes made after the barrier started.
+    /// events of changes made after the barrier started. It also takes the watches to stay
+    /// open: a relist hands its changes over in list order rather than in the order of the
+    /// writes (and queues every Deployment), and nothing in this test closes a watch.
     async fn barrier(&self) -> Result<(), BoxError> {
         let namespace = fake_cluster::namespace_of(SENTINEL);
         let name = format!("web-{SENTINEL}");
