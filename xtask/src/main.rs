@@ -20,8 +20,9 @@
 //!   controller under churn, checked against the server every minute, while kube-apiserver is
 //!   killed and restarted (or, with `--fake`, watches are cut and history compacted).
 //! - `protobuf-schema [--check] [--from FILE]`: kinformer-protobuf's message tables, from the
-//!   Go API types (needs Go, or a saved run of the generator); `protobuf-fixtures`: its
-//!   differential fixtures, encoded by client-go.
+//!   Go API types (needs Go, or a saved run of the generator), and its decoders generated per
+//!   k8s-openapi type, from those tables and k8s-openapi's source; `protobuf-fixtures`: its
+//!   differential fixtures, encoded by client-go, and k8s.io/api's own fixtures of every kind.
 //!
 //! The tidy checks (crate docs, no ignored tests, layering) live in `tidy.rs` and run as
 //! ordinary tests, so `cargo test --workspace` enforces them.

@@ -10,6 +10,8 @@ use std::{
 
 use crate::{project_root, run};
 
+mod decoders;
+
 const GENERATED: &str = "crates/protobuf/src/generated";
 const FIXTURES: &str = "crates/protobuf/tests/fixtures";
 
@@ -68,13 +70,12 @@ pub(crate) fn schema(check: bool, from: Option<String>) -> Result<(), String> {
             || files
                 .iter()
                 .any(|(name, text)| fs::read_to_string(dir.join(name)).ok().as_ref() != Some(text));
-        return if stale {
-            Err(format!(
+        if stale {
+            return Err(format!(
                 "{GENERATED} is stale; run `cargo xtask protobuf-schema`"
-            ))
-        } else {
-            Ok(())
-        };
+            ));
+        }
+        return decoders::generate(true);
     }
     fs::create_dir_all(&dir).map_err(|error| error.to_string())?;
     for name in committed.iter().filter(|name| !files.contains_key(*name)) {
@@ -84,7 +85,7 @@ pub(crate) fn schema(check: bool, from: Option<String>) -> Result<(), String> {
         fs::write(dir.join(name), text).map_err(|error| error.to_string())?;
     }
     eprintln!("xtask: wrote {} files under {GENERATED}", files.len());
-    Ok(())
+    decoders::generate(false)
 }
 
 /// Splits the generator's one file into a module per API group (`core.rs`, `apps.rs`, `meta.rs`
@@ -186,9 +187,38 @@ fn group_of(path: &str) -> Result<String, String> {
     }
 }
 
-/// Re-encodes every fixture with client-go's protobuf serializer.
+/// Re-encodes every fixture with client-go's protobuf serializer, and copies k8s.io/api's own
+/// compatibility fixtures (every kind with every field filled, in JSON and in Go's protobuf).
 pub(crate) fn fixtures() -> Result<(), String> {
     let dir = project_root().join(FIXTURES);
-    let dir = dir.to_str().ok_or("the fixture path is not UTF-8")?;
-    run(go_in_peer(&["run", "./cmd/proto-fixtures", dir]))
+    let dir_text = dir.to_str().ok_or("the fixture path is not UTF-8")?;
+    run(go_in_peer(&["run", "./cmd/proto-fixtures", dir_text]))?;
+    let output = go_in_peer(&["list", "-m", "-f", "{{.Dir}}", "k8s.io/api"])
+        .output()
+        .map_err(|error| format!("could not start go: {error}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "go list k8s.io/api failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let module = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let source = std::path::Path::new(&module).join("testdata/HEAD");
+    let target = dir.join("api");
+    let _ = fs::remove_dir_all(&target);
+    fs::create_dir_all(&target).map_err(|error| error.to_string())?;
+    let mut copied = 0;
+    for entry in fs::read_dir(&source).map_err(|error| format!("{}: {error}", source.display()))? {
+        let path = entry.map_err(|error| error.to_string())?.path();
+        if path
+            .extension()
+            .is_some_and(|ext| ext == "json" || ext == "pb")
+        {
+            let name = path.file_name().ok_or("a fixture without a name")?;
+            fs::copy(&path, target.join(name)).map_err(|error| error.to_string())?;
+            copied += 1;
+        }
+    }
+    eprintln!("xtask: copied {copied} fixtures from {}", source.display());
+    Ok(())
 }

@@ -1,11 +1,17 @@
 //! One Pod (the fixture kube-apiserver-shaped Pod, ~6 KB of JSON) decoded from JSON and from
-//! protobuf, in full, without managedFields, and as a slim projection.
+//! protobuf, in full, without managedFields, and as a slim projection; protobuf through the
+//! generated decoder (what [`Decoder`] picks for a k8s-openapi kind) and through serde.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_protobuf::{DecodeOptions, Envelope, encode_object};
+use kinformer_protobuf::{DecodeOptions, Decoder, Envelope, encode_object};
+
+/// The allocator the side-by-side bench peers (xtask/peers/rust) run on: with glibc's, a
+/// decode that allocates a few hundred blocks and frees them spends a third of its time there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(serde::Deserialize)]
 #[allow(dead_code)]
@@ -30,10 +36,14 @@ struct SlimSpec {
     node_name: Option<String>,
 }
 
-/// One enveloped body decoded as `T`.
-fn from_protobuf<T: serde::de::DeserializeOwned>(body: &[u8], options: DecodeOptions) -> T {
+/// One enveloped body decoded as `T` by `decoder`.
+fn from_protobuf<T: serde::de::DeserializeOwned + 'static>(
+    decoder: &Decoder<T>,
+    body: &[u8],
+    options: DecodeOptions,
+) -> T {
     Envelope::parse(body)
-        .and_then(|envelope| envelope.decode::<T>(options))
+        .and_then(|envelope| decoder.decode_envelope(&envelope, options))
         .expect("decodes")
 }
 
@@ -47,12 +57,31 @@ fn decode(c: &mut Criterion) {
     group.bench_function("json", |b| {
         b.iter(|| serde_json::from_slice::<Pod>(black_box(&json)).expect("decodes"));
     });
+    let generated = Decoder::<Pod>::new();
+    assert!(
+        generated.is_generated(),
+        "k8s-openapi v1_37 has generated decoders"
+    );
+    let serde = Decoder::<Pod>::serde();
     group.bench_function("protobuf", |b| {
-        b.iter(|| from_protobuf::<Pod>(black_box(&protobuf), DecodeOptions::default()));
+        b.iter(|| from_protobuf(&generated, black_box(&protobuf), DecodeOptions::default()));
+    });
+    group.bench_function("protobuf_serde", |b| {
+        b.iter(|| from_protobuf(&serde, black_box(&protobuf), DecodeOptions::default()));
     });
     group.bench_function("protobuf_without_managed_fields", |b| {
         b.iter(|| {
-            from_protobuf::<Pod>(
+            from_protobuf(
+                &generated,
+                black_box(&protobuf),
+                DecodeOptions::default().drop_managed_fields(),
+            )
+        });
+    });
+    group.bench_function("protobuf_serde_without_managed_fields", |b| {
+        b.iter(|| {
+            from_protobuf(
+                &serde,
                 black_box(&protobuf),
                 DecodeOptions::default().drop_managed_fields(),
             )
@@ -62,7 +91,8 @@ fn decode(c: &mut Criterion) {
         b.iter(|| serde_json::from_slice::<SlimPod>(black_box(&json)).expect("decodes"));
     });
     group.bench_function("protobuf_projection", |b| {
-        b.iter(|| from_protobuf::<SlimPod>(black_box(&protobuf), DecodeOptions::default()));
+        let projection = Decoder::<SlimPod>::new();
+        b.iter(|| from_protobuf(&projection, black_box(&protobuf), DecodeOptions::default()));
     });
     group.finish();
 }
@@ -77,9 +107,10 @@ fn tree(c: &mut Criterion) {
     let pod: Pod = serde_json::from_value(value).expect("a Pod");
     let mut group = c.benchmark_group("pod_tree");
     group.throughput(Throughput::Elements(1));
+    let generated = Decoder::<Pod>::new();
     group.bench_function("protobuf_decode_only", |b| {
         b.iter_with_large_drop(|| {
-            from_protobuf::<Pod>(black_box(&protobuf), DecodeOptions::default())
+            from_protobuf(&generated, black_box(&protobuf), DecodeOptions::default())
         });
     });
     group.bench_function("clone", |b| {

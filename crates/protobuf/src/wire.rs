@@ -75,6 +75,7 @@ impl<'de> Reader<'de> {
         self.bytes
     }
 
+    #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, Error> {
         let mut value = 0u64;
         for (index, &byte) in self.bytes.iter().enumerate().take(10) {
@@ -91,6 +92,7 @@ impl<'de> Reader<'de> {
         })
     }
 
+    #[inline]
     fn take(&mut self, len: usize, what: &'static str) -> Result<&'de [u8], Error> {
         if self.bytes.len() < len {
             return Err(Error::Truncated(what));
@@ -109,25 +111,38 @@ impl<'de> Reader<'de> {
     }
 
     /// The next field's number and value; `None` at the end of the message.
+    #[inline]
     pub(crate) fn field(&mut self) -> Result<Option<(u32, WireValue<'de>)>, Error> {
-        if self.bytes.is_empty() {
-            return Ok(None);
-        }
-        let tag = self.varint()?;
+        let tag = match self.bytes {
+            [] => return Ok(None),
+            // Fields 1 to 15 have a one-byte tag: most fields of every Kubernetes message.
+            [first, rest @ ..] if *first < 0x80 => {
+                self.bytes = rest;
+                u64::from(*first)
+            }
+            _ => self.varint()?,
+        };
         let number = u32::try_from(tag >> 3)
             .ok()
             .filter(|&number| number != 0)
             .ok_or(Error::Malformed("a field number out of range"))?;
         let value = match tag & 7 {
+            2 => {
+                let len = match self.bytes {
+                    // Values under 128 bytes have a one-byte length: most strings.
+                    [first, rest @ ..] if *first < 0x80 => {
+                        self.bytes = rest;
+                        usize::from(*first)
+                    }
+                    _ => usize::try_from(self.varint()?)
+                        .map_err(|_| Error::Malformed("a length out of range"))?,
+                };
+                WireValue::Bytes(self.take(len, "length-delimited value")?)
+            }
             0 => WireValue::Varint(self.varint()?),
             1 => {
                 let bytes = self.take(8, "fixed64")?;
                 WireValue::Fixed64(u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8])))
-            }
-            2 => {
-                let len = usize::try_from(self.varint()?)
-                    .map_err(|_| Error::Malformed("a length out of range"))?;
-                WireValue::Bytes(self.take(len, "length-delimited value")?)
             }
             5 => {
                 let bytes = self.take(4, "fixed32")?;

@@ -1,12 +1,13 @@
 //! kinformer leaves the Kubernetes minor to the application. Built with `--features v1_33` (the
 //! earliest minor k8s-openapi 0.29 supports) or `--features v1_37`, the umbrella compiles, an
 //! informer syncs from the fake API server, and protobuf written from the 1.37 API decodes into
-//! the chosen minor's types: fields an older minor lacks are skipped, not errors.
+//! the chosen minor's types: fields an older minor lacks are skipped, not errors. The decoders
+//! generated per type exist for 1.37 alone; on 1.33 every type takes the serde path.
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::prelude::*;
 use kinformer::testing::FakeApiServer;
-use kinformer_protobuf::{DecodeOptions, Envelope, encode_object};
+use kinformer_protobuf::{DecodeOptions, Decoder, Envelope, encode_object};
 use serde_json::json;
 
 /// A Pod as a 1.37 kube-apiserver serves it: `spec.hostnameOverride` (1.34) and a container's
@@ -48,6 +49,22 @@ fn protobuf_from_the_newest_api_decodes_into_this_minors_types() {
         assert_eq!(spec.hostname_override.as_deref(), Some("web-zero"));
         assert_eq!(spec.containers[0].restart_policy_rules.as_ref().map(Vec::len), Some(1));
     }
+}
+
+#[test]
+fn the_generated_decoder_exists_for_its_own_minor_and_agrees_with_serde() {
+    let body = encode_object(&pod_from_a_newer_server()).expect("encodes");
+    let envelope = Envelope::parse(&body).expect("an envelope");
+    let decoder = Decoder::<Pod>::new();
+    let generated_here = cfg!(feature = "v1_37");
+    assert_eq!(decoder.is_generated(), generated_here);
+    let fast = decoder
+        .decode_envelope(&envelope, DecodeOptions::default())
+        .expect("decodes");
+    let serde = Decoder::<Pod>::serde()
+        .decode_envelope(&envelope, DecodeOptions::default())
+        .expect("decodes");
+    assert_eq!(fast, serde);
 }
 
 #[tokio::test]

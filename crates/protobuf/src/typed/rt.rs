@@ -1,0 +1,440 @@
+//! What the generated decoders are written in: one reader per value type, one helper per field
+//! shape, and the slot a field is written through whether k8s-openapi made it optional or not.
+//!
+//! Every helper does what the serde path (`crate::de`) does for the same field, so that both
+//! paths give the same value: a zero scalar of an `omitempty` field is absent, a zero `Time` or
+//! embedded JSON document is `null`, a map entry without a value holds the value type's zero.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    ByteString,
+    apimachinery::pkg::{
+        api::resource::Quantity,
+        apis::meta::v1::{FieldsV1, MicroTime, Time},
+        runtime::RawExtension,
+        util::intstr::IntOrString,
+    },
+    jiff::Timestamp,
+};
+
+use crate::{
+    DecodeOptions, Error,
+    wire::{Reader, WireValue},
+};
+
+/// A k8s-openapi struct that takes its fields from protobuf by number.
+pub(crate) trait Merge {
+    /// Takes field `number` from the wire; a number the type does not know is skipped.
+    fn merge_field(
+        &mut self,
+        number: u32,
+        value: WireValue<'_>,
+        options: &DecodeOptions,
+    ) -> Result<(), Error>;
+}
+
+/// Merges every field of the message `bytes` into `target`.
+#[inline]
+pub(crate) fn merge<T: Merge>(
+    target: &mut T,
+    bytes: &[u8],
+    options: &DecodeOptions,
+) -> Result<(), Error> {
+    let mut reader = Reader::new(bytes);
+    while let Some((number, value)) = reader.field()? {
+        target.merge_field(number, value, options)?;
+    }
+    Ok(())
+}
+
+/// Where a field's value goes: the field itself when k8s-openapi made it required, its `Some`
+/// when optional.
+pub(crate) trait Slot<T> {
+    /// Replaces the value.
+    fn set(&mut self, value: T);
+
+    /// The value, made fresh first when the field is absent.
+    fn slot(&mut self) -> &mut T
+    where
+        T: Zero;
+
+    /// The value, made fresh whether or not it was there (the serde path replaces a value
+    /// seen twice; so does this).
+    fn fresh(&mut self) -> &mut T
+    where
+        T: Zero;
+}
+
+impl<T> Slot<T> for T {
+    #[inline]
+    fn set(&mut self, value: T) {
+        *self = value;
+    }
+
+    #[inline]
+    fn slot(&mut self) -> &mut T {
+        self
+    }
+
+    #[inline]
+    fn fresh(&mut self) -> &mut T
+    where
+        T: Zero,
+    {
+        *self = T::zero();
+        self
+    }
+}
+
+impl<T> Slot<T> for Option<T> {
+    #[inline]
+    fn set(&mut self, value: T) {
+        *self = Some(value);
+    }
+
+    #[inline]
+    fn slot(&mut self) -> &mut T
+    where
+        T: Zero,
+    {
+        self.get_or_insert_with(T::zero)
+    }
+
+    #[inline]
+    fn fresh(&mut self) -> &mut T
+    where
+        T: Zero,
+    {
+        self.insert(T::zero())
+    }
+}
+
+/// The value a message starts from before its fields arrive: `Default` where k8s-openapi
+/// derives it, and for the few structs it does not (a required `Time` has no default) every
+/// field's own zero. A required field absent on the wire keeps that zero, where serde would
+/// refuse the object.
+pub(crate) trait Zero {
+    fn zero() -> Self;
+}
+
+macro_rules! zero_by_default {
+    ($($ty:ty),* $(,)?) => {
+        $(impl Zero for $ty {
+            #[inline]
+            fn zero() -> Self {
+                Self::default()
+            }
+        })*
+    };
+}
+
+zero_by_default!(bool, i32, i64, String, ByteString, Quantity);
+
+impl<T> Zero for Option<T> {
+    #[inline]
+    fn zero() -> Self {
+        None
+    }
+}
+
+impl<T> Zero for Vec<T> {
+    #[inline]
+    fn zero() -> Self {
+        Vec::new()
+    }
+}
+
+impl<K, V> Zero for BTreeMap<K, V> {
+    #[inline]
+    fn zero() -> Self {
+        BTreeMap::new()
+    }
+}
+
+impl Zero for IntOrString {
+    fn zero() -> Self {
+        IntOrString::Int(0)
+    }
+}
+
+/// Go's zero time, 0001-01-01T00:00:00Z: what a required time holds when Go left it unset.
+fn go_zero_time() -> Timestamp {
+    Timestamp::new(-62_135_596_800, 0).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+impl Zero for Time {
+    fn zero() -> Self {
+        Time(go_zero_time())
+    }
+}
+
+impl Zero for MicroTime {
+    fn zero() -> Self {
+        MicroTime(go_zero_time())
+    }
+}
+
+impl Zero for FieldsV1 {
+    fn zero() -> Self {
+        FieldsV1(serde_json::Value::Null)
+    }
+}
+
+impl Zero for RawExtension {
+    fn zero() -> Self {
+        RawExtension(serde_json::Value::Null)
+    }
+}
+
+/// A single scalar, string or special value; `skip_zero` for an `omitempty` scalar (protobuf
+/// writes its zero, JSON would leave it out) and for the types whose zero is JSON's `null`.
+#[inline]
+pub(crate) fn single<T, S: Slot<T>>(
+    slot: &mut S,
+    value: WireValue<'_>,
+    options: &DecodeOptions,
+    skip_zero: bool,
+    read: impl Fn(WireValue<'_>, &DecodeOptions) -> Result<T, Error>,
+) -> Result<(), Error> {
+    if skip_zero && value.is_zero() {
+        return Ok(());
+    }
+    slot.set(read(value, options)?);
+    Ok(())
+}
+
+/// A single nested message, decoded in place.
+#[inline]
+pub(crate) fn message<T: Merge + Zero, S: Slot<T>>(
+    slot: &mut S,
+    value: WireValue<'_>,
+    options: &DecodeOptions,
+) -> Result<(), Error> {
+    merge(slot.fresh(), value.bytes("message")?, options)
+}
+
+/// One element of a repeated field.
+#[inline]
+pub(crate) fn repeated<T, S: Slot<Vec<T>>>(
+    slot: &mut S,
+    value: WireValue<'_>,
+    options: &DecodeOptions,
+    read: impl Fn(WireValue<'_>, &DecodeOptions) -> Result<T, Error>,
+) -> Result<(), Error> {
+    let element = read(value, options)?;
+    slot.slot().push(element);
+    Ok(())
+}
+
+/// One element of a repeated message, decoded in place at the end of the list.
+#[inline]
+pub(crate) fn repeated_message<T: Merge + Zero, S: Slot<Vec<T>>>(
+    slot: &mut S,
+    value: WireValue<'_>,
+    options: &DecodeOptions,
+) -> Result<(), Error> {
+    let bytes = value.bytes("message")?;
+    let list = slot.slot();
+    list.push(T::zero());
+    match list.last_mut() {
+        Some(element) => merge(element, bytes, options),
+        None => Ok(()),
+    }
+}
+
+/// One entry of a repeated number: one element, or a packed run of them.
+pub(crate) fn repeated_varint<T, S: Slot<Vec<T>>>(
+    slot: &mut S,
+    value: WireValue<'_>,
+    options: &DecodeOptions,
+    read: impl Fn(WireValue<'_>, &DecodeOptions) -> Result<T, Error>,
+) -> Result<(), Error> {
+    let list = slot.slot();
+    match value {
+        WireValue::Bytes(bytes) => {
+            let mut reader = Reader::new(bytes);
+            while !reader.is_empty() {
+                list.push(read(WireValue::Varint(reader.varint()?), options)?);
+            }
+        }
+        other => list.push(read(other, options)?),
+    }
+    Ok(())
+}
+
+/// One entry of a `map<string, V>`: a message with the key as field 1 and the value as field 2.
+pub(crate) fn map<V, S: Slot<BTreeMap<String, V>>>(
+    slot: &mut S,
+    value: WireValue<'_>,
+    options: &DecodeOptions,
+    read: impl Fn(WireValue<'_>, &DecodeOptions) -> Result<V, Error>,
+    zero: WireValue<'static>,
+) -> Result<(), Error> {
+    let mut reader = Reader::new(value.bytes("map entry")?);
+    let mut key = None;
+    let mut entry_value = None;
+    while let Some((number, value)) = reader.field()? {
+        match number {
+            1 => key = Some(value),
+            2 => entry_value = Some(value),
+            _ => {}
+        }
+    }
+    let key = match key {
+        Some(key) => string(key, options)?,
+        None => String::new(),
+    };
+    let entry_value = read(entry_value.unwrap_or(zero), options)?;
+    slot.slot().insert(key, entry_value);
+    Ok(())
+}
+
+/// The last value of field `number` of the message `bytes` (protobuf's "last one wins").
+fn field_of(bytes: &[u8], number: u32) -> Result<Option<WireValue<'_>>, Error> {
+    let mut reader = Reader::new(bytes);
+    let mut found = None;
+    while let Some((field, value)) = reader.field()? {
+        if field == number {
+            found = Some(value);
+        }
+    }
+    Ok(found)
+}
+
+fn str_of(bytes: &[u8]) -> Result<&str, Error> {
+    std::str::from_utf8(bytes).map_err(|_| Error::Utf8)
+}
+
+pub(crate) fn bool(value: WireValue<'_>, _: &DecodeOptions) -> Result<bool, Error> {
+    Ok(value.integer("bool")? != 0)
+}
+
+pub(crate) fn int32(value: WireValue<'_>, _: &DecodeOptions) -> Result<i32, Error> {
+    // Negative int32s travel as sign-extended 64-bit varints: truncation is the decoding.
+    Ok(value.integer("int32")? as i32)
+}
+
+pub(crate) fn int64(value: WireValue<'_>, _: &DecodeOptions) -> Result<i64, Error> {
+    Ok(value.integer("int64")? as i64)
+}
+
+pub(crate) fn string(value: WireValue<'_>, _: &DecodeOptions) -> Result<String, Error> {
+    str_of(value.bytes("string")?).map(str::to_owned)
+}
+
+pub(crate) fn bytes(value: WireValue<'_>, _: &DecodeOptions) -> Result<ByteString, Error> {
+    Ok(ByteString(value.bytes("bytes")?.to_vec()))
+}
+
+pub(crate) fn quantity(value: WireValue<'_>, _: &DecodeOptions) -> Result<Quantity, Error> {
+    Ok(Quantity(match field_of(value.bytes("quantity")?, 1)? {
+        Some(text) => str_of(text.bytes("quantity")?)?.to_owned(),
+        None => "0".to_owned(),
+    }))
+}
+
+pub(crate) fn int_or_string(value: WireValue<'_>, _: &DecodeOptions) -> Result<IntOrString, Error> {
+    let bytes = value.bytes("IntOrString")?;
+    let mut is_string = false;
+    let mut int = 0;
+    let mut text: &[u8] = b"";
+    let mut reader = Reader::new(bytes);
+    while let Some((number, value)) = reader.field()? {
+        match number {
+            1 => is_string = value.integer("type")? == 1,
+            2 => int = value.integer("intVal")? as i32,
+            3 => text = value.bytes("strVal")?,
+            _ => {}
+        }
+    }
+    Ok(if is_string {
+        IntOrString::String(str_of(text)?.to_owned())
+    } else {
+        IntOrString::Int(int)
+    })
+}
+
+/// `{seconds = 1, nanos = 2}`, with the nanoseconds cut to `precision` as JSON's text would.
+fn timestamp(value: WireValue<'_>, precision: i32) -> Result<Timestamp, Error> {
+    let mut seconds = 0;
+    let mut nanos = 0;
+    let mut reader = Reader::new(value.bytes("time")?);
+    while let Some((number, value)) = reader.field()? {
+        match number {
+            1 => seconds = value.integer("seconds")? as i64,
+            2 => nanos = value.integer("nanos")? as i32,
+            _ => {}
+        }
+    }
+    let nanos = nanos.clamp(0, 999_999_999) / precision * precision;
+    Timestamp::new(seconds, nanos).map_err(|_| Error::Malformed("a time out of range"))
+}
+
+pub(crate) fn time(value: WireValue<'_>, _: &DecodeOptions) -> Result<Time, Error> {
+    // `metav1.Time` is whole seconds in JSON.
+    timestamp(value, 1_000_000_000).map(Time)
+}
+
+pub(crate) fn micro_time(value: WireValue<'_>, _: &DecodeOptions) -> Result<MicroTime, Error> {
+    timestamp(value, 1_000).map(MicroTime)
+}
+
+/// The JSON document inside `{raw = 1}`.
+fn embedded_json(value: WireValue<'_>) -> Result<serde_json::Value, Error> {
+    let raw = match field_of(value.bytes("embedded JSON")?, 1)? {
+        Some(raw) => raw.bytes("raw JSON")?,
+        None => b"null",
+    };
+    serde_json::from_slice(raw)
+        .map_err(|error| Error::custom(format_args!("embedded JSON: {error}")))
+}
+
+pub(crate) fn fields_v1(value: WireValue<'_>, _: &DecodeOptions) -> Result<FieldsV1, Error> {
+    embedded_json(value).map(FieldsV1)
+}
+
+pub(crate) fn raw_extension(
+    value: WireValue<'_>,
+    _: &DecodeOptions,
+) -> Result<RawExtension, Error> {
+    embedded_json(value).map(RawExtension)
+}
+
+/// A named `[]string` (`ExtraValue`): `{repeated items = 1}`.
+pub(crate) fn string_list(
+    value: WireValue<'_>,
+    options: &DecodeOptions,
+) -> Result<Vec<String>, Error> {
+    let mut items = Vec::new();
+    let mut reader = Reader::new(value.bytes("string list")?);
+    while let Some((number, value)) = reader.field()? {
+        if number == 1 {
+            items.push(string(value, options)?);
+        }
+    }
+    Ok(items)
+}
+
+/// A nested message as a value (an element of a list, a value of a map).
+pub(crate) fn owned<T: Merge + Zero>(
+    value: WireValue<'_>,
+    options: &DecodeOptions,
+) -> Result<T, Error> {
+    let mut target = T::zero();
+    merge(&mut target, value.bytes("message")?, options)?;
+    Ok(target)
+}
+
+/// The fields of an embedded Go struct that JSON (and k8s-openapi) flattens into its parent.
+#[inline]
+pub(crate) fn inline(
+    value: WireValue<'_>,
+    mut field: impl FnMut(u32, WireValue<'_>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut reader = Reader::new(value.bytes("inlined message")?);
+    while let Some((number, value)) = reader.field()? {
+        field(number, value)?;
+    }
+    Ok(())
+}
