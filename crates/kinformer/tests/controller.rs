@@ -2,7 +2,10 @@
 //! every Deployment carries the number of its Ready Pods, as the server itself counts them.
 //!
 //! The example's file is compiled here as a module, so this tests the very controller
-//! `cargo run --example controller` runs, not a copy.
+//! `cargo run --example controller` runs, not a copy. `#[path]` is the one way Cargo offers:
+//! an example is a binary crate that no test can depend on, the e2e suite (another package)
+//! includes it the same way, and a library crate of its own would take the controller out of
+//! the example its readers open and make kinformer dev-depend on a crate built on kinformer.
 
 use std::time::{Duration, Instant};
 
