@@ -1,7 +1,11 @@
 //! [`KubeDecoder`]: protobuf for built-in kinds, JSON for the rest and as the fallback.
 
-use std::{fmt, sync::Arc};
+use std::{
+    fmt,
+    sync::{Arc, OnceLock},
+};
 
+use kinformer_protobuf::Decoder as ProtobufDecoder;
 use kinformer_protobuf::{DecodeOptions, Envelope, WatchFrame};
 use kinformer_store::Object;
 use kube_core::{PartialObjectMeta, Resource};
@@ -74,13 +78,15 @@ impl WireFormat {
 /// protobuf for built-in kinds (what client-go does since 1.32 for its typed clients), decodes
 /// whichever format the response carries, and can drop `managedFields` while decoding.
 ///
-/// Protobuf decodes straight into `K` through serde (see `kinformer_protobuf`), so `K` can be a
-/// k8s-openapi struct or a slim projection of one that names only the fields it needs: the
-/// rest are skipped on the wire.
+/// Protobuf decodes straight into `K` (see `kinformer_protobuf`): a k8s-openapi kind through
+/// its generated decoder, a slim projection of one (naming only the fields it needs, the rest
+/// skipped on the wire) or any other type through serde.
 pub struct KubeDecoder<K> {
     json: JsonDecoder<K>,
     expected: ExpectedType,
     protobuf: bool,
+    /// `K`'s protobuf decoder, looked up at the first decode.
+    typed: OnceLock<ProtobufDecoder<K>>,
     /// The `Accept` headers of lists and watches when asking for protobuf.
     protobuf_accept: (&'static str, &'static str),
     options: DecodeOptions,
@@ -92,6 +98,7 @@ impl<K> Clone for KubeDecoder<K> {
             json: self.json.clone(),
             expected: self.expected.clone(),
             protobuf: self.protobuf,
+            typed: self.typed.clone(),
             protobuf_accept: self.protobuf_accept,
             options: self.options,
         }
@@ -115,6 +122,7 @@ impl<K> KubeDecoder<K> {
             json: JsonDecoder::new(Some(expected.clone())),
             expected,
             protobuf: false,
+            typed: OnceLock::new(),
             protobuf_accept: (PROTOBUF_ACCEPT, PROTOBUF_ACCEPT),
             options: DecodeOptions::default(),
         }
@@ -171,6 +179,7 @@ impl<K> KubeDecoder<PartialObjectMeta<K>> {
             json,
             expected,
             protobuf: false,
+            typed: OnceLock::new(),
             protobuf_accept: (
                 METADATA_LIST_PROTOBUF_ACCEPT,
                 METADATA_WATCH_PROTOBUF_ACCEPT,
@@ -224,6 +233,10 @@ impl<K> KubeDecoder<K>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
+    fn typed(&self) -> &ProtobufDecoder<K> {
+        self.typed.get_or_init(ProtobufDecoder::new)
+    }
+
     fn decode_protobuf_list(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {
         let list = envelope("list", body)?;
         self.check_kind(&list, true)?;
@@ -237,7 +250,8 @@ where
             .decode(DecodeOptions::default())
             .map_err(|error| protobuf_error("list metadata", &error, body))?;
         let decode_item = |item: &&[u8]| -> Result<Arc<K>> {
-            kinformer_protobuf::from_message::<K>(item, items.message, self.options)
+            self.typed()
+                .decode(item, items.message, self.options)
                 .map(|object| reuse(Arc::new(object)))
                 .map_err(|error| protobuf_error("list item", &error, item))
         };
@@ -255,8 +269,8 @@ where
         let object = envelope("watch object", event.object)?;
         let decode = |what| -> Result<Arc<K>> {
             self.check_kind(&object, false)?;
-            object
-                .decode::<K>(self.options)
+            self.typed()
+                .decode_envelope(&object, self.options)
                 .map(Arc::new)
                 .map_err(|error| protobuf_error(what, &error, event.object))
         };
