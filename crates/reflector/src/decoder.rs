@@ -91,6 +91,28 @@ pub trait Decoder<K>: Send + Sync + 'static {
         Ok(page)
     }
 
+    /// Whether a JSON list body may be decoded as it arrives: cut into its items, each read by
+    /// [`decode_list_item`](Decoder::decode_list_item) and dropped, and the rest (the list with
+    /// an empty `items`) read by [`decode_list`](Decoder::decode_list), so that the whole body
+    /// is never in memory. `false` (the default) reads every list body whole.
+    fn decodes_json_items(&self) -> bool {
+        false
+    }
+
+    /// Decodes one element of a JSON list's `items` (see
+    /// [`decodes_json_items`](Decoder::decodes_json_items)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Decode`] when the item is not a `K`; the default refuses every item.
+    fn decode_list_item(&self, item: &[u8]) -> Result<Arc<K>> {
+        Err(Error::decode(
+            "list item",
+            "this decoder reads list bodies whole",
+            item,
+        ))
+    }
+
     /// Reads only the `continue` token of a list body, so that the next page can be requested
     /// while this one is decoded. `None` (the default) turns that prefetching off.
     fn continue_token(&self, body: &[u8]) -> Option<String> {
@@ -332,7 +354,11 @@ where
     K: DeserializeOwned,
 {
     fn decode_object(&self, raw: &RawValue, what: &'static str) -> Result<Arc<K>> {
-        match serde_json::from_str::<K>(raw.get()) {
+        self.decode_object_bytes(raw.get().as_bytes(), what)
+    }
+
+    fn decode_object_bytes(&self, raw: &[u8], what: &'static str) -> Result<Arc<K>> {
+        match serde_json::from_slice::<K>(raw) {
             Ok(mut object) => {
                 if let Some(prepare) = self.prepare {
                     prepare(&mut object);
@@ -341,10 +367,10 @@ where
             }
             Err(error) => {
                 // A typed struct refuses a foreign kind inside serde; say so in kind terms.
-                if let Ok(types) = serde_json::from_str::<TypeFields<'_>>(raw.get()) {
+                if let Ok(types) = serde_json::from_slice::<TypeFields<'_>>(raw) {
                     self.check_kind(&types, false)?;
                 }
-                Err(Error::decode(what, error.to_string(), raw.get().as_bytes()))
+                Err(Error::decode(what, error.to_string(), raw))
             }
         }
     }
@@ -376,6 +402,14 @@ where
 
     fn decode_list(&self, body: &[u8]) -> Result<ListPage<K>> {
         self.decode_list_reusing(body, &|item| item)
+    }
+
+    fn decodes_json_items(&self) -> bool {
+        true
+    }
+
+    fn decode_list_item(&self, item: &[u8]) -> Result<Arc<K>> {
+        self.decode_object_bytes(item, "list item")
     }
 
     fn decode_list_reusing(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {

@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use crate::{
     Decoder, Error, ExpectedType, Framing, JsonDecoder, KubeDecoder, ListOptions, ListPage,
     ListerWatcher, Result, ReuseObject, VersionMatch, WatchEvent, WatchStream, WireFormat,
+    json_list,
 };
 
 /// A list body at least this large is decoded on a blocking thread, so decoding a big page does
@@ -291,8 +292,9 @@ where
 
     /// The body of the list page `options` asks for: the one prefetched for exactly these
     /// options when there is one, else a fresh request. A prefetch for other options is
-    /// abandoned.
-    async fn list_body(&self, options: &ListOptions) -> Result<Bytes> {
+    /// abandoned. A large JSON body the decoder can read item by item is handed over as it
+    /// arrives instead of collected.
+    async fn list_body(&self, options: &ListOptions) -> Result<ListBody> {
         let prefetched = {
             let mut prefetch = self.prefetch.lock();
             match prefetch.take() {
@@ -304,21 +306,33 @@ where
                 None => None,
             }
         };
-        match prefetched {
-            Some(response) => response.await.map_err(|source| Error::Task {
-                what: "the prefetch of the next list page",
-                source,
-            })?,
-            None => fetch_body(self.client.clone(), self.list_request(options)?).await,
+        if let Some(response) = prefetched {
+            return response
+                .await
+                .map_err(|source| Error::Task {
+                    what: "the prefetch of the next list page",
+                    source,
+                })?
+                .map(ListBody::Whole);
         }
+        let response = self.send(self.list_request(options)?).await?;
+        if self.decoder.decodes_json_items() && is_large_json(&response) {
+            return Ok(ListBody::Arriving(response.into_body()));
+        }
+        collect_body(response).await.map(ListBody::Whole)
     }
 
     /// Requests the page after `body` in the background, so that it travels while this one is
     /// decoded; `false` on the last page.
     fn prefetch_next_page(&self, options: &ListOptions, body: &[u8]) -> Result<bool> {
-        let Some(token) = self.decoder.continue_token(body) else {
-            return Ok(false);
-        };
+        match self.decoder.continue_token(body) {
+            Some(token) => self.prefetch_page(options, token),
+            None => Ok(false),
+        }
+    }
+
+    /// Requests the page `token` names in the background.
+    fn prefetch_page(&self, options: &ListOptions, token: String) -> Result<bool> {
         let next = ListOptions {
             continue_token: Some(token),
             resource_version: None,
@@ -348,7 +362,16 @@ where
         reuse: Option<Arc<ReuseObject<K>>>,
     ) -> Result<ListPage<K>> {
         let options = self.scoped(options);
-        let body = self.list_body(&options).await?;
+        let body = match self.list_body(&options).await? {
+            ListBody::Whole(body) => body,
+            ListBody::Arriving(body) => {
+                let decoder = Arc::clone(&self.decoder);
+                return json_list::decode_arriving(decoder, body, reuse, |token| {
+                    self.prefetch_page(&options, token)
+                })
+                .await;
+            }
+        };
         let prefetching = self.prefetch_next_page(&options, &body)?;
         let decode = move |decoder: &D, body: &[u8]| match &reuse {
             Some(reuse) => decoder.decode_list_reusing(body, &**reuse),
@@ -369,6 +392,28 @@ where
     }
 }
 
+/// A list response: collected, or still arriving.
+enum ListBody {
+    Whole(Bytes),
+    Arriving(Body),
+}
+
+/// Whether a list response is JSON of unknown length or at least
+/// [`DECODE_OFF_TASK_THRESHOLD`]: worth decoding as it arrives.
+fn is_large_json(response: &http::Response<Body>) -> bool {
+    let headers = response.headers();
+    let json = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    let small = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<usize>().ok())
+        .is_some_and(|len| len < DECODE_OFF_TASK_THRESHOLD);
+    json && !small
+}
+
 /// A list page requested ahead of the reflector asking for it.
 struct Prefetch {
     options: ListOptions,
@@ -387,7 +432,10 @@ async fn send(client: &Client, request: http::Request<Vec<u8>>) -> Result<http::
 }
 
 async fn fetch_body(client: Client, request: http::Request<Vec<u8>>) -> Result<Bytes> {
-    let response = send(&client, request).await?;
+    collect_body(send(&client, request).await?).await
+}
+
+async fn collect_body(response: http::Response<Body>) -> Result<Bytes> {
     Ok(response
         .into_body()
         .collect()

@@ -90,6 +90,7 @@
 mod decoder;
 mod error;
 mod event;
+mod json_list;
 mod kube;
 mod lister_watcher;
 mod options;

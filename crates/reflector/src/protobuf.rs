@@ -348,6 +348,14 @@ where
         self.decode_list_reusing(body, &|item| item)
     }
 
+    fn decodes_json_items(&self) -> bool {
+        self.json.decodes_json_items()
+    }
+
+    fn decode_list_item(&self, item: &[u8]) -> Result<Arc<K>> {
+        self.json.decode_list_item(item)
+    }
+
     fn decode_list_reusing(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {
         if body.starts_with(kinformer_protobuf::MAGIC) {
             self.decode_protobuf_list(body, reuse)

@@ -1,6 +1,6 @@
 //! The kube-client lister-watchers over real HTTP against the fake API server: namespaces and
-//! selectors, metadata-only and dynamic objects, protobuf and JSON, and pages fetched ahead of
-//! their decoding.
+//! selectors, metadata-only and dynamic objects, protobuf and JSON, pages fetched ahead of
+//! their decoding, and large JSON pages decoded as they arrive.
 
 #[allow(
     dead_code,
@@ -12,7 +12,9 @@ use std::{sync::Arc, time::Duration};
 
 use common::fake_server::{PATIENCE, churn, client, converges, quick, reflect, server_with_pods};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_reflector::{KubeListerWatcher, WireFormat};
+use kinformer_reflector::{
+    ExpectedType, KubeDecoder, KubeListerWatcher, ListOptions, ListerWatcher, WireFormat,
+};
 use kinformer_store::CacheReader;
 use kinformer_testing::{Fault, Verb, eventually, fixtures};
 use kube_client::Api;
@@ -189,4 +191,170 @@ async fn the_next_page_is_requested_while_the_current_one_decodes() {
         "no page fetched twice"
     );
     running.stop().await;
+}
+
+/// Decodes like `JsonDecoder`, counting the list items it was handed one by one.
+struct CountingDecoder<D> {
+    inner: D,
+    items: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl<D: kinformer_reflector::Decoder<Pod>> kinformer_reflector::Decoder<Pod>
+    for CountingDecoder<D>
+{
+    fn accept(&self) -> Option<&str> {
+        self.inner.accept()
+    }
+
+    fn continue_token(&self, body: &[u8]) -> Option<String> {
+        self.inner.continue_token(body)
+    }
+
+    fn decodes_json_items(&self) -> bool {
+        self.inner.decodes_json_items()
+    }
+
+    fn decode_list_item(&self, item: &[u8]) -> kinformer_reflector::Result<Arc<Pod>> {
+        self.items
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.decode_list_item(item)
+    }
+
+    fn decode_list(
+        &self,
+        body: &[u8],
+    ) -> kinformer_reflector::Result<kinformer_reflector::ListPage<Pod>> {
+        self.inner.decode_list(body)
+    }
+
+    fn decode_event(
+        &self,
+        line: &[u8],
+    ) -> kinformer_reflector::Result<kinformer_reflector::WatchEvent<Pod>> {
+        self.inner.decode_event(line)
+    }
+}
+
+fn counting(
+    server: &kinformer_testing::FakeApiServer,
+    decoder: KubeDecoder<Pod>,
+) -> (
+    KubeListerWatcher<Pod, CountingDecoder<KubeDecoder<Pod>>>,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
+    let items = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let decoder = CountingDecoder {
+        inner: decoder,
+        items: Arc::clone(&items),
+    };
+    (
+        KubeListerWatcher::with_decoder(Api::<Pod>::all(client(server)), decoder),
+        items,
+    )
+}
+
+fn json_pods() -> KubeDecoder<Pod> {
+    KubeDecoder::for_resource::<Pod>(WireFormat::Json)
+}
+
+/// A large JSON page is decoded item by item as it arrives, to the same objects in the same
+/// order as the server holds them, and the next page is requested as soon as the page's head
+/// (metadata before items) names it, without the reflector asking.
+#[tokio::test]
+async fn a_large_json_page_decodes_as_it_arrives_and_names_the_next_page_early() {
+    let server = server_with_pods(600).await;
+    let (lister_watcher, items) = counting(&server, json_pods());
+    let first = lister_watcher
+        .list(ListOptions {
+            limit: Some(400),
+            ..ListOptions::default()
+        })
+        .await
+        .expect("the first page");
+    assert_eq!(
+        items.load(std::sync::atomic::Ordering::Relaxed),
+        400,
+        "every item of the page went through the item decoder"
+    );
+    // The server lists in key order.
+    let expected: Vec<String> = (0..600)
+        .map(|i| {
+            let pod = fixtures::pod(i);
+            let meta = &pod["metadata"];
+            format!(
+                "{}/{}",
+                meta["namespace"].as_str().unwrap_or_default(),
+                meta["name"].as_str().unwrap_or_default()
+            )
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let names = |page: &kinformer_reflector::ListPage<Pod>| -> Vec<String> {
+        page.items
+            .iter()
+            .map(|pod| {
+                format!(
+                    "{}/{}",
+                    pod.metadata.namespace.as_deref().unwrap_or_default(),
+                    pod.metadata.name.as_deref().unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(names(&first), expected[..400]);
+    let token = first.continue_token.clone().expect("a continue token");
+    assert!(!first.resource_version.is_empty());
+    // The next page was asked for while this one arrived: the server sees it without a call.
+    eventually("the next page is requested ahead", PATIENCE, || {
+        server.faults().request_count(Verb::List, "pods") == 2
+    })
+    .await;
+    let second = lister_watcher
+        .list(ListOptions {
+            limit: Some(400),
+            continue_token: Some(token),
+            ..ListOptions::default()
+        })
+        .await
+        .expect("the second page");
+    assert_eq!(names(&second), expected[400..]);
+    assert_eq!(second.continue_token, None);
+    assert_eq!(
+        server.faults().request_count(Verb::List, "pods"),
+        2,
+        "the prefetched page was used, not fetched again"
+    );
+}
+
+/// A small JSON page is read whole; a page of another kind is refused by its head, before any
+/// item is decoded.
+#[tokio::test]
+async fn small_pages_are_read_whole_and_a_foreign_kind_is_refused_before_its_items() {
+    let server = server_with_pods(600).await;
+    let (lister_watcher, items) = counting(&server, json_pods());
+    let page = lister_watcher
+        .list(ListOptions {
+            limit: Some(5),
+            ..ListOptions::default()
+        })
+        .await
+        .expect("a page");
+    assert_eq!(page.items.len(), 5);
+    assert_eq!(items.load(std::sync::atomic::Ordering::Relaxed), 0);
+
+    let widgets = KubeDecoder::<Pod>::new(
+        ExpectedType::new("example.com/v1", "Widget"),
+        WireFormat::Json,
+    );
+    let (lister_watcher, items) = counting(&server, widgets);
+    let error = lister_watcher
+        .list(ListOptions::default())
+        .await
+        .expect_err("a PodList is not a WidgetList");
+    assert!(
+        matches!(error, kinformer_reflector::Error::WrongKind { .. }),
+        "{error}"
+    );
+    assert_eq!(items.load(std::sync::atomic::Ordering::Relaxed), 0);
 }
