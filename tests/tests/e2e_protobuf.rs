@@ -1,5 +1,6 @@
 //! JSON against protobuf on the same server: every built-in kind below is listed and watched in
-//! both formats, decoded into the same k8s-openapi types, and the two must be equal.
+//! both formats, decoded into the same k8s-openapi types, and the two must be equal. Protobuf
+//! lists decode both through the decoders generated per type and through serde.
 //!
 //! Against a real kube-apiserver (`cargo xtask e2e --local | --kind | --kubeconfig PATH`) this
 //! holds kinformer_protobuf to Go's own encoder on objects the server defaulted and stamped
@@ -28,7 +29,8 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::ListMeta,
 };
 use kinformer::protobuf::{
-    CONTENT_TYPE, DecodeOptions, Envelope, FrameReader, MAGIC, WatchFrame, from_message, list_items,
+    CONTENT_TYPE, DecodeOptions, Decoder, Envelope, FrameReader, MAGIC, WatchFrame, from_message,
+    list_items,
 };
 use kube_client::{Api, Client, api::PostParams, client::Body};
 use serde::de::DeserializeOwned;
@@ -74,7 +76,7 @@ async fn get(client: &Client, path: &str, accept: &str) -> (String, Vec<u8>) {
 /// updating a Pod's status on kind) cannot make the two differ.
 async fn same_list<K>(client: &Client, path: &str, expected_items: usize) -> String
 where
-    K: DeserializeOwned + PartialEq + Debug,
+    K: DeserializeOwned + PartialEq + Debug + 'static,
 {
     let (json_type, json) = get(client, path, "application/json").await;
     assert!(
@@ -107,8 +109,20 @@ where
                 .unwrap_or_else(|error| panic!("{path}: {error}"))
         })
         .collect();
+    let generated = Decoder::<K>::new();
+    assert!(generated.is_generated(), "{path}: a generated decoder");
+    let from_generated: Vec<K> = items
+        .bytes
+        .iter()
+        .map(|item| {
+            generated
+                .decode(item, items.message, DecodeOptions::default())
+                .unwrap_or_else(|error| panic!("{path}, generated: {error}"))
+        })
+        .collect();
     assert_eq!(from_json.items.len(), expected_items, "{path}");
     assert_eq!(from_protobuf, from_json.items, "{path}: protobuf vs JSON");
+    assert_eq!(from_generated, from_json.items, "{path}: generated vs JSON");
     from_json.metadata.resource_version.unwrap_or_default()
 }
 
