@@ -54,8 +54,19 @@ pub(crate) fn schema(check: bool, from: Option<String>) -> Result<(), String> {
     run(rustfmt)?;
     let fresh_text = fs::read_to_string(&fresh).map_err(|error| error.to_string())?;
     let files = split_by_group(&fresh_text)?;
-    let dir = project_root().join(GENERATED);
-    let committed: BTreeSet<String> = fs::read_dir(&dir)
+    sync_dir(GENERATED, &files, check)?;
+    if check {
+        return decoders::generate(true);
+    }
+    eprintln!("xtask: wrote {} files under {GENERATED}", files.len());
+    decoders::generate(false)
+}
+
+/// Writes `files` (name to text) into `dir` under the project root, removing the `.rs` files
+/// it no longer has; with `check`, fails instead when what is there differs.
+fn sync_dir(dir: &str, files: &BTreeMap<String, String>, check: bool) -> Result<(), String> {
+    let path = project_root().join(dir);
+    let committed: BTreeSet<String> = fs::read_dir(&path)
         .map(|entries| {
             entries
                 .flatten()
@@ -65,27 +76,24 @@ pub(crate) fn schema(check: bool, from: Option<String>) -> Result<(), String> {
         })
         .unwrap_or_default();
     if check {
-        let names: BTreeSet<String> = files.keys().cloned().collect();
-        let stale = names != committed
-            || files
-                .iter()
-                .any(|(name, text)| fs::read_to_string(dir.join(name)).ok().as_ref() != Some(text));
-        if stale {
-            return Err(format!(
-                "{GENERATED} is stale; run `cargo xtask protobuf-schema`"
-            ));
-        }
-        return decoders::generate(true);
+        let stale = files.keys().cloned().collect::<BTreeSet<_>>() != committed
+            || files.iter().any(|(name, text)| {
+                fs::read_to_string(path.join(name)).ok().as_ref() != Some(text)
+            });
+        return if stale {
+            Err(format!("{dir} is stale; run `cargo xtask protobuf-schema`"))
+        } else {
+            Ok(())
+        };
     }
-    fs::create_dir_all(&dir).map_err(|error| error.to_string())?;
+    fs::create_dir_all(&path).map_err(|error| error.to_string())?;
     for name in committed.iter().filter(|name| !files.contains_key(*name)) {
-        fs::remove_file(dir.join(name)).map_err(|error| error.to_string())?;
+        fs::remove_file(path.join(name)).map_err(|error| error.to_string())?;
     }
-    for (name, text) in &files {
-        fs::write(dir.join(name), text).map_err(|error| error.to_string())?;
+    for (name, text) in files {
+        fs::write(path.join(name), text).map_err(|error| error.to_string())?;
     }
-    eprintln!("xtask: wrote {} files under {GENERATED}", files.len());
-    decoders::generate(false)
+    Ok(())
 }
 
 /// Splits the generator's one file into a module per API group (`core.rs`, `apps.rs`, `meta.rs`

@@ -109,7 +109,7 @@ impl<'de> ValueDeserializer<'de> {
 }
 
 /// The last value of field `number` in the message `bytes` (protobuf's "last one wins").
-fn single_field(bytes: &[u8], number: u32) -> Result<Option<WireValue<'_>>, Error> {
+pub(crate) fn single_field(bytes: &[u8], number: u32) -> Result<Option<WireValue<'_>>, Error> {
     let mut reader = Reader::new(bytes);
     let mut found = None;
     while let Some((field, value)) = reader.field()? {

@@ -120,7 +120,7 @@ pub(crate) fn generate(check: bool) -> Result<(), String> {
         })
         .collect();
     out.insert("mod.rs".to_owned(), module);
-    write_formatted(&root.join(OUTPUT), &out, check)?;
+    write_formatted(&out, check)?;
     eprintln!(
         "xtask: generated decoders for {} of {} messages",
         generated.len(),
@@ -129,12 +129,8 @@ pub(crate) fn generate(check: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// Formats `files` and writes them to `dir`, or compares them with what is there.
-fn write_formatted(
-    dir: &Path,
-    files: &BTreeMap<String, String>,
-    check: bool,
-) -> Result<(), String> {
+/// Formats `files` and writes them to [`OUTPUT`], or compares them with what is there.
+fn write_formatted(files: &BTreeMap<String, String>, check: bool) -> Result<(), String> {
     let scratch = project_root().join("target/protobuf-decoders");
     let _ = fs::remove_dir_all(&scratch);
     fs::create_dir_all(&scratch).map_err(|error| error.to_string())?;
@@ -153,36 +149,7 @@ fn write_formatted(
                 .map_err(|error| error.to_string())
         })
         .collect::<Result<_, _>>()?;
-    let committed: BTreeSet<String> = fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|entry| entry.file_name().into_string().ok())
-                .filter(|name| name.ends_with(".rs"))
-                .collect()
-        })
-        .unwrap_or_default();
-    if check {
-        let stale = fresh.keys().cloned().collect::<BTreeSet<_>>() != committed
-            || fresh
-                .iter()
-                .any(|(name, text)| fs::read_to_string(dir.join(name)).ok().as_ref() != Some(text));
-        return if stale {
-            Err(format!(
-                "{OUTPUT} is stale; run `cargo xtask protobuf-schema`"
-            ))
-        } else {
-            Ok(())
-        };
-    }
-    fs::create_dir_all(dir).map_err(|error| error.to_string())?;
-    for name in committed.iter().filter(|name| !fresh.contains_key(*name)) {
-        fs::remove_file(dir.join(name)).map_err(|error| error.to_string())?;
-    }
-    for (name, text) in &fresh {
-        fs::write(dir.join(name), text).map_err(|error| error.to_string())?;
-    }
-    Ok(())
+    super::sync_dir(OUTPUT, &fresh, check)
 }
 
 /// The messages a decoder can be generated for: those with a k8s-openapi struct whose every

@@ -20,6 +20,7 @@ use k8s_openapi::{
 
 use crate::{
     DecodeOptions, Error,
+    de::single_field,
     wire::{Reader, WireValue},
 };
 
@@ -290,18 +291,6 @@ pub(crate) fn map<V, S: Slot<BTreeMap<String, V>>>(
     Ok(())
 }
 
-/// The last value of field `number` of the message `bytes` (protobuf's "last one wins").
-fn field_of(bytes: &[u8], number: u32) -> Result<Option<WireValue<'_>>, Error> {
-    let mut reader = Reader::new(bytes);
-    let mut found = None;
-    while let Some((field, value)) = reader.field()? {
-        if field == number {
-            found = Some(value);
-        }
-    }
-    Ok(found)
-}
-
 fn str_of(bytes: &[u8]) -> Result<&str, Error> {
     std::str::from_utf8(bytes).map_err(|_| Error::Utf8)
 }
@@ -328,7 +317,7 @@ pub(crate) fn bytes(value: WireValue<'_>, _: &DecodeOptions) -> Result<ByteStrin
 }
 
 pub(crate) fn quantity(value: WireValue<'_>, _: &DecodeOptions) -> Result<Quantity, Error> {
-    Ok(Quantity(match field_of(value.bytes("quantity")?, 1)? {
+    Ok(Quantity(match single_field(value.bytes("quantity")?, 1)? {
         Some(text) => str_of(text.bytes("quantity")?)?.to_owned(),
         None => "0".to_owned(),
     }))
@@ -382,7 +371,7 @@ pub(crate) fn micro_time(value: WireValue<'_>, _: &DecodeOptions) -> Result<Micr
 
 /// The JSON document inside `{raw = 1}`.
 fn embedded_json(value: WireValue<'_>) -> Result<serde_json::Value, Error> {
-    let raw = match field_of(value.bytes("embedded JSON")?, 1)? {
+    let raw = match single_field(value.bytes("embedded JSON")?, 1)? {
         Some(raw) => raw.bytes("raw JSON")?,
         None => b"null",
     };
