@@ -275,7 +275,13 @@ where
     })?;
     // A connection that broke explains an incomplete body better than the decode does.
     forwarded?;
-    page
+    let page = page?;
+    // The body may have ended before the head's token was read (a fast server, or metadata
+    // after the items): the next page is still asked for before this one is returned.
+    if let (Some(prefetch), Some(next)) = (prefetch.take(), page.continue_token.clone()) {
+        prefetch(next)?;
+    }
+    Ok(page)
 }
 
 /// The blocking half of [`decode_arriving`].
