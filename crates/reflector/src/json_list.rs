@@ -311,9 +311,11 @@ where
         if token.is_some()
             && let Some(head) = splitter.head_before_items()
         {
-            // The kind is checked before any item is decoded.
+            // The kind is checked before any item is decoded, once: the sender goes whether or
+            // not the head names a next page, so no later chunk reads the head again.
+            let sender = token.take();
             let early = decoder.decode_list(&head)?;
-            if let (Some(sender), Some(next)) = (token.take(), early.continue_token) {
+            if let (Some(sender), Some(next)) = (sender, early.continue_token) {
                 let _ = sender.send(next);
             }
         }
