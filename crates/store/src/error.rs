@@ -51,6 +51,15 @@ pub enum Error {
         /// What was wrong there, and what was expected.
         reason: String,
     },
+    /// A [`CompactCache`](crate::CompactCache)'s codec could not encode an object; the cache is
+    /// unchanged.
+    #[error("cannot encode the object under key {key:?} for the compact cache: {reason}")]
+    Encode {
+        /// The object's key.
+        key: String,
+        /// What the codec reported.
+        reason: String,
+    },
     /// A custom key function refused an object.
     #[error("key function failed: {reason}")]
     KeyFunc {

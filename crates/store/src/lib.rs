@@ -113,6 +113,7 @@
 
 mod add_kind;
 mod cache;
+mod compact;
 mod error;
 mod intern;
 mod key;
@@ -127,6 +128,7 @@ mod traits;
 pub use crate::{
     add_kind::AddKind,
     cache::Cache,
+    compact::{Codec, CodecError, CompactCache},
     error::{Error, Result},
     intern::Interned,
     key::{

@@ -1,5 +1,6 @@
-//! Model-based property test: [`Cache`] (and the [`ThreadSafeStore`] inside it) against a
-//! `BTreeMap` whose indexes are recomputed from scratch on every query.
+//! Model-based property test: [`Cache`] (and the [`ThreadSafeStore`] inside it), and
+//! [`CompactCache`] with any number of objects kept decoded, against a `BTreeMap` whose indexes
+//! are recomputed from scratch on every query.
 //!
 //! Random sequences of add, update, delete, replace and add_indexers run against both; after
 //! every step every read (list, list_keys, get_by_key, by_index, index_keys, index,
@@ -12,8 +13,8 @@ use std::{
 };
 
 use kinformer_store::{
-    Cache, CacheReader, Error, IndexFunc, Indexer, Indexers, Object, Store, ThreadSafeStore,
-    default_key_func, meta_namespace_key_func,
+    Cache, CacheReader, Codec, CodecError, CompactCache, Error, IndexFunc, Indexer, Indexers,
+    Object, ThreadSafeStore, default_key_func, meta_namespace_key_func,
 };
 use proptest::prelude::*;
 
@@ -41,6 +42,46 @@ impl Object for Item {
     }
     fn labels(&self) -> Option<&BTreeMap<String, String>> {
         None
+    }
+}
+
+/// Items as text, one field per line: `-` or `+namespace`, name, tags, generation.
+struct ItemCodec;
+
+impl Codec<Item> for ItemCodec {
+    fn encode(&self, item: &Item) -> Result<Vec<u8>, CodecError> {
+        let namespace = match &item.namespace {
+            Some(namespace) => format!("+{namespace}"),
+            None => "-".to_owned(),
+        };
+        Ok(format!(
+            "{namespace}\n{}\n{}\n{}",
+            item.name, item.tags, item.generation
+        )
+        .into_bytes())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Item, CodecError> {
+        let text = std::str::from_utf8(bytes)?;
+        let mut fields = text.split('\n');
+        let mut next = || fields.next().ok_or("too few fields");
+        let namespace = next()?;
+        Ok(Item {
+            namespace: namespace.strip_prefix('+').map(str::to_owned),
+            name: next()?.to_owned(),
+            tags: next()?.to_owned(),
+            generation: next()?.parse()?,
+        })
+    }
+}
+
+/// The cache under test: the default one, or a compact one keeping `hot` objects decoded.
+fn cache_under_test(compact: Option<usize>, indexers: Indexers<Item>) -> Box<dyn Indexer<Item>> {
+    match compact {
+        None => Box::new(Cache::new(default_key_func(), indexers)),
+        Some(hot) => Box::new(
+            CompactCache::new(default_key_func(), indexers, Arc::new(ItemCodec)).hot_capacity(hot),
+        ),
     }
 }
 
@@ -167,11 +208,26 @@ fn every_value() -> Vec<String> {
         .collect()
 }
 
-fn check(cache: &Cache<Item>, model: &Model, probes: &[Item]) -> Result<(), TestCaseError> {
+/// Whether `got` is `want`: the same `Arc` from the default cache, an equal object from a
+/// compact one (which decodes copies).
+fn same(identical: bool, got: &Arc<Item>, want: &Arc<Item>) -> bool {
+    if identical {
+        Arc::ptr_eq(got, want)
+    } else {
+        got == want
+    }
+}
+
+fn check(
+    cache: &dyn Indexer<Item>,
+    identical: bool,
+    model: &Model,
+    probes: &[Item],
+) -> Result<(), TestCaseError> {
     let all = cache.list();
     for item in &all {
         prop_assert!(
-            Arc::ptr_eq(item, &model.items[&key(item)]),
+            same(identical, item, &model.items[&key(item)]),
             "list returns the stored object"
         );
     }
@@ -182,13 +238,14 @@ fn check(cache: &Cache<Item>, model: &Model, probes: &[Item]) -> Result<(), Test
     listed.sort();
     prop_assert_eq!(&listed, &model_keys, "list_keys");
     prop_assert_eq!(cache.len(), model.items.len());
-    prop_assert_eq!(cache.thread_safe_store().len(), model.items.len());
 
     for key in every_key() {
         let got = CacheReader::get_by_key(cache, &key);
         match (got, model.items.get(&key)) {
             (None, None) => {}
-            (Some(got), Some(want)) => prop_assert!(Arc::ptr_eq(&got, want), "get_by_key {}", key),
+            (Some(got), Some(want)) => {
+                prop_assert!(same(identical, &got, want), "get_by_key {}", key);
+            }
             (got, want) => prop_assert!(false, "get_by_key {key}: got {got:?}, want {want:?}"),
         }
     }
@@ -233,7 +290,7 @@ fn check(cache: &Cache<Item>, model: &Model, probes: &[Item]) -> Result<(), Test
             );
             for item in &by_index {
                 prop_assert!(
-                    Arc::ptr_eq(item, &model.items[&key(item)]),
+                    same(identical, item, &model.items[&key(item)]),
                     "by_index returns the stored object"
                 );
             }
@@ -270,8 +327,10 @@ proptest! {
     fn cache_agrees_with_a_recomputing_model_after_every_step(
         ops in proptest::collection::vec(op(), 1..40),
         probes in proptest::collection::vec(item(), 1..4),
+        compact in proptest::option::of(0..4usize),
     ) {
-        let cache = Cache::new(default_key_func(), indexers(&["namespace"]));
+        let cache = cache_under_test(compact, indexers(&["namespace"]));
+        let identical = compact.is_none();
         let mut model = Model { items: BTreeMap::new(), indexes: BTreeSet::from(["namespace"]) };
         for op in ops {
             match op {
@@ -282,8 +341,15 @@ proptest! {
                 }
                 Op::Update(item) => {
                     let item = Arc::new(item);
-                    cache.update(Arc::clone(&item)).unwrap();
-                    model.items.insert(key(&item), item);
+                    let old = cache.upsert(Arc::clone(&item)).unwrap();
+                    let want = model.items.insert(key(&item), item);
+                    match (old, want) {
+                        (None, None) => {}
+                        (Some(old), Some(want)) => {
+                            prop_assert!(same(identical, &old, &want), "upsert returns the replaced object");
+                        }
+                        (old, want) => prop_assert!(false, "upsert returned {old:?}, want {want:?}"),
+                    }
                 }
                 Op::Delete(item) => {
                     model.items.remove(&key(&item));
@@ -308,7 +374,7 @@ proptest! {
                     }
                 }
             }
-            check(&cache, &model, &probes)?;
+            check(&*cache, identical, &model, &probes)?;
         }
     }
 

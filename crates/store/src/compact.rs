@@ -1,0 +1,551 @@
+//! [`CompactCache`]: an [`Indexer`] that holds each object encoded, with keys and index entries
+//! held directly, and keeps only a bounded set of objects decoded.
+
+mod hot;
+mod table;
+
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use hot::Hot;
+use parking_lot::{Mutex, RwLock};
+use table::{Inner, Slot};
+
+use crate::{
+    CacheReader, Error, Indexer, Indexers, KeyFunc, Object, Result, Store, default_key_func,
+};
+
+/// Why a [`Codec`] could not encode or decode.
+pub type CodecError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How a [`CompactCache`] turns an object into bytes and back.
+///
+/// `decode(encode(obj))` must equal `obj`. kinformer-reflector has the codecs for Kubernetes
+/// kinds (protobuf where the kind has it, JSON otherwise); a codec of your own fits a type of
+/// your own.
+pub trait Codec<K>: Send + Sync {
+    /// The compact form of `obj`.
+    ///
+    /// # Errors
+    ///
+    /// When `obj` cannot be encoded; the cache then refuses the write and is unchanged.
+    fn encode(&self, obj: &K) -> Result<Vec<u8>, CodecError>;
+
+    /// The object `bytes` (made by [`encode`](Self::encode)) hold.
+    ///
+    /// # Errors
+    ///
+    /// When `bytes` do not decode.
+    fn decode(&self, bytes: &[u8]) -> Result<K, CodecError>;
+}
+
+/// An informer cache that holds each object in a compact encoded form rather than decoded:
+/// the same [`Store`], [`CacheReader`] and [`Indexer`] as [`Cache`](crate::Cache), for a
+/// fraction of the memory, at the price of a decode on reads.
+///
+/// - **Held directly**: keys, index entries (each entry also keeps its own index values, so
+///   moving or dropping them never decodes), and the encoded bytes.
+/// - **Decoded on demand**: every read returns `Arc<K>` as [`Cache`](crate::Cache) does,
+///   decoding outside the lock, so a large read never holds up the writer.
+/// - **Kept decoded**: a bounded set of objects recently written or fetched by key
+///   ([`hot_capacity`](Self::hot_capacity), evicted by the clock policy); a get of one of them
+///   costs no decode. Lists and index queries use the set but do not fill it, so a scan does
+///   not push out what gets keep reading.
+/// - **Writes** encode outside the lock; [`Indexer::upsert`] returns the replaced object from
+///   the set or decoded from its bytes, which is where an informer's update gets its old object.
+///
+/// Objects come back equal, not identical: two reads of an object the set does not hold give
+/// two `Arc`s. A decode that fails (a codec that cannot read what it wrote) is logged and
+/// counted ([`decode_failures`](Self::decode_failures)), and the read leaves that object out.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use kinformer_store::{
+///     CacheReader, Codec, CodecError, CompactCache, Indexers, Store, default_key_func,
+/// };
+/// use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// /// JSON, for the example; kinformer-reflector has protobuf codecs for built-in kinds.
+/// struct Json;
+/// impl Codec<ConfigMap> for Json {
+///     fn encode(&self, obj: &ConfigMap) -> Result<Vec<u8>, CodecError> {
+///         Ok(serde_json::to_vec(obj)?)
+///     }
+///     fn decode(&self, bytes: &[u8]) -> Result<ConfigMap, CodecError> {
+///         Ok(serde_json::from_slice(bytes)?)
+///     }
+/// }
+///
+/// let cache = CompactCache::new(default_key_func(), Indexers::new(), Arc::new(Json));
+/// let mut config = ConfigMap::default();
+/// config.metadata.namespace = Some("prod".into());
+/// config.metadata.name = Some("settings".into());
+/// cache.add(Arc::new(config.clone()))?;
+/// assert_eq!(cache.get_by_key("prod/settings").as_deref(), Some(&config));
+/// # Ok::<(), kinformer_store::Error>(())
+/// ```
+pub struct CompactCache<K> {
+    key_func: KeyFunc<K>,
+    codec: Arc<dyn Codec<K>>,
+    inner: RwLock<Inner<K>>,
+    hot: Mutex<Hot<K>>,
+    decode_failures: AtomicU64,
+}
+
+impl<K> fmt::Debug for CompactCache<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.inner.read();
+        f.debug_struct("CompactCache")
+            .field("len", &inner.len())
+            .field("indexers", &inner.index_names())
+            .field("hot", &self.hot.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Object> CompactCache<K> {
+    /// A cache keyed `namespace/name` with the namespace index, holding objects with `codec`.
+    pub fn with_namespace_index(codec: Arc<dyn Codec<K>>) -> Self {
+        Self::new(default_key_func(), crate::namespace_indexers::<K>(), codec)
+    }
+}
+
+impl<K> CompactCache<K> {
+    /// How many objects a cache keeps decoded unless told otherwise.
+    pub const DEFAULT_HOT_CAPACITY: usize = 1024;
+
+    /// A cache keyed by `key_func`, with `indexers`, holding objects with `codec`.
+    pub fn new(key_func: KeyFunc<K>, indexers: Indexers<K>, codec: Arc<dyn Codec<K>>) -> Self {
+        Self {
+            key_func,
+            codec,
+            inner: RwLock::new(Inner::empty(indexers)),
+            hot: Mutex::new(Hot::new(Self::DEFAULT_HOT_CAPACITY)),
+            decode_failures: AtomicU64::new(0),
+        }
+    }
+
+    /// Keeps at most `capacity` objects decoded ([`DEFAULT_HOT_CAPACITY`](Self::DEFAULT_HOT_CAPACITY)
+    /// unless set); zero keeps none.
+    #[must_use]
+    pub fn hot_capacity(self, capacity: usize) -> Self {
+        *self.hot.lock() = Hot::new(capacity);
+        self
+    }
+
+    /// How many objects the cache keeps decoded at most.
+    pub fn configured_hot_capacity(&self) -> usize {
+        self.hot.lock().capacity()
+    }
+
+    /// How many objects are decoded right now.
+    pub fn hot_len(&self) -> usize {
+        self.hot.lock().len()
+    }
+
+    /// How many reads found bytes their codec could not decode.
+    pub fn decode_failures(&self) -> u64 {
+        self.decode_failures.load(Ordering::Relaxed)
+    }
+
+    /// The key func this cache uses.
+    pub fn key_func(&self) -> &KeyFunc<K> {
+        &self.key_func
+    }
+
+    fn encode(&self, key: &str, obj: &K) -> Result<Arc<[u8]>> {
+        match self.codec.encode(obj) {
+            Ok(bytes) => Ok(Arc::from(bytes)),
+            Err(error) => Err(Error::Encode {
+                key: key.to_owned(),
+                reason: error.to_string(),
+            }),
+        }
+    }
+
+    fn decode(&self, key: &str, bytes: &[u8]) -> Option<Arc<K>> {
+        match self.codec.decode(bytes) {
+            Ok(obj) => Some(Arc::new(obj)),
+            Err(error) => {
+                self.decode_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(key, %error, "a compact cache could not decode an object it holds");
+                None
+            }
+        }
+    }
+
+    /// Stores `obj`; with `want_old`, returns the object it replaced.
+    fn store(&self, obj: Arc<K>, want_old: bool) -> Result<Option<Arc<K>>> {
+        let key = (self.key_func)(&obj)?;
+        let bytes = self.encode(&key, &obj)?;
+        let (replaced, held_old) = {
+            let mut inner = self.inner.write();
+            let upserted = inner.upsert(&key, bytes, &obj);
+            let mut hot = self.hot.lock();
+            let held_old = match (&upserted.replaced, want_old) {
+                (Some((_, stamp)), true) => hot.peek(upserted.slot, *stamp),
+                _ => None,
+            };
+            hot.insert(upserted.slot, upserted.stamp, obj);
+            (upserted.replaced, held_old)
+        };
+        Ok(match (replaced, want_old) {
+            (Some((bytes, _)), true) => held_old.or_else(|| self.decode(&key, &bytes)),
+            _ => None,
+        })
+    }
+
+    /// What `slots` hold: objects kept decoded, and the bytes of the others. With `remember`,
+    /// the kept ones are marked read.
+    fn pending(&self, inner: &Inner<K>, slots: &[Slot], remember: bool) -> Vec<Pending<K>> {
+        let mut hot = self.hot.lock();
+        slots
+            .iter()
+            .map(|&slot| {
+                let entry = inner.entry(slot);
+                let held = if remember {
+                    hot.get(slot, entry.stamp)
+                } else {
+                    hot.peek(slot, entry.stamp)
+                };
+                match held {
+                    Some(obj) => Pending::Decoded(obj),
+                    None => Pending::Encoded {
+                        slot,
+                        stamp: entry.stamp,
+                        key: Arc::clone(&entry.key),
+                        bytes: Arc::clone(&entry.bytes),
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// Decodes what `pending` still holds encoded; with `remember`, keeps what it decodes.
+    fn finish(&self, pending: Vec<Pending<K>>, remember: bool) -> Vec<Arc<K>> {
+        let mut out = Vec::with_capacity(pending.len());
+        for item in pending {
+            match item {
+                Pending::Decoded(obj) => out.push(obj),
+                Pending::Encoded {
+                    slot,
+                    stamp,
+                    key,
+                    bytes,
+                } => {
+                    if let Some(obj) = self.decode(&key, &bytes) {
+                        if remember {
+                            self.hot.lock().insert(slot, stamp, Arc::clone(&obj));
+                        }
+                        out.push(obj);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Reads `slots(inner)` under the lock and decodes them after releasing it.
+    fn read_objects(
+        &self,
+        remember: bool,
+        slots: impl FnOnce(&Inner<K>) -> Result<Vec<Slot>>,
+    ) -> Result<Vec<Arc<K>>> {
+        let pending = {
+            let inner = self.inner.read();
+            let slots = slots(&inner)?;
+            self.pending(&inner, &slots, remember)
+        };
+        Ok(self.finish(pending, remember))
+    }
+
+    fn get_key(&self, key: &str) -> Option<Arc<K>> {
+        let found = self.read_objects(true, |inner| Ok(inner.slot(key).into_iter().collect()));
+        found.ok().and_then(|mut objects| objects.pop())
+    }
+
+    /// Encodes `list` on every core, keyed, outside any lock.
+    fn encode_all(&self, list: Vec<Arc<K>>) -> Result<Vec<(String, Arc<[u8]>, Arc<K>)>>
+    where
+        K: Send + Sync,
+    {
+        let encode_one = |obj: Arc<K>| -> Result<(String, Arc<[u8]>, Arc<K>)> {
+            let key = (self.key_func)(&obj)?;
+            let bytes = self.encode(&key, &obj)?;
+            Ok((key, bytes, obj))
+        };
+        let workers = std::thread::available_parallelism().map_or(1, usize::from);
+        if workers < 2 || list.len() < 1024 {
+            return list.into_iter().map(encode_one).collect();
+        }
+        let chunk = list.len().div_ceil(workers);
+        let mut chunks: Vec<Vec<Arc<K>>> = Vec::with_capacity(workers);
+        let mut list = list.into_iter();
+        loop {
+            let next: Vec<Arc<K>> = list.by_ref().take(chunk).collect();
+            if next.is_empty() {
+                break;
+            }
+            chunks.push(next);
+        }
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = chunks
+                .into_iter()
+                .map(|chunk| {
+                    scope.spawn(move || {
+                        chunk
+                            .into_iter()
+                            .map(encode_one)
+                            .collect::<Result<Vec<_>>>()
+                    })
+                })
+                .collect();
+            let mut out = Vec::new();
+            for handle in handles {
+                match handle.join() {
+                    Ok(encoded) => out.extend(encoded?),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            Ok(out)
+        })
+    }
+}
+
+/// An object found by a read: kept decoded, or still to decode.
+enum Pending<K> {
+    Decoded(Arc<K>),
+    Encoded {
+        slot: Slot,
+        stamp: u64,
+        key: Arc<str>,
+        bytes: Arc<[u8]>,
+    },
+}
+
+impl<K: Send + Sync> Store<K> for CompactCache<K> {
+    fn add(&self, obj: Arc<K>) -> Result<()> {
+        self.store(obj, false).map(drop)
+    }
+
+    fn update(&self, obj: Arc<K>) -> Result<()> {
+        self.store(obj, false).map(drop)
+    }
+
+    fn delete(&self, obj: Arc<K>) -> Result<()> {
+        let key = (self.key_func)(&obj)?;
+        let mut inner = self.inner.write();
+        if let Some((slot, _, _)) = inner.remove(&key) {
+            self.hot.lock().remove(slot);
+        }
+        Ok(())
+    }
+
+    fn replace(&self, list: Vec<Arc<K>>, _resource_version: &str) -> Result<()> {
+        let encoded = self.encode_all(list)?;
+        let indexers = self.inner.read().indexers();
+        let mut fresh = Inner::empty(indexers);
+        for (key, bytes, obj) in &encoded {
+            fresh.upsert(key, Arc::clone(bytes), obj);
+        }
+        let mut inner = self.inner.write();
+        // Indexers added since the snapshot above must not be lost.
+        let missing: Indexers<K> = inner
+            .indexers()
+            .into_iter()
+            .filter(|(name, _)| !fresh.index_names().contains(name))
+            .collect();
+        if !missing.is_empty() {
+            let by_key: std::collections::HashMap<&str, &Arc<K>> = encoded
+                .iter()
+                .map(|(key, _, obj)| (key.as_str(), obj))
+                .collect();
+            fresh.add_indexers(missing, |entry| {
+                by_key.get(&*entry.key).map(|obj| Arc::clone(obj))
+            });
+        }
+        *inner = fresh;
+        self.hot.lock().clear();
+        Ok(())
+    }
+
+    fn resync(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl<K: Send + Sync> CacheReader<K> for CompactCache<K> {
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.get_key(key)
+    }
+
+    fn get(&self, obj: &K) -> Result<Option<Arc<K>>> {
+        Ok(self.get_key(&(self.key_func)(obj)?))
+    }
+
+    fn list(&self) -> Vec<Arc<K>> {
+        self.read_objects(false, |inner| Ok(inner.slots().collect()))
+            .unwrap_or_default()
+    }
+
+    fn list_keys(&self) -> Vec<String> {
+        let inner = self.inner.read();
+        inner
+            .slots()
+            .map(|slot| inner.entry(slot).key.to_string())
+            .collect()
+    }
+
+    fn len(&self) -> usize {
+        self.inner.read().len()
+    }
+
+    fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>> {
+        self.read_objects(false, |inner| {
+            inner.slots_under(index_name, &[indexed_value.to_owned()])
+        })
+    }
+
+    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
+        self.read_objects(false, |inner| {
+            let values = inner.func(index_name)?(obj);
+            inner.slots_under(index_name, &values)
+        })
+    }
+
+    fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>> {
+        View::new(self, &self.inner.read()).index_keys(index_name, indexed_value)
+    }
+
+    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        self.inner.read().list_index_func_values(index_name)
+    }
+
+    fn index_names(&self) -> Vec<String> {
+        self.inner.read().index_names()
+    }
+
+    fn by_indexes(&self, query: &[(&str, &[&str])]) -> Result<Vec<Arc<K>>> {
+        self.read_objects(false, |inner| inner.slots_matching(query))
+    }
+
+    fn read_consistent(&self, reader: &mut dyn FnMut(&dyn CacheReader<K>)) -> bool {
+        let inner = self.inner.read();
+        reader(&View::new(self, &inner));
+        true
+    }
+}
+
+impl<K: Send + Sync> Indexer<K> for CompactCache<K> {
+    fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
+        self.store(obj, true)
+    }
+
+    fn indexers(&self) -> Indexers<K> {
+        self.inner.read().indexers()
+    }
+
+    fn add_indexers(&self, indexers: Indexers<K>) -> Result<()> {
+        let mut inner = self.inner.write();
+        let names = inner.index_names();
+        if let Some(name) = indexers.keys().filter(|name| names.contains(name)).min() {
+            return Err(Error::IndexerConflict { name: name.clone() });
+        }
+        // Every object is decoded once under the write lock: an index added to a running
+        // informer is rare, and its entries must appear together.
+        inner.add_indexers(indexers, |entry| self.decode(&entry.key, &entry.bytes));
+        Ok(())
+    }
+}
+
+/// A [`CompactCache`] held still: every query answers from the same state, decoding under the
+/// read lock.
+struct View<'a, K> {
+    cache: &'a CompactCache<K>,
+    inner: &'a Inner<K>,
+}
+
+impl<'a, K> View<'a, K> {
+    fn new(cache: &'a CompactCache<K>, inner: &'a Inner<K>) -> Self {
+        Self { cache, inner }
+    }
+
+    fn objects(&self, slots: Result<Vec<Slot>>, remember: bool) -> Result<Vec<Arc<K>>> {
+        let pending = self.cache.pending(self.inner, &slots?, remember);
+        Ok(self.cache.finish(pending, remember))
+    }
+}
+
+impl<K: Send + Sync> CacheReader<K> for View<'_, K> {
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        let slots = Ok(self.inner.slot(key).into_iter().collect());
+        self.objects(slots, true)
+            .ok()
+            .and_then(|mut found| found.pop())
+    }
+
+    fn get(&self, obj: &K) -> Result<Option<Arc<K>>> {
+        Ok(self.get_by_key(&(self.cache.key_func)(obj)?))
+    }
+
+    fn list(&self) -> Vec<Arc<K>> {
+        self.objects(Ok(self.inner.slots().collect()), false)
+            .unwrap_or_default()
+    }
+
+    fn list_keys(&self) -> Vec<String> {
+        self.inner
+            .slots()
+            .map(|slot| self.inner.entry(slot).key.to_string())
+            .collect()
+    }
+
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>> {
+        let slots = self
+            .inner
+            .slots_under(index_name, &[indexed_value.to_owned()]);
+        self.objects(slots, false)
+    }
+
+    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
+        let values = self.inner.func(index_name)?(obj);
+        self.objects(self.inner.slots_under(index_name, &values), false)
+    }
+
+    fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>> {
+        let slots = self
+            .inner
+            .slots_under(index_name, &[indexed_value.to_owned()])?;
+        Ok(slots
+            .into_iter()
+            .map(|slot| self.inner.entry(slot).key.to_string())
+            .collect())
+    }
+
+    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        self.inner.list_index_func_values(index_name)
+    }
+
+    fn index_names(&self) -> Vec<String> {
+        self.inner.index_names()
+    }
+
+    fn by_indexes(&self, query: &[(&str, &[&str])]) -> Result<Vec<Arc<K>>> {
+        self.objects(self.inner.slots_matching(query), false)
+    }
+
+    fn read_consistent(&self, reader: &mut dyn FnMut(&dyn CacheReader<K>)) -> bool {
+        reader(self);
+        true
+    }
+}

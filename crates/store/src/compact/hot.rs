@@ -1,0 +1,160 @@
+//! The objects a [`CompactCache`](super::CompactCache) keeps decoded: a bounded set, evicted
+//! by the clock (second-chance) policy.
+
+use std::{collections::VecDeque, sync::Arc};
+
+use super::table::{Map, Slot};
+
+/// One decoded object, valid while its slot still holds the version stamped `stamp`.
+struct Held<K> {
+    stamp: u64,
+    obj: Arc<K>,
+    /// Read since it was last passed over by the clock hand.
+    referenced: bool,
+}
+
+/// At most `capacity` decoded objects by slot, with the clock's queue of slots.
+pub(super) struct Hot<K> {
+    capacity: usize,
+    held: Map<Slot, Held<K>>,
+    /// Every slot in `held`, once, oldest first; the clock hand is its front.
+    clock: VecDeque<Slot>,
+}
+
+impl<K> Hot<K> {
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            held: Map::default(),
+            clock: VecDeque::new(),
+        }
+    }
+
+    pub(super) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// The object held for `slot`, if it is the version stamped `stamp`.
+    pub(super) fn get(&mut self, slot: Slot, stamp: u64) -> Option<Arc<K>> {
+        let held = self.held.get_mut(&slot)?;
+        if held.stamp != stamp {
+            return None;
+        }
+        held.referenced = true;
+        Some(Arc::clone(&held.obj))
+    }
+
+    /// The object held for `slot` without marking it read (for scans, which must not keep
+    /// everything they touch).
+    pub(super) fn peek(&self, slot: Slot, stamp: u64) -> Option<Arc<K>> {
+        self.held
+            .get(&slot)
+            .filter(|held| held.stamp == stamp)
+            .map(|held| Arc::clone(&held.obj))
+    }
+
+    /// Holds `obj` as the version of `slot` stamped `stamp`, evicting another object when full.
+    pub(super) fn insert(&mut self, slot: Slot, stamp: u64, obj: Arc<K>) {
+        if self.capacity == 0 {
+            return;
+        }
+        if let Some(held) = self.held.get_mut(&slot) {
+            // A newer version replaces an older one; an older one never replaces a newer.
+            if held.stamp <= stamp {
+                *held = Held {
+                    stamp,
+                    obj,
+                    referenced: false,
+                };
+            }
+            return;
+        }
+        while self.held.len() >= self.capacity {
+            self.evict_one();
+        }
+        self.held.insert(
+            slot,
+            Held {
+                stamp,
+                obj,
+                referenced: false,
+            },
+        );
+        self.clock.push_back(slot);
+    }
+
+    /// Forgets `slot` (its object was deleted).
+    pub(super) fn remove(&mut self, slot: Slot) {
+        if self.held.remove(&slot).is_some() {
+            self.clock.retain(|queued| *queued != slot);
+        }
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.held.clear();
+        self.clock.clear();
+    }
+
+    /// Moves the clock hand until it finds an object not read since its last pass, and drops
+    /// it.
+    fn evict_one(&mut self) {
+        while let Some(slot) = self.clock.pop_front() {
+            let Some(held) = self.held.get_mut(&slot) else {
+                continue;
+            };
+            if held.referenced {
+                held.referenced = false;
+                self.clock.push_back(slot);
+            } else {
+                self.held.remove(&slot);
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_object_survives_one_pass_of_the_clock() {
+        let mut hot = Hot::new(2);
+        hot.insert(1, 1, Arc::new("one"));
+        hot.insert(2, 1, Arc::new("two"));
+        assert!(hot.get(1, 1).is_some());
+        hot.insert(3, 1, Arc::new("three"));
+        assert_eq!(hot.len(), 2);
+        assert!(hot.get(1, 1).is_some(), "read since inserted: kept");
+        assert!(hot.get(2, 1).is_none(), "never read: evicted");
+        assert!(hot.get(3, 1).is_some());
+    }
+
+    #[test]
+    fn a_stale_stamp_is_a_miss_and_never_replaces_a_newer_version() {
+        let mut hot = Hot::new(4);
+        hot.insert(1, 5, Arc::new("v5"));
+        assert!(hot.get(1, 4).is_none());
+        hot.insert(1, 4, Arc::new("v4"));
+        assert_eq!(hot.get(1, 5).as_deref(), Some(&"v5"));
+        hot.insert(1, 6, Arc::new("v6"));
+        assert_eq!(hot.get(1, 6).as_deref(), Some(&"v6"));
+        assert_eq!(hot.len(), 1);
+    }
+
+    #[test]
+    fn removing_and_a_zero_capacity_hold_nothing() {
+        let mut hot = Hot::new(4);
+        hot.insert(1, 1, Arc::new("one"));
+        hot.remove(1);
+        assert!(hot.get(1, 1).is_none());
+        assert_eq!(hot.len(), 0);
+        let mut none = Hot::new(0);
+        none.insert(1, 1, Arc::new("one"));
+        assert_eq!(none.len(), 0);
+    }
+}

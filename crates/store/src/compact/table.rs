@@ -1,0 +1,404 @@
+//! What a [`CompactCache`](super::CompactCache) keeps under its lock: encoded objects in a slot
+//! table, keys, and indexes whose values each entry also holds, so that moving or dropping an
+//! object's index entries never decodes it.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
+
+use foldhash::fast::RandomState;
+
+use crate::{Error, IndexFunc, Indexers, Result};
+
+pub(super) type Map<K, V> = HashMap<K, V, RandomState>;
+pub(super) type Set<T> = HashSet<T, RandomState>;
+/// Where an object lives in the slot table; index sets hold these instead of keys.
+pub(super) type Slot = u32;
+
+/// One stored object: its key, its encoded form, and the values it is indexed under.
+pub(super) struct Entry {
+    pub(super) key: Arc<str>,
+    pub(super) bytes: Arc<[u8]>,
+    /// Bumped on every write to the cache, so a decoded copy can tell which version it is.
+    pub(super) stamp: u64,
+    /// For each index, in [`Indexes::named`] order, the distinct values the object has.
+    values: Box<[Box<[Arc<str>]>]>,
+}
+
+/// One index: its func, and value to the slots indexed under it.
+struct Index<K> {
+    name: String,
+    func: IndexFunc<K>,
+    slots: Map<Arc<str>, Set<Slot>>,
+}
+
+/// The slot table, the key map and the indexes.
+pub(super) struct Inner<K> {
+    pub(super) slots_by_key: Map<Arc<str>, Slot>,
+    /// `None` marks a free slot listed in `free`.
+    entries: Vec<Option<Entry>>,
+    free: Vec<Slot>,
+    indexes: Vec<Index<K>>,
+    next_stamp: u64,
+}
+
+/// What an object gives every index func, in index order.
+struct Indexed {
+    values: Vec<Vec<String>>,
+}
+
+/// Where an upsert put the object, and what it replaced.
+pub(super) struct Upserted {
+    pub(super) slot: Slot,
+    pub(super) stamp: u64,
+    /// The replaced entry's bytes and stamp.
+    pub(super) replaced: Option<(Arc<[u8]>, u64)>,
+}
+
+impl<K> Inner<K> {
+    pub(super) fn empty(indexers: Indexers<K>) -> Self {
+        let mut indexes: Vec<Index<K>> = indexers
+            .into_iter()
+            .map(|(name, func)| Index {
+                name,
+                func,
+                slots: Map::default(),
+            })
+            .collect();
+        indexes.sort_by(|a, b| a.name.cmp(&b.name));
+        Self {
+            slots_by_key: Map::default(),
+            entries: Vec::new(),
+            free: Vec::new(),
+            indexes,
+            next_stamp: 1,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.slots_by_key.len()
+    }
+
+    pub(super) fn indexers(&self) -> Indexers<K> {
+        self.indexes
+            .iter()
+            .map(|index| (index.name.clone(), Arc::clone(&index.func)))
+            .collect()
+    }
+
+    /// The registered index names, sorted.
+    pub(super) fn index_names(&self) -> Vec<String> {
+        self.indexes
+            .iter()
+            .map(|index| index.name.clone())
+            .collect()
+    }
+
+    /// What `obj` gives each index func, in index order, deduplicated.
+    fn index_values(&self, obj: &K) -> Indexed {
+        Indexed {
+            values: self
+                .indexes
+                .iter()
+                .map(|index| distinct((index.func)(obj)))
+                .collect(),
+        }
+    }
+
+    pub(super) fn entry(&self, slot: Slot) -> &Entry {
+        self.entries[slot as usize]
+            .as_ref()
+            .expect("keyed and indexed slots are always occupied")
+    }
+
+    pub(super) fn slot(&self, key: &str) -> Option<Slot> {
+        self.slots_by_key.get(key).copied()
+    }
+
+    /// Every live slot, in table order.
+    pub(super) fn slots(&self) -> impl Iterator<Item = Slot> + '_ {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, entry)| entry.is_some())
+            .map(|(slot, _)| slot as Slot)
+    }
+
+    /// Stores `bytes`, the encoded `obj`, under `key`, indexed as `obj` is; returns the slot
+    /// and stamp, and the replaced entry's bytes and stamp when the key was there.
+    pub(super) fn upsert(&mut self, key: &str, bytes: Arc<[u8]>, obj: &K) -> Upserted {
+        let stamp = self.next_stamp;
+        self.next_stamp += 1;
+        let indexed = self.index_values(obj);
+        let values = self.intern(indexed);
+        if let Some(slot) = self.slot(key) {
+            let entry = self.entries[slot as usize]
+                .as_mut()
+                .expect("keyed slots are always occupied");
+            let old_values = std::mem::replace(&mut entry.values, values);
+            let old_bytes = std::mem::replace(&mut entry.bytes, bytes);
+            let old_stamp = std::mem::replace(&mut entry.stamp, stamp);
+            self.move_index_entries(slot, &old_values);
+            return Upserted {
+                slot,
+                stamp,
+                replaced: Some((old_bytes, old_stamp)),
+            };
+        }
+        let key: Arc<str> = Arc::from(key);
+        let entry = Entry {
+            key: Arc::clone(&key),
+            bytes,
+            stamp,
+            values,
+        };
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.entries[slot as usize] = Some(entry);
+                slot
+            }
+            None => {
+                let slot = Slot::try_from(self.entries.len())
+                    .expect("a store holds fewer than 2^32 objects");
+                self.entries.push(Some(entry));
+                slot
+            }
+        };
+        self.slots_by_key.insert(key, slot);
+        let entry = self.entry(slot);
+        let values = entry.values.clone();
+        for (index, values) in self.indexes.iter_mut().zip(values.iter()) {
+            for value in values {
+                index
+                    .slots
+                    .entry(Arc::clone(value))
+                    .or_default()
+                    .insert(slot);
+            }
+        }
+        Upserted {
+            slot,
+            stamp,
+            replaced: None,
+        }
+    }
+
+    /// Removes the object under `key` and its index entries; returns its slot, bytes and stamp.
+    pub(super) fn remove(&mut self, key: &str) -> Option<(Slot, Arc<[u8]>, u64)> {
+        let slot = self.slots_by_key.remove(key)?;
+        let entry = self.entries[slot as usize]
+            .take()
+            .expect("keyed slots are always occupied");
+        self.free.push(slot);
+        for (index, values) in self.indexes.iter_mut().zip(entry.values.iter()) {
+            for value in values {
+                remove_from_index(&mut index.slots, value, slot);
+            }
+        }
+        Some((slot, entry.bytes, entry.stamp))
+    }
+
+    /// Registers `indexers`, indexing every stored object with them through `decode`.
+    pub(super) fn add_indexers(
+        &mut self,
+        indexers: Indexers<K>,
+        mut decode: impl FnMut(&Entry) -> Option<Arc<K>>,
+    ) {
+        let mut added: Vec<Index<K>> = indexers
+            .into_iter()
+            .map(|(name, func)| Index {
+                name,
+                func,
+                slots: Map::default(),
+            })
+            .collect();
+        added.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut new_values: Vec<(Slot, Vec<Vec<String>>)> = Vec::new();
+        for slot in self.slots().collect::<Vec<_>>() {
+            let Some(obj) = decode(self.entry(slot)) else {
+                new_values.push((slot, vec![Vec::new(); added.len()]));
+                continue;
+            };
+            let values = added
+                .iter()
+                .map(|index| distinct((index.func)(&obj)))
+                .collect();
+            new_values.push((slot, values));
+        }
+        let old_names = self.index_names();
+        self.indexes.extend(added);
+        self.indexes.sort_by(|a, b| a.name.cmp(&b.name));
+        // Each entry's values are re-laid in the new index order.
+        for (slot, added_values) in new_values {
+            let entry = self.entries[slot as usize]
+                .as_mut()
+                .expect("live slots are occupied");
+            let mut by_name: Map<&str, Box<[Arc<str>]>> = old_names
+                .iter()
+                .map(String::as_str)
+                .zip(std::mem::take(&mut entry.values).into_vec())
+                .collect();
+            let mut added_values = added_values.into_iter();
+            let mut values = Vec::with_capacity(self.indexes.len());
+            for index in &mut self.indexes {
+                let held = match by_name.remove(index.name.as_str()) {
+                    Some(held) => held,
+                    None => {
+                        let fresh: Box<[Arc<str>]> = added_values
+                            .next()
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(Arc::from)
+                            .collect();
+                        for value in &fresh {
+                            index
+                                .slots
+                                .entry(Arc::clone(value))
+                                .or_default()
+                                .insert(slot);
+                        }
+                        fresh
+                    }
+                };
+                values.push(held);
+            }
+            entry.values = values.into_boxed_slice();
+        }
+    }
+
+    fn named(&self, index_name: &str) -> Result<&Index<K>> {
+        self.indexes
+            .iter()
+            .find(|index| index.name == index_name)
+            .ok_or_else(|| Error::IndexNotFound {
+                name: index_name.to_owned(),
+            })
+    }
+
+    /// The index func named `index_name`.
+    pub(super) fn func(&self, index_name: &str) -> Result<IndexFunc<K>> {
+        self.named(index_name).map(|index| Arc::clone(&index.func))
+    }
+
+    /// The slots indexed under any of `values` of `index_name`, each once.
+    pub(super) fn slots_under(&self, index_name: &str, values: &[String]) -> Result<Vec<Slot>> {
+        let index = self.named(index_name)?;
+        Ok(match values {
+            [] => Vec::new(),
+            [value] => index
+                .slots
+                .get(value.as_str())
+                .map(|slots| slots.iter().copied().collect())
+                .unwrap_or_default(),
+            _ => {
+                let mut seen: Set<Slot> = Set::default();
+                for value in values {
+                    if let Some(slots) = index.slots.get(value.as_str()) {
+                        seen.extend(slots.iter().copied());
+                    }
+                }
+                seen.into_iter().collect()
+            }
+        })
+    }
+
+    pub(super) fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        self.named(index_name)
+            .map(|index| index.slots.keys().map(|value| value.to_string()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The slots matching every `(index, values)` term; no term means every slot.
+    pub(super) fn slots_matching(&self, query: &[(&str, &[&str])]) -> Result<Vec<Slot>> {
+        let mut terms: Vec<Vec<&Set<Slot>>> = Vec::with_capacity(query.len());
+        for (index_name, values) in query {
+            let index = self.named(index_name)?;
+            terms.push(
+                values
+                    .iter()
+                    .filter_map(|value| index.slots.get(*value))
+                    .collect(),
+            );
+        }
+        let size = |term: &Vec<&Set<Slot>>| term.iter().map(|set| set.len()).sum::<usize>();
+        let Some((smallest, _)) = terms.iter().enumerate().min_by_key(|(_, term)| size(term))
+        else {
+            return Ok(self.slots().collect());
+        };
+        let candidates = terms.swap_remove(smallest);
+        let mut seen: Set<Slot> = Set::default();
+        Ok(candidates
+            .iter()
+            .flat_map(|set| set.iter().copied())
+            .filter(|slot| {
+                terms
+                    .iter()
+                    .all(|term| term.iter().any(|set| set.contains(slot)))
+            })
+            .filter(|slot| seen.insert(*slot))
+            .collect())
+    }
+
+    /// Interns `indexed` against the values the indexes already hold, so an entry shares each
+    /// value string with its index.
+    fn intern(&self, indexed: Indexed) -> Box<[Box<[Arc<str>]>]> {
+        self.indexes
+            .iter()
+            .zip(indexed.values)
+            .map(|(index, values)| {
+                values
+                    .into_iter()
+                    .map(|value| match index.slots.get_key_value(value.as_str()) {
+                        Some((held, _)) => Arc::clone(held),
+                        None => Arc::from(value),
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Moves `slot` from the index values in `old` to those its entry now holds.
+    fn move_index_entries(&mut self, slot: Slot, old: &[Box<[Arc<str>]>]) {
+        let new = self.entries[slot as usize]
+            .as_ref()
+            .expect("live slots are occupied")
+            .values
+            .clone();
+        for ((index, old), new) in self.indexes.iter_mut().zip(old).zip(new.iter()) {
+            // Most updates leave index values alone; skip the set churn then.
+            if old == new {
+                continue;
+            }
+            for value in old.iter().filter(|value| !new.contains(value)) {
+                remove_from_index(&mut index.slots, value, slot);
+            }
+            for value in new.iter().filter(|value| !old.contains(value)) {
+                index
+                    .slots
+                    .entry(Arc::clone(value))
+                    .or_default()
+                    .insert(slot);
+            }
+        }
+    }
+}
+
+/// `values` without duplicates, in first-seen order.
+fn distinct(mut values: Vec<String>) -> Vec<String> {
+    if values.len() > 1 {
+        let mut seen: Set<String> = Set::default();
+        values.retain(|value| seen.insert(value.clone()));
+    }
+    values
+}
+
+/// Drops `slot` from the set under `value`, and the set itself once empty.
+fn remove_from_index(index: &mut Map<Arc<str>, Set<Slot>>, value: &str, slot: Slot) {
+    if let Some(slots) = index.get_mut(value) {
+        slots.remove(&slot);
+        if slots.is_empty() {
+            index.remove(value);
+        }
+    }
+}

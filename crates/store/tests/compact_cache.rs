@@ -1,0 +1,194 @@
+//! [`CompactCache`]'s own behaviour, beyond what it shares with [`Cache`](kinformer_store::Cache)
+//! (the model and snapshot properties run over both): which objects it keeps decoded, and what
+//! a codec's failures do.
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use kinformer_store::{
+    CacheReader, Codec, CodecError, CompactCache, Error, Indexer, Indexers, Object, Store,
+    default_key_func,
+};
+
+#[derive(Debug, Clone, PartialEq)]
+struct Item {
+    name: String,
+    value: String,
+}
+
+impl Object for Item {
+    fn name(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+    fn namespace(&self) -> Option<&str> {
+        None
+    }
+    fn resource_version(&self) -> Option<&str> {
+        None
+    }
+    fn uid(&self) -> Option<&str> {
+        None
+    }
+    fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        None
+    }
+}
+
+/// `name=value`; refuses to encode a value of `"unencodable"`, and counts its decodes.
+#[derive(Default)]
+struct Counting {
+    decodes: AtomicUsize,
+}
+
+impl Codec<Item> for Counting {
+    fn encode(&self, item: &Item) -> Result<Vec<u8>, CodecError> {
+        if item.value == "unencodable" {
+            return Err("this value cannot be encoded".into());
+        }
+        Ok(format!("{}={}", item.name, item.value).into_bytes())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Item, CodecError> {
+        self.decodes.fetch_add(1, Ordering::Relaxed);
+        let text = std::str::from_utf8(bytes)?;
+        if text.ends_with("=undecodable") {
+            return Err("these bytes cannot be decoded".into());
+        }
+        let (name, value) = text.split_once('=').ok_or("no '='")?;
+        Ok(Item {
+            name: name.to_owned(),
+            value: value.to_owned(),
+        })
+    }
+}
+
+fn item(name: &str, value: &str) -> Arc<Item> {
+    Arc::new(Item {
+        name: name.to_owned(),
+        value: value.to_owned(),
+    })
+}
+
+fn cache(hot: usize) -> (CompactCache<Item>, Arc<Counting>) {
+    let codec = Arc::new(Counting::default());
+    let mut indexers: Indexers<Item> = Indexers::new();
+    indexers.insert(
+        "value".into(),
+        Arc::new(|item: &Item| vec![item.value.clone()]),
+    );
+    let cache = CompactCache::new(default_key_func(), indexers, Arc::clone(&codec) as _);
+    (cache.hot_capacity(hot), codec)
+}
+
+#[test]
+fn a_written_object_is_read_back_without_a_decode_until_it_is_evicted() {
+    let (cache, codec) = cache(2);
+    let first = item("a", "1");
+    cache.add(Arc::clone(&first)).unwrap();
+    let got = cache.get_by_key("a").unwrap();
+    assert!(Arc::ptr_eq(&got, &first), "kept decoded: the written Arc");
+    assert_eq!(codec.decodes.load(Ordering::Relaxed), 0);
+
+    cache.add(item("b", "2")).unwrap();
+    cache.add(item("c", "3")).unwrap();
+    cache.add(item("d", "4")).unwrap();
+    assert_eq!(cache.hot_len(), 2);
+    let again = cache.get_by_key("a").unwrap();
+    assert_eq!(*again, *first);
+    assert_eq!(codec.decodes.load(Ordering::Relaxed), 1, "evicted: decoded");
+    let third = cache.get_by_key("a").unwrap();
+    assert!(Arc::ptr_eq(&third, &again), "a get keeps what it decoded");
+    assert_eq!(codec.decodes.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn scans_use_the_decoded_set_without_filling_it() {
+    let (cache, codec) = cache(1);
+    for name in ["a", "b", "c"] {
+        cache.add(item(name, "same")).unwrap();
+    }
+    // "c" was written last and is the one kept.
+    assert_eq!(cache.list().len(), 3);
+    assert_eq!(codec.decodes.load(Ordering::Relaxed), 2);
+    assert_eq!(cache.by_index("value", "same").unwrap().len(), 3);
+    assert_eq!(codec.decodes.load(Ordering::Relaxed), 4);
+    assert!(Arc::ptr_eq(
+        &cache.get_by_key("c").unwrap(),
+        &cache.list().into_iter().find(|i| i.name == "c").unwrap()
+    ));
+}
+
+#[test]
+fn upsert_returns_the_replaced_object_and_moves_its_index_entry() {
+    let (cache, _) = cache(0);
+    assert_eq!(cache.upsert(item("a", "1")).unwrap(), None);
+    let old = cache.upsert(item("a", "2")).unwrap().unwrap();
+    assert_eq!(*old, *item("a", "1"));
+    assert!(cache.by_index("value", "1").unwrap().is_empty());
+    assert_eq!(
+        cache.index_keys("value", "2").unwrap(),
+        vec!["a".to_owned()]
+    );
+    assert_eq!(cache.list_index_func_values("value"), vec!["2".to_owned()]);
+}
+
+#[test]
+fn an_object_the_codec_cannot_encode_is_refused_and_the_cache_is_unchanged() {
+    let (cache, _) = cache(4);
+    cache.add(item("a", "1")).unwrap();
+    let error = cache.update(item("a", "unencodable")).unwrap_err();
+    assert!(
+        matches!(&error, Error::Encode { key, .. } if key == "a"),
+        "{error}"
+    );
+    assert_eq!(*cache.get_by_key("a").unwrap(), *item("a", "1"));
+    let error = cache
+        .replace(vec![item("b", "2"), item("c", "unencodable")], "7")
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::Encode { key, .. } if key == "c"),
+        "{error}"
+    );
+    assert_eq!(cache.list_keys(), vec!["a".to_owned()]);
+}
+
+#[test]
+fn bytes_that_do_not_decode_are_counted_and_left_out_of_reads() {
+    let (cache, _) = cache(0);
+    cache.add(item("a", "1")).unwrap();
+    cache.add(item("b", "undecodable")).unwrap();
+    assert_eq!(cache.len(), 2);
+    assert!(cache.get_by_key("b").is_none());
+    assert_eq!(cache.list(), vec![item("a", "1")]);
+    assert_eq!(cache.decode_failures(), 2);
+    // The replaced object cannot be produced: the update reads as an add.
+    assert_eq!(cache.upsert(item("b", "2")).unwrap(), None);
+    assert_eq!(*cache.get_by_key("b").unwrap(), *item("b", "2"));
+}
+
+#[test]
+fn a_replace_drops_what_was_kept_decoded_and_an_added_index_covers_every_object() {
+    let (cache, _) = cache(8);
+    cache.add(item("a", "1")).unwrap();
+    cache
+        .replace(vec![item("a", "2"), item("b", "3")], "9")
+        .unwrap();
+    assert_eq!(cache.hot_len(), 0);
+    assert_eq!(*cache.get_by_key("a").unwrap(), *item("a", "2"));
+    let mut by_name: Indexers<Item> = Indexers::new();
+    by_name.insert(
+        "name".into(),
+        Arc::new(|item: &Item| vec![item.name.clone()]),
+    );
+    cache.add_indexers(by_name).unwrap();
+    assert_eq!(cache.by_index("name", "b").unwrap(), vec![item("b", "3")]);
+    assert_eq!(
+        cache.index_names(),
+        vec!["name".to_owned(), "value".to_owned()]
+    );
+}
