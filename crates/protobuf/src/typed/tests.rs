@@ -4,16 +4,17 @@
 
 use std::{fmt::Debug, fs, path::PathBuf};
 
-use serde::de::DeserializeOwned;
+use serde::{Serialize, de::DeserializeOwned};
 
 use super::{Decoder, generated};
-use crate::{DecodeOptions, Envelope};
+use crate::{DecodeOptions, Envelope, encode_message};
 
 /// Decodes `protobuf` with the generated decoder and the serde path, with and without
-/// managedFields, and `json`; all must agree.
+/// managedFields, and `json`; all must agree. And what was decoded survives the round trip a
+/// compact cache makes: its serde (JSON) form encoded by the tables, then decoded again.
 pub(super) fn check<T>(protobuf: &[u8], json: &[u8]) -> Result<(), String>
 where
-    T: DeserializeOwned + PartialEq + Debug + 'static,
+    T: Serialize + DeserializeOwned + PartialEq + Debug + 'static,
 {
     let generated = Decoder::<T>::new();
     if !generated.is_generated() {
@@ -29,6 +30,7 @@ where
         let fast = generated
             .decode_envelope(&envelope, options)
             .map_err(|error| format!("generated ({options:?}): {error}"))?;
+        round_trip(&generated, &envelope, &fast)?;
         let serde = match Decoder::<T>::serde().decode_envelope(&envelope, options) {
             Ok(serde) => serde,
             // A required time Go left zero: the serde path (like k8s-openapi on JSON) refuses
@@ -49,6 +51,25 @@ where
                 "generated and JSON differ:\n{fast:#?}\n{from_json:#?}"
             ));
         }
+    }
+    Ok(())
+}
+
+/// `value` encoded from its serde form by `envelope`'s message table and decoded again.
+fn round_trip<T>(decoder: &Decoder<T>, envelope: &Envelope<'_>, value: &T) -> Result<(), String>
+where
+    T: Serialize + DeserializeOwned + PartialEq + Debug + 'static,
+{
+    let message = envelope.message().map_err(|error| error.to_string())?;
+    let json = serde_json::to_value(value).map_err(|error| format!("to JSON: {error}"))?;
+    let bytes = encode_message(&json, message).map_err(|error| format!("encode: {error}"))?;
+    let again = decoder
+        .decode(&bytes, message, DecodeOptions::default())
+        .map_err(|error| format!("decode of the re-encoded object: {error}"))?;
+    if again != *value {
+        return Err(format!(
+            "the round trip changed the object:\n{again:#?}\n{value:#?}"
+        ));
     }
     Ok(())
 }
