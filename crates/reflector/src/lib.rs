@@ -87,6 +87,7 @@
 //! # }
 //! ```
 
+mod codec;
 mod decoder;
 mod error;
 mod event;
@@ -100,6 +101,7 @@ mod reflector;
 mod stats;
 
 pub use crate::{
+    codec::{JsonCodec, ProtobufCodec, compact_codec},
     decoder::{Decoder, ExpectedType, Framing, JsonDecoder},
     error::{Error, Result},
     event::{INITIAL_EVENTS_END_ANNOTATION, ListPage, WatchEvent, WatchStream},
