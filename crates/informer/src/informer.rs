@@ -15,7 +15,7 @@ use kinformer_processor::{
     ResourceEventHandler, SharedProcessor, UpstreamSynced,
 };
 use kinformer_reflector::{ListerWatcher, Reflector, ReflectorExit, ReflectorOptions};
-use kinformer_store::{Cache, CacheReader, Indexer, Indexers, Lister, Object};
+use kinformer_store::{Cache, CacheReader, CompactCache, Indexer, Indexers, Lister, Object};
 use kinformer_wait::ErrorChain;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -119,9 +119,13 @@ impl<K: Object> SharedIndexInformer<K> {
         let name = options
             .name
             .unwrap_or_else(|| lister_watcher.type_description());
-        let indexer: Arc<dyn Indexer<K>> = match options.indexer {
-            Some(indexer) => indexer,
-            None => Arc::new(Cache::new(options.key_func.clone(), options.indexers)),
+        let indexer: Arc<dyn Indexer<K>> = match (options.indexer, options.compact) {
+            (Some(indexer), _) => indexer,
+            (None, Some(compact)) => Arc::new(
+                CompactCache::new(options.key_func.clone(), options.indexers, compact.codec)
+                    .hot_capacity(compact.hot_capacity),
+            ),
+            (None, None) => Arc::new(Cache::new(options.key_func.clone(), options.indexers)),
         };
         // The lock that orders cache changes with their distribution; a listener catching up
         // after an overflow reads the cache under it.

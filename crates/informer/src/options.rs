@@ -5,7 +5,7 @@ use std::{fmt, sync::Arc, time::Duration};
 use kinformer_fifo::Transformer;
 use kinformer_processor::HandlerExecutor;
 use kinformer_reflector::Error as ReflectorError;
-use kinformer_store::{Indexer, Indexers, KeyFunc, Object, default_key_func};
+use kinformer_store::{Codec, Indexer, Indexers, KeyFunc, Object, default_key_func};
 
 pub(crate) type WatchErrorHandler = Arc<dyn Fn(&ReflectorError) + Send + Sync>;
 
@@ -25,6 +25,12 @@ pub enum QueueKind {
     /// state of each key but keys in the order they first changed.
     #[doc(alias = "DeltaFIFO")]
     DeltaFifo,
+}
+
+/// The compact cache an informer was asked for.
+pub(crate) struct CompactChoice<K> {
+    pub(crate) codec: Arc<dyn Codec<K>>,
+    pub(crate) hot_capacity: usize,
 }
 
 /// How to build a [`SharedIndexInformer`](crate::SharedIndexInformer); every setting is
@@ -53,6 +59,7 @@ pub struct InformerOptions<K> {
     pub(crate) resync_period: Duration,
     pub(crate) indexers: Indexers<K>,
     pub(crate) indexer: Option<Arc<dyn Indexer<K>>>,
+    pub(crate) compact: Option<CompactChoice<K>>,
     pub(crate) key_func: KeyFunc<K>,
     pub(crate) queue: QueueKind,
     pub(crate) transform: Option<Transformer<K>>,
@@ -80,6 +87,7 @@ impl<K: Object> InformerOptions<K> {
             resync_period: Duration::ZERO,
             indexers: kinformer_store::namespace_indexers(),
             indexer: None,
+            compact: None,
             key_func: default_key_func(),
             queue: QueueKind::default(),
             transform: None,
@@ -135,6 +143,21 @@ impl<K> InformerOptions<K> {
     #[must_use]
     pub fn indexer(mut self, indexer: Arc<dyn Indexer<K>>) -> Self {
         self.indexer = Some(indexer);
+        self
+    }
+
+    /// Caches into a [`CompactCache`](kinformer_store::CompactCache) that holds each object
+    /// encoded by `codec` (with this key func and these indexers), keeping at most
+    /// `hot_capacity` objects decoded: full objects in a fraction of the memory, for a decode
+    /// on reads and for each update's old object. Handlers still receive the objects the watch
+    /// decoded. kinformer-reflector's `compact_codec` picks protobuf for built-in kinds, JSON
+    /// for the rest. Ignored when [`indexer`](Self::indexer) brings a cache.
+    #[must_use]
+    pub fn compact_cache(mut self, codec: Arc<dyn Codec<K>>, hot_capacity: usize) -> Self {
+        self.compact = Some(CompactChoice {
+            codec,
+            hot_capacity,
+        });
         self
     }
 
@@ -260,6 +283,7 @@ impl<K> fmt::Debug for InformerOptions<K> {
             .field("resync_period", &self.resync_period)
             .field("indexers", &indexers)
             .field("custom_indexer", &self.indexer.is_some())
+            .field("compact_cache", &self.compact.is_some())
             .field("queue", &self.queue)
             .field("transform", &self.transform.is_some())
             .field("page_size", &self.page_size)

@@ -32,7 +32,7 @@ fn informer(server: &FakeApiServer, options: InformerOptions<Pod>) -> SharedInde
     let client = server.client().expect("a client for the fake server");
     SharedIndexInformer::new(
         KubeListerWatcher::new(Api::<Pod>::all(client)).wire_format(WireFormat::from_env()),
-        options,
+        common::cache_from_env(options),
     )
 }
 

@@ -11,13 +11,24 @@ use std::{
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_informer::{AddKind, HandlerFuncs, ResourceEventHandler};
+use kinformer_informer::{AddKind, HandlerFuncs, InformerOptions, ResourceEventHandler};
 use kinformer_reflector::{
-    Error, ListOptions, ListPage, ListerWatcher, Result, WatchEvent, WatchStream,
+    Error, ListOptions, ListPage, ListerWatcher, Result, WatchEvent, WatchStream, compact_codec,
 };
 use kinformer_store::ObjectOrTombstone;
 use kube_core::ObjectMeta;
 use tokio::sync::mpsc;
+
+/// `options` with a compact cache that keeps nothing decoded, so that every read decodes, when
+/// `KINFORMER_CACHE` is `compact`: `.ci/run` runs the informer's suites a second time that way.
+pub fn cache_from_env(options: InformerOptions<Pod>) -> InformerOptions<Pod> {
+    match std::env::var("KINFORMER_CACHE") {
+        Ok(kind) if kind.eq_ignore_ascii_case("compact") => {
+            options.compact_cache(compact_codec::<Pod>(), 0)
+        }
+        _ => options,
+    }
+}
 
 pub const NAMESPACE: &str = "default";
 

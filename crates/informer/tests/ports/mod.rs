@@ -43,7 +43,7 @@ pub(crate) fn informer(
     source: &Arc<FakeSource>,
     options: InformerOptions<Pod>,
 ) -> SharedIndexInformer<Pod> {
-    SharedIndexInformer::new(Arc::clone(source), options)
+    SharedIndexInformer::new(Arc::clone(source), crate::common::cache_from_env(options))
 }
 
 pub(crate) async fn synced(informer: &SharedIndexInformer<Pod>) {
