@@ -17,7 +17,7 @@ use kinformer_wait::ErrorChain;
 use kube_client::{Api, Client};
 use kube_core::{ApiResource, DynamicObject, PartialObjectMeta, Resource};
 use parking_lot::Mutex;
-use serde::de::DeserializeOwned;
+use serde::{Serialize, de::DeserializeOwned};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{debug, info, warn};
 
@@ -30,14 +30,24 @@ use crate::{
 
 /// A typed resource the factory can inform on by itself: any k8s-openapi type or
 /// `#[derive(CustomResource)]` type, namespaced or cluster-scoped.
+///
+/// `Serialize` is what a compact cache ([`FactoryOptions::compact_cache`]) encodes with; every
+/// k8s-openapi and `CustomResource` type has it.
 pub trait FactoryResource:
-    Resource<DynamicType = (), Scope: ApiScope> + Clone + DeserializeOwned + Send + Sync + 'static
+    Resource<DynamicType = (), Scope: ApiScope>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
 {
 }
 
 impl<K> FactoryResource for K where
     K: Resource<DynamicType = (), Scope: ApiScope>
         + Clone
+        + Serialize
         + DeserializeOwned
         + Send
         + Sync
@@ -278,7 +288,7 @@ impl SharedInformerFactory {
             let selection = key.selection();
             let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());
             let lister_watcher = config.narrow(config.wire(KubeListerWatcher::new(api)), selection);
-            SharedIndexInformer::new(lister_watcher, config.options::<K>(key))
+            SharedIndexInformer::new(lister_watcher, config.cached(config.options::<K>(key)))
         })
     }
 
@@ -438,7 +448,8 @@ impl SharedInformerFactory {
             let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());
             let lister_watcher =
                 config.narrow(config.wire(KubeListerWatcher::metadata(api)), selection);
-            SharedIndexInformer::new(lister_watcher, config.options::<PartialObjectMeta<K>>(key))
+            let options = config.cached(config.options::<PartialObjectMeta<K>>(key));
+            SharedIndexInformer::new(lister_watcher, options)
         })
     }
 

@@ -85,7 +85,7 @@ pub use crate::{
     error::{Error, Result},
     factory::{FactoryResource, SharedInformerFactory},
     lease::InformerLease,
-    options::FactoryOptions,
+    options::{CACHE_ENV, FactoryOptions},
     scope::ApiScope,
     selection::{InformerKey, Selection},
 };

@@ -12,9 +12,11 @@ use std::{
 use kinformer_informer::{HandlerExecutor, InformerOptions};
 use kinformer_reflector::{
     Decoder, Error as ReflectorError, JsonDecoder, KubeListerWatcher, ListOptions, WireFormat,
+    compact_codec,
 };
+use kinformer_store::{Codec, CompactCache};
 use kube_core::{ObjectMeta, Resource};
-use serde::de::DeserializeOwned;
+use serde::{Serialize, de::DeserializeOwned};
 
 use crate::selection::{InformerKey, Selection};
 
@@ -54,9 +56,16 @@ pub struct FactoryOptions {
     custom_resync: HashMap<TypeId, Duration>,
     meta_transform: Option<MetaTransform>,
     transforms: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    /// Type to the `Arc<dyn Codec<K>>` its compact cache encodes with.
+    compact: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    compact_all: bool,
+    hot_capacity: usize,
     watch_error_handler: Option<FactoryWatchErrorHandler>,
     handler_executor: HandlerExecutor,
 }
+
+/// The environment variable [`FactoryOptions::from_env`] reads: `compact` for compact caches.
+pub const CACHE_ENV: &str = "KINFORMER_CACHE";
 
 type FactoryWatchErrorHandler = Arc<dyn Fn(&InformerKey, &ReflectorError) + Send + Sync>;
 
@@ -176,6 +185,53 @@ impl FactoryOptions {
         self
     }
 
+    /// The defaults, with the wire format from `KINFORMER_WIRE_FORMAT`
+    /// ([`WireFormat::from_env`]) and compact caches for every typed and metadata informer when
+    /// [`CACHE_ENV`] is `compact`. Like `WireFormat::from_env`, a switch for running a whole
+    /// test suite each way, not a configuration API.
+    pub fn from_env() -> Self {
+        let options = Self::default().wire_format(WireFormat::from_env());
+        match std::env::var(CACHE_ENV) {
+            Ok(kind) if kind.eq_ignore_ascii_case("compact") => options.compact_cache(),
+            _ => options,
+        }
+    }
+
+    /// Caches every typed and metadata informer's objects in a compact cache, as
+    /// [`compact_cache_for`](Self::compact_cache_for) does for one type. Dynamic informers
+    /// keep the default cache.
+    #[must_use]
+    pub fn compact_cache(mut self) -> Self {
+        self.compact_all = true;
+        self
+    }
+
+    /// Caches objects of type `K` in a compact cache
+    /// ([`CompactCache`](kinformer_store::CompactCache)): each held encoded, protobuf for
+    /// built-in kinds and JSON for the rest (metadata-only `PartialObjectMeta<K>`, custom
+    /// resources), with a bounded set kept decoded
+    /// ([`compact_hot_capacity`](Self::compact_hot_capacity)). Full objects for a fraction of
+    /// the memory; reads and each update's old object cost a decode. Handlers still receive
+    /// the objects the watch decoded.
+    #[must_use]
+    pub fn compact_cache_for<K>(mut self) -> Self
+    where
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
+    {
+        let codec: Arc<dyn Codec<K>> = compact_codec::<K>();
+        self.compact.insert(TypeId::of::<K>(), Arc::new(codec));
+        self
+    }
+
+    /// How many objects each compact cache keeps decoded
+    /// ([`CompactCache::DEFAULT_HOT_CAPACITY`](kinformer_store::CompactCache::DEFAULT_HOT_CAPACITY)
+    /// unless set).
+    #[must_use]
+    pub fn compact_hot_capacity(mut self, capacity: usize) -> Self {
+        self.hot_capacity = capacity;
+        self
+    }
+
     /// Applies `transform` to every object of type `K` before it is cached, after the
     /// metadata transform if there is one.
     #[must_use]
@@ -202,6 +258,9 @@ impl Default for FactoryOptions {
             custom_resync: HashMap::new(),
             meta_transform: None,
             transforms: HashMap::new(),
+            compact: HashMap::new(),
+            compact_all: false,
+            hot_capacity: CompactCache::<()>::DEFAULT_HOT_CAPACITY,
             watch_error_handler: None,
             handler_executor: HandlerExecutor::default(),
         }
@@ -220,6 +279,9 @@ impl fmt::Debug for FactoryOptions {
             .field("custom_resync", &self.custom_resync.len())
             .field("meta_transform", &self.meta_transform.is_some())
             .field("transforms", &self.transforms.len())
+            .field("compact_caches", &self.compact.len())
+            .field("compact_all", &self.compact_all)
+            .field("hot_capacity", &self.hot_capacity)
             .field("watch_error_handler", &self.watch_error_handler.is_some())
             .field("handler_executor", &self.handler_executor)
             .finish()
@@ -273,7 +335,27 @@ impl FactoryOptions {
         if let Some(transform) = self.transform::<K>() {
             options = options.transform(move |object| transform(object));
         }
+
         self.with_factory_wide(options, key)
+    }
+
+    /// `options` with the compact cache when the factory was asked for one for `K`.
+    pub(crate) fn cached<K>(&self, options: InformerOptions<K>) -> InformerOptions<K>
+    where
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
+    {
+        let chosen = self
+            .compact
+            .get(&TypeId::of::<K>())
+            .and_then(|any| any.downcast_ref::<Arc<dyn Codec<K>>>())
+            .cloned();
+        match chosen {
+            Some(codec) => options.compact_cache(codec, self.hot_capacity),
+            None if self.compact_all => {
+                options.compact_cache(compact_codec::<K>(), self.hot_capacity)
+            }
+            None => options,
+        }
     }
 
     /// `options` with what the factory sets for every informer: the handler executor, and

@@ -5,7 +5,6 @@ use std::{sync::Arc, time::Duration};
 
 use kinformer_factory::{FactoryOptions, Selection, SharedInformerFactory};
 use kinformer_processor::HandlerFuncs;
-use kinformer_reflector::WireFormat;
 use kinformer_testing::FakeApiServer;
 use kube_core::{ApiResource, DynamicObject, GroupVersionKind, ResourceExt};
 use serde_json::{Value, json};
@@ -75,7 +74,7 @@ async fn adding_updating_and_deleting_an_object_reach_the_dynamic_informer_handl
         .expect("the fake server starts");
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     );
     let informer = factory
         .dynamic_informer(&deployments())
@@ -125,9 +124,7 @@ async fn a_namespaced_dynamic_informer_sees_only_its_namespace() {
         .expect("the fake server starts");
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default()
-            .wire_format(WireFormat::from_env())
-            .namespace("ns-foo"),
+        FactoryOptions::from_env().namespace("ns-foo"),
     );
     let informer = factory
         .dynamic_informer(&deployments())

@@ -56,7 +56,7 @@ async fn one_list_and_one_watch_per_type_however_many_handlers_and_listers() {
     let server = server_with_pods(5).await;
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     );
 
     let first = factory.informer::<Pod>().expect("an informer");
@@ -101,7 +101,7 @@ async fn different_namespaces_and_selectors_get_separate_informers() {
     let server = server_with_pods(40).await;
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     );
 
     let everything = factory.informer::<Pod>().expect("an informer");
@@ -156,8 +156,7 @@ async fn the_factory_namespace_selectors_tweak_and_page_size_reach_every_informe
     let limits = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default()
-            .wire_format(WireFormat::from_env())
+        FactoryOptions::from_env()
             .namespace("ns-4")
             .labels("tier=backend")
             .page_size(1)
@@ -190,7 +189,7 @@ async fn start_twice_starts_each_informer_once_and_later_informers_at_the_next_s
     let server = server_with_pods(3).await;
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     );
     let pods = factory.informer::<Pod>().expect("an informer");
 
@@ -232,7 +231,7 @@ async fn wait_for_cache_sync_reports_each_informer_on_its_own() {
     );
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     );
     factory.informer::<Pod>().expect("an informer");
     factory.informer::<ConfigMap>().expect("an informer");
@@ -261,7 +260,7 @@ async fn shutdown_stops_every_informer_and_leaves_no_task_running() {
     let server = server_with_pods(3).await;
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     );
     let pods = factory.informer::<Pod>().expect("an informer");
     let config_maps = factory.informer::<ConfigMap>().expect("an informer");
@@ -306,7 +305,7 @@ fn start_outside_a_tokio_runtime_is_a_clear_error() {
         runtime
             .block_on(async { server.client() })
             .expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     );
     factory.informer::<Pod>().expect("an informer");
     assert!(matches!(factory.start(), Err(Error::NoRuntime)));
@@ -317,7 +316,7 @@ async fn concurrent_callers_share_one_informer() {
     let server = server_with_pods(0).await;
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     );
     let handles: Vec<_> = (0..8)
         .map(|_| {
@@ -338,8 +337,7 @@ async fn informer_for_builds_once_and_shares_with_informer() {
     let server = server_with_pods(2).await;
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default()
-            .wire_format(WireFormat::from_env())
+        FactoryOptions::from_env()
             .default_resync(Duration::from_secs(60))
             .resync_for::<ConfigMap>(Duration::from_secs(5)),
     );
@@ -372,8 +370,7 @@ async fn transforms_run_before_objects_are_cached() {
     let server = server_with_pods(4).await;
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default()
-            .wire_format(WireFormat::from_env())
+        FactoryOptions::from_env()
             .drop_managed_fields()
             .transform_for::<Pod>(|pod: Arc<Pod>| {
                 let mut pod = Arc::unwrap_or_clone(pod);
@@ -438,7 +435,7 @@ async fn a_custom_resource_is_informed_through_the_dynamic_informer() {
     );
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     );
     let widgets = factory.dynamic_informer(&resource).expect("an informer");
     assert!(same(
@@ -484,7 +481,7 @@ async fn the_metadata_informer_is_separate_from_the_full_one_and_holds_only_meta
     let server = server_with_pods(6).await;
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     );
     let full = factory.informer::<Pod>().expect("an informer");
     let metadata = factory.metadata_informer::<Pod>().expect("an informer");
@@ -529,8 +526,7 @@ async fn a_custom_resync_period_applies_to_its_type_only() {
     }
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default()
-            .wire_format(WireFormat::from_env())
+        FactoryOptions::from_env()
             .handler_executor(HandlerExecutor::Tasks)
             .resync_for::<ConfigMap>(Duration::from_secs(30)),
     );

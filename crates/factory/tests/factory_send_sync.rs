@@ -2,7 +2,6 @@
 //! and its futures `Send` (tokio's `tests/async_send_sync.rs` habit).
 
 use kinformer_factory::{Error, FactoryOptions, InformerKey, Selection, SharedInformerFactory};
-use kinformer_reflector::WireFormat;
 
 fn is_send_sync<T: Send + Sync>() {}
 fn is_send<T: Send>(_: &T) {}
@@ -23,7 +22,7 @@ async fn the_factory_futures_can_be_spawned() {
         .expect("the fake server starts");
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     );
     is_send(&factory.wait_for_cache_sync());
     is_send(&factory.wait_for_cache_sync_timeout(std::time::Duration::ZERO));

@@ -7,7 +7,6 @@ use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_factory::{FactoryOptions, SharedInformerFactory};
-use kinformer_reflector::WireFormat;
 use kinformer_testing::{FakeApiServer, eventually, fixtures};
 use kube_core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -39,7 +38,7 @@ async fn server_with_config_maps(names: &[&str]) -> FakeApiServer {
 fn factory(server: &FakeApiServer) -> SharedInformerFactory {
     SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     )
 }
 

@@ -6,7 +6,6 @@ use std::{sync::Arc, time::Duration};
 use k8s_openapi::api::apps::v1::Deployment;
 use kinformer_factory::{FactoryOptions, SharedInformerFactory};
 use kinformer_processor::HandlerFuncs;
-use kinformer_reflector::WireFormat;
 use kinformer_testing::{FakeApiServer, Verb};
 use kube_core::{PartialObjectMeta, ResourceExt};
 use serde_json::json;
@@ -32,7 +31,7 @@ async fn adding_updating_and_deleting_an_object_reach_the_metadata_informer_hand
         .expect("the fake server starts");
     let factory = SharedInformerFactory::new(
         server.client().expect("a client"),
-        FactoryOptions::default().wire_format(WireFormat::from_env()),
+        FactoryOptions::from_env(),
     );
     let informer = factory
         .metadata_informer::<Deployment>()

@@ -37,7 +37,7 @@ async fn a_factory_reports_its_informers_and_handlers() {
         server.create_object(fixtures::pod(i)).expect("a pod");
     }
     let factory =
-        SharedInformerFactory::new(server.client().expect("client"), FactoryOptions::default());
+        SharedInformerFactory::new(server.client().expect("client"), FactoryOptions::from_env());
     let mut registry = Registry::default();
     factory.register_metrics(&mut registry);
     let pods = factory.informer::<Pod>().expect("informer");

@@ -36,7 +36,7 @@ async fn a_patch_is_in_the_lister_once_its_version_is_waited_for() {
     let name = created["metadata"]["name"].as_str().unwrap().to_owned();
     let key = format!("{namespace}/{name}");
     let client = server.client().expect("client");
-    let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+    let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::from_env());
     let informer = factory.informer::<ConfigMap>().expect("informer");
     let lister = factory.lister::<ConfigMap>().expect("lister");
     factory.start().expect("started");
@@ -95,7 +95,7 @@ async fn waits_return_at_once_when_already_true_and_report_why_they_end() {
         .await
         .expect("the fake server starts");
     let factory =
-        SharedInformerFactory::new(server.client().expect("client"), FactoryOptions::default());
+        SharedInformerFactory::new(server.client().expect("client"), FactoryOptions::from_env());
     let informer = factory.informer::<ConfigMap>().expect("informer");
     factory.start().expect("started");
     let token = CancellationToken::new();

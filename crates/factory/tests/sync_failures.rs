@@ -38,7 +38,7 @@ async fn a_forbidden_list_is_reported_and_clears_once_allowed() {
             .times(1_000),
     );
     let factory =
-        SharedInformerFactory::new(server.client().expect("client"), FactoryOptions::default());
+        SharedInformerFactory::new(server.client().expect("client"), FactoryOptions::from_env());
     let pods = factory.informer::<Pod>().expect("informer");
     factory.start().expect("started");
 
@@ -75,7 +75,7 @@ async fn a_forbidden_list_is_reported_and_clears_once_allowed() {
 #[tokio::test]
 async fn a_refused_connection_is_counted_and_named_while_waiting() {
     let factory =
-        SharedInformerFactory::new(client_for_a_closed_port().await, FactoryOptions::default());
+        SharedInformerFactory::new(client_for_a_closed_port().await, FactoryOptions::from_env());
     let pods = factory.informer::<Pod>().expect("informer");
     factory.start().expect("started");
 
@@ -131,7 +131,7 @@ async fn the_factory_hands_every_informers_errors_to_one_handler() {
     let (sender, mut errors) = tokio::sync::mpsc::unbounded_channel();
     let factory = SharedInformerFactory::new(
         server.client().expect("client"),
-        FactoryOptions::default().watch_error_handler(move |informer, error| {
+        FactoryOptions::from_env().watch_error_handler(move |informer, error| {
             let _ = sender.send((informer.description().to_owned(), error.to_string()));
         }),
     );
@@ -169,7 +169,7 @@ async fn server_errors_reach_the_reflector_without_a_retry_layer_underneath() {
     let (sender, mut errors) = tokio::sync::mpsc::unbounded_channel();
     let factory = SharedInformerFactory::new(
         server.client().expect("client"),
-        FactoryOptions::default().watch_error_handler(move |_, error| {
+        FactoryOptions::from_env().watch_error_handler(move |_, error| {
             let _ = sender.send(error.to_string());
         }),
     );

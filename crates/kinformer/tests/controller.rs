@@ -58,9 +58,7 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
     // Deployment and upset the exact counts below.
     let factory = SharedInformerFactory::new(
         client.clone(),
-        FactoryOptions::default()
-            .wire_format(WireFormat::from_env())
-            .resync_for::<Deployment>(Duration::from_secs(60)),
+        FactoryOptions::from_env().resync_for::<Deployment>(Duration::from_secs(60)),
     );
     let mut registry = Registry::default();
     factory.register_metrics(&mut registry);
@@ -301,10 +299,7 @@ impl ShardedReplica {
         )?;
         let shard = member.shard();
         let membership = tokio::spawn(async move { member.run(CancellationToken::new()).await });
-        let factory = SharedInformerFactory::new(
-            client.clone(),
-            FactoryOptions::default().wire_format(WireFormat::from_env()),
-        );
+        let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::from_env());
         let controller = ReadyPodsController::new(
             &factory,
             client.clone(),
