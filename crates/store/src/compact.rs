@@ -271,11 +271,11 @@ impl<K> CompactCache<K> {
     }
 
     /// Encodes `list` on every core, keyed, outside any lock.
-    fn encode_all(&self, list: Vec<Arc<K>>) -> Result<Vec<(String, Arc<[u8]>, Arc<K>)>>
+    fn encode_all(&self, list: Vec<Arc<K>>) -> Result<Vec<Encoded<K>>>
     where
         K: Send + Sync,
     {
-        let encode_one = |obj: Arc<K>| -> Result<(String, Arc<[u8]>, Arc<K>)> {
+        let encode_one = |obj: Arc<K>| -> Result<Encoded<K>> {
             let key = (self.key_func)(&obj)?;
             let bytes = self.encode(&key, &obj)?;
             Ok((key, bytes, obj))
@@ -317,6 +317,9 @@ impl<K> CompactCache<K> {
         })
     }
 }
+
+/// An object ready to store: its key, its bytes, and the object for its index funcs.
+type Encoded<K> = (String, Arc<[u8]>, Arc<K>);
 
 /// An object found by a read: kept decoded, or still to decode.
 enum Pending<K> {
