@@ -1,6 +1,7 @@
 //! kube-apiserver killed and restarted under a watching informer (`cargo xtask e2e --local` and
-//! `--kind`, where xtask kills and starts it through `KINFORMER_E2E_RESTART_FILE`), and the
-//! fake's listener closed and reopened (`cargo xtask e2e --fake`, plain `cargo test`).
+//! `--kind`, where the test kills and starts it itself through kinformer-controlplane, which
+//! finds it through `KINFORMER_E2E_CONTROL_PLANE` or `KINFORMER_E2E_KIND_NODE`), and the fake's
+//! listener closed and reopened (`cargo xtask e2e --fake`, plain `cargo test`).
 //!
 //! The informer must ride out the outage as client-go's does: notice the cut watch, retry with
 //! backoff rather than in a hot loop, and once the server is back converge to exactly what it

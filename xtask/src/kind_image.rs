@@ -2,7 +2,7 @@
 //! from the Go module proxy and Debian's packages, for machines that reach no image registry.
 //!
 //! Every piece is built from source or from Debian, then cached under
-//! `~/.cache/kinformer/kind/<versions>/` (the cache root of `controlplane/build.rs`), so only
+//! `~/.cache/kinformer/kind/<versions>/` (kinformer-controlplane's cache root), so only
 //! the first run pays for the Go builds; a cold run needs nothing but the registries:
 //! - the Kubernetes binaries from `xtask/kind` (same replace list and version stamps as the
 //!   local control plane, whose kube-apiserver and etcd the image reuses), the container runtime,

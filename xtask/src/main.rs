@@ -43,7 +43,6 @@ mod benchsuite;
 mod controlplane;
 mod e2e;
 mod flags;
-mod http;
 mod kind_image;
 mod protobuf;
 mod soak;

@@ -38,14 +38,14 @@ pub(crate) fn soak(args: &Soak) -> Result<(), String> {
     let mut plane = ControlPlane::start(&binaries, &options, &dir, false)?;
     eprintln!(
         "xtask: control plane ready at {} (logs in {}); kube-apiserver restarts every {:?}",
-        plane.server,
-        plane.dir.display(),
+        plane.server(),
+        plane.dir().display(),
         args.restart_every
     );
     let mut example = example();
     example
         .args(["--minutes", &minutes])
-        .env("KUBECONFIG", &plane.kubeconfig);
+        .env("KUBECONFIG", plane.kubeconfig());
     eprintln!("xtask: running {example:?}");
     let result = example
         .spawn()

@@ -68,11 +68,13 @@ const LAYERS: &[(&str, &[&str])] = &[
 const GROUND_FLOOR: &[&str] = &["kinformer-wait", "kinformer-protobuf"];
 
 /// Crates that may depend on any layer: the umbrella and the workspace-level tests and tools
-/// (the benchmark peers among them: they are run, never depended on).
+/// (the benchmark peers among them: they are run, never depended on; and the control plane,
+/// which pins the Kubernetes minor it runs for xtask and the e2e suite).
 const UNRESTRICTED: &[&str] = &[
     "kinformer",
     "kinformer-tests",
     "xtask",
+    "kinformer-controlplane",
     "kinformer-bench-peers",
 ];
 
@@ -93,6 +95,7 @@ fn manifests() -> Vec<Manifest> {
         .collect();
     dirs.push(root.join("tests"));
     dirs.push(root.join("xtask"));
+    dirs.push(root.join("xtask/controlplane"));
     dirs.push(root.join("xtask/peers/rust"));
     dirs.sort();
     dirs.iter()

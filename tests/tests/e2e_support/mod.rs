@@ -3,10 +3,12 @@
 //! the backend-specific ways to force a compaction or get a client without RBAC.
 //!
 //! `cargo xtask e2e` sets `KINFORMER_E2E_BACKEND` (`local`, `kind`, `kubeconfig` or `fake`) and,
-//! for a real cluster, `KINFORMER_E2E_KUBECONFIG` (and, on the local control plane,
-//! `KINFORMER_E2E_ETCD_URL`; there and on kind, `KINFORMER_E2E_RESTART_FILE`, the hook through
-//! which xtask kills and starts kube-apiserver). Without them (a plain `cargo test`) every test starts
-//! kinformer-testing's in-process fake server, so the suite always runs and keeps the fake honest.
+//! for a real cluster, `KINFORMER_E2E_KUBECONFIG`. On the local control plane it also sets
+//! `KINFORMER_E2E_CONTROL_PLANE` (the control plane's folder) and on kind
+//! `KINFORMER_E2E_KIND_NODE` (the control-plane node's container): through them the suite
+//! kills and starts kube-apiserver, and compacts the local etcd, with kinformer-controlplane.
+//! Without them (a plain `cargo test`) every test starts kinformer-testing's in-process fake
+//! server, so the suite always runs and keeps the fake honest.
 
 use std::{
     fmt::Debug,
@@ -25,6 +27,9 @@ use k8s_openapi::{
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
+use kinformer_controlplane::{
+    ApiServerOutage, CONTROL_PLANE_ENV, ControlPlane, KIND_NODE_ENV, KindNode, compact_etcd,
+};
 use kinformer_testing::FakeApiServer;
 use kube_client::{
     Api, Client, Config,
@@ -32,7 +37,6 @@ use kube_client::{
     config::{AuthInfo, KubeConfigOptions, Kubeconfig},
     core::{ObjectMeta, WatchEvent},
 };
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// Where the suite runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,11 +57,15 @@ pub(crate) struct Backend {
     client: Client,
     config: Option<Config>,
     fake: Option<FakeApiServer>,
+    /// etcd's client URL, on the local control plane.
     etcd_url: Option<String>,
     watch_cache: bool,
-    /// xtask's restart hook (`KINFORMER_E2E_RESTART_FILE`), on the local control plane and kind.
-    restart_file: Option<PathBuf>,
+    /// kube-apiserver's off switch, on the local control plane and kind.
+    apiserver: Option<OffSwitch>,
 }
+
+/// kube-apiserver's off switch, shared by the test and the blocking task that flips it.
+type OffSwitch = Arc<Mutex<dyn ApiServerOutage + Send>>;
 
 impl Debug for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -91,7 +99,7 @@ impl Backend {
                 fake: Some(fake),
                 etcd_url: None,
                 watch_cache: true,
-                restart_file: None,
+                apiserver: None,
             };
         }
         let path = std::env::var("KINFORMER_E2E_KUBECONFIG")
@@ -103,14 +111,15 @@ impl Backend {
         // The reflector owns retries; kube-client's layer would hide 429/503/504 from it.
         config.default_retry = false;
         let client = Client::try_from(config.clone()).expect("a client for the e2e cluster");
+        let (apiserver, etcd_url) = control_plane(kind);
         Self {
             kind,
             client,
             config: Some(config),
             fake: None,
-            etcd_url: std::env::var("KINFORMER_E2E_ETCD_URL").ok(),
+            etcd_url,
             watch_cache: std::env::var("KINFORMER_E2E_WATCH_CACHE").as_deref() != Ok("false"),
-            restart_file: std::env::var_os("KINFORMER_E2E_RESTART_FILE").map(PathBuf::from),
+            apiserver,
         }
     }
 
@@ -156,28 +165,21 @@ impl Backend {
 
     /// Compacts the backend's history up to now, when the backend lets the suite do that.
     ///
-    /// The fake compacts its event window; the local control plane compacts etcd through its
-    /// JSON gateway. kind and foreign clusters return false: their etcd is out of reach.
+    /// The fake compacts its event window; the local control plane compacts etcd (through
+    /// kinformer-controlplane). kind and foreign clusters return false: their etcd is out of
+    /// reach.
     pub(crate) async fn force_compaction(&self) -> bool {
         if let Some(fake) = &self.fake {
             fake.compact();
             return true;
         }
-        let Some(etcd) = &self.etcd_url else {
+        let Some(etcd) = self.etcd_url.clone() else {
             return false;
         };
-        let range = etcd_post(etcd, "/v3/kv/range", r#"{"key":"AA=="}"#).await;
-        let revision = range["header"]["revision"]
-            .as_str()
-            .map(str::to_owned)
-            .or_else(|| range["header"]["revision"].as_u64().map(|r| r.to_string()))
-            .expect("etcd's range answer carries the current revision");
-        let body = format!(r#"{{"revision":"{revision}","physical":true}}"#);
-        let compacted = etcd_post(etcd, "/v3/kv/compaction", &body).await;
-        assert!(
-            compacted.get("header").is_some(),
-            "etcd compaction failed: {compacted}"
-        );
+        tokio::task::spawn_blocking(move || compact_etcd(&etcd))
+            .await
+            .expect("the compaction does not panic")
+            .unwrap_or_else(|err| panic!("compacting etcd: {err}"));
         true
     }
 
@@ -469,33 +471,34 @@ pub(crate) fn shape<K: kube_client::ResourceExt>(event: &WatchEvent<K>) -> (&'st
     }
 }
 
-/// POSTs JSON to etcd's gRPC gateway over plain HTTP/1.1 and returns the JSON answer.
-async fn etcd_post(url: &str, path: &str, body: &str) -> serde_json::Value {
-    let host = url.trim_start_matches("http://").trim_end_matches('/');
-    let mut stream = tokio::net::TcpStream::connect(host)
-        .await
-        .expect("connecting to etcd's client port");
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .expect("writing to etcd");
-    let mut answer = String::new();
-    stream
-        .read_to_string(&mut answer)
-        .await
-        .expect("reading etcd's answer");
-    // The gateway may chunk its body; the JSON object is the span between the outer braces.
-    let json = answer
-        .find('{')
-        .zip(answer.rfind('}'))
-        .map(|(start, end)| &answer[start..=end])
-        .unwrap_or_default();
-    serde_json::from_str(json).unwrap_or_else(|err| panic!("etcd answered {answer:?}: {err}"))
+/// kube-apiserver's off switch for the backend `kind`, found through the environment
+/// `cargo xtask e2e` sets, and, on the local control plane, etcd's client URL.
+#[allow(
+    clippy::type_complexity,
+    reason = "a pair of the two things the control plane gives, named where it is destructured"
+)]
+fn control_plane(
+    kind: BackendKind,
+) -> (
+    Option<Arc<Mutex<dyn ApiServerOutage + Send>>>,
+    Option<String>,
+) {
+    match kind {
+        BackendKind::Local => match std::env::var_os(CONTROL_PLANE_ENV) {
+            Some(dir) => {
+                let plane = ControlPlane::attach(std::path::Path::new(&dir))
+                    .unwrap_or_else(|err| panic!("{CONTROL_PLANE_ENV}: {err}"));
+                let etcd_url = plane.etcd_url().to_owned();
+                (Some(Arc::new(Mutex::new(plane))), Some(etcd_url))
+            }
+            None => (None, None),
+        },
+        BackendKind::Kind => match std::env::var(KIND_NODE_ENV) {
+            Ok(node) => (Some(Arc::new(Mutex::new(KindNode::new(node)))), None),
+            Err(_) => (None, None),
+        },
+        BackendKind::Fake | BackendKind::Kubeconfig => (None, None),
+    }
 }
 
 /// What the informer suite (`e2e_informer.rs`) adds; the conformance suite does not use these.
@@ -594,17 +597,18 @@ impl Backend {
 )]
 impl Backend {
     /// Why the suite cannot kill and restart this backend's API server, or `None` when it can:
-    /// the fake (in process), the local control plane and kind (through xtask's hook) can; a
-    /// foreign cluster cannot, its kube-apiserver is not ours to kill.
+    /// the fake (in process), the local control plane and kind (through kinformer-controlplane)
+    /// can; a foreign cluster cannot, its kube-apiserver is not ours to kill.
     pub(crate) fn api_server_restart_unavailable(&self) -> Option<String> {
         match self.kind {
             BackendKind::Fake => None,
-            BackendKind::Local | BackendKind::Kind if self.restart_file.is_some() => None,
-            BackendKind::Local | BackendKind::Kind => Some(
-                "this test restarts kube-apiserver through a hook that `cargo xtask e2e --local` \
-                 and `--kind` serve (KINFORMER_E2E_RESTART_FILE is not set): run it through xtask"
-                    .to_owned(),
-            ),
+            BackendKind::Local | BackendKind::Kind if self.apiserver.is_some() => None,
+            BackendKind::Local | BackendKind::Kind => Some(format!(
+                "this test restarts kube-apiserver, which it finds through {CONTROL_PLANE_ENV} \
+                 (local) or {KIND_NODE_ENV} (kind), and neither is set: run it through \
+                 `cargo xtask e2e --local` or `--kind`, or after `eval $(cargo xtask \
+                 control-plane env)`"
+            )),
             BackendKind::Kubeconfig => Some(
                 "this test does not apply to the kubeconfig backend: it kills and restarts \
                  kube-apiserver, which only the fake, the local control plane and kind let the \
@@ -616,79 +620,64 @@ impl Backend {
 
     /// Takes the API server down the way a crash does: the fake closes its listener and every
     /// connection (keeping objects and history, as etcd does); on the local control plane and
-    /// kind xtask SIGKILLs kube-apiserver. Returns once it is down.
+    /// kind kube-apiserver is SIGKILLed. Returns once it is down, with how long that took.
     ///
     /// # Panics
     ///
     /// When [`api_server_restart_unavailable`](Self::api_server_restart_unavailable) says why,
-    /// or xtask reports a failure.
+    /// or the kill fails.
     pub(crate) async fn kill_api_server(&self) -> Duration {
+        let started = tokio::time::Instant::now();
         if let Some(fake) = &self.fake {
-            let started = tokio::time::Instant::now();
             fake.stop_listener().await;
-            return started.elapsed();
+        } else {
+            self.on_apiserver("kill", |apiserver| apiserver.kill_apiserver())
+                .await;
         }
-        self.ask_xtask("kill").await
+        started.elapsed()
     }
 
     /// Brings the API server back on the same address, with the same certificates, tokens and
-    /// storage, and returns once it is ready (kube-apiserver: `/readyz`).
+    /// storage, and returns once it is ready (kube-apiserver: `/readyz`), with how long that
+    /// took.
     ///
     /// # Panics
     ///
     /// As for [`kill_api_server`](Self::kill_api_server).
     pub(crate) async fn start_api_server(&self) -> Duration {
+        let started = tokio::time::Instant::now();
         if let Some(fake) = &self.fake {
-            let started = tokio::time::Instant::now();
             fake.restart_listener()
                 .await
                 .expect("the fake listens again on its port");
-            return started.elapsed();
+        } else {
+            self.on_apiserver("start", |apiserver| apiserver.start_apiserver())
+                .await;
         }
-        self.ask_xtask("start").await
+        started.elapsed()
     }
 
-    /// Writes `request` to xtask's hook and waits for its answer (`ok MILLIS` or `error MESSAGE`
-    /// in the request's path plus `.done`); how long xtask took.
-    async fn ask_xtask(&self, request: &str) -> Duration {
+    /// Runs `action` on kube-apiserver's off switch, off the async workers: it blocks while it
+    /// waits for the process to go or for `/readyz`.
+    async fn on_apiserver(
+        &self,
+        what: &'static str,
+        action: fn(&mut (dyn ApiServerOutage + Send)) -> Result<(), String>,
+    ) {
         if let Some(why) = self.api_server_restart_unavailable() {
             panic!("{why}");
         }
-        let path = self
-            .restart_file
-            .clone()
-            .expect("the local and kind backends have a restart hook");
-        let answer = PathBuf::from(format!("{}.done", path.display()));
-        let partial = PathBuf::from(format!("{}.partial", path.display()));
-        let _ = std::fs::remove_file(&answer);
-        // Renamed into place, so xtask never reads half a request.
-        std::fs::write(&partial, request).expect("writing the restart request");
-        std::fs::rename(&partial, &path).expect("handing the restart request to xtask");
-        // Starting waits up to 90 s for /readyz on xtask's side.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-        let text = loop {
-            if let Ok(text) = std::fs::read_to_string(&answer) {
-                let _ = std::fs::remove_file(&answer);
-                break text;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "xtask did not answer {request:?} within 120 s"
-            );
-            // Polling: xtask answers through a file.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        match text.split_once(' ') {
-            Some(("ok", millis)) => Duration::from_millis(
-                millis
-                    .trim()
-                    .parse()
-                    .unwrap_or_else(|_| panic!("xtask answered {text:?}")),
-            ),
-            Some(("error", message)) => {
-                panic!("xtask could not {request} kube-apiserver: {message}")
-            }
-            _ => panic!("xtask answered {text:?} to {request:?}"),
-        }
+        let apiserver = Arc::clone(
+            self.apiserver
+                .as_ref()
+                .expect("the local and kind backends have a control plane"),
+        );
+        tokio::task::spawn_blocking(move || {
+            let mut apiserver = apiserver.lock().expect("never poisoned");
+            action(&mut *apiserver)
+        })
+        .await
+        .expect("the control plane does not panic")
+        .unwrap_or_else(|err| panic!("could not {what} kube-apiserver: {err}"));
     }
 }

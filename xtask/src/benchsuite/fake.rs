@@ -10,7 +10,7 @@ use std::{
 
 use serde_json::Value;
 
-use crate::http::Http;
+use kinformer_controlplane::Http;
 
 /// A running fake API server, killed on drop.
 pub(super) struct FakeServer {

@@ -374,7 +374,7 @@ pub(super) fn run_scenario(
                 })
                 .transpose()?;
             let target = match (&plane, &shared, &fresh) {
-                (Some(plane), _, _) => Target::Real(&plane.kubeconfig),
+                (Some(plane), _, _) => Target::Real(plane.kubeconfig()),
                 (None, Some(fake), _) | (None, None, Some(fake)) => Target::Fake(fake),
                 (None, None, None) => unreachable!("every fake scenario has a server"),
             };
@@ -430,7 +430,7 @@ fn seeded_control_plane(
     let seeding = Instant::now();
     let mut seed = Command::new(&programs.seed);
     seed.arg("--kubeconfig")
-        .arg(&plane.kubeconfig)
+        .arg(plane.kubeconfig())
         .args(["--n", &scenario.seeded.to_string()]);
     crate::run(seed)?;
     let preparation = format!(

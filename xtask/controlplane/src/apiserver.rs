@@ -9,31 +9,30 @@ use std::{
     process::{Child, Command},
 };
 
-use super::{
+use crate::{
     Options, PROBE_TIMEOUT,
     build::Binaries,
+    http::Http,
     processes::{openssl, random_hex, run_quiet, spawn_logged},
 };
-use crate::http::Http;
 
-/// How kube-apiserver was started: enough to start it again exactly the same way, from this
-/// process ([`ControlPlane`](super::plane::ControlPlane)) or from a later one (the state file
-/// of `control-plane up`).
+/// How kube-apiserver was started: enough to start it again exactly the same way, from the
+/// process that started it or from any other (the state file records it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct ApiServerLaunch {
-    pub(super) binary: PathBuf,
-    pub(super) args: Vec<String>,
-    pub(super) log: PathBuf,
+pub(crate) struct ApiServerLaunch {
+    pub(crate) binary: PathBuf,
+    pub(crate) args: Vec<String>,
+    pub(crate) log: PathBuf,
     /// `https://127.0.0.1:PORT`, for probing `/readyz`.
-    pub(super) server: String,
+    pub(crate) server: String,
     /// The admin bearer token, for probing `/readyz`.
-    pub(super) token: String,
+    pub(crate) token: String,
 }
 
 impl ApiServerLaunch {
     /// Writes kube-apiserver's token file and service-account keys into `dir`, and says how
     /// to start it against etcd at `etcd_url` on `secure_port`.
-    pub(super) fn prepare(
+    pub(crate) fn prepare(
         binaries: &Binaries,
         options: &Options,
         dir: &Path,
@@ -58,18 +57,18 @@ impl ApiServerLaunch {
 
     /// Starts kube-apiserver; `again` appends to the log (keeping the first run's lines)
     /// instead of starting a new one.
-    pub(super) fn spawn(&self, detached: bool, again: bool) -> Result<Child, String> {
+    pub(crate) fn spawn(&self, detached: bool, again: bool) -> Result<Child, String> {
         let mut command = Command::new(&self.binary);
         command.args(&self.args);
         spawn_logged(command, &self.log, detached, again)
     }
 
-    pub(super) fn ready(&self) -> bool {
+    pub(crate) fn ready(&self) -> bool {
         self.get("/readyz").is_ok_and(|body| body.trim() == "ok")
     }
 
     /// Whether the `default` namespace exists yet (kube-apiserver creates it after `/readyz`).
-    pub(super) fn serves_default_namespace(&self) -> bool {
+    pub(crate) fn serves_default_namespace(&self) -> bool {
         self.get("/api/v1/namespaces/default").is_ok()
     }
 
@@ -82,7 +81,7 @@ impl ApiServerLaunch {
 
     /// The admin kubeconfig: its server, the serving certificate kube-apiserver generated in
     /// its `--cert-dir`, and the bearer token.
-    pub(super) fn kubeconfig(&self) -> String {
+    pub(crate) fn kubeconfig(&self) -> String {
         kubeconfig(
             &self.server,
             &cert_dir(&self.log).join("apiserver.crt"),
@@ -91,7 +90,7 @@ impl ApiServerLaunch {
     }
 
     /// `key=value` lines for the state file; arguments are paths and flags, never multi-line.
-    pub(super) fn state_lines(&self) -> String {
+    pub(crate) fn state_lines(&self) -> String {
         let mut lines = format!(
             "apiserver_binary={}\napiserver_log={}\ntoken={}\n",
             self.binary.display(),
@@ -105,23 +104,8 @@ impl ApiServerLaunch {
     }
 }
 
-/// Takes kube-apiserver down and brings it back, leaving etcd running: what the e2e test that
-/// restarts kube-apiserver under a watching informer asks xtask for.
-pub(crate) trait ApiServerOutage {
-    /// SIGKILLs kube-apiserver (no graceful shutdown: every client sees its connections cut, as
-    /// in a crash) and waits until it is gone.
-    fn kill_apiserver(&mut self) -> Result<(), String>;
-
-    /// Starts kube-apiserver again with the flags it was first started with, and waits for
-    /// `/readyz`.
-    fn start_apiserver(&mut self) -> Result<(), String>;
-
-    /// Whether kube-apiserver is down (after [`kill_apiserver`](Self::kill_apiserver)).
-    fn apiserver_down(&mut self) -> bool;
-}
-
 /// SIGKILLs a kube-apiserver this process started and reaps it.
-pub(super) fn kill_kube_apiserver(child: &mut Child) -> Result<(), String> {
+pub(crate) fn kill_kube_apiserver(child: &mut Child) -> Result<(), String> {
     child
         .kill()
         .map_err(|err| format!("killing kube-apiserver: {err}"))?;
@@ -131,7 +115,7 @@ pub(super) fn kill_kube_apiserver(child: &mut Child) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn kubeconfig(server: &str, ca: &Path, token: &str) -> String {
+pub(crate) fn kubeconfig(server: &str, ca: &Path, token: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: kinformer-local\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\n\
          contexts:\n- name: kinformer-local\n  context:\n    cluster: kinformer-local\n    user: kinformer-admin\n\

@@ -12,11 +12,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::build::binary_dir;
+use crate::build::binary_dir;
 
 /// Starts `command` with stdout and stderr in `log`; `again` appends to it (with a line saying
 /// so) rather than starting it afresh.
-pub(super) fn spawn_logged(
+pub(crate) fn spawn_logged(
     mut command: Command,
     log: &Path,
     detached: bool,
@@ -30,7 +30,7 @@ pub(super) fn spawn_logged(
         .open(log)
         .map_err(|err| format!("opening {}: {err}", log.display()))?;
     if again {
-        writeln!(file, "\n=== started again by xtask ===")
+        writeln!(file, "\n=== started again ===")
             .map_err(|err| format!("writing {}: {err}", log.display()))?;
     }
     let err_file = file
@@ -45,24 +45,27 @@ pub(super) fn spawn_logged(
         .map_err(|err| format!("starting {:?}: {err}", command.get_program()))
 }
 
-pub(super) fn stop_child(mut child: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .stderr(Stdio::null())
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
+/// Stops those of `pids` that are still our binaries: TERM, then KILL after a grace period. It
+/// reaps none of them (a caller reaps its own children).
+pub(crate) fn stop_pids(pids: &[u32]) {
+    let signal = |signal: &str| {
+        for pid in pids.iter().filter(|pid| alive(**pid)) {
+            let _ = Command::new("kill")
+                .args([signal, &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
         }
+    };
+    signal("-TERM");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && pids.iter().any(|pid| alive(*pid)) {
         thread::sleep(Duration::from_millis(100));
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    signal("-KILL");
 }
 
 /// Kills the watchdog's whole process group, so its `sleep` goes with it.
-pub(super) fn stop_watchdog(mut watchdog: Child) {
+pub(crate) fn stop_watchdog(mut watchdog: Child) {
     let _ = Command::new("kill")
         .args(["-KILL", "--", &format!("-{}", watchdog.id())])
         .stderr(Stdio::null())
@@ -71,7 +74,7 @@ pub(super) fn stop_watchdog(mut watchdog: Child) {
 }
 
 /// Three distinct free loopback ports (held open together so they differ).
-pub(super) fn free_ports() -> Result<[u16; 3], String> {
+pub(crate) fn free_ports() -> Result<[u16; 3], String> {
     let bind =
         || TcpListener::bind("127.0.0.1:0").map_err(|err| format!("finding a free port: {err}"));
     let listeners = [bind()?, bind()?, bind()?];
@@ -85,7 +88,7 @@ pub(super) fn free_ports() -> Result<[u16; 3], String> {
     Ok(ports)
 }
 
-pub(super) fn random_hex(bytes: usize) -> Result<String, String> {
+pub(crate) fn random_hex(bytes: usize) -> Result<String, String> {
     let output = Command::new("openssl")
         .args(["rand", "-hex", &bytes.to_string()])
         .output()
@@ -96,13 +99,26 @@ pub(super) fn random_hex(bytes: usize) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
-pub(super) fn openssl(args: &[&str], output: &Path) -> Result<(), String> {
+pub(crate) fn openssl(args: &[&str], output: &Path) -> Result<(), String> {
     let mut command = Command::new("openssl");
     command.args(args).arg(output);
     run_quiet(command)
 }
 
-pub(super) fn run_quiet(mut command: Command) -> Result<(), String> {
+/// Runs `command`, echoing it first, and fails with its exit status.
+pub(crate) fn run(mut command: Command) -> Result<(), String> {
+    eprintln!("xtask: running {command:?}");
+    let status = command
+        .status()
+        .map_err(|err| format!("could not start {command:?}: {err}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{command:?} failed with {status}"))
+    }
+}
+
+pub(crate) fn run_quiet(mut command: Command) -> Result<(), String> {
     let output = command
         .output()
         .map_err(|err| format!("running {command:?}: {err}"))?;
@@ -118,7 +134,7 @@ pub(super) fn run_quiet(mut command: Command) -> Result<(), String> {
 
 /// Adds the tails of the control plane's logs in `dir` to `err`, for a failure that explains
 /// itself.
-pub(super) fn with_log_tails(err: String, dir: &Path) -> String {
+pub(crate) fn with_log_tails(err: String, dir: &Path) -> String {
     let mut message = err;
     for log in ["etcd.log", "kube-apiserver.log"] {
         if let Ok(text) = fs::read_to_string(dir.join(log)) {
@@ -134,7 +150,7 @@ pub(super) fn with_log_tails(err: String, dir: &Path) -> String {
 }
 
 /// Whether `pid` is one of our binaries, not a reused PID of something else.
-pub(super) fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
         let binary_dir = binary_dir();
         let first = cmdline.split(|byte| *byte == 0).next().unwrap_or_default();
@@ -144,7 +160,7 @@ pub(super) fn alive(pid: u32) -> bool {
 
 /// Whether `pid` has finished exiting (a zombie, or reaped), so its sockets are closed and
 /// its port free. `alive` turns false earlier, once the memory map is gone.
-pub(super) fn exited(pid: u32) -> bool {
+pub(crate) fn exited(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
         // The state follows the parenthesised command name, which may itself hold spaces.
         stat.rsplit_once(')')

@@ -1,10 +1,11 @@
-//! xtask's one HTTP client, for the servers it starts on loopback: the fake API server's admin
-//! endpoints (plain HTTP, JSON), etcd's `/health` (plain HTTP) and kube-apiserver's `/readyz`
-//! (HTTPS with a self-signed certificate and a bearer token).
+//! The one HTTP client of the control plane and of xtask, for the servers they start on
+//! loopback: etcd's `/health` and JSON gateway (plain HTTP), kube-apiserver's `/readyz` (HTTPS
+//! with a self-signed certificate and a bearer token), and the fake API server's admin endpoints
+//! (plain HTTP, JSON).
 //!
 //! It is kube-client's, which the workspace already builds (hyper-util's client with rustls),
 //! driven from xtask's synchronous code on a runtime of its own. It trusts any certificate, as
-//! `curl -k` did: it only ever talks to servers xtask itself just started.
+//! `curl -k` does: it only ever talks to servers on loopback that its caller started.
 
 use std::time::Duration;
 
@@ -12,8 +13,9 @@ use kube_client::{Client, Config};
 use serde_json::Value;
 use tokio::runtime::Runtime;
 
-/// A client of one server.
-pub(crate) struct Http {
+/// A blocking client of one server, on a runtime of its own (so, inside an async runtime, call
+/// it from `spawn_blocking`).
+pub struct Http {
     runtime: Runtime,
     client: Client,
     /// `Authorization: Bearer ...`, when the server wants one.
@@ -30,7 +32,7 @@ impl std::fmt::Debug for Http {
 impl Http {
     /// A client of the server at `base` (`http://HOST:PORT` or `https://HOST:PORT`) that gives
     /// up on a request after `timeout`.
-    pub(crate) fn new(base: &str, timeout: Duration) -> Result<Self, String> {
+    pub fn new(base: &str, timeout: Duration) -> Result<Self, String> {
         let url = base
             .parse()
             .map_err(|err| format!("{base:?} is not a URL: {err}"))?;
@@ -58,13 +60,13 @@ impl Http {
     }
 
     /// Sends `token` as a bearer token with every request.
-    pub(crate) fn bearer(mut self, token: &str) -> Self {
+    pub fn bearer(mut self, token: &str) -> Self {
         self.token = Some(token.to_owned());
         self
     }
 
     /// The body of `GET path` (path and query), when the server answers 2xx.
-    pub(crate) fn get(&self, path: &str) -> Result<String, String> {
+    pub fn get(&self, path: &str) -> Result<String, String> {
         let mut request = http::Request::get(path);
         if let Some(token) = &self.token {
             request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
@@ -77,8 +79,21 @@ impl Http {
             .map_err(|err| format!("GET {}{path}: {err}", self.base))
     }
 
+    /// `POST path` with a JSON `body`; the answer parsed as JSON, when the server answers 2xx.
+    pub fn post_json(&self, path: &str, body: &Value) -> Result<Value, String> {
+        let request = http::Request::post(path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string().into_bytes())
+            .map_err(|err| format!("POST {path}: {err}"))?;
+        let answer = self
+            .runtime
+            .block_on(self.client.request_text(request))
+            .map_err(|err| format!("POST {}{path}: {err}", self.base))?;
+        serde_json::from_str(&answer).map_err(|err| format!("POST {}{path}: {err}", self.base))
+    }
+
     /// `GET path`, its body parsed as JSON.
-    pub(crate) fn get_json(&self, path: &str) -> Result<Value, String> {
+    pub fn get_json(&self, path: &str) -> Result<Value, String> {
         let body = self.get(path)?;
         serde_json::from_str(&body).map_err(|err| format!("GET {}{path}: {err}", self.base))
     }

@@ -1,5 +1,5 @@
-//! The binaries: kube-apiserver and etcd built from the Go module in `xtask/controlplane` and
-//! cached by Kubernetes version, so only the first run pays for the Go build.
+//! The binaries: kube-apiserver and etcd built from the Go module beside this crate's manifest
+//! and cached by Kubernetes version, so only the first run pays for the Go build.
 
 use std::{
     env, fs,
@@ -8,18 +8,17 @@ use std::{
     time::Instant,
 };
 
-use super::{ETCD_VERSION, KUBERNETES_VERSION};
-use crate::project_root;
+use crate::{ETCD_VERSION, KUBERNETES_VERSION, processes::run};
 
-/// Paths of the two cached binaries.
+/// Paths of the two cached binaries, from [`ensure_binaries`].
 #[derive(Debug, Clone)]
-pub(crate) struct Binaries {
-    pub(super) etcd: PathBuf,
-    pub(super) kube_apiserver: PathBuf,
+pub struct Binaries {
+    pub(crate) etcd: PathBuf,
+    pub(crate) kube_apiserver: PathBuf,
 }
 
 /// `$KINFORMER_CACHE_DIR`, else `$XDG_CACHE_HOME/kinformer`, else `~/.cache/kinformer`.
-pub(crate) fn cache_root() -> PathBuf {
+pub fn cache_root() -> PathBuf {
     if let Some(dir) = env::var_os("KINFORMER_CACHE_DIR") {
         return PathBuf::from(dir);
     }
@@ -33,17 +32,22 @@ pub(crate) fn cache_root() -> PathBuf {
 }
 
 /// The folder holding the binaries for [`KUBERNETES_VERSION`].
-pub(crate) fn binary_dir() -> PathBuf {
+pub fn binary_dir() -> PathBuf {
     cache_root().join("controlplane").join(KUBERNETES_VERSION)
 }
 
 /// Where `control-plane up` keeps its state (PIDs, kubeconfig, logs).
-pub(super) fn state_dir() -> PathBuf {
+pub(crate) fn state_dir() -> PathBuf {
     cache_root().join("controlplane").join("run")
 }
 
 /// Builds kube-apiserver and etcd into the cache unless both are already there.
-pub(crate) fn ensure_binaries() -> Result<Binaries, String> {
+///
+/// # Errors
+///
+/// When the Go build fails (Go 1.26 and the Go module proxy are needed) or the cache cannot be
+/// written.
+pub fn ensure_binaries() -> Result<Binaries, String> {
     let dir = binary_dir();
     let binaries = Binaries {
         etcd: dir.join("etcd"),
@@ -52,7 +56,8 @@ pub(crate) fn ensure_binaries() -> Result<Binaries, String> {
     if binaries.etcd.is_file() && binaries.kube_apiserver.is_file() {
         return Ok(binaries);
     }
-    let module = project_root().join("xtask").join("controlplane");
+    // The Go module lives beside this crate's manifest.
+    let module = Path::new(env!("CARGO_MANIFEST_DIR"));
     // Build into a fresh folder and rename, so an interrupted build never looks cached.
     let staging = dir.with_file_name(format!(
         "{KUBERNETES_VERSION}.partial-{}",
@@ -63,10 +68,10 @@ pub(crate) fn ensure_binaries() -> Result<Binaries, String> {
     eprintln!(
         "xtask: building kube-apiserver {KUBERNETES_VERSION} and etcd {ETCD_VERSION} (first run only; many minutes)"
     );
-    go_build(&module, &staging.join("etcd"), "./cmd/etcd", &[])?;
+    go_build(module, &staging.join("etcd"), "./cmd/etcd", &[])?;
     let version_flags = kube_version_ldflags();
     go_build(
-        &module,
+        module,
         &staging.join("kube-apiserver"),
         "k8s.io/kubernetes/cmd/kube-apiserver",
         &version_flags,
@@ -85,7 +90,7 @@ pub(crate) fn ensure_binaries() -> Result<Binaries, String> {
 }
 
 /// `-X` flags that make `/version` report the real release instead of `v0.0.0-master`.
-pub(crate) fn kube_version_ldflags() -> Vec<String> {
+pub fn kube_version_ldflags() -> Vec<String> {
     let trimmed = KUBERNETES_VERSION.trim_start_matches('v');
     let mut parts = trimmed.split('.');
     let major = parts.next().unwrap_or("1");
@@ -111,7 +116,7 @@ fn go_build(module: &Path, output: &Path, package: &str, ldflags: &[String]) -> 
         .current_dir(module)
         .env("GOTOOLCHAIN", "local")
         .env("CGO_ENABLED", "0");
-    crate::run(command)
+    run(command)
         .map_err(|err| format!("{err} (is Go 1.26 installed and the Go module proxy reachable?)"))
 }
 
