@@ -226,31 +226,9 @@ impl<K> CompactCache<K> {
             })
             .collect()
     }
+}
 
-    /// Decodes what `pending` still holds encoded; with `remember`, keeps what it decodes.
-    fn finish(&self, pending: Vec<Pending<K>>, remember: bool) -> Vec<Arc<K>> {
-        let mut out = Vec::with_capacity(pending.len());
-        for item in pending {
-            match item {
-                Pending::Decoded(obj) => out.push(obj),
-                Pending::Encoded {
-                    slot,
-                    stamp,
-                    key,
-                    bytes,
-                } => {
-                    if let Some(obj) = self.decode(&key, &bytes) {
-                        if remember {
-                            self.hot.lock().insert(slot, stamp, Arc::clone(&obj));
-                        }
-                        out.push(obj);
-                    }
-                }
-            }
-        }
-        out
-    }
-
+impl<K: Send + Sync> CompactCache<K> {
     /// Reads `slots(inner)` under the lock and decodes them after releasing it.
     fn read_objects(
         &self,
@@ -271,51 +249,83 @@ impl<K> CompactCache<K> {
     }
 
     /// Encodes `list` on every core, keyed, outside any lock.
-    fn encode_all(&self, list: Vec<Arc<K>>) -> Result<Vec<Encoded<K>>>
-    where
-        K: Send + Sync,
-    {
-        let encode_one = |obj: Arc<K>| -> Result<Encoded<K>> {
+    fn encode_all(&self, list: Vec<Arc<K>>) -> Result<Vec<Encoded<K>>> {
+        on_every_core(list, |obj| {
             let key = (self.key_func)(&obj)?;
             let bytes = self.encode(&key, &obj)?;
             Ok((key, bytes, obj))
-        };
-        let workers = std::thread::available_parallelism().map_or(1, usize::from);
-        if workers < 2 || list.len() < 1024 {
-            return list.into_iter().map(encode_one).collect();
-        }
-        let chunk = list.len().div_ceil(workers);
-        let mut chunks: Vec<Vec<Arc<K>>> = Vec::with_capacity(workers);
-        let mut list = list.into_iter();
-        loop {
-            let next: Vec<Arc<K>> = list.by_ref().take(chunk).collect();
-            if next.is_empty() {
-                break;
-            }
-            chunks.push(next);
-        }
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = chunks
-                .into_iter()
-                .map(|chunk| {
-                    scope.spawn(move || {
-                        chunk
-                            .into_iter()
-                            .map(encode_one)
-                            .collect::<Result<Vec<_>>>()
-                    })
-                })
-                .collect();
-            let mut out = Vec::new();
-            for handle in handles {
-                match handle.join() {
-                    Ok(encoded) => out.extend(encoded?),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-            }
-            Ok(out)
         })
+        .into_iter()
+        .collect()
     }
+
+    /// Decodes what `pending` still holds encoded (a large read on every core); with
+    /// `remember`, keeps what it decodes.
+    fn finish(&self, pending: Vec<Pending<K>>, remember: bool) -> Vec<Arc<K>> {
+        on_every_core(pending, |item| match item {
+            Pending::Decoded(obj) => Some(obj),
+            Pending::Encoded {
+                slot,
+                stamp,
+                key,
+                bytes,
+            } => {
+                let obj = self.decode(&key, &bytes)?;
+                if remember {
+                    self.hot.lock().insert(slot, stamp, Arc::clone(&obj));
+                }
+                Some(obj)
+            }
+        })
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
+/// Below this many items, a read or a replace decodes or encodes on the calling thread alone:
+/// a thread spawned per call starts with an empty allocator heap, whose first pages cost more
+/// than a few decodes (100 Pods decode no faster on two threads than on one).
+const PARALLEL_FROM: usize = 1024;
+
+/// `items` mapped by `f`, in order: split across the cores when there are enough of them.
+fn on_every_core<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    if items.len() < PARALLEL_FROM {
+        return items.into_iter().map(f).collect();
+    }
+    // Asking costs system calls (cgroup files), so it is asked once.
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
+    if cores < 2 {
+        return items.into_iter().map(f).collect();
+    }
+    let chunk = items.len().div_ceil(cores);
+    let mut chunks: Vec<Vec<T>> = Vec::with_capacity(cores);
+    let mut items = items.into_iter();
+    loop {
+        let next: Vec<T> = items.by_ref().take(chunk).collect();
+        if next.is_empty() {
+            break;
+        }
+        chunks.push(next);
+    }
+    let f = &f;
+    std::thread::scope(|scope| {
+        let mut chunks = chunks.into_iter();
+        // The calling thread takes the first chunk itself.
+        let first = chunks.next().unwrap_or_default();
+        let handles: Vec<_> = chunks
+            .map(|chunk| scope.spawn(move || chunk.into_iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        let mut out: Vec<R> = first.into_iter().map(f).collect();
+        for handle in handles {
+            match handle.join() {
+                Ok(mapped) => out.extend(mapped),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        out
+    })
 }
 
 /// An object ready to store: its key, its bytes, and the object for its index funcs.
@@ -474,7 +484,7 @@ struct View<'a, K> {
     inner: &'a Inner<K>,
 }
 
-impl<'a, K> View<'a, K> {
+impl<'a, K: Send + Sync> View<'a, K> {
     fn new(cache: &'a CompactCache<K>, inner: &'a Inner<K>) -> Self {
         Self { cache, inner }
     }
