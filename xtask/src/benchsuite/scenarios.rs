@@ -213,9 +213,15 @@ fn json_cases(protobuf_too: bool) -> Vec<Case> {
     cases
 }
 
-/// Every peer's object shapes for `memory`; kinformer has a projection type as well.
+/// kinformer in `mode` with its compact cache.
+fn compact(mode: &'static str) -> Case {
+    Case::new(Peer::Kinformer, mode).with(&args(&[("cache", "compact".into())]), "compact cache")
+}
+
+/// Every peer's object shapes for `memory`; kinformer has a projection type and its compact
+/// cache as well.
 fn memory_cases() -> Vec<Case> {
-    Peer::ALL
+    let mut cases: Vec<Case> = Peer::ALL
         .iter()
         .flat_map(|&peer| {
             let modes: &[&'static str] = if peer == Peer::Kinformer {
@@ -225,22 +231,38 @@ fn memory_cases() -> Vec<Case> {
             };
             modes.iter().map(move |&mode| Case::new(peer, mode))
         })
-        .collect()
+        .collect();
+    let at = cases
+        .iter()
+        .filter(|case| case.peer == Peer::Kinformer)
+        .count();
+    for (offset, mode) in ["full", "stripped", "metadata"].into_iter().enumerate() {
+        cases.insert(at + offset, compact(mode));
+    }
+    cases
 }
 
-/// Every peer with 0, 2 and 8 reader threads for `lookups`.
+/// Every peer with 0, 2 and 8 reader threads for `lookups`, and kinformer's compact cache with 2.
 fn lookup_cases() -> Vec<Case> {
-    Peer::ALL
+    let readers = |readers: usize| args(&[("readers", readers.to_string())]);
+    let mut cases: Vec<Case> = Peer::ALL
         .iter()
         .flat_map(|&peer| {
-            [0usize, 2, 8].into_iter().map(move |readers| {
-                Case::new(peer, "json").with(
-                    &args(&[("readers", readers.to_string())]),
-                    &format!("{readers} readers"),
-                )
-            })
+            [0usize, 2, 8]
+                .into_iter()
+                .map(move |n| Case::new(peer, "json").with(&readers(n), &format!("{n} readers")))
         })
-        .collect()
+        .collect();
+    cases.insert(3, compact("json").with(&readers(2), "2 readers"));
+    cases
+}
+
+/// Every peer on JSON, kinformer and client-go on protobuf as well, and kinformer's compact
+/// cache on protobuf.
+fn watch_cases() -> Vec<Case> {
+    let mut cases = json_cases(true);
+    cases.insert(2, compact("protobuf"));
+    cases
 }
 
 /// Every scenario, in the report's order.
@@ -271,7 +293,7 @@ pub(super) fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             "Three handlers; after sync the server updates Pods as fast as it can. \
              Latency is from the server storing the update to a handler seeing it.",
             n,
-            json_cases(true),
+            watch_cases(),
             vec![UPDATES_PER_S, CPU_US_PER_EVENT, P50_MS, P99_MS, P999_MS],
         )
         .peer_args(&[

@@ -185,6 +185,8 @@ pub struct Args {
     pub handlers: usize,
     /// Share of the objects `relist` changes.
     pub fraction: f64,
+    /// `--cache compact`: kinformer caches in a compact cache (kinformer only).
+    pub compact_cache: bool,
 }
 
 /// Default `--count`: enough samples for a stable p99.9.
@@ -211,6 +213,7 @@ impl Args {
         let mut readers = None;
         let mut handlers = None;
         let mut fraction = None;
+        let mut compact_cache = false;
         let mut args = args.into_iter();
         while let Some(flag) = args.next() {
             let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -231,6 +234,17 @@ impl Args {
                 "--readers" => readers = Some(number(&flag, &value)?),
                 "--handlers" => handlers = Some(number(&flag, &value)?),
                 "--fraction" => fraction = Some(number(&flag, &value)?),
+                "--cache" => {
+                    compact_cache = match value.as_str() {
+                        "compact" => true,
+                        "default" => false,
+                        other => {
+                            return Err(format!(
+                                "--cache: unknown cache {other:?}; expected default or compact"
+                            ));
+                        }
+                    };
+                }
                 other => return Err(format!("unknown flag {other}")),
             }
         }
@@ -260,6 +274,7 @@ impl Args {
             readers: readers.unwrap_or(DEFAULT_READERS),
             handlers,
             fraction,
+            compact_cache,
         })
     }
 }
@@ -279,6 +294,15 @@ mod tests {
 
     fn parse(line: &str) -> Result<Args, String> {
         Args::parse(line.split_whitespace().map(str::to_owned))
+    }
+
+    #[test]
+    fn the_cache_flag_takes_default_or_compact() {
+        let compact = parse("--scenario memory --kubeconfig kc --cache compact").expect("valid");
+        assert!(compact.compact_cache);
+        let default = parse("--scenario memory --kubeconfig kc").expect("valid");
+        assert!(!default.compact_cache);
+        assert!(parse("--scenario memory --kubeconfig kc --cache tiny").is_err());
     }
 
     #[test]

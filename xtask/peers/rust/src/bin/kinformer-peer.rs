@@ -51,15 +51,15 @@ impl Peer for Kinformer {
         views: &Arc<Views>,
     ) -> Result<Lookup, String> {
         // Protobuf is kinformer's default for built-in kinds, so `memory` measures it too.
+        let options = if args.compact_cache {
+            FactoryOptions::default().compact_cache()
+        } else {
+            FactoryOptions::default()
+        };
         let factory = match args.mode {
-            Mode::Json => SharedInformerFactory::new(
-                client,
-                FactoryOptions::default().wire_format(WireFormat::Json),
-            ),
-            Mode::Stripped => {
-                SharedInformerFactory::new(client, FactoryOptions::default().drop_managed_fields())
-            }
-            _ => SharedInformerFactory::new(client, FactoryOptions::default()),
+            Mode::Json => SharedInformerFactory::new(client, options.wire_format(WireFormat::Json)),
+            Mode::Stripped => SharedInformerFactory::new(client, options.drop_managed_fields()),
+            _ => SharedInformerFactory::new(client, options),
         };
         let factory = self.factory.insert(factory);
         let error = |error: kinformer::factory::Error| error.to_string();

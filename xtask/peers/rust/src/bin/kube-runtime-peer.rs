@@ -36,6 +36,9 @@ impl Peer for KubeRuntime {
     const NAME: &'static str = "kube-runtime";
 
     fn unsupported(&self, args: &Args) -> Option<String> {
+        if args.compact_cache {
+            return Some("the compact cache is kinformer's".to_owned());
+        }
         (args.mode == Mode::Protobuf).then(|| "kube-runtime decodes JSON only".to_owned())
     }
 
