@@ -336,7 +336,7 @@ mod tests {
     fn every_flag_is_read() {
         let args = parse(
             "--scenario lookups --kubeconfig kc --n 20000 --mode json --count 5 --rate 7 \
-             --readers 4 --handlers 2 --fraction 0.25",
+             --readers 4 --handlers 2 --fraction 0.25 --cache compact",
         )
         .expect("valid");
         assert_eq!(
@@ -351,6 +351,7 @@ mod tests {
                 readers: 4,
                 handlers: 2,
                 fraction: 0.25,
+                compact_cache: true,
             }
         );
     }
