@@ -13,6 +13,10 @@
 //!   [`Indexer`] (a whole cache: both, plus the index registry, held only by its owner);
 //! - **[`ThreadSafeStore`] and [`Cache`]**: objects and indexes under one lock, so an object and
 //!   its index entries always change together;
+//! - **[`CompactCache`]**: the same seams over objects held as the bytes a [`Codec`] made, with
+//!   keys and index entries held directly and a bounded set kept decoded: full objects in a
+//!   fraction of the memory, for a decode on reads (codecs for Kubernetes kinds are in
+//!   kinformer-reflector);
 //! - **listers**: [`Lister`] and [`NamespaceLister`], read-only views by label selector, name
 //!   and namespace, with label selectors parsed from strings by [`parse_selector`].
 //!
