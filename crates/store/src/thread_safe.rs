@@ -10,6 +10,7 @@ use std::{fmt, sync::Arc};
 
 use parking_lot::RwLock;
 use table::Inner;
+pub(crate) use table::{Slot, allocate};
 
 use crate::{Error, Indexers, Result};
 

@@ -11,10 +11,10 @@ use foldhash::fast::RandomState;
 
 use crate::{Error, IndexFunc, Indexers, Result};
 
+pub(super) use crate::thread_safe::{Slot, allocate};
+
 pub(super) type Map<K, V> = HashMap<K, V, RandomState>;
 pub(super) type Set<T> = HashSet<T, RandomState>;
-/// Where an object lives in the slot table; index sets hold these instead of keys.
-pub(super) type Slot = u32;
 
 /// One stored object: its key, its encoded form, and the values it is indexed under.
 pub(super) struct Entry {
@@ -56,22 +56,27 @@ pub(super) struct Upserted {
     pub(super) replaced: Option<(Arc<[u8]>, u64)>,
 }
 
+/// Empty indexes for `indexers`, sorted by name.
+fn empty_indexes<K>(indexers: Indexers<K>) -> Vec<Index<K>> {
+    let mut indexes: Vec<Index<K>> = indexers
+        .into_iter()
+        .map(|(name, func)| Index {
+            name,
+            func,
+            slots: Map::default(),
+        })
+        .collect();
+    indexes.sort_by(|a, b| a.name.cmp(&b.name));
+    indexes
+}
+
 impl<K> Inner<K> {
     pub(super) fn empty(indexers: Indexers<K>) -> Self {
-        let mut indexes: Vec<Index<K>> = indexers
-            .into_iter()
-            .map(|(name, func)| Index {
-                name,
-                func,
-                slots: Map::default(),
-            })
-            .collect();
-        indexes.sort_by(|a, b| a.name.cmp(&b.name));
         Self {
             slots_by_key: Map::default(),
             entries: Vec::new(),
             free: Vec::new(),
-            indexes,
+            indexes: empty_indexes(indexers),
             next_stamp: 1,
         }
     }
@@ -153,18 +158,7 @@ impl<K> Inner<K> {
             stamp,
             values,
         };
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.entries[slot as usize] = Some(entry);
-                slot
-            }
-            None => {
-                let slot = Slot::try_from(self.entries.len())
-                    .expect("a store holds fewer than 2^32 objects");
-                self.entries.push(Some(entry));
-                slot
-            }
-        };
+        let slot = allocate(&mut self.entries, &mut self.free, entry);
         self.slots_by_key.insert(key, slot);
         let entry = self.entry(slot);
         let values = entry.values.clone();
@@ -205,15 +199,7 @@ impl<K> Inner<K> {
         indexers: Indexers<K>,
         mut decode: impl FnMut(&Entry) -> Option<Arc<K>>,
     ) {
-        let mut added: Vec<Index<K>> = indexers
-            .into_iter()
-            .map(|(name, func)| Index {
-                name,
-                func,
-                slots: Map::default(),
-            })
-            .collect();
-        added.sort_by(|a, b| a.name.cmp(&b.name));
+        let added = empty_indexes(indexers);
         let mut new_values: Vec<(Slot, Vec<Vec<String>>)> = Vec::new();
         for slot in self.slots().collect::<Vec<_>>() {
             let Some(obj) = decode(self.entry(slot)) else {

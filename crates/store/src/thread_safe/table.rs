@@ -14,7 +14,23 @@ use crate::Indexers;
 pub(super) type Map<K, V> = HashMap<K, V, RandomState>;
 pub(super) type Set<T> = HashSet<T, RandomState>;
 /// Where an object lives in the slot table; index sets hold these instead of keys.
-pub(super) type Slot = u32;
+pub(crate) type Slot = u32;
+
+/// Puts `entry` in a free slot of `entries` (listed in `free`), or in a new one at the end.
+pub(crate) fn allocate<E>(entries: &mut Vec<Option<E>>, free: &mut Vec<Slot>, entry: E) -> Slot {
+    match free.pop() {
+        Some(slot) => {
+            entries[slot as usize] = Some(entry);
+            slot
+        }
+        None => {
+            let slot =
+                Slot::try_from(entries.len()).expect("a store holds fewer than 2^32 objects");
+            entries.push(Some(entry));
+            slot
+        }
+    }
+}
 
 /// A live slot of the table: the object and its key.
 pub(super) struct Entry<K> {
@@ -93,18 +109,7 @@ impl<K> Inner<K> {
     }
 
     fn allocate(&mut self, entry: Entry<K>) -> Slot {
-        match self.free.pop() {
-            Some(slot) => {
-                self.entries[slot as usize] = Some(entry);
-                slot
-            }
-            None => {
-                let slot = Slot::try_from(self.entries.len())
-                    .expect("a store holds fewer than 2^32 objects");
-                self.entries.push(Some(entry));
-                slot
-            }
-        }
+        allocate(&mut self.entries, &mut self.free, entry)
     }
 
     pub(super) fn upsert(&mut self, key: &str, obj: Arc<K>) -> Option<Arc<K>> {
