@@ -9,6 +9,7 @@ use std::{sync::Arc, time::Duration};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_factory::{FactoryOptions, SharedInformerFactory};
 use kinformer_processor::HandlerFuncs;
+use kinformer_store::Lister;
 use kinformer_testing::{FakeApiServer, eventually, fixtures};
 use kube_core::ResourceExt;
 use parking_lot::Mutex;
@@ -59,6 +60,14 @@ async fn informing(
     (server, factory, added, updates)
 }
 
+/// What `lister` holds under `pod`'s namespace and name.
+fn cached(lister: &Lister<Pod>, pod: &Pod) -> Arc<Pod> {
+    lister
+        .namespaced(pod.namespace().expect("namespaced"))
+        .get(&pod.name_any())
+        .expect("cached")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compact_cache_reads_back_equal_objects_decoded_from_its_compact_form() {
     let options = FactoryOptions::default()
@@ -67,10 +76,7 @@ async fn a_compact_cache_reads_back_equal_objects_decoded_from_its_compact_form(
     let (server, factory, added, updates) = informing(20, options).await;
     let lister = factory.lister::<Pod>().expect("a lister");
     for pod in added.lock().iter() {
-        let cached = lister
-            .namespaced(pod.namespace().expect("namespaced"))
-            .get(&pod.name_any())
-            .expect("cached");
+        let cached = cached(&lister, pod);
         assert_eq!(*cached, **pod, "equal to what the handler got");
         assert!(!Arc::ptr_eq(&cached, pod), "decoded from the compact form");
         assert!(
@@ -97,10 +103,7 @@ async fn a_compact_cache_reads_back_equal_objects_decoded_from_its_compact_form(
     let (old, new) = updates.lock()[0].clone();
     assert_eq!(*old, *before);
     assert_eq!(new.labels()["tier"], "changed");
-    let cached = lister
-        .namespaced(new.namespace().expect("namespaced"))
-        .get(&new.name_any())
-        .expect("cached");
+    let cached = cached(&lister, &new);
     assert_eq!(*cached, *new);
     factory.shutdown().await;
 }
@@ -111,10 +114,7 @@ async fn the_default_cache_hands_out_the_objects_the_handlers_got() {
     let (_server, factory, added, _) = informing(5, FactoryOptions::default()).await;
     let lister = factory.lister::<Pod>().expect("a lister");
     for pod in added.lock().iter() {
-        let cached = lister
-            .namespaced(pod.namespace().expect("namespaced"))
-            .get(&pod.name_any())
-            .expect("cached");
+        let cached = cached(&lister, pod);
         assert!(Arc::ptr_eq(&cached, pod));
     }
     factory.shutdown().await;
@@ -128,10 +128,7 @@ async fn kept_decoded_objects_are_the_written_ones_and_metadata_informers_compac
     let (_server, factory, added, _) = informing(10, options).await;
     let lister = factory.lister::<Pod>().expect("a lister");
     for pod in added.lock().iter() {
-        let cached = lister
-            .namespaced(pod.namespace().expect("namespaced"))
-            .get(&pod.name_any())
-            .expect("cached");
+        let cached = cached(&lister, pod);
         assert_eq!(*cached, **pod);
     }
     let metadata = factory.metadata_informer::<Pod>().expect("an informer");

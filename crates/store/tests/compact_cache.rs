@@ -10,36 +10,25 @@ use std::{
     },
 };
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_store::{
-    CacheReader, Codec, CodecError, CompactCache, Error, Indexer, Indexers, Object, Store,
-    default_key_func,
+    CacheReader, Codec, CodecError, CompactCache, Error, Indexer, Indexers, Store, default_key_func,
 };
+use kube_core::ObjectMeta;
 
-#[derive(Debug, Clone, PartialEq)]
-struct Item {
-    name: String,
-    value: String,
+/// Items are cluster-less ConfigMaps with one `value`.
+type Item = ConfigMap;
+
+fn value(item: &Item) -> String {
+    item.data
+        .as_ref()
+        .and_then(|data| data.get("value"))
+        .cloned()
+        .unwrap_or_default()
 }
 
-impl Object for Item {
-    fn name(&self) -> Option<&str> {
-        Some(&self.name)
-    }
-    fn namespace(&self) -> Option<&str> {
-        None
-    }
-    fn resource_version(&self) -> Option<&str> {
-        None
-    }
-    fn uid(&self) -> Option<&str> {
-        None
-    }
-    fn labels(&self) -> Option<&BTreeMap<String, String>> {
-        None
-    }
-}
-
-/// `name=value`; refuses to encode a value of `"unencodable"`, and counts its decodes.
+/// JSON; refuses to encode a value of `"unencodable"` and to decode one of `"undecodable"`,
+/// and counts its decodes.
 #[derive(Default)]
 struct Counting {
     decodes: AtomicUsize,
@@ -47,40 +36,37 @@ struct Counting {
 
 impl Codec<Item> for Counting {
     fn encode(&self, item: &Item) -> Result<Vec<u8>, CodecError> {
-        if item.value == "unencodable" {
+        if value(item) == "unencodable" {
             return Err("this value cannot be encoded".into());
         }
-        Ok(format!("{}={}", item.name, item.value).into_bytes())
+        Ok(serde_json::to_vec(item)?)
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<Item, CodecError> {
         self.decodes.fetch_add(1, Ordering::Relaxed);
-        let text = std::str::from_utf8(bytes)?;
-        if text.ends_with("=undecodable") {
+        let item: Item = serde_json::from_slice(bytes)?;
+        if value(&item) == "undecodable" {
             return Err("these bytes cannot be decoded".into());
         }
-        let (name, value) = text.split_once('=').ok_or("no '='")?;
-        Ok(Item {
-            name: name.to_owned(),
-            value: value.to_owned(),
-        })
+        Ok(item)
     }
 }
 
 fn item(name: &str, value: &str) -> Arc<Item> {
-    Arc::new(Item {
-        name: name.to_owned(),
-        value: value.to_owned(),
+    Arc::new(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([("value".to_owned(), value.to_owned())])),
+        ..ConfigMap::default()
     })
 }
 
 fn cache(hot: usize) -> (CompactCache<Item>, Arc<Counting>) {
     let codec = Arc::new(Counting::default());
     let mut indexers: Indexers<Item> = Indexers::new();
-    indexers.insert(
-        "value".into(),
-        Arc::new(|item: &Item| vec![item.value.clone()]),
-    );
+    indexers.insert("value".into(), Arc::new(|item: &Item| vec![value(item)]));
     let cache = CompactCache::new(default_key_func(), indexers, Arc::clone(&codec) as _);
     (cache.hot_capacity(hot), codec)
 }
@@ -119,7 +105,11 @@ fn scans_use_the_decoded_set_without_filling_it() {
     assert_eq!(codec.decodes.load(Ordering::Relaxed), 4);
     assert!(Arc::ptr_eq(
         &cache.get_by_key("c").unwrap(),
-        &cache.list().into_iter().find(|i| i.name == "c").unwrap()
+        &cache
+            .list()
+            .into_iter()
+            .find(|i| i.metadata.name.as_deref() == Some("c"))
+            .unwrap()
     ));
 }
 
@@ -183,7 +173,7 @@ fn a_replace_drops_what_was_kept_decoded_and_an_added_index_covers_every_object(
     let mut by_name: Indexers<Item> = Indexers::new();
     by_name.insert(
         "name".into(),
-        Arc::new(|item: &Item| vec![item.name.clone()]),
+        Arc::new(|item: &Item| item.metadata.name.clone().into_iter().collect()),
     );
     cache.add_indexers(by_name).unwrap();
     assert_eq!(cache.by_index("name", "b").unwrap(), vec![item("b", "3")]);
