@@ -92,18 +92,7 @@ pub(crate) fn cargo() -> Command {
     command
 }
 
-/// Runs `command`, echoing it first, and fails with its exit status.
-pub(crate) fn run(mut command: Command) -> Result<(), String> {
-    eprintln!("xtask: running {command:?}");
-    let status = command
-        .status()
-        .map_err(|err| format!("could not start {command:?}: {err}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{command:?} failed with {status}"))
-    }
-}
+pub(crate) use kinformer_controlplane::run;
 
 fn ci() -> Result<(), String> {
     let mut fmt = cargo();

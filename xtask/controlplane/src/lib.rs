@@ -78,6 +78,7 @@ pub use etcd::compact as compact_etcd;
 pub use http::Http;
 pub use kind::KindNode;
 pub use plane::ControlPlane;
+pub use processes::run;
 
 /// The Kubernetes release the binaries are built from; `xtask/controlplane/go.mod` pins it.
 pub const KUBERNETES_VERSION: &str = "v1.37.2";

@@ -105,8 +105,9 @@ pub(crate) fn openssl(args: &[&str], output: &Path) -> Result<(), String> {
     run_quiet(command)
 }
 
-/// Runs `command`, echoing it first, and fails with its exit status.
-pub(crate) fn run(mut command: Command) -> Result<(), String> {
+/// Runs `command`, echoing it first, and fails with its exit status: how the control plane and
+/// xtask run the tools they build with.
+pub fn run(mut command: Command) -> Result<(), String> {
     eprintln!("xtask: running {command:?}");
     let status = command
         .status()
