@@ -61,6 +61,7 @@ mod generated;
 mod schema;
 mod ser;
 mod time;
+mod to_message;
 mod typed;
 mod wire;
 
@@ -83,4 +84,5 @@ pub use envelope::{
 pub use error::Error;
 pub use schema::Message;
 pub use ser::{encode_message, encode_object};
+pub use to_message::to_message;
 pub use typed::Decoder;

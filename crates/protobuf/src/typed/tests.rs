@@ -7,7 +7,7 @@ use std::{fmt::Debug, fs, path::PathBuf};
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::{Decoder, generated};
-use crate::{DecodeOptions, Envelope, encode_message};
+use crate::{DecodeOptions, Envelope, encode_message, to_message};
 
 /// Decodes `protobuf` with the generated decoder and the serde path, with and without
 /// managedFields, and `json`; all must agree. And what was decoded survives the round trip a
@@ -63,6 +63,15 @@ where
     let message = envelope.message().map_err(|error| error.to_string())?;
     let json = serde_json::to_value(value).map_err(|error| format!("to JSON: {error}"))?;
     let bytes = encode_message(&json, message).map_err(|error| format!("encode: {error}"))?;
+    let direct = to_message(value, message).map_err(|error| format!("to_message: {error}"))?;
+    let again_direct = decoder
+        .decode(&direct, message, DecodeOptions::default())
+        .map_err(|error| format!("decode of what to_message wrote: {error}"))?;
+    if again_direct != *value {
+        return Err(format!(
+            "to_message changed the object:\n{again_direct:#?}\n{value:#?}"
+        ));
+    }
     let again = decoder
         .decode(&bytes, message, DecodeOptions::default())
         .map_err(|error| format!("decode of the re-encoded object: {error}"))?;
