@@ -8,9 +8,10 @@ use kinformer_store::{Codec, CodecError};
 use kube_core::Resource;
 use serde::{Serialize, de::DeserializeOwned};
 
-/// Kubernetes protobuf, through the decoders generated for k8s-openapi's kinds: the smallest
-/// form of a built-in kind, and the fastest to read back. The bytes are the object's message
-/// without the envelope, since the codec knows its kind.
+/// Kubernetes protobuf, written from the object's serde form by the message tables
+/// (`kinformer_protobuf::to_message`) and read back through the decoders generated for
+/// k8s-openapi's kinds: the smallest form of a built-in kind, and the fastest to read back. The
+/// bytes are the object's message without the envelope, since the codec knows its kind.
 pub struct ProtobufCodec<K> {
     message: &'static Message,
     decoder: ProtobufDecoder<K>,
@@ -40,8 +41,7 @@ where
     K: Serialize + DeserializeOwned + Send + Sync + 'static,
 {
     fn encode(&self, obj: &K) -> Result<Vec<u8>, CodecError> {
-        let json = serde_json::to_value(obj)?;
-        Ok(kinformer_protobuf::encode_message(&json, self.message)?)
+        Ok(kinformer_protobuf::to_message(obj, self.message)?)
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<K, CodecError> {
