@@ -22,6 +22,8 @@
 //!   [`WATCH_CONTENT_TYPE`] for the `Accept` header.
 //! - [`encode_object`], [`encode_message`], [`encode_list`] and [`encode_watch_frame`]: JSON
 //!   to protobuf, for servers (kinformer-testing's fake API server) and tests.
+//! - [`to_message`]: any `Serialize` value in its JSON shape (a k8s-openapi struct) straight to
+//!   protobuf, with no JSON tree in between: what a compact cache encodes with.
 //! - [`Message`]: the table of one message, found by kind with [`message_for`] or among the
 //!   well-known [`messages`]. The tables themselves are private, written by
 //!   `cargo xtask protobuf-schema` from the Go API types through reflection, so they match what
