@@ -7,7 +7,7 @@ use crate::{
     Error,
     envelope::{encode_envelope, message_for},
     schema::{Field, Message, Shape, Ty},
-    time,
+    to_message::write_text,
     wire::Writer,
 };
 
@@ -136,14 +136,8 @@ fn write_value(writer: &mut Writer, number: u32, ty: Ty, value: &Value) -> Resul
                     .extend_from_slice(&(float as f32).to_bits().to_le_bytes());
             }
         }
-        Ty::String => {
-            writer.bytes_field(number, text(value)?.as_bytes());
-        }
-        Ty::Bytes => {
-            let bytes =
-                base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text(value)?)
-                    .map_err(|error| Error::custom(format_args!("invalid base64: {error}")))?;
-            writer.bytes_field(number, &bytes);
+        Ty::String | Ty::Bytes | Ty::Time | Ty::MicroTime | Ty::Duration => {
+            write_text(writer, number, ty, text(value)?)?;
         }
         Ty::Message(message) => {
             let object = value
@@ -151,44 +145,19 @@ fn write_value(writer: &mut Writer, number: u32, ty: Ty, value: &Value) -> Resul
                 .ok_or_else(|| Error::custom("expected an object"))?;
             writer.message_field(number, |nested| write_fields(nested, object, message))?;
         }
-        Ty::Time | Ty::MicroTime => {
-            let (seconds, nanos) = time::parse_rfc3339(text(value)?)?;
-            writer.message_field::<Error>(number, |timestamp| {
-                timestamp.varint_field(1, seconds as u64);
-                if nanos != 0 {
-                    timestamp.varint_field(2, nanos as u64);
-                }
-                Ok(())
-            })?;
-        }
-        Ty::Duration => {
-            let nanos = time::parse_go_duration(text(value)?)?;
-            writer.message_field::<Error>(number, |duration| {
-                duration.varint_field(1, nanos as u64);
-                Ok(())
-            })?;
-        }
         Ty::Quantity => {
             let quantity = match value {
                 Value::Number(number) => number.to_string(),
                 other => text(other)?.to_owned(),
             };
-            writer.message_field::<Error>(number, |nested| {
-                nested.bytes_field(1, quantity.as_bytes());
-                Ok(())
-            })?;
+            write_text(writer, number, ty, &quantity)?;
         }
+        Ty::IntOrString if value.is_string() => write_text(writer, number, ty, text(value)?)?,
         Ty::IntOrString => {
             writer.message_field(number, |nested| {
-                if let Some(text) = value.as_str() {
-                    nested.varint_field(1, 1);
-                    nested.varint_field(2, 0);
-                    nested.bytes_field(3, text.as_bytes());
-                } else {
-                    nested.varint_field(1, 0);
-                    nested.varint_field(2, integer(value)?);
-                    nested.bytes_field(3, b"");
-                }
+                nested.varint_field(1, 0);
+                nested.varint_field(2, integer(value)?);
+                nested.bytes_field(3, b"");
                 Ok::<_, Error>(())
             })?;
         }

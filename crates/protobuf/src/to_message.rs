@@ -352,50 +352,63 @@ impl ValueSer<'_> {
     }
 
     fn text(self, text: &str) -> Result<(), Error> {
-        let number = self.number;
-        match self.ty {
-            Ty::String => self.writer.bytes_field(number, text.as_bytes()),
-            Ty::Bytes => {
-                let bytes =
-                    base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text)
-                        .map_err(|error| Error::custom(format_args!("invalid base64: {error}")))?;
-                self.writer.bytes_field(number, &bytes);
-            }
-            Ty::Time | Ty::MicroTime => {
-                let (seconds, nanos) = time::parse_rfc3339(text)?;
-                nested(self.writer, number, |timestamp| {
-                    timestamp.varint_field(1, seconds as u64);
-                    if nanos != 0 {
-                        timestamp.varint_field(2, nanos as u64);
-                    }
-                    Ok(())
-                })?;
-            }
-            Ty::Duration => {
-                let nanos = time::parse_go_duration(text)?;
-                nested(self.writer, number, |duration| {
-                    duration.varint_field(1, nanos as u64);
-                    Ok(())
-                })?;
-            }
-            Ty::Quantity => nested(self.writer, number, |quantity| {
-                quantity.bytes_field(1, text.as_bytes());
-                Ok(())
-            })?,
-            Ty::IntOrString => nested(self.writer, number, |nested| {
-                nested.varint_field(1, 1);
-                nested.varint_field(2, 0);
-                nested.bytes_field(3, text.as_bytes());
-                Ok(())
-            })?,
-            _ => return Err(self.mismatch("a string")),
-        }
-        Ok(())
+        write_text(self.writer, self.number, self.ty, text)
     }
 
     fn mismatch(&self, found: &str) -> Error {
         Error::custom(format_args!("expected {:?}, found {found}", self.ty))
     }
+}
+
+/// Writes `text`, a JSON string, as field `number` of type `ty`: a string, base64 bytes, a time,
+/// a Go duration, a quantity or the string side of an int-or-string.
+pub(crate) fn write_text(
+    writer: &mut Writer,
+    number: u32,
+    ty: Ty,
+    text: &str,
+) -> Result<(), Error> {
+    match ty {
+        Ty::String => writer.bytes_field(number, text.as_bytes()),
+        Ty::Bytes => {
+            let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text)
+                .map_err(|error| Error::custom(format_args!("invalid base64: {error}")))?;
+            writer.bytes_field(number, &bytes);
+        }
+        Ty::Time | Ty::MicroTime => {
+            let (seconds, nanos) = time::parse_rfc3339(text)?;
+            nested(writer, number, |timestamp| {
+                timestamp.varint_field(1, seconds as u64);
+                if nanos != 0 {
+                    timestamp.varint_field(2, nanos as u64);
+                }
+                Ok(())
+            })?;
+        }
+        Ty::Duration => {
+            let nanos = time::parse_go_duration(text)?;
+            nested(writer, number, |duration| {
+                duration.varint_field(1, nanos as u64);
+                Ok(())
+            })?;
+        }
+        Ty::Quantity => nested(writer, number, |quantity| {
+            quantity.bytes_field(1, text.as_bytes());
+            Ok(())
+        })?,
+        Ty::IntOrString => nested(writer, number, |nested| {
+            nested.varint_field(1, 1);
+            nested.varint_field(2, 0);
+            nested.bytes_field(3, text.as_bytes());
+            Ok(())
+        })?,
+        _ => {
+            return Err(Error::custom(format_args!(
+                "expected {ty:?}, found a string"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses what a JSON shape never holds where a value is expected.
@@ -404,6 +417,65 @@ macro_rules! refuse {
         $(fn $method(self, $(_: $arg),*) -> Result<$ret, Error> {
             Err(Error::custom(concat!("cannot encode a value of the kind `", stringify!($method), "`")))
         })*
+    };
+}
+
+/// Refuses every scalar: where a container is expected.
+macro_rules! refuse_scalars {
+    ($ok:ty) => {
+        refuse! {
+            serialize_bool(bool) -> $ok;
+            serialize_i8(i8) -> $ok;
+            serialize_i16(i16) -> $ok;
+            serialize_i32(i32) -> $ok;
+            serialize_i64(i64) -> $ok;
+            serialize_u8(u8) -> $ok;
+            serialize_u16(u16) -> $ok;
+            serialize_u32(u32) -> $ok;
+            serialize_u64(u64) -> $ok;
+            serialize_f32(f32) -> $ok;
+            serialize_f64(f64) -> $ok;
+            serialize_char(char) -> $ok;
+            serialize_bytes(&[u8]) -> $ok;
+            serialize_unit_struct(&'static str) -> $ok;
+        }
+    };
+}
+
+/// Refuses tuples and struct variants, which no JSON shape has.
+macro_rules! refuse_tuples {
+    ($ok:ty) => {
+        refuse! {
+            serialize_tuple(usize) -> Impossible<$ok, Error>;
+            serialize_tuple_struct(&'static str, usize) -> Impossible<$ok, Error>;
+            serialize_tuple_variant(&'static str, u32, &'static str, usize) -> Impossible<$ok, Error>;
+            serialize_struct_variant(&'static str, u32, &'static str, usize) -> Impossible<$ok, Error>;
+        }
+    };
+}
+
+/// Looks through `Some` and newtype structs, and refuses newtype variants.
+macro_rules! see_through {
+    ($ok:ty) => {
+        fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<$ok, Error> {
+            value.serialize(self)
+        }
+        fn serialize_newtype_struct<T: Serialize + ?Sized>(
+            self,
+            _: &'static str,
+            value: &T,
+        ) -> Result<$ok, Error> {
+            value.serialize(self)
+        }
+        fn serialize_newtype_variant<T: Serialize + ?Sized>(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: &T,
+        ) -> Result<$ok, Error> {
+            Err(Error::custom("cannot encode an enum variant with a value"))
+        }
     };
 }
 
@@ -542,12 +614,7 @@ impl<'w> ser::Serializer for ValueSer<'w> {
         })
     }
 
-    refuse! {
-        serialize_tuple(usize) -> Impossible<(), Error>;
-        serialize_tuple_struct(&'static str, usize) -> Impossible<(), Error>;
-        serialize_tuple_variant(&'static str, u32, &'static str, usize) -> Impossible<(), Error>;
-        serialize_struct_variant(&'static str, u32, &'static str, usize) -> Impossible<(), Error>;
-    }
+    refuse_tuples!(());
 }
 
 /// Fills in the one-byte length reserved at `at` once the nested message is written, widening
@@ -646,52 +713,16 @@ impl<'w> ser::Serializer for MessageSer<'w> {
     fn serialize_struct(self, _: &'static str, _: usize) -> Result<MessageFields<'w>, Error> {
         self.serialize_map(None)
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
-        value.serialize(self)
-    }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        value.serialize(self)
-    }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: &T,
-    ) -> Result<(), Error> {
-        Err(Error::custom("a message must be an object"))
-    }
-    fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Result<(), Error> {
-        Err(Error::custom("a message must be an object"))
-    }
 
+    see_through!(());
+    refuse_scalars!(());
+    refuse_tuples!(());
     refuse! {
-        serialize_bool(bool) -> ();
-        serialize_i8(i8) -> ();
-        serialize_i16(i16) -> ();
-        serialize_i32(i32) -> ();
-        serialize_i64(i64) -> ();
-        serialize_u8(u8) -> ();
-        serialize_u16(u16) -> ();
-        serialize_u32(u32) -> ();
-        serialize_u64(u64) -> ();
-        serialize_f32(f32) -> ();
-        serialize_f64(f64) -> ();
-        serialize_char(char) -> ();
         serialize_str(&str) -> ();
-        serialize_bytes(&[u8]) -> ();
         serialize_none() -> ();
         serialize_unit() -> ();
-        serialize_unit_struct(&'static str) -> ();
+        serialize_unit_variant(&'static str, u32, &'static str) -> ();
         serialize_seq(Option<usize>) -> Impossible<(), Error>;
-        serialize_tuple(usize) -> Impossible<(), Error>;
-        serialize_tuple_struct(&'static str, usize) -> Impossible<(), Error>;
-        serialize_tuple_variant(&'static str, u32, &'static str, usize) -> Impossible<(), Error>;
-        serialize_struct_variant(&'static str, u32, &'static str, usize) -> Impossible<(), Error>;
     }
 }
 
@@ -715,50 +746,15 @@ impl ser::Serializer for SeqSer<'_> {
     fn serialize_unit(self) -> Result<(), Error> {
         Ok(())
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
-        value.serialize(self)
-    }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        value.serialize(self)
-    }
 
+    see_through!(());
+    refuse_scalars!(());
+    refuse_tuples!(());
     refuse! {
-        serialize_bool(bool) -> ();
-        serialize_i8(i8) -> ();
-        serialize_i16(i16) -> ();
-        serialize_i32(i32) -> ();
-        serialize_i64(i64) -> ();
-        serialize_u8(u8) -> ();
-        serialize_u16(u16) -> ();
-        serialize_u32(u32) -> ();
-        serialize_u64(u64) -> ();
-        serialize_f32(f32) -> ();
-        serialize_f64(f64) -> ();
-        serialize_char(char) -> ();
         serialize_str(&str) -> ();
-        serialize_bytes(&[u8]) -> ();
-        serialize_unit_struct(&'static str) -> ();
         serialize_unit_variant(&'static str, u32, &'static str) -> ();
         serialize_map(Option<usize>) -> Impossible<(), Error>;
         serialize_struct(&'static str, usize) -> Impossible<(), Error>;
-        serialize_tuple(usize) -> Impossible<(), Error>;
-        serialize_tuple_struct(&'static str, usize) -> Impossible<(), Error>;
-        serialize_tuple_variant(&'static str, u32, &'static str, usize) -> Impossible<(), Error>;
-        serialize_struct_variant(&'static str, u32, &'static str, usize) -> Impossible<(), Error>;
-    }
-
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: &T,
-    ) -> Result<(), Error> {
-        Err(Error::custom("expected an array"))
     }
 }
 
@@ -785,49 +781,15 @@ impl<'w> ser::Serializer for MapFieldSer<'w> {
     fn serialize_unit(self) -> Result<(), Error> {
         Ok(())
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
-        value.serialize(self)
-    }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        value.serialize(self)
-    }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: &T,
-    ) -> Result<(), Error> {
-        Err(Error::custom("expected an object"))
-    }
 
+    see_through!(());
+    refuse_scalars!(());
+    refuse_tuples!(());
     refuse! {
-        serialize_bool(bool) -> ();
-        serialize_i8(i8) -> ();
-        serialize_i16(i16) -> ();
-        serialize_i32(i32) -> ();
-        serialize_i64(i64) -> ();
-        serialize_u8(u8) -> ();
-        serialize_u16(u16) -> ();
-        serialize_u32(u32) -> ();
-        serialize_u64(u64) -> ();
-        serialize_f32(f32) -> ();
-        serialize_f64(f64) -> ();
-        serialize_char(char) -> ();
         serialize_str(&str) -> ();
-        serialize_bytes(&[u8]) -> ();
-        serialize_unit_struct(&'static str) -> ();
         serialize_unit_variant(&'static str, u32, &'static str) -> ();
         serialize_seq(Option<usize>) -> Impossible<(), Error>;
         serialize_struct(&'static str, usize) -> Impossible<(), Error>;
-        serialize_tuple(usize) -> Impossible<(), Error>;
-        serialize_tuple_struct(&'static str, usize) -> Impossible<(), Error>;
-        serialize_tuple_variant(&'static str, u32, &'static str, usize) -> Impossible<(), Error>;
-        serialize_struct_variant(&'static str, u32, &'static str, usize) -> Impossible<(), Error>;
     }
 }
 
@@ -845,9 +807,6 @@ impl ser::Serializer for KeySer {
     fn serialize_str(self, value: &str) -> Result<String, Error> {
         Ok(value.to_owned())
     }
-    fn serialize_char(self, value: char) -> Result<String, Error> {
-        Ok(value.to_string())
-    }
     fn serialize_unit_variant(
         self,
         _: &'static str,
@@ -856,49 +815,16 @@ impl ser::Serializer for KeySer {
     ) -> Result<String, Error> {
         Ok(variant.to_owned())
     }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        value: &T,
-    ) -> Result<String, Error> {
-        value.serialize(self)
-    }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: &T,
-    ) -> Result<String, Error> {
-        Err(Error::custom("expected a string"))
-    }
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<String, Error> {
-        value.serialize(self)
-    }
 
+    see_through!(String);
+    refuse_scalars!(String);
+    refuse_tuples!(String);
     refuse! {
-        serialize_bool(bool) -> String;
-        serialize_i8(i8) -> String;
-        serialize_i16(i16) -> String;
-        serialize_i32(i32) -> String;
-        serialize_i64(i64) -> String;
-        serialize_u8(u8) -> String;
-        serialize_u16(u16) -> String;
-        serialize_u32(u32) -> String;
-        serialize_u64(u64) -> String;
-        serialize_f32(f32) -> String;
-        serialize_f64(f64) -> String;
-        serialize_bytes(&[u8]) -> String;
         serialize_none() -> String;
         serialize_unit() -> String;
-        serialize_unit_struct(&'static str) -> String;
         serialize_seq(Option<usize>) -> Impossible<String, Error>;
         serialize_map(Option<usize>) -> Impossible<String, Error>;
         serialize_struct(&'static str, usize) -> Impossible<String, Error>;
-        serialize_tuple(usize) -> Impossible<String, Error>;
-        serialize_tuple_struct(&'static str, usize) -> Impossible<String, Error>;
-        serialize_tuple_variant(&'static str, u32, &'static str, usize) -> Impossible<String, Error>;
-        serialize_struct_variant(&'static str, u32, &'static str, usize) -> Impossible<String, Error>;
     }
 }
 
