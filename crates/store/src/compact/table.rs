@@ -144,7 +144,7 @@ impl<K> Inner<K> {
             let old_values = std::mem::replace(&mut entry.values, values);
             let old_bytes = std::mem::replace(&mut entry.bytes, bytes);
             let old_stamp = std::mem::replace(&mut entry.stamp, stamp);
-            self.move_index_entries(slot, &old_values);
+            move_index_entries(&mut self.indexes, slot, &old_values, &entry.values);
             return Upserted {
                 slot,
                 stamp,
@@ -160,17 +160,11 @@ impl<K> Inner<K> {
         };
         let slot = allocate(&mut self.entries, &mut self.free, entry);
         self.slots_by_key.insert(key, slot);
-        let entry = self.entry(slot);
-        let values = entry.values.clone();
-        for (index, values) in self.indexes.iter_mut().zip(values.iter()) {
-            for value in values {
-                index
-                    .slots
-                    .entry(Arc::clone(value))
-                    .or_default()
-                    .insert(slot);
-            }
-        }
+        let values = &self.entries[slot as usize]
+            .as_ref()
+            .expect("just allocated")
+            .values;
+        move_index_entries(&mut self.indexes, slot, &[], values);
         Upserted {
             slot,
             stamp,
@@ -185,11 +179,7 @@ impl<K> Inner<K> {
             .take()
             .expect("keyed slots are always occupied");
         self.free.push(slot);
-        for (index, values) in self.indexes.iter_mut().zip(entry.values.iter()) {
-            for value in values {
-                remove_from_index(&mut index.slots, value, slot);
-            }
-        }
+        move_index_entries(&mut self.indexes, slot, &entry.values, &[]);
         Some((slot, entry.bytes, entry.stamp))
     }
 
@@ -343,29 +333,33 @@ impl<K> Inner<K> {
             })
             .collect()
     }
+}
 
-    /// Moves `slot` from the index values in `old` to those its entry now holds.
-    fn move_index_entries(&mut self, slot: Slot, old: &[Box<[Arc<str>]>]) {
-        let new = self.entries[slot as usize]
-            .as_ref()
-            .expect("live slots are occupied")
-            .values
-            .clone();
-        for ((index, old), new) in self.indexes.iter_mut().zip(old).zip(new.iter()) {
-            // Most updates leave index values alone; skip the set churn then.
-            if old == new {
-                continue;
-            }
-            for value in old.iter().filter(|value| !new.contains(value)) {
-                remove_from_index(&mut index.slots, value, slot);
-            }
-            for value in new.iter().filter(|value| !old.contains(value)) {
-                index
-                    .slots
-                    .entry(Arc::clone(value))
-                    .or_default()
-                    .insert(slot);
-            }
+/// Moves `slot` from the index values in `old` to those in `new` (index by index, in the
+/// indexes' order); an empty `old` adds, an empty `new` removes.
+fn move_index_entries<K>(
+    indexes: &mut [Index<K>],
+    slot: Slot,
+    old: &[Box<[Arc<str>]>],
+    new: &[Box<[Arc<str>]>],
+) {
+    let none: &[Arc<str>] = &[];
+    for (at, index) in indexes.iter_mut().enumerate() {
+        let old = old.get(at).map_or(none, |values| values);
+        let new = new.get(at).map_or(none, |values| values);
+        // Most updates leave index values alone; skip the set churn then.
+        if old == new {
+            continue;
+        }
+        for value in old.iter().filter(|value| !new.contains(value)) {
+            remove_from_index(&mut index.slots, value, slot);
+        }
+        for value in new.iter().filter(|value| !old.contains(value)) {
+            index
+                .slots
+                .entry(Arc::clone(value))
+                .or_default()
+                .insert(slot);
         }
     }
 }
