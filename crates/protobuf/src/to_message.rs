@@ -195,10 +195,7 @@ impl ser::SerializeMap for MessageFields<'_> {
     }
 
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        let key = self
-            .key
-            .take()
-            .ok_or_else(|| Error::custom("a map value without its key"))?;
+        let key = take_key(&mut self.key)?;
         write_key(self.writer, self.message, &key, value)
     }
 
@@ -235,9 +232,30 @@ struct MapFieldSer<'w> {
     ty: Ty,
 }
 
+impl MapFieldSer<'_> {
+    /// Writes one `{key = 1, value = 2}` entry.
+    fn entry<K: Serialize + ?Sized, V: Serialize + ?Sized>(
+        &mut self,
+        key: &K,
+        value: &V,
+    ) -> Result<(), Error> {
+        let (number, key_ty, ty) = (self.number, self.key_ty, self.ty);
+        nested(self.writer, number, |entry| {
+            write_one(entry, 1, key_ty, key)?;
+            write_one(entry, 2, ty, value)
+        })
+    }
+}
+
 struct MapEntries<'w> {
     field: MapFieldSer<'w>,
     key: Option<String>,
+}
+
+/// The key `serialize_key` kept for `serialize_value`.
+fn take_key(key: &mut Option<String>) -> Result<String, Error> {
+    key.take()
+        .ok_or_else(|| Error::custom("a map value without its key"))
 }
 
 impl ser::SerializeMap for MapEntries<'_> {
@@ -250,20 +268,18 @@ impl ser::SerializeMap for MapEntries<'_> {
     }
 
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        let key = self
-            .key
-            .take()
-            .ok_or_else(|| Error::custom("a map value without its key"))?;
-        let MapFieldSer {
-            ref mut writer,
-            number,
-            key_ty,
-            ty,
-        } = self.field;
-        nested(writer, number, |entry| {
-            write_one(entry, 1, key_ty, key.as_str())?;
-            write_one(entry, 2, ty, value)
-        })
+        let key = take_key(&mut self.key)?;
+        self.field.entry(key.as_str(), value)
+    }
+
+    /// Both halves at once (how maps serialize themselves): the key goes to the wire without
+    /// being copied into a `String` first.
+    fn serialize_entry<K: Serialize + ?Sized, V: Serialize + ?Sized>(
+        &mut self,
+        key: &K,
+        value: &V,
+    ) -> Result<(), Error> {
+        self.field.entry(key, value)
     }
 
     fn end(self) -> Result<(), Error> {
