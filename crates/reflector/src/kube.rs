@@ -1,10 +1,10 @@
 //! [`KubeListerWatcher`]: list and watch over kube-client, decoding through a [`Decoder`].
 
-use std::{collections::VecDeque, fmt, sync::Arc, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt, stream::BoxStream};
+use futures::{StreamExt, TryStreamExt};
 use http_body_util::BodyExt;
 use kube_client::{Api, Client, client::Body};
 use kube_core::{
@@ -15,9 +15,8 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 
 use crate::{
-    Decoder, Error, ExpectedType, Framing, JsonDecoder, KubeDecoder, ListOptions, ListPage,
-    ListerWatcher, Result, ReuseObject, VersionMatch, WatchEvent, WatchStream, WireFormat,
-    json_list,
+    Decoder, Error, ExpectedType, JsonDecoder, KubeDecoder, ListOptions, ListPage, ListerWatcher,
+    Result, ReuseObject, VersionMatch, WatchStream, WireFormat, json_list,
 };
 
 /// A list body at least this large is decoded on a blocking thread, so decoding a big page does
@@ -58,6 +57,7 @@ pub struct KubeListerWatcher<K, D = KubeDecoder<K>> {
     tweak: Option<TweakListOptions>,
     decoder: Arc<D>,
     prefetch: Mutex<Option<Prefetch>>,
+    decode_workers: usize,
     _objects: std::marker::PhantomData<fn() -> K>,
 }
 
@@ -175,8 +175,21 @@ where
             tweak: None,
             decoder: Arc::new(decoder),
             prefetch: Mutex::new(None),
+            decode_workers: 0,
             _objects: std::marker::PhantomData,
         }
+    }
+
+    /// Decodes watch events on up to `workers` tasks at once, beside the task that reads the
+    /// watch, instead of on that task (`0`, the default).
+    ///
+    /// Events are still handed on in the order the server sent them; only their decoding
+    /// overlaps. Worth it where the runtime has worker threads with nothing else to do: on two
+    /// cores shared with other work, decoding on the reading task costs less.
+    #[must_use]
+    pub fn watch_decode_workers(mut self, workers: usize) -> Self {
+        self.decode_workers = workers;
+        self
     }
 
     /// Only objects whose labels match `selector` (`app=web,tier!=cache`).
@@ -522,6 +535,7 @@ where
             Arc::clone(&self.decoder),
             framing,
             MAX_WATCH_LINE,
+            self.decode_workers,
         ))
     }
 
@@ -534,224 +548,7 @@ where
     }
 }
 
-/// The longest JSON watch line accepted, as long as the longest protobuf frame
-/// (`kinformer_protobuf::MAX_FRAME_LEN`): far beyond any object the API server stores (etcd
-/// refuses values over 1.5 MiB by default), so only a broken or hostile stream reaches it.
-pub const MAX_WATCH_LINE: usize = kinformer_protobuf::MAX_FRAME_LEN;
+mod watch;
 
-/// Cuts a watch body into the frames its decoder reads.
-enum Frames {
-    /// Newline-delimited JSON: the bytes of the line in progress, and how many of them are
-    /// known to hold no newline (so a long line split over many chunks is scanned once).
-    Lines {
-        buffer: Vec<u8>,
-        scanned: usize,
-        max: usize,
-    },
-    LengthPrefixed(kinformer_protobuf::FrameReader),
-}
-
-struct FrameDecoder<K, D> {
-    chunks: BoxStream<'static, Result<Bytes>>,
-    frames: Frames,
-    ready: VecDeque<Result<WatchEvent<K>>>,
-    decoder: Arc<D>,
-    finished: bool,
-}
-
-impl<K, D: Decoder<K>> FrameDecoder<K, D> {
-    fn decode_line(&mut self, line: &[u8]) {
-        let line = line.trim_ascii();
-        if !line.is_empty() {
-            self.ready.push_back(self.decoder.decode_event(line));
-        }
-    }
-
-    fn take_complete_frames(&mut self, chunk: &[u8]) {
-        match &mut self.frames {
-            Frames::Lines {
-                buffer,
-                scanned,
-                max,
-            } => {
-                let (max, from) = (*max, *scanned);
-                buffer.extend_from_slice(chunk);
-                let mut buffer = std::mem::take(buffer);
-                let mut consumed = 0;
-                let mut search = from;
-                while let Some(end) = buffer[search..].iter().position(|&byte| byte == b'\n') {
-                    self.decode_line(&buffer[consumed..search + end]);
-                    consumed = search + end + 1;
-                    search = consumed;
-                }
-                buffer.drain(..consumed);
-                if buffer.len() > max {
-                    // Never buffer without bound: the stream ends, and the reflector relists.
-                    self.finished = true;
-                    let reason = format!("a watch line longer than {max} bytes without a newline");
-                    let head = &buffer[..buffer.len().min(4096)];
-                    self.ready
-                        .push_back(Err(Error::decode("watch event", reason, head)));
-                    buffer = Vec::new();
-                }
-                let scanned = buffer.len();
-                self.frames = Frames::Lines {
-                    buffer,
-                    scanned,
-                    max,
-                };
-            }
-            Frames::LengthPrefixed(reader) => {
-                reader.push(chunk);
-                loop {
-                    match reader.next_frame() {
-                        Ok(Some(frame)) => self.ready.push_back(self.decoder.decode_event(&frame)),
-                        Ok(None) => break,
-                        Err(error) => {
-                            // A corrupt length cannot be resynchronised: end the stream.
-                            self.finished = true;
-                            self.ready.push_back(Err(Error::decode(
-                                "watch frame",
-                                format!("protobuf: {error}"),
-                                &[],
-                            )));
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn finish(&mut self) {
-        self.finished = true;
-        match &mut self.frames {
-            Frames::Lines { buffer, .. } => {
-                let rest = std::mem::take(buffer);
-                self.decode_line(&rest);
-            }
-            Frames::LengthPrefixed(reader) => {
-                if reader.pending() > 0 {
-                    tracing::debug!(
-                        bytes = reader.pending(),
-                        "a protobuf watch stream ended inside a frame"
-                    );
-                }
-            }
-        }
-    }
-}
-
-/// Cuts a watch body into frames and decodes each; a broken body ends the stream with its error.
-fn watch_events<K, D>(
-    chunks: BoxStream<'static, Result<Bytes>>,
-    decoder: Arc<D>,
-    framing: Framing,
-    max_line: usize,
-) -> WatchStream<K>
-where
-    K: Send + Sync + 'static,
-    D: Decoder<K>,
-{
-    let frames = match framing {
-        Framing::LengthPrefixed => {
-            Frames::LengthPrefixed(kinformer_protobuf::FrameReader::default())
-        }
-        _ => Frames::Lines {
-            buffer: Vec::new(),
-            scanned: 0,
-            max: max_line,
-        },
-    };
-    let reader = FrameDecoder {
-        chunks,
-        frames,
-        ready: VecDeque::new(),
-        decoder,
-        finished: false,
-    };
-    futures::stream::unfold(reader, |mut reader| async move {
-        loop {
-            if let Some(item) = reader.ready.pop_front() {
-                return Some((item, reader));
-            }
-            if reader.finished {
-                return None;
-            }
-            match reader.chunks.next().await {
-                Some(Ok(chunk)) => reader.take_complete_frames(&chunk),
-                Some(Err(error)) => {
-                    reader.finished = true;
-                    reader.ready.push_back(Err(error));
-                }
-                None => reader.finish(),
-            }
-        }
-    })
-    .boxed()
-}
-
-#[cfg(test)]
-mod tests {
-    use k8s_openapi::api::core::v1::ConfigMap;
-
-    use super::*;
-
-    fn event(name: &str) -> String {
-        format!(
-            "{{\"type\":\"ADDED\",\"object\":{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\
-             \"metadata\":{{\"name\":\"{name}\",\"resourceVersion\":\"1\"}}}}}}\n"
-        )
-    }
-
-    /// The watch stream over `chunks`, with lines of at most `max_line` bytes.
-    async fn names(chunks: Vec<&[u8]>, max_line: usize) -> Vec<Result<String>> {
-        let chunks: Vec<Result<Bytes>> = chunks
-            .into_iter()
-            .map(|chunk| Ok(Bytes::copy_from_slice(chunk)))
-            .collect();
-        let decoder = Arc::new(JsonDecoder::<ConfigMap>::new(None));
-        watch_events(
-            futures::stream::iter(chunks).boxed(),
-            decoder,
-            Framing::Lines,
-            max_line,
-        )
-        .map(|event| match event? {
-            WatchEvent::Added(object) => Ok(object.metadata.name.clone().unwrap_or_default()),
-            other => Ok(format!("{other:?}")),
-        })
-        .collect()
-        .await
-    }
-
-    #[tokio::test]
-    async fn lines_split_anywhere_over_chunks_decode_in_order() {
-        let body = format!("{}{}\n{}", event("a"), event("b"), event("c"));
-        let bytes = body.as_bytes();
-        for size in [1, 7, 64, bytes.len()] {
-            let chunks: Vec<&[u8]> = bytes.chunks(size).collect();
-            let decoded: Vec<String> = names(chunks, MAX_WATCH_LINE)
-                .await
-                .into_iter()
-                .collect::<Result<_>>()
-                .expect("every event decodes");
-            assert_eq!(decoded, ["a", "b", "c"], "chunks of {size} bytes");
-        }
-    }
-
-    #[tokio::test]
-    async fn a_line_past_the_limit_ends_the_stream_with_a_decode_error() {
-        let first = event("a");
-        let endless = [b'{'; 300];
-        let chunks: Vec<&[u8]> = vec![first.as_bytes(), &endless[..100], &endless[100..]];
-        let decoded = names(chunks, 256).await;
-        assert_eq!(decoded.len(), 2, "{decoded:?}");
-        assert_eq!(decoded[0].as_deref().ok(), Some("a"));
-        let error = decoded[1].as_ref().expect_err("the long line is refused");
-        assert!(
-            error.to_string().contains("longer than 256 bytes"),
-            "{error}"
-        );
-    }
-}
+pub use watch::MAX_WATCH_LINE;
+use watch::watch_events;
