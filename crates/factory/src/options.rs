@@ -53,6 +53,7 @@ pub struct FactoryOptions {
     page_size: Option<u32>,
     wire_format: WireFormat,
     drop_managed_fields: bool,
+    decode_workers: usize,
     custom_resync: HashMap<TypeId, Duration>,
     meta_transform: Option<MetaTransform>,
     transforms: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
@@ -161,6 +162,15 @@ impl FactoryOptions {
         self
     }
 
+    /// Decodes every informer's watch events on up to `workers` tasks at once, beside the task
+    /// that reads the watch, instead of on it (`0`, the default); see
+    /// [`KubeListerWatcher::watch_decode_workers`]. Events keep the server's order.
+    #[must_use]
+    pub fn watch_decode_workers(mut self, workers: usize) -> Self {
+        self.decode_workers = workers;
+        self
+    }
+
     /// Receives every list and watch error of every informer the factory builds, with the
     /// informer it concerns, instead of the default warning in the log (client-go's
     /// `SetWatchErrorHandler`, for all informers at once). The informers keep retrying either
@@ -255,6 +265,7 @@ impl Default for FactoryOptions {
             page_size: None,
             wire_format: WireFormat::default(),
             drop_managed_fields: false,
+            decode_workers: 0,
             custom_resync: HashMap::new(),
             meta_transform: None,
             transforms: HashMap::new(),
@@ -276,6 +287,7 @@ impl fmt::Debug for FactoryOptions {
             .field("page_size", &self.page_size)
             .field("wire_format", &self.wire_format)
             .field("drop_managed_fields", &self.drop_managed_fields)
+            .field("decode_workers", &self.decode_workers)
             .field("custom_resync", &self.custom_resync.len())
             .field("meta_transform", &self.meta_transform.is_some())
             .field("transforms", &self.transforms.len())
@@ -406,7 +418,7 @@ impl FactoryOptions {
         lister_watcher: KubeListerWatcher<K, D>,
         selection: &Selection,
     ) -> KubeListerWatcher<K, D> {
-        let mut lister_watcher = lister_watcher;
+        let mut lister_watcher = lister_watcher.watch_decode_workers(self.decode_workers);
         if let Some(labels) = selection.label_selector() {
             lister_watcher = lister_watcher.labels(labels);
         }
