@@ -257,11 +257,20 @@ fn lookup_cases() -> Vec<Case> {
     cases
 }
 
-/// Every peer on JSON, kinformer and client-go on protobuf as well, and kinformer's compact
-/// cache on protobuf.
+/// Every peer on JSON, kinformer and client-go on protobuf as well, kinformer's compact cache
+/// on protobuf, and kinformer on protobuf decoding its watch on 1, 2 and 4 worker tasks.
 fn watch_cases() -> Vec<Case> {
     let mut cases = json_cases(true);
-    cases.insert(2, compact("protobuf"));
+    let workers = [1usize, 2, 4].map(|n| {
+        let label = if n == 1 {
+            "1 decode worker".to_owned()
+        } else {
+            format!("{n} decode workers")
+        };
+        Case::new(Peer::Kinformer, "protobuf")
+            .with(&args(&[("decode-workers", n.to_string())]), &label)
+    });
+    cases.splice(2..2, workers.into_iter().chain([compact("protobuf")]));
     cases
 }
 

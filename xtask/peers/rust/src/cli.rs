@@ -4,7 +4,8 @@ use std::{fmt, path::PathBuf};
 
 /// The usage line printed with every command-line error.
 pub const USAGE: &str = "usage: PEER --scenario NAME --kubeconfig PATH [--n N] [--mode MODE] \
-[--count C] [--rate S] [--readers R] [--handlers H] [--fraction F]";
+[--count C] [--rate S] [--readers R] [--handlers H] [--fraction F] [--cache default|compact] \
+[--decode-workers W]";
 
 /// One scenario of the protocol's table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,6 +188,9 @@ pub struct Args {
     pub fraction: f64,
     /// `--cache compact`: kinformer caches in a compact cache (kinformer only).
     pub compact_cache: bool,
+    /// `--decode-workers N`: kinformer decodes watch events on up to N tasks beside the one
+    /// reading the watch (kinformer only; absent: on the reading task).
+    pub decode_workers: Option<usize>,
 }
 
 /// Default `--count`: enough samples for a stable p99.9.
@@ -214,6 +218,7 @@ impl Args {
         let mut handlers = None;
         let mut fraction = None;
         let mut compact_cache = false;
+        let mut decode_workers = None;
         let mut args = args.into_iter();
         while let Some(flag) = args.next() {
             let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -234,6 +239,7 @@ impl Args {
                 "--readers" => readers = Some(number(&flag, &value)?),
                 "--handlers" => handlers = Some(number(&flag, &value)?),
                 "--fraction" => fraction = Some(number(&flag, &value)?),
+                "--decode-workers" => decode_workers = Some(number(&flag, &value)?),
                 "--cache" => {
                     compact_cache = match value.as_str() {
                         "compact" => true,
@@ -275,6 +281,7 @@ impl Args {
             handlers,
             fraction,
             compact_cache,
+            decode_workers,
         })
     }
 }
@@ -336,7 +343,7 @@ mod tests {
     fn every_flag_is_read() {
         let args = parse(
             "--scenario lookups --kubeconfig kc --n 20000 --mode json --count 5 --rate 7 \
-             --readers 4 --handlers 2 --fraction 0.25 --cache compact",
+             --readers 4 --handlers 2 --fraction 0.25 --cache compact --decode-workers 3",
         )
         .expect("valid");
         assert_eq!(
@@ -352,6 +359,7 @@ mod tests {
                 handlers: 2,
                 fraction: 0.25,
                 compact_cache: true,
+                decode_workers: Some(3),
             }
         );
     }

@@ -51,11 +51,13 @@ impl Peer for Kinformer {
         views: &Arc<Views>,
     ) -> Result<Lookup, String> {
         // Protobuf is kinformer's default for built-in kinds, so `memory` measures it too.
-        let options = if args.compact_cache {
-            FactoryOptions::default().compact_cache()
-        } else {
-            FactoryOptions::default()
-        };
+        let mut options = FactoryOptions::default();
+        if args.compact_cache {
+            options = options.compact_cache();
+        }
+        if let Some(workers) = args.decode_workers {
+            options = options.watch_decode_workers(workers);
+        }
         let factory = match args.mode {
             Mode::Json => SharedInformerFactory::new(client, options.wire_format(WireFormat::Json)),
             Mode::Stripped => SharedInformerFactory::new(client, options.drop_managed_fields()),

@@ -39,6 +39,9 @@ impl Peer for KubeRuntime {
         if args.compact_cache {
             return Some("the compact cache is kinformer's".to_owned());
         }
+        if args.decode_workers.is_some() {
+            return Some("decode workers are kinformer's".to_owned());
+        }
         (args.mode == Mode::Protobuf).then(|| "kube-runtime decodes JSON only".to_owned())
     }
 
