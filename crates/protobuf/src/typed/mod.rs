@@ -30,6 +30,12 @@ use crate::{DecodeOptions, Envelope, Error, Message, from_message};
 )]
 mod rt;
 
+#[cfg_attr(
+    not(test),
+    allow(dead_code, reason = "used only by `rt`, which one minor compiles")
+)]
+mod object_tree;
+
 k8s_openapi::k8s_if_1_37! {
     mod generated;
     #[cfg(test)]

@@ -371,16 +371,28 @@ pub(crate) fn micro_time(value: WireValue<'_>, _: &DecodeOptions) -> Result<Micr
 
 /// The JSON document inside `{raw = 1}`.
 fn embedded_json(value: WireValue<'_>) -> Result<serde_json::Value, Error> {
-    let raw = match single_field(value.bytes("embedded JSON")?, 1)? {
+    json(embedded_raw(value)?)
+}
+
+/// The bytes of the JSON document inside `{raw = 1}`.
+fn embedded_raw(value: WireValue<'_>) -> Result<&[u8], Error> {
+    Ok(match single_field(value.bytes("embedded JSON")?, 1)? {
         Some(raw) => raw.bytes("raw JSON")?,
         None => b"null",
-    };
+    })
+}
+
+fn json(raw: &[u8]) -> Result<serde_json::Value, Error> {
     serde_json::from_slice(raw)
         .map_err(|error| Error::custom(format_args!("embedded JSON: {error}")))
 }
 
 pub(crate) fn fields_v1(value: WireValue<'_>, _: &DecodeOptions) -> Result<FieldsV1, Error> {
-    embedded_json(value).map(FieldsV1)
+    let raw = embedded_raw(value)?;
+    match super::object_tree::parse(raw) {
+        Some(tree) => Ok(FieldsV1(tree)),
+        None => json(raw).map(FieldsV1),
+    }
 }
 
 pub(crate) fn raw_extension(
