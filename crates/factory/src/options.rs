@@ -53,7 +53,7 @@ pub struct FactoryOptions {
     page_size: Option<u32>,
     wire_format: WireFormat,
     drop_managed_fields: bool,
-    decode_workers: usize,
+    decode_workers: Option<usize>,
     custom_resync: HashMap<TypeId, Duration>,
     meta_transform: Option<MetaTransform>,
     transforms: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
@@ -162,12 +162,13 @@ impl FactoryOptions {
         self
     }
 
-    /// Decodes every informer's watch events on up to `workers` tasks at once, beside the task
-    /// that reads the watch, instead of on it (`0`, the default); see
-    /// [`KubeListerWatcher::watch_decode_workers`]. Events keep the server's order.
+    /// Decodes every informer's watch events on up to `workers` tasks at once beside the task
+    /// that reads the watch (`0`: on that task); see
+    /// [`KubeListerWatcher::watch_decode_workers`] for the default. Events keep the server's
+    /// order.
     #[must_use]
     pub fn watch_decode_workers(mut self, workers: usize) -> Self {
-        self.decode_workers = workers;
+        self.decode_workers = Some(workers);
         self
     }
 
@@ -265,7 +266,7 @@ impl Default for FactoryOptions {
             page_size: None,
             wire_format: WireFormat::default(),
             drop_managed_fields: false,
-            decode_workers: 0,
+            decode_workers: None,
             custom_resync: HashMap::new(),
             meta_transform: None,
             transforms: HashMap::new(),
@@ -418,7 +419,10 @@ impl FactoryOptions {
         lister_watcher: KubeListerWatcher<K, D>,
         selection: &Selection,
     ) -> KubeListerWatcher<K, D> {
-        let mut lister_watcher = lister_watcher.watch_decode_workers(self.decode_workers);
+        let mut lister_watcher = match self.decode_workers {
+            Some(workers) => lister_watcher.watch_decode_workers(workers),
+            None => lister_watcher,
+        };
         if let Some(labels) = selection.label_selector() {
             lister_watcher = lister_watcher.labels(labels);
         }

@@ -175,17 +175,18 @@ where
             tweak: None,
             decoder: Arc::new(decoder),
             prefetch: Mutex::new(None),
-            decode_workers: 0,
+            decode_workers: watch::default_decode_workers(),
             _objects: std::marker::PhantomData,
         }
     }
 
     /// Decodes watch events on up to `workers` tasks at once, beside the task that reads the
-    /// watch, instead of on that task (`0`, the default).
+    /// watch; `0` decodes them on that task.
     ///
     /// Events are still handed on in the order the server sent them; only their decoding
-    /// overlaps. Worth it where the runtime has worker threads with nothing else to do: on two
-    /// cores shared with other work, decoding on the reading task costs less.
+    /// overlaps the reading and whatever consumes the events. The default is one worker where
+    /// the process may use two cores or more, and `0` on one core, where a worker could only
+    /// take turns with the reader.
     #[must_use]
     pub fn watch_decode_workers(mut self, workers: usize) -> Self {
         self.decode_workers = workers;

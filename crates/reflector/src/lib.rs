@@ -15,7 +15,9 @@
 //!   It can drop `managedFields` without decoding them. [`JsonDecoder`] is JSON only.
 //!   [`WireFormat`] turns protobuf off (and [`WireFormat::from_env`] reads the choice from
 //!   `KINFORMER_WIRE_FORMAT` for a program that asks). List pages are decoded
-//!   on a blocking thread while the next page is already in flight;
+//!   on a blocking thread while the next page is already in flight, and watch frames on worker
+//!   tasks beside the one reading the watch, in the server's order
+//!   ([`KubeListerWatcher::watch_decode_workers`]);
 //! - **[`Reflector`]**: client-go's `ListAndWatch` loop. A paged list (resource version "0"
 //!   first, a consistent read when that version is unusable), `Replace` into any
 //!   [`Store`](kinformer_store::Store), a watch with bookmarks from the list's version, resume
