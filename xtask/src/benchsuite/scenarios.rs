@@ -258,14 +258,14 @@ fn lookup_cases() -> Vec<Case> {
 }
 
 /// Every peer on JSON, kinformer and client-go on protobuf as well, kinformer's compact cache
-/// on protobuf, and kinformer on protobuf decoding its watch on 1, 2 and 4 worker tasks.
+/// on protobuf, and kinformer on protobuf decoding its watch on the reading task and on 2 and 4
+/// worker tasks (its default where it has two cores or more is 1).
 fn watch_cases() -> Vec<Case> {
     let mut cases = json_cases(true);
-    let workers = [1usize, 2, 4].map(|n| {
-        let label = if n == 1 {
-            "1 decode worker".to_owned()
-        } else {
-            format!("{n} decode workers")
+    let workers = [0usize, 2, 4].map(|n| {
+        let label = match n {
+            0 => "decoding on the reading task".to_owned(),
+            n => format!("{n} decode workers"),
         };
         Case::new(Peer::Kinformer, "protobuf")
             .with(&args(&[("decode-workers", n.to_string())]), &label)
