@@ -14,6 +14,7 @@ use std::{
 
 use hot::Hot;
 use parking_lot::{Mutex, RwLock};
+use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
 use table::{Inner, Slot};
 
 use crate::{
@@ -51,7 +52,8 @@ pub trait Codec<K>: Send + Sync {
 /// - **Held directly**: keys, index entries (each entry also keeps its own index values, so
 ///   moving or dropping them never decodes), and the encoded bytes.
 /// - **Decoded on demand**: every read returns `Arc<K>` as [`Cache`](crate::Cache) does,
-///   decoding outside the lock, so a large read never holds up the writer.
+///   decoding outside the lock, so a large read never holds up the writer. A read with more
+///   than a few objects to decode, and a large replace, spread over rayon's pool.
 /// - **Kept decoded**: a bounded set of objects recently written or fetched by key
 ///   ([`hot_capacity`](Self::hot_capacity), evicted by the clock policy); a get of one of them
 ///   costs no decode. Lists and index queries use the set but do not fill it, so a scan does
@@ -250,7 +252,8 @@ impl<K: Send + Sync> CompactCache<K> {
 
     /// Encodes `list` on every core, keyed, outside any lock.
     fn encode_all(&self, list: Vec<Arc<K>>) -> Result<Vec<Encoded<K>>> {
-        on_every_core(list, |obj| {
+        let parallel = list.len() >= PARALLEL_WRITE_ITEMS;
+        on_every_core(list, parallel, |obj| {
             let key = (self.key_func)(&obj)?;
             let bytes = self.encode(&key, &obj)?;
             Ok((key, bytes, obj))
@@ -262,7 +265,14 @@ impl<K: Send + Sync> CompactCache<K> {
     /// Decodes what `pending` still holds encoded (a large read on every core); with
     /// `remember`, keeps what it decodes.
     fn finish(&self, pending: Vec<Pending<K>>, remember: bool) -> Vec<Arc<K>> {
-        on_every_core(pending, |item| match item {
+        let encoded: usize = pending
+            .iter()
+            .map(|item| match item {
+                Pending::Decoded(_) => 0,
+                Pending::Encoded { bytes, .. } => bytes.len(),
+            })
+            .sum();
+        on_every_core(pending, encoded >= PARALLEL_READ_BYTES, |item| match item {
             Pending::Decoded(obj) => Some(obj),
             Pending::Encoded {
                 slot,
@@ -283,49 +293,23 @@ impl<K: Send + Sync> CompactCache<K> {
     }
 }
 
-/// Below this many items, a read or a replace decodes or encodes on the calling thread alone:
-/// a thread spawned per call starts with an empty allocator heap, whose first pages cost more
-/// than a few decodes (100 Pods decode no faster on two threads than on one).
-const PARALLEL_FROM: usize = 1024;
+/// A read decodes on every core once it holds this many encoded bytes (about 20 full Pods,
+/// 200 µs of decoding), and a replace encodes on every core from this many objects: below
+/// them, handing work to the pool costs more than it saves.
+const PARALLEL_READ_BYTES: usize = 64 * 1024;
+const PARALLEL_WRITE_ITEMS: usize = 64;
 
-/// `items` mapped by `f`, in order: split across the cores when there are enough of them.
-fn on_every_core<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
-    if items.len() < PARALLEL_FROM {
+/// `items` mapped by `f`, in order; with `parallel`, on rayon's pool, whose threads (unlike a
+/// thread spawned per call) keep warm allocator heaps from one read to the next.
+fn on_every_core<T: Send, R: Send>(
+    items: Vec<T>,
+    parallel: bool,
+    f: impl Fn(T) -> R + Sync + Send,
+) -> Vec<R> {
+    if !parallel || rayon::current_num_threads() < 2 {
         return items.into_iter().map(f).collect();
     }
-    // Asking costs system calls (cgroup files), so it is asked once.
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
-    if cores < 2 {
-        return items.into_iter().map(f).collect();
-    }
-    let chunk = items.len().div_ceil(cores);
-    let mut chunks: Vec<Vec<T>> = Vec::with_capacity(cores);
-    let mut items = items.into_iter();
-    loop {
-        let next: Vec<T> = items.by_ref().take(chunk).collect();
-        if next.is_empty() {
-            break;
-        }
-        chunks.push(next);
-    }
-    let f = &f;
-    std::thread::scope(|scope| {
-        let mut chunks = chunks.into_iter();
-        // The calling thread takes the first chunk itself.
-        let first = chunks.next().unwrap_or_default();
-        let handles: Vec<_> = chunks
-            .map(|chunk| scope.spawn(move || chunk.into_iter().map(f).collect::<Vec<R>>()))
-            .collect();
-        let mut out: Vec<R> = first.into_iter().map(f).collect();
-        for handle in handles {
-            match handle.join() {
-                Ok(mapped) => out.extend(mapped),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        out
-    })
+    items.into_par_iter().with_min_len(4).map(f).collect()
 }
 
 /// An object ready to store: its key, its bytes, and the object for its index funcs.

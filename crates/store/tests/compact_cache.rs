@@ -182,3 +182,29 @@ fn a_replace_drops_what_was_kept_decoded_and_an_added_index_covers_every_object(
         vec!["name".to_owned(), "value".to_owned()]
     );
 }
+
+#[test]
+fn large_reads_and_replaces_on_the_pool_keep_every_object_in_order() {
+    // 300 objects of 1 KiB: a replace and a full read are large enough to run on rayon's pool.
+    let (cache, codec) = cache(0);
+    let big = |i: usize| item(&format!("cm-{i:03}"), &format!("{i:03}{}", "x".repeat(1024)));
+    let items: Vec<Arc<Item>> = (0..300).map(big).collect();
+    cache.replace(items.clone(), "1").unwrap();
+
+    let mut listed = cache.list();
+    listed.sort_by_key(|item| item.metadata.name.clone());
+    assert_eq!(listed.len(), 300);
+    for (got, want) in listed.iter().zip(&items) {
+        assert_eq!(**got, **want);
+    }
+    let keys = cache.list_keys();
+    let mut by_key: Vec<Arc<Item>> = keys.iter().filter_map(|k| cache.get_by_key(k)).collect();
+    by_key.sort_by_key(|item| item.metadata.name.clone());
+    assert_eq!(by_key, listed);
+
+    let one = format!("007{}", "x".repeat(1024));
+    let found = cache.by_index("value", &one).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(*found[0], *items[7]);
+    assert_eq!(codec.decodes.load(Ordering::Relaxed), 300 + 300 + 1);
+}
