@@ -184,9 +184,10 @@ where
     /// watch; `0` decodes them on that task.
     ///
     /// Events are still handed on in the order the server sent them; only their decoding
-    /// overlaps the reading and whatever consumes the events. The default is one worker where
-    /// the process may use two cores or more, and `0` on one core, where a worker could only
-    /// take turns with the reader.
+    /// overlaps the reading and whatever consumes the events. The default is 4 where the
+    /// process may use two cores or more, and `0` on one core, where a worker could only take
+    /// turns with the reader. More frames in flight let the reader run further ahead and hand
+    /// the informer events in bursts, which costs less CPU per event even on two cores.
     #[must_use]
     pub fn watch_decode_workers(mut self, workers: usize) -> Self {
         self.decode_workers = workers;

@@ -258,13 +258,14 @@ fn lookup_cases() -> Vec<Case> {
 }
 
 /// Every peer on JSON, kinformer and client-go on protobuf as well, kinformer's compact cache
-/// on protobuf, and kinformer on protobuf decoding its watch on the reading task and on 2 and 4
-/// worker tasks (its default where it has two cores or more is 1).
+/// on protobuf, and kinformer on protobuf decoding its watch on the reading task and on 1 and 2
+/// worker tasks (its default where it has two cores or more is 4).
 fn watch_cases() -> Vec<Case> {
     let mut cases = json_cases(true);
-    let workers = [0usize, 2, 4].map(|n| {
+    let workers = [0usize, 1, 2].map(|n| {
         let label = match n {
             0 => "decoding on the reading task".to_owned(),
+            1 => "1 decode worker".to_owned(),
             n => format!("{n} decode workers"),
         };
         Case::new(Peer::Kinformer, "protobuf")

@@ -13,14 +13,21 @@ use crate::{Decoder, Error, Framing, Result, WatchStream};
 /// refuses values over 1.5 MiB by default), so only a broken or hostile stream reaches it.
 pub const MAX_WATCH_LINE: usize = kinformer_protobuf::MAX_FRAME_LEN;
 
-/// Decode workers when none are asked for: one beside the reading task where there is a second
-/// core for it, none otherwise.
+/// Decode workers when none are asked for where there is a second core.
+const DEFAULT_DECODE_WORKERS: usize = 4;
+
+/// Decode workers when none are asked for: [`DEFAULT_DECODE_WORKERS`] beside the reading task
+/// where there is a second core for them, none otherwise.
 pub(super) fn default_decode_workers() -> usize {
     // Asking costs system calls (cgroup files), so it is asked once.
     static WORKERS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *WORKERS.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        usize::from(cores >= 2)
+        if cores >= 2 {
+            DEFAULT_DECODE_WORKERS
+        } else {
+            0
+        }
     })
 }
 
