@@ -187,7 +187,12 @@ fn a_replace_drops_what_was_kept_decoded_and_an_added_index_covers_every_object(
 fn large_reads_and_replaces_on_the_pool_keep_every_object_in_order() {
     // 300 objects of 1 KiB: a replace and a full read are large enough to run on rayon's pool.
     let (cache, codec) = cache(0);
-    let big = |i: usize| item(&format!("cm-{i:03}"), &format!("{i:03}{}", "x".repeat(1024)));
+    let big = |i: usize| {
+        item(
+            &format!("cm-{i:03}"),
+            &format!("{i:03}{}", "x".repeat(1024)),
+        )
+    };
     let items: Vec<Arc<Item>> = (0..300).map(big).collect();
     cache.replace(items.clone(), "1").unwrap();
 
