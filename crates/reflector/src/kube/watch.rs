@@ -189,24 +189,29 @@ where
         finished: false,
     }
     .into_stream();
-    if workers == 0 {
+    // The workers run on the runtime the watch was opened on, wherever the stream is polled;
+    // outside a tokio runtime there is none, and frames decode where they are read.
+    let runtime = tokio::runtime::Handle::try_current().ok();
+    let Some(runtime) = runtime.filter(|_| workers > 0) else {
         return frames
             .map(move |frame| decoder.decode_event(&frame?))
             .boxed();
-    }
+    };
     frames
         .map(move |frame| {
             let decoder = Arc::clone(&decoder);
             let decoded = frame.map(|frame| {
-                tokio::spawn(async move { decoder.decode_event(&frame) }).map(|joined| {
-                    joined.unwrap_or_else(|error| {
-                        Err(Error::decode(
-                            "watch event",
-                            format!("the decoding task failed: {error}"),
-                            &[],
-                        ))
+                runtime
+                    .spawn(async move { decoder.decode_event(&frame) })
+                    .map(|joined| {
+                        joined.unwrap_or_else(|error| {
+                            Err(Error::decode(
+                                "watch event",
+                                format!("the decoding task failed: {error}"),
+                                &[],
+                            ))
+                        })
                     })
-                })
             });
             async move {
                 match decoded {
@@ -307,6 +312,17 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn outside_a_runtime_frames_decode_where_they_are_read() {
+        let body = format!("{}{}", event("a"), event("b"));
+        let decoded = futures::executor::block_on(names(vec![body.as_bytes()], MAX_WATCH_LINE, 4));
+        let decoded: Vec<String> = decoded
+            .into_iter()
+            .collect::<Result<_>>()
+            .expect("every event decodes");
+        assert_eq!(decoded, ["a", "b"]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
