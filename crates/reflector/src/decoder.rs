@@ -13,6 +13,8 @@ use serde_json::value::RawValue;
 
 use crate::{Error, INITIAL_EVENTS_END_ANNOTATION, ListPage, Result, ReuseObject, WatchEvent};
 
+mod json_event;
+
 /// A list page with at least this many items decodes on every core; smaller pages are decoded
 /// one after another while the next is fetched.
 pub(crate) const PARALLEL_ITEMS: usize = 2048;
@@ -376,6 +378,34 @@ where
     }
 }
 
+impl<K> JsonDecoder<K>
+where
+    K: DeserializeOwned,
+{
+    /// An added, modified or deleted object's event decoded in one pass over its object, when
+    /// `line` has the API server's shape (see [`json_event`]); `None` for anything else, and for
+    /// anything that fails, which the generic path then reads and reports.
+    fn decode_object_event(&self, line: &[u8]) -> Option<Result<WatchEvent<K>>> {
+        let (event_type, object) = json_event::split(line)?;
+        let event: fn(Arc<K>) -> WatchEvent<K> = match event_type {
+            "ADDED" => WatchEvent::Added,
+            "MODIFIED" => WatchEvent::Modified,
+            "DELETED" => WatchEvent::Deleted,
+            _ => return None,
+        };
+        if self.expected.is_some()
+            && let Err(wrong) = self.check_kind(&json_event::leading_type_fields(object)?, false)
+        {
+            return Some(Err(wrong));
+        }
+        let mut decoded = serde_json::from_slice::<K>(object).ok()?;
+        if let Some(prepare) = self.prepare {
+            prepare(&mut decoded);
+        }
+        Some(Ok(event(Arc::new(decoded))))
+    }
+}
+
 impl<K> Decoder<K> for JsonDecoder<K>
 where
     K: DeserializeOwned + Send + Sync + 'static,
@@ -430,6 +460,9 @@ where
     }
 
     fn decode_event(&self, line: &[u8]) -> Result<WatchEvent<K>> {
+        if let Some(event) = self.decode_object_event(line) {
+            return event;
+        }
         let event: RawEvent<'_> = serde_json::from_slice(line)
             .map_err(|error| Error::decode("watch event", error.to_string(), line))?;
         let object = event.object;
@@ -531,6 +564,42 @@ mod tests {
         let line = br#"{"type":"ADDED","object":{"kind":"Service","apiVersion":"v1","metadata":{"name":"x"}}}"#;
         let error = pod_decoder().decode_event(line).expect_err("wrong kind");
         assert!(matches!(error, Error::WrongKind { .. }), "{error}");
+    }
+
+    #[test]
+    fn a_line_in_the_api_servers_shape_decodes_as_any_other_shape_does() {
+        let pod = r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","resourceVersion":"7"},"spec":{"containers":[{"name":"c","image":"nginx"}]}}"#;
+        let fast = format!(r#"{{"type":"MODIFIED","object":{pod}}}"#);
+        assert!(
+            json_event::split(fast.as_bytes()).is_some(),
+            "the fast shape"
+        );
+        let generic = format!(r#"{{ "object": {pod}, "type": "MODIFIED" }}"#);
+        let decoded = |line: &str| match pod_decoder().decode_event(line.as_bytes()) {
+            Ok(WatchEvent::Modified(pod)) => pod,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(decoded(&fast), decoded(&generic));
+        assert_eq!(decoded(&fast).metadata.name.as_deref(), Some("web"));
+
+        // A foreign kind is refused either way, leading or not.
+        let secret = r#"{"metadata":{"name":"x"},"kind":"Secret","apiVersion":"v1"}"#;
+        for object in [
+            secret,
+            r#"{"kind":"Secret","apiVersion":"v1","metadata":{}}"#,
+        ] {
+            let line = format!(r#"{{"type":"ADDED","object":{object}}}"#);
+            let error = pod_decoder()
+                .decode_event(line.as_bytes())
+                .expect_err("wrong kind");
+            assert!(matches!(error, Error::WrongKind { .. }), "{error}");
+        }
+        // A field after the object fails the fast reading and is read the generic way.
+        let trailing = format!(r#"{{"type":"ADDED","object":{pod},"extra":1}}"#);
+        assert!(matches!(
+            pod_decoder().decode_event(trailing.as_bytes()),
+            Ok(WatchEvent::Added(_))
+        ));
     }
 
     #[test]
