@@ -351,14 +351,18 @@ where
         self.decode_object_bytes(raw.get().as_bytes(), what)
     }
 
+    /// `raw` parsed as a `K` and passed through the `prepare` hook.
+    fn parse_object(&self, raw: &[u8]) -> serde_json::Result<Arc<K>> {
+        let mut object = serde_json::from_slice::<K>(raw)?;
+        if let Some(prepare) = self.prepare {
+            prepare(&mut object);
+        }
+        Ok(Arc::new(object))
+    }
+
     fn decode_object_bytes(&self, raw: &[u8], what: &'static str) -> Result<Arc<K>> {
-        match serde_json::from_slice::<K>(raw) {
-            Ok(mut object) => {
-                if let Some(prepare) = self.prepare {
-                    prepare(&mut object);
-                }
-                Ok(Arc::new(object))
-            }
+        match self.parse_object(raw) {
+            Ok(object) => Ok(object),
             Err(error) => {
                 // A typed struct refuses a foreign kind inside serde; say so in kind terms.
                 if let Ok(types) = serde_json::from_slice::<TypeFields<'_>>(raw) {
@@ -390,11 +394,7 @@ where
         {
             return Some(Err(wrong));
         }
-        let mut decoded = serde_json::from_slice::<K>(object).ok()?;
-        if let Some(prepare) = self.prepare {
-            prepare(&mut decoded);
-        }
-        Some(Ok(event(Arc::new(decoded))))
+        Some(Ok(event(self.parse_object(object).ok()?)))
     }
 }
 
