@@ -53,15 +53,12 @@ struct Framer {
 }
 
 impl Framer {
-    fn push_line(&mut self, mut line: BytesMut) {
-        let start = line.iter().position(|byte| !byte.is_ascii_whitespace());
-        let Some(start) = start else { return };
-        let end = line
-            .iter()
-            .rposition(|byte| !byte.is_ascii_whitespace())
-            .map_or(line.len(), |last| last + 1);
-        line.truncate(end);
-        self.ready.push_back(Ok(line.split_off(start).freeze()));
+    fn push_line(&mut self, line: BytesMut) {
+        let line = line.freeze();
+        let trimmed = line.trim_ascii();
+        if !trimmed.is_empty() {
+            self.ready.push_back(Ok(line.slice_ref(trimmed)));
+        }
     }
 
     fn take_complete_frames(&mut self, chunk: &[u8]) {
