@@ -296,8 +296,8 @@ fn method(sizes: Sizes) -> String {
         "**Method.** Each implementation runs as its own process against the same server: \
          kinformer-testing's fake API server (JSON or protobuf over HTTP on loopback; one \
          seeded server per scenario, a fresh one per run for the relist), or a real \
-         kube-apiserver for scenario 7. Implementations alternate (A B C A B C ...), {runs} \
-         run{s} each unless the notes below say otherwise; cells are the median with min–max \
+         kube-apiserver for scenario 7. Implementations alternate, in an order that changes \
+         every run so that no case always follows the same one, {runs} run{s} each unless the notes below say otherwise; cells are the median with min–max \
          over a case's runs. Every run's final \
          handler view was checked against the server's objects by checksum (see \
          [the protocol](../xtask/peers/BENCH-PROTOCOL.md)); a run that disagreed would have \
