@@ -342,9 +342,9 @@ impl Run {
 /// client-go's peer, a 100k-Pod sync measured 5–9 s of system time against 1 s after a Rust
 /// peer): the median would carry that cost into one row.
 ///
-/// An odd number of cases steps through them by each stride coprime to their number in turn
-/// (A B C D E, then A C E B D, then A D B E C): with stride `s` a case follows the case `s`
-/// before it. An even number takes the rows of a balanced Latin square (Williams' design:
+/// An odd number of cases steps through them by each stride coprime to their number in turn,
+/// starting one case later each run (A B C D E, then B D A C E, then C A D B E): with stride `s`
+/// a case follows the case `s` before it, and no case is always the first. An even number takes the rows of a balanced Latin square (Williams' design:
 /// 0 1 n-1 2 n-2 ..., plus the run), in which each case follows every other case once.
 pub(super) fn run_order(cases: usize, run: usize) -> Vec<usize> {
     if cases.is_multiple_of(2) {
@@ -364,7 +364,7 @@ pub(super) fn run_order(cases: usize, run: usize) -> Vec<usize> {
         .filter(|&stride| gcd(stride, cases) == 1)
         .collect();
     let stride = strides[run % strides.len()];
-    (0..cases).map(|i| i * stride % cases).collect()
+    (0..cases).map(|i| (run + i * stride) % cases).collect()
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -520,6 +520,10 @@ mod tests {
                 let mut sorted = order.clone();
                 sorted.sort_unstable();
                 assert_eq!(sorted, (0..cases).collect::<Vec<_>>(), "{cases} cases");
+            }
+            // No case opens every run: the first case follows the previous run's last.
+            if cases > 1 {
+                assert_ne!(runs[0][0], runs[1][0], "{cases} cases");
             }
             // Within a run, no case follows the same case twice in the first three runs (two
             // with three cases: a case has only two others to follow).
