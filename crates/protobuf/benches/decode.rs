@@ -1,12 +1,15 @@
 //! One Pod (the fixture kube-apiserver-shaped Pod, ~6 KB of JSON) decoded from JSON and from
 //! protobuf, in full, without managedFields, and as a slim projection; protobuf through the
-//! generated decoder (what [`Decoder`] picks for a k8s-openapi kind) and through serde.
+//! generated decoder (what [`Decoder`] picks for a k8s-openapi kind) and through serde; and the
+//! same Pod encoded back to protobuf from its k8s-openapi struct, as a compact cache stores it.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_protobuf::{DecodeOptions, Decoder, Envelope, encode_object};
+use kinformer_protobuf::{
+    DecodeOptions, Decoder, Envelope, encode_object, message_for, to_message,
+};
 
 /// The allocator the side-by-side bench peers (xtask/peers/rust) run on: with glibc's, a
 /// decode that allocates a few hundred blocks and frees them spends a third of its time there.
@@ -122,5 +125,18 @@ fn tree(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decode, tree);
+/// A k8s-openapi Pod written as its protobuf message, and the JSON tree path it replaced.
+fn encode(c: &mut Criterion) {
+    let json = include_bytes!("../tests/fixtures/pod.json");
+    let pod: Pod = serde_json::from_slice(json).expect("a Pod");
+    let message = message_for("v1", "Pod").expect("the tables describe Pods");
+    let mut group = c.benchmark_group("encode_pod");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("to_message", |b| {
+        b.iter(|| to_message(black_box(&pod), message).expect("encodes"));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decode, tree, encode);
 criterion_main!(benches);
