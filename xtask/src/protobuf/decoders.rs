@@ -315,13 +315,65 @@ fn merge_impl(
             .collect();
         format!("Self {{ {} }}", fields.join(", "))
     };
+    let repeated = repeated_fields(table, &target.fields);
+    let reserve = if repeated.is_empty() {
+        String::new()
+    } else {
+        let numbers: Vec<String> = repeated
+            .iter()
+            .map(|(number, _)| number.to_string())
+            .collect();
+        let body = match repeated.as_slice() {
+            [(number, rust)] => {
+                format!("if number == {number} {{\n rt::reserve(&mut self.{rust}, additional);\n}}")
+            }
+            _ => {
+                let arms: String = repeated
+                    .iter()
+                    .map(|(number, rust)| {
+                        format!("{number} => rt::reserve(&mut self.{rust}, additional),\n")
+                    })
+                    .collect();
+                format!("match number {{\n{arms}_ => {{}}\n}}")
+            }
+        };
+        format!(
+            "    const REPEATED: &'static [u32] = &[{}];\n\n    fn reserve(&mut self, number: u32, \
+             additional: usize) {{\n{body}\n    }}\n\n",
+            numbers.join(", ")
+        )
+    };
     format!(
-        "/// {proto}\nimpl Merge for {path} {{\n    fn merge_field(&mut self, {number}: u32, \
+        "/// {proto}\nimpl Merge for {path} {{\n{reserve}    fn merge_field(&mut self, {number}: u32, \
          {value}: WireValue<'_>, {options}: &DecodeOptions) -> Result<(), Error> {{\n{body}\n    \
          }}\n}}\n\nimpl rt::Zero for {path} {{\n    fn zero() -> Self {{\n        {zero}\n    \
          }}\n}}\n\n",
         proto = table.proto,
     )
+}
+
+/// The number and Rust field of each of `table`'s own repeated fields that takes one element
+/// per occurrence (not packed numbers), for `Merge::reserve`. managedFields is left out: its
+/// arm may drop every entry, and a reserved list would then be present but empty.
+fn repeated_fields<'a>(
+    table: &Table,
+    rust_fields: &'a BTreeMap<String, String>,
+) -> Vec<(u32, &'a str)> {
+    table
+        .fields
+        .iter()
+        .filter(|field| {
+            field.shape == "Repeated"
+                && !matches!(field.ty.as_str(), "Bool" | "Int32" | "Int64")
+                && !(table.proto == "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+                    && field.json == "managedFields")
+        })
+        .filter_map(|field| {
+            rust_fields
+                .get(&field.json)
+                .map(|rust| (field.number, rust.as_str()))
+        })
+        .collect()
 }
 
 /// The `match` arms of `table`'s fields, writing into `rust_fields` of `self`.

@@ -26,6 +26,15 @@ use crate::{
 
 /// A k8s-openapi struct that takes its fields from protobuf by number.
 pub(crate) trait Merge {
+    /// Its repeated fields that take one element per occurrence on the wire (messages and
+    /// strings, not packed numbers): [`merge`] counts them first, so that each list is
+    /// allocated once, at its length.
+    const REPEATED: &'static [u32] = &[];
+
+    /// Makes room for `additional` more elements of repeated field `number`, one of
+    /// [`REPEATED`](Merge::REPEATED).
+    fn reserve(&mut self, _number: u32, _additional: usize) {}
+
     /// Takes field `number` from the wire; a number the type does not know is skipped.
     fn merge_field(
         &mut self,
@@ -42,11 +51,47 @@ pub(crate) fn merge<T: Merge>(
     bytes: &[u8],
     options: &DecodeOptions,
 ) -> Result<(), Error> {
+    if !T::REPEATED.is_empty() {
+        reserve_repeated(target, bytes);
+    }
     let mut reader = Reader::new(bytes);
     while let Some((number, value)) = reader.field()? {
         target.merge_field(number, value, options)?;
     }
     Ok(())
+}
+
+/// Reserves, in each of `T`'s repeated fields, room for as many elements as `bytes` holds.
+///
+/// A list left to grow by doubling copies its elements at every step (a `Volume` is 3.3 KB, a
+/// `Container` 2.3 KB) and keeps up to half its slots empty for as long as the object is
+/// cached. Counting costs one pass over the message's tags, skipping every value. Malformed
+/// bytes stop the count; the decode that follows reports them.
+#[inline]
+fn reserve_repeated<T: Merge>(target: &mut T, bytes: &[u8]) {
+    const MOST: usize = 32;
+    let mut counts = [0_usize; MOST];
+    let mut reader = Reader::new(bytes);
+    while let Ok(Some((number, _))) = reader.field() {
+        if let Some(count) = T::REPEATED
+            .iter()
+            .position(|&repeated| repeated == number)
+            .and_then(|at| counts.get_mut(at))
+        {
+            *count += 1;
+        }
+    }
+    for (&number, &count) in T::REPEATED.iter().zip(&counts) {
+        if count > 0 {
+            target.reserve(number, count);
+        }
+    }
+}
+
+/// Room for `additional` more elements in a repeated field (see [`Merge::reserve`]).
+#[inline]
+pub(crate) fn reserve<T, S: Slot<Vec<T>>>(slot: &mut S, additional: usize) {
+    slot.slot().reserve_exact(additional);
 }
 
 /// Where a field's value goes: the field itself when k8s-openapi made it required, its `Some`

@@ -74,6 +74,16 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1alpha1::MatchCondit
 
 /// k8s.io.api.admissionregistration.v1alpha1.MatchResources
 impl Merge for k8s_openapi::api::admissionregistration::v1alpha1::MatchResources {
+    const REPEATED: &'static [u32] = &[3, 4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.resource_rules, additional),
+            4 => rt::reserve(&mut self.exclude_resource_rules, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -203,6 +213,17 @@ impl rt::Zero
 
 /// k8s.io.api.admissionregistration.v1alpha1.MutatingAdmissionPolicySpec
 impl Merge for k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicySpec {
+    const REPEATED: &'static [u32] = &[3, 4, 6];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.variables, additional),
+            4 => rt::reserve(&mut self.mutations, additional),
+            6 => rt::reserve(&mut self.match_conditions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -287,6 +308,14 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1alpha1::Mutation {
 
 /// k8s.io.api.admissionregistration.v1alpha1.NamedRuleWithOperations
 impl Merge for k8s_openapi::api::admissionregistration::v1alpha1::NamedRuleWithOperations {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.resource_names, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -470,6 +499,16 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1beta1::MatchConditi
 
 /// k8s.io.api.admissionregistration.v1beta1.MatchResources
 impl Merge for k8s_openapi::api::admissionregistration::v1beta1::MatchResources {
+    const REPEATED: &'static [u32] = &[3, 4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.resource_rules, additional),
+            4 => rt::reserve(&mut self.exclude_resource_rules, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -597,6 +636,17 @@ impl rt::Zero
 
 /// k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicySpec
 impl Merge for k8s_openapi::api::admissionregistration::v1beta1::MutatingAdmissionPolicySpec {
+    const REPEATED: &'static [u32] = &[3, 4, 6];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.variables, additional),
+            4 => rt::reserve(&mut self.mutations, additional),
+            6 => rt::reserve(&mut self.match_conditions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -681,6 +731,14 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1beta1::Mutation {
 
 /// k8s.io.api.admissionregistration.v1beta1.NamedRuleWithOperations
 impl Merge for k8s_openapi::api::admissionregistration::v1beta1::NamedRuleWithOperations {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.resource_names, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -914,6 +972,16 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::MatchCondition {
 
 /// k8s.io.api.admissionregistration.v1.MatchResources
 impl Merge for k8s_openapi::api::admissionregistration::v1::MatchResources {
+    const REPEATED: &'static [u32] = &[3, 4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.resource_rules, additional),
+            4 => rt::reserve(&mut self.exclude_resource_rules, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1042,6 +1110,17 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::MutatingAdmission
 
 /// k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicySpec
 impl Merge for k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicySpec {
+    const REPEATED: &'static [u32] = &[3, 4, 6];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.variables, additional),
+            4 => rt::reserve(&mut self.mutations, additional),
+            6 => rt::reserve(&mut self.match_conditions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1096,6 +1175,17 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::MutatingAdmission
 
 /// k8s.io.api.admissionregistration.v1.MutatingWebhook
 impl Merge for k8s_openapi::api::admissionregistration::v1::MutatingWebhook {
+    const REPEATED: &'static [u32] = &[3, 8, 12];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.rules, additional),
+            8 => rt::reserve(&mut self.admission_review_versions, additional),
+            12 => rt::reserve(&mut self.match_conditions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1161,6 +1251,14 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::MutatingWebhook {
 
 /// k8s.io.api.admissionregistration.v1.MutatingWebhookConfiguration
 impl Merge for k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.webhooks, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1221,6 +1319,14 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::Mutation {
 
 /// k8s.io.api.admissionregistration.v1.NamedRuleWithOperations
 impl Merge for k8s_openapi::api::admissionregistration::v1::NamedRuleWithOperations {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.resource_names, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1318,6 +1424,14 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::ParamRef {
 
 /// k8s.io.api.admissionregistration.v1.RuleWithOperations
 impl Merge for k8s_openapi::api::admissionregistration::v1::RuleWithOperations {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.operations, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1370,6 +1484,14 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::ServiceReference 
 
 /// k8s.io.api.admissionregistration.v1.TypeChecking
 impl Merge for k8s_openapi::api::admissionregistration::v1::TypeChecking {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.expression_warnings, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1456,6 +1578,14 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::ValidatingAdmissi
 
 /// k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec
 impl Merge for k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBindingSpec {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.validation_actions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1492,6 +1622,18 @@ impl rt::Zero
 
 /// k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicySpec
 impl Merge for k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicySpec {
+    const REPEATED: &'static [u32] = &[3, 5, 6, 7];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.validations, additional),
+            5 => rt::reserve(&mut self.audit_annotations, additional),
+            6 => rt::reserve(&mut self.match_conditions, additional),
+            7 => rt::reserve(&mut self.variables, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1545,6 +1687,14 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::ValidatingAdmissi
 
 /// k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus
 impl Merge for k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyStatus {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1584,6 +1734,17 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::ValidatingAdmissi
 
 /// k8s.io.api.admissionregistration.v1.ValidatingWebhook
 impl Merge for k8s_openapi::api::admissionregistration::v1::ValidatingWebhook {
+    const REPEATED: &'static [u32] = &[3, 8, 11];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.rules, additional),
+            8 => rt::reserve(&mut self.admission_review_versions, additional),
+            11 => rt::reserve(&mut self.match_conditions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1642,6 +1803,14 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::ValidatingWebhook
 
 /// k8s.io.api.admissionregistration.v1.ValidatingWebhookConfiguration
 impl Merge for k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.webhooks, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

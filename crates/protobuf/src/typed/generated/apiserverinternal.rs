@@ -10,6 +10,16 @@ use crate::{
 
 /// k8s.io.api.apiserverinternal.v1alpha1.ServerStorageVersion
 impl Merge for k8s_openapi::api::apiserverinternal::v1alpha1::ServerStorageVersion {
+    const REPEATED: &'static [u32] = &[3, 4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.decodable_versions, additional),
+            4 => rt::reserve(&mut self.served_versions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -134,6 +144,16 @@ impl rt::Zero for k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersionS
 
 /// k8s.io.api.apiserverinternal.v1alpha1.StorageVersionStatus
 impl Merge for k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersionStatus {
+    const REPEATED: &'static [u32] = &[1, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.storage_versions, additional),
+            3 => rt::reserve(&mut self.conditions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

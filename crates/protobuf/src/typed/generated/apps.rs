@@ -152,6 +152,14 @@ impl rt::Zero for k8s_openapi::api::apps::v1::DaemonSetSpec {
 
 /// k8s.io.api.apps.v1.DaemonSetStatus
 impl Merge for k8s_openapi::api::apps::v1::DaemonSetStatus {
+    const REPEATED: &'static [u32] = &[10];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 10 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -373,6 +381,14 @@ impl rt::Zero for k8s_openapi::api::apps::v1::DeploymentSpec {
 
 /// k8s.io.api.apps.v1.DeploymentStatus
 impl Merge for k8s_openapi::api::apps::v1::DeploymentStatus {
+    const REPEATED: &'static [u32] = &[6];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 6 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -554,6 +570,14 @@ impl rt::Zero for k8s_openapi::api::apps::v1::ReplicaSetSpec {
 
 /// k8s.io.api.apps.v1.ReplicaSetStatus
 impl Merge for k8s_openapi::api::apps::v1::ReplicaSetStatus {
+    const REPEATED: &'static [u32] = &[6];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 6 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -814,6 +838,14 @@ impl rt::Zero for k8s_openapi::api::apps::v1::StatefulSetPersistentVolumeClaimRe
 
 /// k8s.io.api.apps.v1.StatefulSetSpec
 impl Merge for k8s_openapi::api::apps::v1::StatefulSetSpec {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.volume_claim_templates, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -884,6 +916,14 @@ impl rt::Zero for k8s_openapi::api::apps::v1::StatefulSetSpec {
 
 /// k8s.io.api.apps.v1.StatefulSetStatus
 impl Merge for k8s_openapi::api::apps::v1::StatefulSetStatus {
+    const REPEATED: &'static [u32] = &[10];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 10 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

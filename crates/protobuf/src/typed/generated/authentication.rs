@@ -124,6 +124,14 @@ impl rt::Zero for k8s_openapi::api::authentication::v1::TokenRequest {
 
 /// k8s.io.api.authentication.v1.TokenRequestSpec
 impl Merge for k8s_openapi::api::authentication::v1::TokenRequestSpec {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.audiences, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -227,6 +235,14 @@ impl rt::Zero for k8s_openapi::api::authentication::v1::TokenReview {
 
 /// k8s.io.api.authentication.v1.TokenReviewSpec
 impl Merge for k8s_openapi::api::authentication::v1::TokenReviewSpec {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.audiences, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -249,6 +265,14 @@ impl rt::Zero for k8s_openapi::api::authentication::v1::TokenReviewSpec {
 
 /// k8s.io.api.authentication.v1.TokenReviewStatus
 impl Merge for k8s_openapi::api::authentication::v1::TokenReviewStatus {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.audiences, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -277,6 +301,14 @@ impl rt::Zero for k8s_openapi::api::authentication::v1::TokenReviewStatus {
 
 /// k8s.io.api.authentication.v1.UserInfo
 impl Merge for k8s_openapi::api::authentication::v1::UserInfo {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.groups, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

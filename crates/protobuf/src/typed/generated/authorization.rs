@@ -10,6 +10,14 @@ use crate::{
 
 /// k8s.io.api.authorization.v1.FieldSelectorAttributes
 impl Merge for k8s_openapi::api::authorization::v1::FieldSelectorAttributes {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.requirements, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -35,6 +43,14 @@ impl rt::Zero for k8s_openapi::api::authorization::v1::FieldSelectorAttributes {
 
 /// k8s.io.api.authorization.v1.LabelSelectorAttributes
 impl Merge for k8s_openapi::api::authorization::v1::LabelSelectorAttributes {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.requirements, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -117,6 +133,16 @@ impl rt::Zero for k8s_openapi::api::authorization::v1::NonResourceAttributes {
 
 /// k8s.io.api.authorization.v1.NonResourceRule
 impl Merge for k8s_openapi::api::authorization::v1::NonResourceRule {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.verbs, additional),
+            2 => rt::reserve(&mut self.non_resource_urls, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -176,6 +202,18 @@ impl rt::Zero for k8s_openapi::api::authorization::v1::ResourceAttributes {
 
 /// k8s.io.api.authorization.v1.ResourceRule
 impl Merge for k8s_openapi::api::authorization::v1::ResourceRule {
+    const REPEATED: &'static [u32] = &[1, 2, 3, 4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.verbs, additional),
+            2 => rt::reserve(&mut self.api_groups, additional),
+            3 => rt::reserve(&mut self.resources, additional),
+            4 => rt::reserve(&mut self.resource_names, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -358,6 +396,14 @@ impl rt::Zero for k8s_openapi::api::authorization::v1::SubjectAccessReview {
 
 /// k8s.io.api.authorization.v1.SubjectAccessReviewSpec
 impl Merge for k8s_openapi::api::authorization::v1::SubjectAccessReviewSpec {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.groups, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -428,6 +474,16 @@ impl rt::Zero for k8s_openapi::api::authorization::v1::SubjectAccessReviewStatus
 
 /// k8s.io.api.authorization.v1.SubjectRulesReviewStatus
 impl Merge for k8s_openapi::api::authorization::v1::SubjectRulesReviewStatus {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.resource_rules, additional),
+            2 => rt::reserve(&mut self.non_resource_rules, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

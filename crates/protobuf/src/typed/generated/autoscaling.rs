@@ -467,6 +467,14 @@ impl rt::Zero for k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerCond
 
 /// k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerSpec
 impl Merge for k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerSpec {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.metrics, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -506,6 +514,16 @@ impl rt::Zero for k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerSpec
 
 /// k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerStatus
 impl Merge for k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerStatus {
+    const REPEATED: &'static [u32] = &[5, 6];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            5 => rt::reserve(&mut self.current_metrics, additional),
+            6 => rt::reserve(&mut self.conditions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -574,6 +592,14 @@ impl rt::Zero for k8s_openapi::api::autoscaling::v2::HPAScalingPolicy {
 
 /// k8s.io.api.autoscaling.v2.HPAScalingRules
 impl Merge for k8s_openapi::api::autoscaling::v2::HPAScalingRules {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.policies, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

@@ -101,6 +101,14 @@ impl rt::Zero for k8s_openapi::api::batch::v1::CronJobSpec {
 
 /// k8s.io.api.batch.v1.CronJobStatus
 impl Merge for k8s_openapi::api::batch::v1::CronJobStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.active, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -213,6 +221,14 @@ impl rt::Zero for k8s_openapi::api::batch::v1::JobCondition {
 
 /// k8s.io.api.batch.v1.JobSchedulingConfiguration
 impl Merge for k8s_openapi::api::batch::v1::JobSchedulingConfiguration {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.resource_claims, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -342,6 +358,14 @@ impl rt::Zero for k8s_openapi::api::batch::v1::JobSpec {
 
 /// k8s.io.api.batch.v1.JobStatus
 impl Merge for k8s_openapi::api::batch::v1::JobStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -431,6 +455,14 @@ impl rt::Zero for k8s_openapi::api::batch::v1::JobTemplateSpec {
 
 /// k8s.io.api.batch.v1.PodFailurePolicy
 impl Merge for k8s_openapi::api::batch::v1::PodFailurePolicy {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.rules, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -503,6 +535,14 @@ impl rt::Zero for k8s_openapi::api::batch::v1::PodFailurePolicyOnPodConditionsPa
 
 /// k8s.io.api.batch.v1.PodFailurePolicyRule
 impl Merge for k8s_openapi::api::batch::v1::PodFailurePolicyRule {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.on_pod_conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -532,6 +572,14 @@ impl rt::Zero for k8s_openapi::api::batch::v1::PodFailurePolicyRule {
 
 /// k8s.io.api.batch.v1.SuccessPolicy
 impl Merge for k8s_openapi::api::batch::v1::SuccessPolicy {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.rules, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -585,6 +633,16 @@ impl rt::Zero for k8s_openapi::api::batch::v1::SuccessPolicyRule {
 
 /// k8s.io.api.batch.v1.UncountedTerminatedPods
 impl Merge for k8s_openapi::api::batch::v1::UncountedTerminatedPods {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.succeeded, additional),
+            2 => rt::reserve(&mut self.failed, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

@@ -172,6 +172,14 @@ impl rt::Zero for k8s_openapi::api::certificates::v1beta1::PodCertificateRequest
 
 /// k8s.io.api.certificates.v1beta1.PodCertificateRequestStatus
 impl Merge for k8s_openapi::api::certificates::v1beta1::PodCertificateRequestStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -301,6 +309,16 @@ impl rt::Zero for k8s_openapi::api::certificates::v1::CertificateSigningRequestC
 
 /// k8s.io.api.certificates.v1.CertificateSigningRequestSpec
 impl Merge for k8s_openapi::api::certificates::v1::CertificateSigningRequestSpec {
+    const REPEATED: &'static [u32] = &[4, 5];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            4 => rt::reserve(&mut self.groups, additional),
+            5 => rt::reserve(&mut self.usages, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -347,6 +365,14 @@ impl rt::Zero for k8s_openapi::api::certificates::v1::CertificateSigningRequestS
 
 /// k8s.io.api.certificates.v1.CertificateSigningRequestStatus
 impl Merge for k8s_openapi::api::certificates::v1::CertificateSigningRequestStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -525,6 +551,14 @@ impl rt::Zero for k8s_openapi::api::certificates::v1::PodCertificateRequestSpec 
 
 /// k8s.io.api.certificates.v1.PodCertificateRequestStatus
 impl Merge for k8s_openapi::api::certificates::v1::PodCertificateRequestStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

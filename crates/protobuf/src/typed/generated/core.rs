@@ -228,6 +228,16 @@ impl rt::Zero for k8s_openapi::api::core::v1::Binding {
 
 /// k8s.io.api.core.v1.Capabilities
 impl Merge for k8s_openapi::api::core::v1::Capabilities {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.add, additional),
+            2 => rt::reserve(&mut self.drop, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -250,6 +260,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::Capabilities {
 
 /// k8s.io.api.core.v1.CephFSPersistentVolumeSource
 impl Merge for k8s_openapi::api::core::v1::CephFSPersistentVolumeSource {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.monitors, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -280,6 +298,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::CephFSPersistentVolumeSource {
 
 /// k8s.io.api.core.v1.CephFSVolumeSource
 impl Merge for k8s_openapi::api::core::v1::CephFSVolumeSource {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.monitors, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -441,6 +467,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ComponentCondition {
 
 /// k8s.io.api.core.v1.ComponentStatus
 impl Merge for k8s_openapi::api::core::v1::ComponentStatus {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -599,6 +633,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ConfigMapNodeConfigSource {
 
 /// k8s.io.api.core.v1.ConfigMapProjection
 impl Merge for k8s_openapi::api::core::v1::ConfigMapProjection {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.items, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -629,6 +671,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ConfigMapProjection {
 
 /// k8s.io.api.core.v1.ConfigMapVolumeSource
 impl Merge for k8s_openapi::api::core::v1::ConfigMapVolumeSource {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.items, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -661,6 +711,23 @@ impl rt::Zero for k8s_openapi::api::core::v1::ConfigMapVolumeSource {
 
 /// k8s.io.api.core.v1.Container
 impl Merge for k8s_openapi::api::core::v1::Container {
+    const REPEATED: &'static [u32] = &[3, 4, 6, 7, 9, 19, 21, 23, 25];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.command, additional),
+            4 => rt::reserve(&mut self.args, additional),
+            6 => rt::reserve(&mut self.ports, additional),
+            7 => rt::reserve(&mut self.env, additional),
+            9 => rt::reserve(&mut self.volume_mounts, additional),
+            19 => rt::reserve(&mut self.env_from, additional),
+            21 => rt::reserve(&mut self.volume_devices, additional),
+            23 => rt::reserve(&mut self.resize_policy, additional),
+            25 => rt::reserve(&mut self.restart_policy_rules, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -805,6 +872,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ContainerExtendedResourceRequest {
 
 /// k8s.io.api.core.v1.ContainerImage
 impl Merge for k8s_openapi::api::core::v1::ContainerImage {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.names, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1049,6 +1124,16 @@ impl rt::Zero for k8s_openapi::api::core::v1::ContainerStateWaiting {
 
 /// k8s.io.api.core.v1.ContainerStatus
 impl Merge for k8s_openapi::api::core::v1::ContainerStatus {
+    const REPEATED: &'static [u32] = &[12, 14];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            12 => rt::reserve(&mut self.volume_mounts, additional),
+            14 => rt::reserve(&mut self.allocated_resources_status, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1253,6 +1338,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::DaemonEndpoint {
 
 /// k8s.io.api.core.v1.DownwardAPIProjection
 impl Merge for k8s_openapi::api::core::v1::DownwardAPIProjection {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.items, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1311,6 +1404,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::DownwardAPIVolumeFile {
 
 /// k8s.io.api.core.v1.DownwardAPIVolumeSource
 impl Merge for k8s_openapi::api::core::v1::DownwardAPIVolumeSource {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.items, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1367,6 +1468,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::EmptyDirVolumeSource {
 
 /// k8s.io.api.core.v1.Endpoints
 impl Merge for k8s_openapi::api::core::v1::Endpoints {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.subsets, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1449,6 +1558,17 @@ impl rt::Zero for k8s_openapi::api::core::v1::EndpointPort {
 
 /// k8s.io.api.core.v1.EndpointSubset
 impl Merge for k8s_openapi::api::core::v1::EndpointSubset {
+    const REPEATED: &'static [u32] = &[1, 2, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.addresses, additional),
+            2 => rt::reserve(&mut self.not_ready_addresses, additional),
+            3 => rt::reserve(&mut self.ports, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1902,6 +2022,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::EvictionResponder {
 
 /// k8s.io.api.core.v1.ExecAction
 impl Merge for k8s_openapi::api::core::v1::ExecAction {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.command, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1923,6 +2051,16 @@ impl rt::Zero for k8s_openapi::api::core::v1::ExecAction {
 
 /// k8s.io.api.core.v1.FCVolumeSource
 impl Merge for k8s_openapi::api::core::v1::FCVolumeSource {
+    const REPEATED: &'static [u32] = &[1, 5];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.target_wwns, additional),
+            5 => rt::reserve(&mut self.wwids, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2187,6 +2325,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::GRPCAction {
 
 /// k8s.io.api.core.v1.HostAlias
 impl Merge for k8s_openapi::api::core::v1::HostAlias {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.hostnames, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2252,6 +2398,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::HostPathVolumeSource {
 
 /// k8s.io.api.core.v1.HTTPGetAction
 impl Merge for k8s_openapi::api::core::v1::HTTPGetAction {
+    const REPEATED: &'static [u32] = &[5];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 5 {
+            rt::reserve(&mut self.http_headers, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2353,6 +2507,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ImageVolumeStatus {
 
 /// k8s.io.api.core.v1.ISCSIPersistentVolumeSource
 impl Merge for k8s_openapi::api::core::v1::ISCSIPersistentVolumeSource {
+    const REPEATED: &'static [u32] = &[7];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 7 {
+            rt::reserve(&mut self.portals, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2402,6 +2564,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ISCSIPersistentVolumeSource {
 
 /// k8s.io.api.core.v1.ISCSIVolumeSource
 impl Merge for k8s_openapi::api::core::v1::ISCSIVolumeSource {
+    const REPEATED: &'static [u32] = &[7];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 7 {
+            rt::reserve(&mut self.portals, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2632,6 +2802,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::LimitRangeItem {
 
 /// k8s.io.api.core.v1.LimitRangeSpec
 impl Merge for k8s_openapi::api::core::v1::LimitRangeSpec {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.limits, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2685,6 +2863,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::LinuxContainerUser {
 
 /// k8s.io.api.core.v1.LoadBalancerIngress
 impl Merge for k8s_openapi::api::core::v1::LoadBalancerIngress {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.ports, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2713,6 +2899,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::LoadBalancerIngress {
 
 /// k8s.io.api.core.v1.LoadBalancerStatus
 impl Merge for k8s_openapi::api::core::v1::LoadBalancerStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.ingress, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2875,6 +3069,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::NamespaceCondition {
 
 /// k8s.io.api.core.v1.NamespaceSpec
 impl Merge for k8s_openapi::api::core::v1::NamespaceSpec {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.finalizers, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2896,6 +3098,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::NamespaceSpec {
 
 /// k8s.io.api.core.v1.NamespaceStatus
 impl Merge for k8s_openapi::api::core::v1::NamespaceStatus {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3002,6 +3212,17 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeAddress {
 
 /// k8s.io.api.core.v1.NodeAffinity
 impl Merge for k8s_openapi::api::core::v1::NodeAffinity {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(
+                &mut self.preferred_during_scheduling_ignored_during_execution,
+                additional,
+            );
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3095,6 +3316,17 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeAllocatableOverheadResources {
 
 /// k8s.io.api.core.v1.NodeAllocatableResourceClaimStatus
 impl Merge for k8s_openapi::api::core::v1::NodeAllocatableResourceClaimStatus {
+    const REPEATED: &'static [u32] = &[2, 4, 5];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.containers, additional),
+            4 => rt::reserve(&mut self.mapping, additional),
+            5 => rt::reserve(&mut self.overhead, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3282,6 +3514,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeFeatures {
 
 /// k8s.io.api.core.v1.NodePodPreemptionPolicy
 impl Merge for k8s_openapi::api::core::v1::NodePodPreemptionPolicy {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.disable_resize_preemption, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3362,6 +3602,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeRuntimeHandlerFeatures {
 
 /// k8s.io.api.core.v1.NodeSelector
 impl Merge for k8s_openapi::api::core::v1::NodeSelector {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.node_selector_terms, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3387,6 +3635,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeSelector {
 
 /// k8s.io.api.core.v1.NodeSelectorRequirement
 impl Merge for k8s_openapi::api::core::v1::NodeSelectorRequirement {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.values, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3410,6 +3666,16 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeSelectorRequirement {
 
 /// k8s.io.api.core.v1.NodeSelectorTerm
 impl Merge for k8s_openapi::api::core::v1::NodeSelectorTerm {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.match_expressions, additional),
+            2 => rt::reserve(&mut self.match_fields, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3440,6 +3706,16 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeSelectorTerm {
 
 /// k8s.io.api.core.v1.NodeSpec
 impl Merge for k8s_openapi::api::core::v1::NodeSpec {
+    const REPEATED: &'static [u32] = &[5, 7];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            5 => rt::reserve(&mut self.taints, additional),
+            7 => rt::reserve(&mut self.pod_cidrs, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3480,6 +3756,21 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeSpec {
 
 /// k8s.io.api.core.v1.NodeStatus
 impl Merge for k8s_openapi::api::core::v1::NodeStatus {
+    const REPEATED: &'static [u32] = &[4, 5, 8, 9, 10, 12, 14];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            4 => rt::reserve(&mut self.conditions, additional),
+            5 => rt::reserve(&mut self.addresses, additional),
+            8 => rt::reserve(&mut self.images, additional),
+            9 => rt::reserve(&mut self.volumes_in_use, additional),
+            10 => rt::reserve(&mut self.volumes_attached, additional),
+            12 => rt::reserve(&mut self.runtime_handlers, additional),
+            14 => rt::reserve(&mut self.declared_features, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3818,6 +4109,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::PersistentVolumeClaimCondition {
 
 /// k8s.io.api.core.v1.PersistentVolumeClaimSpec
 impl Merge for k8s_openapi::api::core::v1::PersistentVolumeClaimSpec {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.access_modes, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3875,6 +4174,16 @@ impl rt::Zero for k8s_openapi::api::core::v1::PersistentVolumeClaimSpec {
 
 /// k8s.io.api.core.v1.PersistentVolumeClaimStatus
 impl Merge for k8s_openapi::api::core::v1::PersistentVolumeClaimStatus {
+    const REPEATED: &'static [u32] = &[2, 4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.access_modes, additional),
+            4 => rt::reserve(&mut self.conditions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3991,6 +4300,16 @@ impl rt::Zero for k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource 
 
 /// k8s.io.api.core.v1.PersistentVolumeSpec
 impl Merge for k8s_openapi::api::core::v1::PersistentVolumeSpec {
+    const REPEATED: &'static [u32] = &[3, 7];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.access_modes, additional),
+            7 => rt::reserve(&mut self.mount_options, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4256,6 +4575,22 @@ impl rt::Zero for k8s_openapi::api::core::v1::Pod {
 
 /// k8s.io.api.core.v1.PodAffinity
 impl Merge for k8s_openapi::api::core::v1::PodAffinity {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(
+                &mut self.required_during_scheduling_ignored_during_execution,
+                additional,
+            ),
+            2 => rt::reserve(
+                &mut self.preferred_during_scheduling_ignored_during_execution,
+                additional,
+            ),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4286,6 +4621,17 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodAffinity {
 
 /// k8s.io.api.core.v1.PodAffinityTerm
 impl Merge for k8s_openapi::api::core::v1::PodAffinityTerm {
+    const REPEATED: &'static [u32] = &[2, 5, 6];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.namespaces, additional),
+            5 => rt::reserve(&mut self.match_label_keys, additional),
+            6 => rt::reserve(&mut self.mismatch_label_keys, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4322,6 +4668,22 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodAffinityTerm {
 
 /// k8s.io.api.core.v1.PodAntiAffinity
 impl Merge for k8s_openapi::api::core::v1::PodAntiAffinity {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(
+                &mut self.required_during_scheduling_ignored_during_execution,
+                additional,
+            ),
+            2 => rt::reserve(
+                &mut self.preferred_during_scheduling_ignored_during_execution,
+                additional,
+            ),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4449,6 +4811,17 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodCondition {
 
 /// k8s.io.api.core.v1.PodDNSConfig
 impl Merge for k8s_openapi::api::core::v1::PodDNSConfig {
+    const REPEATED: &'static [u32] = &[1, 2, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.nameservers, additional),
+            2 => rt::reserve(&mut self.searches, additional),
+            3 => rt::reserve(&mut self.options, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4498,6 +4871,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodDNSConfigOption {
 
 /// k8s.io.api.core.v1.PodExtendedResourceClaimStatus
 impl Merge for k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.request_mappings, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4701,6 +5082,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodSchedulingGroup {
 
 /// k8s.io.api.core.v1.PodSecurityContext
 impl Merge for k8s_openapi::api::core::v1::PodSecurityContext {
+    const REPEATED: &'static [u32] = &[7];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 7 {
+            rt::reserve(&mut self.sysctls, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4777,6 +5166,26 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodSecurityContext {
 
 /// k8s.io.api.core.v1.PodSpec
 impl Merge for k8s_openapi::api::core::v1::PodSpec {
+    const REPEATED: &'static [u32] = &[1, 2, 15, 20, 22, 23, 28, 33, 34, 38, 39, 44];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.volumes, additional),
+            2 => rt::reserve(&mut self.containers, additional),
+            15 => rt::reserve(&mut self.image_pull_secrets, additional),
+            20 => rt::reserve(&mut self.init_containers, additional),
+            22 => rt::reserve(&mut self.tolerations, additional),
+            23 => rt::reserve(&mut self.host_aliases, additional),
+            28 => rt::reserve(&mut self.readiness_gates, additional),
+            33 => rt::reserve(&mut self.topology_spread_constraints, additional),
+            34 => rt::reserve(&mut self.ephemeral_containers, additional),
+            38 => rt::reserve(&mut self.scheduling_gates, additional),
+            39 => rt::reserve(&mut self.resource_claims, additional),
+            44 => rt::reserve(&mut self.eviction_responders, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4992,6 +5401,26 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodSpec {
 
 /// k8s.io.api.core.v1.PodStatus
 impl Merge for k8s_openapi::api::core::v1::PodStatus {
+    const REPEATED: &'static [u32] = &[2, 8, 10, 12, 13, 15, 16, 21, 22];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.conditions, additional),
+            8 => rt::reserve(&mut self.container_statuses, additional),
+            10 => rt::reserve(&mut self.init_container_statuses, additional),
+            12 => rt::reserve(&mut self.pod_ips, additional),
+            13 => rt::reserve(&mut self.ephemeral_container_statuses, additional),
+            15 => rt::reserve(&mut self.resource_claim_statuses, additional),
+            16 => rt::reserve(&mut self.host_ips, additional),
+            21 => rt::reserve(
+                &mut self.node_allocatable_resource_claim_statuses,
+                additional,
+            ),
+            22 => rt::reserve(&mut self.volume_health, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5165,6 +5594,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodTemplateSpec {
 
 /// k8s.io.api.core.v1.PodVolumeHealth
 impl Merge for k8s_openapi::api::core::v1::PodVolumeHealth {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.health_conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5331,6 +5768,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::Probe {
 
 /// k8s.io.api.core.v1.ProjectedVolumeSource
 impl Merge for k8s_openapi::api::core::v1::ProjectedVolumeSource {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.sources, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5384,6 +5829,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::QuobyteVolumeSource {
 
 /// k8s.io.api.core.v1.RBDPersistentVolumeSource
 impl Merge for k8s_openapi::api::core::v1::RBDPersistentVolumeSource {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.monitors, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5416,6 +5869,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::RBDPersistentVolumeSource {
 
 /// k8s.io.api.core.v1.RBDVolumeSource
 impl Merge for k8s_openapi::api::core::v1::RBDVolumeSource {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.monitors, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5548,6 +6009,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ReplicationControllerSpec {
 
 /// k8s.io.api.core.v1.ReplicationControllerStatus
 impl Merge for k8s_openapi::api::core::v1::ReplicationControllerStatus {
+    const REPEATED: &'static [u32] = &[6];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 6 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5706,6 +6175,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ResourceQuota {
 
 /// k8s.io.api.core.v1.ResourceQuotaSpec
 impl Merge for k8s_openapi::api::core::v1::ResourceQuotaSpec {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.scopes, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5773,6 +6250,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ResourceQuotaStatus {
 
 /// k8s.io.api.core.v1.ResourceRequirements
 impl Merge for k8s_openapi::api::core::v1::ResourceRequirements {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.claims, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5812,6 +6297,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ResourceRequirements {
 
 /// k8s.io.api.core.v1.ResourceStatus
 impl Merge for k8s_openapi::api::core::v1::ResourceStatus {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.resources, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5918,6 +6411,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ScaleIOVolumeSource {
 
 /// k8s.io.api.core.v1.ScopedResourceSelectorRequirement
 impl Merge for k8s_openapi::api::core::v1::ScopedResourceSelectorRequirement {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.values, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5941,6 +6442,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ScopedResourceSelectorRequirement 
 
 /// k8s.io.api.core.v1.ScopeSelector
 impl Merge for k8s_openapi::api::core::v1::ScopeSelector {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.match_expressions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6085,6 +6594,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::SecretKeySelector {
 
 /// k8s.io.api.core.v1.SecretProjection
 impl Merge for k8s_openapi::api::core::v1::SecretProjection {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.items, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6137,6 +6654,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::SecretReference {
 
 /// k8s.io.api.core.v1.SecretVolumeSource
 impl Merge for k8s_openapi::api::core::v1::SecretVolumeSource {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.items, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6265,6 +6790,16 @@ impl rt::Zero for k8s_openapi::api::core::v1::Service {
 
 /// k8s.io.api.core.v1.ServiceAccount
 impl Merge for k8s_openapi::api::core::v1::ServiceAccount {
+    const REPEATED: &'static [u32] = &[2, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.secrets, additional),
+            3 => rt::reserve(&mut self.image_pull_secrets, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6369,6 +6904,19 @@ impl rt::Zero for k8s_openapi::api::core::v1::ServicePort {
 
 /// k8s.io.api.core.v1.ServiceSpec
 impl Merge for k8s_openapi::api::core::v1::ServiceSpec {
+    const REPEATED: &'static [u32] = &[1, 5, 9, 18, 19];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.ports, additional),
+            5 => rt::reserve(&mut self.external_ips, additional),
+            9 => rt::reserve(&mut self.load_balancer_source_ranges, additional),
+            18 => rt::reserve(&mut self.cluster_ips, additional),
+            19 => rt::reserve(&mut self.ip_families, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6490,6 +7038,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::ServiceSpec {
 
 /// k8s.io.api.core.v1.ServiceStatus
 impl Merge for k8s_openapi::api::core::v1::ServiceStatus {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6773,6 +7329,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::Toleration {
 
 /// k8s.io.api.core.v1.TopologySelectorLabelRequirement
 impl Merge for k8s_openapi::api::core::v1::TopologySelectorLabelRequirement {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.values, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6795,6 +7359,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::TopologySelectorLabelRequirement {
 
 /// k8s.io.api.core.v1.TopologySelectorTerm
 impl Merge for k8s_openapi::api::core::v1::TopologySelectorTerm {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.match_label_expressions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6819,6 +7391,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::TopologySelectorTerm {
 
 /// k8s.io.api.core.v1.TopologySpreadConstraint
 impl Merge for k8s_openapi::api::core::v1::TopologySpreadConstraint {
+    const REPEATED: &'static [u32] = &[8];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 8 {
+            rt::reserve(&mut self.match_label_keys, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -7135,6 +7715,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::VolumeHealthCondition {
 
 /// k8s.io.api.core.v1.VolumeHealthStatus
 impl Merge for k8s_openapi::api::core::v1::VolumeHealthStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.health_conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -7167,6 +7755,14 @@ impl rt::Zero for k8s_openapi::api::core::v1::VolumeHealthStatus {
 
 /// k8s.io.api.core.v1.VolumeMount
 impl Merge for k8s_openapi::api::core::v1::VolumeMount {
+    const REPEATED: &'static [u32] = &[8];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 8 {
+            rt::reserve(&mut self.bind_mount_options, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

@@ -10,6 +10,14 @@ use crate::{
 
 /// k8s.io.api.discovery.v1.Endpoint
 impl Merge for k8s_openapi::api::discovery::v1::Endpoint {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.addresses, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -79,6 +87,16 @@ impl rt::Zero for k8s_openapi::api::discovery::v1::EndpointConditions {
 
 /// k8s.io.api.discovery.v1.EndpointHints
 impl Merge for k8s_openapi::api::discovery::v1::EndpointHints {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.for_zones, additional),
+            2 => rt::reserve(&mut self.for_nodes, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -133,6 +151,16 @@ impl rt::Zero for k8s_openapi::api::discovery::v1::EndpointPort {
 
 /// k8s.io.api.discovery.v1.EndpointSlice
 impl Merge for k8s_openapi::api::discovery::v1::EndpointSlice {
+    const REPEATED: &'static [u32] = &[2, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.endpoints, additional),
+            3 => rt::reserve(&mut self.ports, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

@@ -125,6 +125,14 @@ impl rt::Zero for k8s_openapi::api::flowcontrol::v1::FlowSchemaCondition {
 
 /// k8s.io.api.flowcontrol.v1.FlowSchemaSpec
 impl Merge for k8s_openapi::api::flowcontrol::v1::FlowSchemaSpec {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.rules, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -165,6 +173,14 @@ impl rt::Zero for k8s_openapi::api::flowcontrol::v1::FlowSchemaSpec {
 
 /// k8s.io.api.flowcontrol.v1.FlowSchemaStatus
 impl Merge for k8s_openapi::api::flowcontrol::v1::FlowSchemaStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -277,6 +293,16 @@ impl rt::Zero for k8s_openapi::api::flowcontrol::v1::LimitResponse {
 
 /// k8s.io.api.flowcontrol.v1.NonResourcePolicyRule
 impl Merge for k8s_openapi::api::flowcontrol::v1::NonResourcePolicyRule {
+    const REPEATED: &'static [u32] = &[1, 6];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.verbs, additional),
+            6 => rt::reserve(&mut self.non_resource_urls, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -299,6 +325,17 @@ impl rt::Zero for k8s_openapi::api::flowcontrol::v1::NonResourcePolicyRule {
 
 /// k8s.io.api.flowcontrol.v1.PolicyRulesWithSubjects
 impl Merge for k8s_openapi::api::flowcontrol::v1::PolicyRulesWithSubjects {
+    const REPEATED: &'static [u32] = &[1, 2, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.subjects, additional),
+            2 => rt::reserve(&mut self.resource_rules, additional),
+            3 => rt::reserve(&mut self.non_resource_rules, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -453,6 +490,14 @@ impl rt::Zero for k8s_openapi::api::flowcontrol::v1::PriorityLevelConfigurationS
 
 /// k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationStatus
 impl Merge for k8s_openapi::api::flowcontrol::v1::PriorityLevelConfigurationStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -506,6 +551,18 @@ impl rt::Zero for k8s_openapi::api::flowcontrol::v1::QueuingConfiguration {
 
 /// k8s.io.api.flowcontrol.v1.ResourcePolicyRule
 impl Merge for k8s_openapi::api::flowcontrol::v1::ResourcePolicyRule {
+    const REPEATED: &'static [u32] = &[1, 2, 3, 5];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.verbs, additional),
+            2 => rt::reserve(&mut self.api_groups, additional),
+            3 => rt::reserve(&mut self.resources, additional),
+            5 => rt::reserve(&mut self.namespaces, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

@@ -151,6 +151,14 @@ impl rt::Zero for k8s_openapi::api::lifecycle::v1alpha1::EvictionRequestSpec {
 
 /// k8s.io.api.lifecycle.v1alpha1.EvictionRequestStatus
 impl Merge for k8s_openapi::api::lifecycle::v1alpha1::EvictionRequestStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -237,6 +245,18 @@ impl rt::Zero for k8s_openapi::api::lifecycle::v1alpha1::EvictionSpec {
 
 /// k8s.io.api.lifecycle.v1alpha1.EvictionStatus
 impl Merge for k8s_openapi::api::lifecycle::v1alpha1::EvictionStatus {
+    const REPEATED: &'static [u32] = &[1, 3, 4, 5];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.conditions, additional),
+            3 => rt::reserve(&mut self.requesters, additional),
+            4 => rt::reserve(&mut self.target_responders, additional),
+            5 => rt::reserve(&mut self.responders, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

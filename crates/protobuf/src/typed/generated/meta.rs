@@ -10,6 +10,16 @@ use crate::{
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.APIGroup
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup {
+    const REPEATED: &'static [u32] = &[2, 4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.versions, additional),
+            4 => rt::reserve(&mut self.server_address_by_client_cidrs, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -43,6 +53,14 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup {
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.APIGroupList
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.groups, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -70,6 +88,16 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList {
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.APIResource
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource {
+    const REPEATED: &'static [u32] = &[5, 7];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            5 => rt::reserve(&mut self.short_names, additional),
+            7 => rt::reserve(&mut self.categories, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -114,6 +142,14 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource {
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.APIResourceList
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.resources, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -141,6 +177,16 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceLis
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.APIVersions
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIVersions {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.versions, additional),
+            2 => rt::reserve(&mut self.server_address_by_client_cidrs, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -211,6 +257,14 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions {
+    const REPEATED: &'static [u32] = &[5];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 5 {
+            rt::reserve(&mut self.dry_run, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -261,6 +315,14 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions 
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.FieldSelectorRequirement
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldSelectorRequirement {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.values, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -330,6 +392,14 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::GroupVersionFo
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.match_expressions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -361,6 +431,14 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector 
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.values, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -464,6 +542,16 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsE
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    const REPEATED: &'static [u32] = &[13, 14];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            13 => rt::reserve(&mut self.owner_references, additional),
+            14 => rt::reserve(&mut self.finalizers, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -704,6 +792,14 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause {
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.StatusDetails
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusDetails {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.causes, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

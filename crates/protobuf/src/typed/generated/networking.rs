@@ -37,6 +37,14 @@ impl rt::Zero for k8s_openapi::api::networking::v1::HTTPIngressPath {
 
 /// k8s.io.api.networking.v1.HTTPIngressRuleValue
 impl Merge for k8s_openapi::api::networking::v1::HTTPIngressRuleValue {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.paths, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -210,6 +218,14 @@ impl rt::Zero for k8s_openapi::api::networking::v1::IngressClassSpec {
 
 /// k8s.io.api.networking.v1.IngressLoadBalancerIngress
 impl Merge for k8s_openapi::api::networking::v1::IngressLoadBalancerIngress {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.ports, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -237,6 +253,14 @@ impl rt::Zero for k8s_openapi::api::networking::v1::IngressLoadBalancerIngress {
 
 /// k8s.io.api.networking.v1.IngressLoadBalancerStatus
 impl Merge for k8s_openapi::api::networking::v1::IngressLoadBalancerStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.ingress, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -339,6 +363,16 @@ impl rt::Zero for k8s_openapi::api::networking::v1::IngressServiceBackend {
 
 /// k8s.io.api.networking.v1.IngressSpec
 impl Merge for k8s_openapi::api::networking::v1::IngressSpec {
+    const REPEATED: &'static [u32] = &[2, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.tls, additional),
+            3 => rt::reserve(&mut self.rules, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -406,6 +440,14 @@ impl rt::Zero for k8s_openapi::api::networking::v1::IngressStatus {
 
 /// k8s.io.api.networking.v1.IngressTLS
 impl Merge for k8s_openapi::api::networking::v1::IngressTLS {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.hosts, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -483,6 +525,14 @@ impl rt::Zero for k8s_openapi::api::networking::v1::IPAddressSpec {
 
 /// k8s.io.api.networking.v1.IPBlock
 impl Merge for k8s_openapi::api::networking::v1::IPBlock {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.except, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -535,6 +585,16 @@ impl rt::Zero for k8s_openapi::api::networking::v1::NetworkPolicy {
 
 /// k8s.io.api.networking.v1.NetworkPolicyEgressRule
 impl Merge for k8s_openapi::api::networking::v1::NetworkPolicyEgressRule {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.ports, additional),
+            2 => rt::reserve(&mut self.to, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -565,6 +625,16 @@ impl rt::Zero for k8s_openapi::api::networking::v1::NetworkPolicyEgressRule {
 
 /// k8s.io.api.networking.v1.NetworkPolicyIngressRule
 impl Merge for k8s_openapi::api::networking::v1::NetworkPolicyIngressRule {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.ports, additional),
+            2 => rt::reserve(&mut self.from, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -659,6 +729,17 @@ impl rt::Zero for k8s_openapi::api::networking::v1::NetworkPolicyPort {
 
 /// k8s.io.api.networking.v1.NetworkPolicySpec
 impl Merge for k8s_openapi::api::networking::v1::NetworkPolicySpec {
+    const REPEATED: &'static [u32] = &[2, 3, 4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.ingress, additional),
+            3 => rt::reserve(&mut self.egress, additional),
+            4 => rt::reserve(&mut self.policy_types, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -777,6 +858,14 @@ impl rt::Zero for k8s_openapi::api::networking::v1::ServiceCIDR {
 
 /// k8s.io.api.networking.v1.ServiceCIDRSpec
 impl Merge for k8s_openapi::api::networking::v1::ServiceCIDRSpec {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.cidrs, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -798,6 +887,14 @@ impl rt::Zero for k8s_openapi::api::networking::v1::ServiceCIDRSpec {
 
 /// k8s.io.api.networking.v1.ServiceCIDRStatus
 impl Merge for k8s_openapi::api::networking::v1::ServiceCIDRStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

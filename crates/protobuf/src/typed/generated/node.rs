@@ -73,6 +73,14 @@ impl rt::Zero for k8s_openapi::api::node::v1::RuntimeClass {
 
 /// k8s.io.api.node.v1.Scheduling
 impl Merge for k8s_openapi::api::node::v1::Scheduling {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.tolerations, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

@@ -121,6 +121,14 @@ impl rt::Zero for k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
 
 /// k8s.io.api.policy.v1.PodDisruptionBudgetStatus
 impl Merge for k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus {
+    const REPEATED: &'static [u32] = &[7];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 7 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

@@ -10,6 +10,14 @@ use crate::{
 
 /// k8s.io.api.rbac.v1.AggregationRule
 impl Merge for k8s_openapi::api::rbac::v1::AggregationRule {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.cluster_role_selectors, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -34,6 +42,14 @@ impl rt::Zero for k8s_openapi::api::rbac::v1::AggregationRule {
 
 /// k8s.io.api.rbac.v1.ClusterRole
 impl Merge for k8s_openapi::api::rbac::v1::ClusterRole {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.rules, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -69,6 +85,14 @@ impl rt::Zero for k8s_openapi::api::rbac::v1::ClusterRole {
 
 /// k8s.io.api.rbac.v1.ClusterRoleBinding
 impl Merge for k8s_openapi::api::rbac::v1::ClusterRoleBinding {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.subjects, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -104,6 +128,19 @@ impl rt::Zero for k8s_openapi::api::rbac::v1::ClusterRoleBinding {
 
 /// k8s.io.api.rbac.v1.PolicyRule
 impl Merge for k8s_openapi::api::rbac::v1::PolicyRule {
+    const REPEATED: &'static [u32] = &[1, 2, 3, 4, 5];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.verbs, additional),
+            2 => rt::reserve(&mut self.api_groups, additional),
+            3 => rt::reserve(&mut self.resources, additional),
+            4 => rt::reserve(&mut self.resource_names, additional),
+            5 => rt::reserve(&mut self.non_resource_urls, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -129,6 +166,14 @@ impl rt::Zero for k8s_openapi::api::rbac::v1::PolicyRule {
 
 /// k8s.io.api.rbac.v1.Role
 impl Merge for k8s_openapi::api::rbac::v1::Role {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.rules, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -159,6 +204,14 @@ impl rt::Zero for k8s_openapi::api::rbac::v1::Role {
 
 /// k8s.io.api.rbac.v1.RoleBinding
 impl Merge for k8s_openapi::api::rbac::v1::RoleBinding {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.subjects, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

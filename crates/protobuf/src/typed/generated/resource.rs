@@ -105,6 +105,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1alpha3::DeviceTaintRuleSpec {
 
 /// k8s.io.api.resource.v1alpha3.DeviceTaintRuleStatus
 impl Merge for k8s_openapi::api::resource::v1alpha3::DeviceTaintRuleStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -179,6 +187,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1alpha3::PartitionTypeStatus {
 
 /// k8s.io.api.resource.v1alpha3.PoolStatus
 impl Merge for k8s_openapi::api::resource::v1alpha3::PoolStatus {
+    const REPEATED: &'static [u32] = &[11];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 11 {
+            rt::reserve(&mut self.partition_summary, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -311,6 +327,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1alpha3::ResourcePoolStatusReques
 
 /// k8s.io.api.resource.v1alpha3.ResourcePoolStatusRequestStatus
 impl Merge for k8s_openapi::api::resource::v1alpha3::ResourcePoolStatusRequestStatus {
+    const REPEATED: &'static [u32] = &[2, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.pools, additional),
+            3 => rt::reserve(&mut self.conditions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -386,6 +412,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1alpha3::ShareableCapacityStatus 
 
 /// k8s.io.api.resource.v1alpha3.ShareableSummaryStatus
 impl Merge for k8s_openapi::api::resource::v1alpha3::ShareableSummaryStatus {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.capacity, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -424,6 +458,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1alpha3::ShareableSummaryStatus {
 
 /// k8s.io.api.resource.v1beta1.AllocatedDeviceStatus
 impl Merge for k8s_openapi::api::resource::v1beta1::AllocatedDeviceStatus {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -504,6 +546,18 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::AllocationResult {
 
 /// k8s.io.api.resource.v1beta1.BasicDevice
 impl Merge for k8s_openapi::api::resource::v1beta1::BasicDevice {
+    const REPEATED: &'static [u32] = &[3, 7, 9, 10];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.consumes_counters, additional),
+            7 => rt::reserve(&mut self.taints, additional),
+            9 => rt::reserve(&mut self.binding_conditions, additional),
+            10 => rt::reserve(&mut self.binding_failure_conditions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -578,6 +632,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::BasicDevice {
 
 /// k8s.io.api.resource.v1beta1.CapacityRequestPolicy
 impl Merge for k8s_openapi::api::resource::v1beta1::CapacityRequestPolicy {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.valid_values, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -786,6 +848,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::Device {
 
 /// k8s.io.api.resource.v1beta1.DeviceAllocationConfiguration
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceAllocationConfiguration {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.requests, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -817,6 +887,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceAllocationConfigura
 
 /// k8s.io.api.resource.v1beta1.DeviceAllocationResult
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceAllocationResult {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.results, additional),
+            2 => rt::reserve(&mut self.config, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -845,6 +925,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceAllocationResult {
 
 /// k8s.io.api.resource.v1beta1.DeviceAttribute
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceAttribute {
+    const REPEATED: &'static [u32] = &[8, 9];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            8 => rt::reserve(&mut self.strings, additional),
+            9 => rt::reserve(&mut self.versions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -905,6 +995,17 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceCapacity {
 
 /// k8s.io.api.resource.v1beta1.DeviceClaim
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceClaim {
+    const REPEATED: &'static [u32] = &[1, 2, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.requests, additional),
+            2 => rt::reserve(&mut self.constraints, additional),
+            3 => rt::reserve(&mut self.config, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -939,6 +1040,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceClaim {
 
 /// k8s.io.api.resource.v1beta1.DeviceClaimConfiguration
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceClaimConfiguration {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.requests, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1028,6 +1137,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceClassConfiguration 
 
 /// k8s.io.api.resource.v1beta1.DeviceClassSpec
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceClassSpec {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.selectors, additional),
+            2 => rt::reserve(&mut self.config, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1064,6 +1183,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceClassSpec {
 
 /// k8s.io.api.resource.v1beta1.DeviceConstraint
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceConstraint {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.requests, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1099,6 +1226,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceConstraint {
 
 /// k8s.io.api.resource.v1beta1.DeviceCounterConsumption
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceCounterConsumption {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.compatibility_groups, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1155,6 +1290,18 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceDerivedAttribute {
 
 /// k8s.io.api.resource.v1beta1.DeviceRequest
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceRequest {
+    const REPEATED: &'static [u32] = &[3, 7, 8, 10];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.selectors, additional),
+            7 => rt::reserve(&mut self.first_available, additional),
+            8 => rt::reserve(&mut self.tolerations, additional),
+            10 => rt::reserve(&mut self.derived_attributes, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1212,6 +1359,18 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceRequest {
 
 /// k8s.io.api.resource.v1beta1.DeviceRequestAllocationResult
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceRequestAllocationResult {
+    const REPEATED: &'static [u32] = &[6, 7, 8, 11];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            6 => rt::reserve(&mut self.tolerations, additional),
+            7 => rt::reserve(&mut self.binding_conditions, additional),
+            8 => rt::reserve(&mut self.binding_failure_conditions, additional),
+            11 => rt::reserve(&mut self.skip_node_operations, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1290,6 +1449,17 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceSelector {
 
 /// k8s.io.api.resource.v1beta1.DeviceSubRequest
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceSubRequest {
+    const REPEATED: &'static [u32] = &[3, 7, 9];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.selectors, additional),
+            7 => rt::reserve(&mut self.tolerations, additional),
+            9 => rt::reserve(&mut self.derived_attributes, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1402,6 +1572,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceToleration {
 
 /// k8s.io.api.resource.v1beta1.NetworkDeviceData
 impl Merge for k8s_openapi::api::resource::v1beta1::NetworkDeviceData {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.ips, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1644,6 +1822,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::ResourceClaimSpec {
 
 /// k8s.io.api.resource.v1beta1.ResourceClaimStatus
 impl Merge for k8s_openapi::api::resource::v1beta1::ResourceClaimStatus {
+    const REPEATED: &'static [u32] = &[2, 4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.reserved_for, additional),
+            4 => rt::reserve(&mut self.devices, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1796,6 +1984,17 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::ResourceSlice {
 
 /// k8s.io.api.resource.v1beta1.ResourceSliceSpec
 impl Merge for k8s_openapi::api::resource::v1beta1::ResourceSliceSpec {
+    const REPEATED: &'static [u32] = &[6, 8, 10];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            6 => rt::reserve(&mut self.devices, additional),
+            8 => rt::reserve(&mut self.shared_counters, additional),
+            10 => rt::reserve(&mut self.skip_node_operations, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1859,6 +2058,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::ResourceSliceSpec {
 
 /// k8s.io.api.resource.v1beta2.AllocatedDeviceStatus
 impl Merge for k8s_openapi::api::resource::v1beta2::AllocatedDeviceStatus {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1939,6 +2146,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::AllocationResult {
 
 /// k8s.io.api.resource.v1beta2.CapacityRequestPolicy
 impl Merge for k8s_openapi::api::resource::v1beta2::CapacityRequestPolicy {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.valid_values, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2121,6 +2336,18 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::CounterSet {
 
 /// k8s.io.api.resource.v1beta2.Device
 impl Merge for k8s_openapi::api::resource::v1beta2::Device {
+    const REPEATED: &'static [u32] = &[4, 8, 10, 11];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            4 => rt::reserve(&mut self.consumes_counters, additional),
+            8 => rt::reserve(&mut self.taints, additional),
+            10 => rt::reserve(&mut self.binding_conditions, additional),
+            11 => rt::reserve(&mut self.binding_failure_conditions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2196,6 +2423,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::Device {
 
 /// k8s.io.api.resource.v1beta2.DeviceAllocationConfiguration
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceAllocationConfiguration {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.requests, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2227,6 +2462,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceAllocationConfigura
 
 /// k8s.io.api.resource.v1beta2.DeviceAllocationResult
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceAllocationResult {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.results, additional),
+            2 => rt::reserve(&mut self.config, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2255,6 +2500,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceAllocationResult {
 
 /// k8s.io.api.resource.v1beta2.DeviceAttribute
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceAttribute {
+    const REPEATED: &'static [u32] = &[8, 9];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            8 => rt::reserve(&mut self.strings, additional),
+            9 => rt::reserve(&mut self.versions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2315,6 +2570,17 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceCapacity {
 
 /// k8s.io.api.resource.v1beta2.DeviceClaim
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceClaim {
+    const REPEATED: &'static [u32] = &[1, 2, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.requests, additional),
+            2 => rt::reserve(&mut self.constraints, additional),
+            3 => rt::reserve(&mut self.config, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2349,6 +2615,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceClaim {
 
 /// k8s.io.api.resource.v1beta2.DeviceClaimConfiguration
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceClaimConfiguration {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.requests, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2438,6 +2712,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceClassConfiguration 
 
 /// k8s.io.api.resource.v1beta2.DeviceClassSpec
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceClassSpec {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.selectors, additional),
+            2 => rt::reserve(&mut self.config, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2474,6 +2758,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceClassSpec {
 
 /// k8s.io.api.resource.v1beta2.DeviceConstraint
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceConstraint {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.requests, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2509,6 +2801,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceConstraint {
 
 /// k8s.io.api.resource.v1beta2.DeviceCounterConsumption
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceCounterConsumption {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.compatibility_groups, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2565,6 +2865,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceDerivedAttribute {
 
 /// k8s.io.api.resource.v1beta2.DeviceRequest
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceRequest {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.first_available, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2596,6 +2904,18 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceRequest {
 
 /// k8s.io.api.resource.v1beta2.DeviceRequestAllocationResult
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceRequestAllocationResult {
+    const REPEATED: &'static [u32] = &[6, 7, 8, 11];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            6 => rt::reserve(&mut self.tolerations, additional),
+            7 => rt::reserve(&mut self.binding_conditions, additional),
+            8 => rt::reserve(&mut self.binding_failure_conditions, additional),
+            11 => rt::reserve(&mut self.skip_node_operations, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2674,6 +2994,17 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceSelector {
 
 /// k8s.io.api.resource.v1beta2.DeviceSubRequest
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceSubRequest {
+    const REPEATED: &'static [u32] = &[3, 6, 8];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.selectors, additional),
+            6 => rt::reserve(&mut self.tolerations, additional),
+            8 => rt::reserve(&mut self.derived_attributes, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2820,6 +3151,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceTaintRuleSpec {
 
 /// k8s.io.api.resource.v1beta2.DeviceTaintRuleStatus
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceTaintRuleStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2901,6 +3240,17 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceToleration {
 
 /// k8s.io.api.resource.v1beta2.ExactDeviceRequest
 impl Merge for k8s_openapi::api::resource::v1beta2::ExactDeviceRequest {
+    const REPEATED: &'static [u32] = &[2, 6, 8];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.selectors, additional),
+            6 => rt::reserve(&mut self.tolerations, additional),
+            8 => rt::reserve(&mut self.derived_attributes, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2952,6 +3302,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::ExactDeviceRequest {
 
 /// k8s.io.api.resource.v1beta2.NetworkDeviceData
 impl Merge for k8s_openapi::api::resource::v1beta2::NetworkDeviceData {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.ips, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3194,6 +3552,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::ResourceClaimSpec {
 
 /// k8s.io.api.resource.v1beta2.ResourceClaimStatus
 impl Merge for k8s_openapi::api::resource::v1beta2::ResourceClaimStatus {
+    const REPEATED: &'static [u32] = &[2, 4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.reserved_for, additional),
+            4 => rt::reserve(&mut self.devices, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3346,6 +3714,17 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::ResourceSlice {
 
 /// k8s.io.api.resource.v1beta2.ResourceSliceSpec
 impl Merge for k8s_openapi::api::resource::v1beta2::ResourceSliceSpec {
+    const REPEATED: &'static [u32] = &[6, 8, 10];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            6 => rt::reserve(&mut self.devices, additional),
+            8 => rt::reserve(&mut self.shared_counters, additional),
+            10 => rt::reserve(&mut self.skip_node_operations, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3409,6 +3788,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::ResourceSliceSpec {
 
 /// k8s.io.api.resource.v1.AllocatedDeviceStatus
 impl Merge for k8s_openapi::api::resource::v1::AllocatedDeviceStatus {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3489,6 +3876,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1::AllocationResult {
 
 /// k8s.io.api.resource.v1.CapacityRequestPolicy
 impl Merge for k8s_openapi::api::resource::v1::CapacityRequestPolicy {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.valid_values, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3671,6 +4066,18 @@ impl rt::Zero for k8s_openapi::api::resource::v1::CounterSet {
 
 /// k8s.io.api.resource.v1.Device
 impl Merge for k8s_openapi::api::resource::v1::Device {
+    const REPEATED: &'static [u32] = &[4, 8, 10, 11];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            4 => rt::reserve(&mut self.consumes_counters, additional),
+            8 => rt::reserve(&mut self.taints, additional),
+            10 => rt::reserve(&mut self.binding_conditions, additional),
+            11 => rt::reserve(&mut self.binding_failure_conditions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3749,6 +4156,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1::Device {
 
 /// k8s.io.api.resource.v1.DeviceAllocationConfiguration
 impl Merge for k8s_openapi::api::resource::v1::DeviceAllocationConfiguration {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.requests, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3779,6 +4194,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceAllocationConfiguration 
 
 /// k8s.io.api.resource.v1.DeviceAllocationResult
 impl Merge for k8s_openapi::api::resource::v1::DeviceAllocationResult {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.results, additional),
+            2 => rt::reserve(&mut self.config, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3807,6 +4232,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceAllocationResult {
 
 /// k8s.io.api.resource.v1.DeviceAttribute
 impl Merge for k8s_openapi::api::resource::v1::DeviceAttribute {
+    const REPEATED: &'static [u32] = &[8, 9];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            8 => rt::reserve(&mut self.strings, additional),
+            9 => rt::reserve(&mut self.versions, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3867,6 +4302,17 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceCapacity {
 
 /// k8s.io.api.resource.v1.DeviceClaim
 impl Merge for k8s_openapi::api::resource::v1::DeviceClaim {
+    const REPEATED: &'static [u32] = &[1, 2, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.requests, additional),
+            2 => rt::reserve(&mut self.constraints, additional),
+            3 => rt::reserve(&mut self.config, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3904,6 +4350,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceClaim {
 
 /// k8s.io.api.resource.v1.DeviceClaimConfiguration
 impl Merge for k8s_openapi::api::resource::v1::DeviceClaimConfiguration {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.requests, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3991,6 +4445,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceClassConfiguration {
 
 /// k8s.io.api.resource.v1.DeviceClassSpec
 impl Merge for k8s_openapi::api::resource::v1::DeviceClassSpec {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.selectors, additional),
+            2 => rt::reserve(&mut self.config, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4030,6 +4494,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceClassSpec {
 
 /// k8s.io.api.resource.v1.DeviceConstraint
 impl Merge for k8s_openapi::api::resource::v1::DeviceConstraint {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.requests, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4065,6 +4537,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceConstraint {
 
 /// k8s.io.api.resource.v1.DeviceCounterConsumption
 impl Merge for k8s_openapi::api::resource::v1::DeviceCounterConsumption {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.compatibility_groups, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4121,6 +4601,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceDerivedAttribute {
 
 /// k8s.io.api.resource.v1.DeviceRequest
 impl Merge for k8s_openapi::api::resource::v1::DeviceRequest {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.first_available, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4152,6 +4640,18 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceRequest {
 
 /// k8s.io.api.resource.v1.DeviceRequestAllocationResult
 impl Merge for k8s_openapi::api::resource::v1::DeviceRequestAllocationResult {
+    const REPEATED: &'static [u32] = &[6, 7, 8, 11];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            6 => rt::reserve(&mut self.tolerations, additional),
+            7 => rt::reserve(&mut self.binding_conditions, additional),
+            8 => rt::reserve(&mut self.binding_failure_conditions, additional),
+            11 => rt::reserve(&mut self.skip_node_operations, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4230,6 +4730,17 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceSelector {
 
 /// k8s.io.api.resource.v1.DeviceSubRequest
 impl Merge for k8s_openapi::api::resource::v1::DeviceSubRequest {
+    const REPEATED: &'static [u32] = &[3, 6, 8];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.selectors, additional),
+            6 => rt::reserve(&mut self.tolerations, additional),
+            8 => rt::reserve(&mut self.derived_attributes, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4377,6 +4888,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceTaintRuleSpec {
 
 /// k8s.io.api.resource.v1.DeviceTaintRuleStatus
 impl Merge for k8s_openapi::api::resource::v1::DeviceTaintRuleStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4458,6 +4977,17 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceToleration {
 
 /// k8s.io.api.resource.v1.ExactDeviceRequest
 impl Merge for k8s_openapi::api::resource::v1::ExactDeviceRequest {
+    const REPEATED: &'static [u32] = &[2, 6, 8];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.selectors, additional),
+            6 => rt::reserve(&mut self.tolerations, additional),
+            8 => rt::reserve(&mut self.derived_attributes, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4510,6 +5040,14 @@ impl rt::Zero for k8s_openapi::api::resource::v1::ExactDeviceRequest {
 
 /// k8s.io.api.resource.v1.NetworkDeviceData
 impl Merge for k8s_openapi::api::resource::v1::NetworkDeviceData {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.ips, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4752,6 +5290,16 @@ impl rt::Zero for k8s_openapi::api::resource::v1::ResourceClaimSpec {
 
 /// k8s.io.api.resource.v1.ResourceClaimStatus
 impl Merge for k8s_openapi::api::resource::v1::ResourceClaimStatus {
+    const REPEATED: &'static [u32] = &[2, 4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.reserved_for, additional),
+            4 => rt::reserve(&mut self.devices, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4905,6 +5453,17 @@ impl rt::Zero for k8s_openapi::api::resource::v1::ResourceSlice {
 
 /// k8s.io.api.resource.v1.ResourceSliceSpec
 impl Merge for k8s_openapi::api::resource::v1::ResourceSliceSpec {
+    const REPEATED: &'static [u32] = &[6, 8, 10];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            6 => rt::reserve(&mut self.devices, additional),
+            8 => rt::reserve(&mut self.shared_counters, additional),
+            10 => rt::reserve(&mut self.skip_node_operations, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

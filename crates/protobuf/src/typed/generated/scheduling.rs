@@ -169,6 +169,14 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup {
 
 /// k8s.io.api.scheduling.v1alpha3.CompositePodGroupSchedulingConstraints
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroupSchedulingConstraints {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.topology, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -281,6 +289,14 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroupSpec 
 
 /// k8s.io.api.scheduling.v1alpha3.CompositePodGroupStatus
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroupStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -308,6 +324,16 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroupStatu
 
 /// k8s.io.api.scheduling.v1alpha3.CompositePodGroupTemplate
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroupTemplate {
+    const REPEATED: &'static [u32] = &[8, 9];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            8 => rt::reserve(&mut self.pod_group_templates, additional),
+            9 => rt::reserve(&mut self.composite_pod_group_templates, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -517,6 +543,14 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::PodGroupResourceClaimS
 
 /// k8s.io.api.scheduling.v1alpha3.PodGroupSchedulingConstraints
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::PodGroupSchedulingConstraints {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.topology, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -571,6 +605,14 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::PodGroupSchedulingPoli
 
 /// k8s.io.api.scheduling.v1alpha3.PodGroupSpec
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::PodGroupSpec {
+    const REPEATED: &'static [u32] = &[5];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 5 {
+            rt::reserve(&mut self.resource_claims, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -638,6 +680,16 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::PodGroupSpec {
 
 /// k8s.io.api.scheduling.v1alpha3.PodGroupStatus
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::PodGroupStatus {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.conditions, additional),
+            2 => rt::reserve(&mut self.resource_claim_statuses, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -669,6 +721,14 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::PodGroupStatus {
 
 /// k8s.io.api.scheduling.v1alpha3.PodGroupTemplate
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::PodGroupTemplate {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.resource_claims, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -955,6 +1015,14 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::WorkloadPodGroupResour
 
 /// k8s.io.api.scheduling.v1alpha3.WorkloadPodGroupSchedulingConstraints
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::WorkloadPodGroupSchedulingConstraints {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.topology, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1051,6 +1119,16 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::WorkloadReference {
 
 /// k8s.io.api.scheduling.v1alpha3.WorkloadSpec
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::WorkloadSpec {
+    const REPEATED: &'static [u32] = &[2, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.pod_group_templates, additional),
+            3 => rt::reserve(&mut self.composite_pod_group_templates, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1213,6 +1291,14 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::CompositeGangScheduling
 
 /// k8s.io.api.scheduling.v1beta1.CompositePodGroupSchedulingConstraints
 impl Merge for k8s_openapi::api::scheduling::v1beta1::CompositePodGroupSchedulingConstraints {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.topology, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1268,6 +1354,16 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::CompositePodGroupSchedu
 
 /// k8s.io.api.scheduling.v1beta1.CompositePodGroupTemplate
 impl Merge for k8s_openapi::api::scheduling::v1beta1::CompositePodGroupTemplate {
+    const REPEATED: &'static [u32] = &[8, 9];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            8 => rt::reserve(&mut self.pod_group_templates, additional),
+            9 => rt::reserve(&mut self.composite_pod_group_templates, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1477,6 +1573,14 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::PodGroupResourceClaimSt
 
 /// k8s.io.api.scheduling.v1beta1.PodGroupSchedulingConstraints
 impl Merge for k8s_openapi::api::scheduling::v1beta1::PodGroupSchedulingConstraints {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.topology, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1534,6 +1638,14 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::PodGroupSchedulingPolic
 
 /// k8s.io.api.scheduling.v1beta1.PodGroupSpec
 impl Merge for k8s_openapi::api::scheduling::v1beta1::PodGroupSpec {
+    const REPEATED: &'static [u32] = &[5];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 5 {
+            rt::reserve(&mut self.resource_claims, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1599,6 +1711,16 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::PodGroupSpec {
 
 /// k8s.io.api.scheduling.v1beta1.PodGroupStatus
 impl Merge for k8s_openapi::api::scheduling::v1beta1::PodGroupStatus {
+    const REPEATED: &'static [u32] = &[1, 2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            1 => rt::reserve(&mut self.conditions, additional),
+            2 => rt::reserve(&mut self.resource_claim_statuses, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1630,6 +1752,14 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::PodGroupStatus {
 
 /// k8s.io.api.scheduling.v1beta1.PodGroupTemplate
 impl Merge for k8s_openapi::api::scheduling::v1beta1::PodGroupTemplate {
+    const REPEATED: &'static [u32] = &[4];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 4 {
+            rt::reserve(&mut self.resource_claims, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1820,6 +1950,16 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::WorkloadReference {
 
 /// k8s.io.api.scheduling.v1beta1.WorkloadSpec
 impl Merge for k8s_openapi::api::scheduling::v1beta1::WorkloadSpec {
+    const REPEATED: &'static [u32] = &[2, 3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            2 => rt::reserve(&mut self.pod_group_templates, additional),
+            3 => rt::reserve(&mut self.composite_pod_group_templates, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

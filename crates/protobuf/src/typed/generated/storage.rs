@@ -40,6 +40,16 @@ impl rt::Zero for k8s_openapi::api::storage::v1::CSIDriver {
 
 /// k8s.io.api.storage.v1.CSIDriverSpec
 impl Merge for k8s_openapi::api::storage::v1::CSIDriverSpec {
+    const REPEATED: &'static [u32] = &[3, 6];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            3 => rt::reserve(&mut self.volume_lifecycle_modes, additional),
+            6 => rt::reserve(&mut self.token_requests, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -147,6 +157,14 @@ impl rt::Zero for k8s_openapi::api::storage::v1::CSINode {
 
 /// k8s.io.api.storage.v1.CSINodeDriver
 impl Merge for k8s_openapi::api::storage::v1::CSINodeDriver {
+    const REPEATED: &'static [u32] = &[3];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 3 {
+            rt::reserve(&mut self.topology_keys, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -175,6 +193,14 @@ impl rt::Zero for k8s_openapi::api::storage::v1::CSINodeDriver {
 
 /// k8s.io.api.storage.v1.CSINodeSpec
 impl Merge for k8s_openapi::api::storage::v1::CSINodeSpec {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.drivers, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -200,6 +226,14 @@ impl rt::Zero for k8s_openapi::api::storage::v1::CSINodeSpec {
 
 /// k8s.io.api.storage.v1.CSINodeStatus
 impl Merge for k8s_openapi::api::storage::v1::CSINodeStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.storage_health, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -276,6 +310,16 @@ impl rt::Zero for k8s_openapi::api::storage::v1::CSIStorageCapacity {
 
 /// k8s.io.api.storage.v1.StorageClass
 impl Merge for k8s_openapi::api::storage::v1::StorageClass {
+    const REPEATED: &'static [u32] = &[5, 8];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        match number {
+            5 => rt::reserve(&mut self.mount_options, additional),
+            8 => rt::reserve(&mut self.allowed_topologies, additional),
+            _ => {}
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -332,6 +376,14 @@ impl rt::Zero for k8s_openapi::api::storage::v1::StorageClass {
 
 /// k8s.io.api.storage.v1.StorageHealth
 impl Merge for k8s_openapi::api::storage::v1::StorageHealth {
+    const REPEATED: &'static [u32] = &[2];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 2 {
+            rt::reserve(&mut self.health_conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

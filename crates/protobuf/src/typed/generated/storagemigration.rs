@@ -68,6 +68,14 @@ impl rt::Zero for k8s_openapi::api::storagemigration::v1beta1::StorageVersionMig
 
 /// k8s.io.api.storagemigration.v1beta1.StorageVersionMigrationStatus
 impl Merge for k8s_openapi::api::storagemigration::v1beta1::StorageVersionMigrationStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -160,6 +168,14 @@ impl rt::Zero for k8s_openapi::api::storagemigration::v1::StorageVersionMigratio
 
 /// k8s.io.api.storagemigration.v1.StorageVersionMigrationStatus
 impl Merge for k8s_openapi::api::storagemigration::v1::StorageVersionMigrationStatus {
+    const REPEATED: &'static [u32] = &[1];
+
+    fn reserve(&mut self, number: u32, additional: usize) {
+        if number == 1 {
+            rt::reserve(&mut self.conditions, additional);
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
