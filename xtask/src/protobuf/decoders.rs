@@ -113,7 +113,8 @@ pub(crate) fn generate(check: bool) -> Result<(), String> {
         .into_iter()
         .map(|(group, body)| {
             let text = format!(
-                "{header}\n\n#![allow(clippy::too_many_lines, reason = \"one arm per field\")]\n\n\
+                "{header}\n\n#![allow(clippy::too_many_lines, reason = \"one arm per field\")]\n\
+                 #![allow(clippy::single_match, reason = \"one arm per repeated field, however many\")]\n\n\
                  use crate::{{DecodeOptions, Error, typed::rt::{{self, Merge}}, wire::WireValue}};\n\n{body}"
             );
             (format!("{group}.rs"), text)
@@ -323,20 +324,13 @@ fn merge_impl(
             .iter()
             .map(|(number, _)| number.to_string())
             .collect();
-        let body = match repeated.as_slice() {
-            [(number, rust)] => {
-                format!("if number == {number} {{\n rt::reserve(&mut self.{rust}, additional);\n}}")
-            }
-            _ => {
-                let arms: String = repeated
-                    .iter()
-                    .map(|(number, rust)| {
-                        format!("{number} => rt::reserve(&mut self.{rust}, additional),\n")
-                    })
-                    .collect();
-                format!("match number {{\n{arms}_ => {{}}\n}}")
-            }
-        };
+        let arms: String = repeated
+            .iter()
+            .map(|(number, rust)| {
+                format!("{number} => rt::reserve(&mut self.{rust}, additional),\n")
+            })
+            .collect();
+        let body = format!("match number {{\n{arms}_ => {{}}\n}}");
         format!(
             "    const REPEATED: &'static [u32] = &[{}];\n\n    fn reserve(&mut self, number: u32, \
              additional: usize) {{\n{body}\n    }}\n\n",

@@ -70,6 +70,12 @@ pub(crate) fn merge<T: Merge>(
 #[inline]
 fn reserve_repeated<T: Merge>(target: &mut T, bytes: &[u8]) {
     const MOST: usize = 32;
+    const {
+        assert!(
+            T::REPEATED.len() <= MOST,
+            "more repeated fields than the count holds"
+        );
+    }
     let mut counts = [0_usize; MOST];
     let mut reader = Reader::new(bytes);
     while let Ok(Some((number, _))) = reader.field() {
