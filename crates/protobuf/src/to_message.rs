@@ -548,6 +548,40 @@ mod tests {
     }
 
     #[test]
+    fn nested_lengths_on_either_side_of_each_varint_width_are_written_minimal() {
+        let message = message_for("v1", "ConfigMap").expect("a ConfigMap table");
+        // The entry's own bytes, the value's length and metadata's length each cross 128 and
+        // 16,384 somewhere in these sizes; one large value nests a widened length in another.
+        let sizes = [0, 1, 100]
+            .into_iter()
+            .chain(118..=132)
+            .chain(16_360..=16_390)
+            .chain([40_000, 2_100_000]);
+        for size in sizes {
+            let config = json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": "settings", "annotations": { "note": "n".repeat(size) } },
+                "data": { "key": "v".repeat(size) },
+            });
+            let direct = to_message(&config, message).expect("encodes");
+            // The same fields in another order: equal lengths mean no length took a byte more
+            // than it needs.
+            assert_eq!(
+                direct.len(),
+                encode_message(&config, message).expect("encodes").len(),
+                "annotation and value of {size} bytes"
+            );
+            let back: serde_json::Value =
+                from_message(&direct, message, DecodeOptions::default()).expect("decodes");
+            assert_eq!(back["data"], config["data"], "{size} bytes");
+            assert_eq!(
+                back["metadata"]["annotations"],
+                config["metadata"]["annotations"]
+            );
+        }
+    }
+
+    #[test]
     fn a_value_of_the_wrong_type_is_an_error_naming_its_field() {
         let message = message_for("v1", "Pod").expect("a Pod table");
         let mut bad = pod();

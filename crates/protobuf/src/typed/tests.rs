@@ -131,6 +131,11 @@ fn generated_decoders_agree_with_serde_and_json_on_every_kind_k8s_io_api_fills()
 fn every_repeated_field_is_allocated_at_its_length() {
     use k8s_openapi::api::core::v1::Pod;
 
+    /// A list's length and capacity; (0, 0) when absent.
+    fn shape<T>(list: Option<&Vec<T>>) -> (usize, usize) {
+        list.map_or((0, 0), |list| (list.len(), list.capacity()))
+    }
+
     let json = include_bytes!("../../tests/fixtures/pod.json");
     let value: serde_json::Value = serde_json::from_slice(json).expect("the fixture");
     let protobuf = crate::encode_object(&value).expect("encodes");
@@ -141,25 +146,16 @@ fn every_repeated_field_is_allocated_at_its_length() {
     let spec = pod.spec.as_ref().expect("a spec");
     let status = pod.status.as_ref().expect("a status");
     let container = &spec.containers[0];
-    let mut lists: Vec<(&str, usize, usize)> = vec![
-        ("containers", spec.containers.len(), spec.containers.capacity()),
-        ("env", container.env.as_ref().map_or(0, Vec::len), container.env.as_ref().map_or(0, Vec::capacity)),
+    let lists = [
+        ("containers", shape(Some(&spec.containers))),
+        ("env", shape(container.env.as_ref())),
+        ("volumes", shape(spec.volumes.as_ref())),
+        ("tolerations", shape(spec.tolerations.as_ref())),
+        ("volumeMounts", shape(container.volume_mounts.as_ref())),
+        ("conditions", shape(status.conditions.as_ref())),
+        ("containerStatuses", shape(status.container_statuses.as_ref())),
     ];
-    let optional = [
-        ("volumes", spec.volumes.as_ref().map(|v| (v.len(), v.capacity()))),
-        ("tolerations", spec.tolerations.as_ref().map(|v| (v.len(), v.capacity()))),
-        ("volumeMounts", container.volume_mounts.as_ref().map(|v| (v.len(), v.capacity()))),
-        ("conditions", status.conditions.as_ref().map(|v| (v.len(), v.capacity()))),
-        (
-            "containerStatuses",
-            status.container_statuses.as_ref().map(|v| (v.len(), v.capacity())),
-        ),
-    ];
-    for (name, list) in optional {
-        let (len, capacity) = list.unwrap_or_else(|| panic!("the fixture has {name}"));
-        lists.push((name, len, capacity));
-    }
-    for (name, len, capacity) in lists {
+    for (name, (len, capacity)) in lists {
         assert!(len > 1, "the fixture has several {name}");
         assert_eq!(capacity, len, "{name}: {len} elements in {capacity} slots");
     }
