@@ -361,16 +361,13 @@ where
     }
 
     fn decode_object_bytes(&self, raw: &[u8], what: &'static str) -> Result<Arc<K>> {
-        match self.parse_object(raw) {
-            Ok(object) => Ok(object),
-            Err(error) => {
-                // A typed struct refuses a foreign kind inside serde; say so in kind terms.
-                if let Ok(types) = serde_json::from_slice::<TypeFields<'_>>(raw) {
-                    self.check_kind(&types, false)?;
-                }
-                Err(Error::decode(what, error.to_string(), raw))
+        self.parse_object(raw).or_else(|error| {
+            // A typed struct refuses a foreign kind inside serde; say so in kind terms.
+            if let Ok(types) = serde_json::from_slice::<TypeFields<'_>>(raw) {
+                self.check_kind(&types, false)?;
             }
-        }
+            Err(Error::decode(what, error.to_string(), raw))
+        })
     }
 }
 
