@@ -3,6 +3,8 @@
 
 mod hot;
 mod table;
+#[cfg(test)]
+mod tests;
 
 use std::{
     fmt,
@@ -58,8 +60,10 @@ pub trait Codec<K>: Send + Sync {
 ///   ([`hot_capacity`](Self::hot_capacity), evicted by the clock policy); a get of one of them
 ///   costs no decode. Lists and index queries use the set but do not fill it, so a scan does
 ///   not push out what gets keep reading.
-/// - **Writes** encode outside the lock; [`Indexer::upsert`] returns the replaced object from
-///   the set or decoded from its bytes, which is where an informer's update gets its old object.
+/// - **Writes** encode outside the lock, and free what they displace (an evicted object, the
+///   replaced bytes, a relist's whole previous contents) after releasing it;
+///   [`Indexer::upsert`] returns the replaced object from the set or decoded from its bytes,
+///   which is where an informer's update gets its old object.
 ///
 /// Objects come back equal, not identical: two reads of an object the set does not hold give
 /// two `Arc`s. A decode that fails (a codec that cannot read what it wrote) is logged and
@@ -186,7 +190,9 @@ impl<K> CompactCache<K> {
     fn store(&self, obj: Arc<K>, want_old: bool) -> Result<Option<Arc<K>>> {
         let key = (self.key_func)(&obj)?;
         let bytes = self.encode(&key, &obj)?;
-        let (replaced, held_old) = {
+        // What the write leaves unreferenced is freed after the locks are released: a full
+        // object takes microseconds to free, and readers wait on the lock meanwhile.
+        let (replaced, held_old, displaced) = {
             let mut inner = self.inner.write();
             let upserted = inner.upsert(&key, bytes, &obj);
             let mut hot = self.hot.lock();
@@ -194,9 +200,10 @@ impl<K> CompactCache<K> {
                 (Some((_, stamp)), true) => hot.peek(upserted.slot, *stamp),
                 _ => None,
             };
-            hot.insert(upserted.slot, upserted.stamp, obj);
-            (upserted.replaced, held_old)
+            let displaced = hot.insert(upserted.slot, upserted.stamp, obj);
+            (upserted.replaced, held_old, displaced)
         };
+        drop(displaced);
         Ok(match (replaced, want_old) {
             (Some((bytes, _)), true) => held_old.or_else(|| self.decode(&key, &bytes)),
             _ => None,
@@ -282,7 +289,8 @@ impl<K: Send + Sync> CompactCache<K> {
             } => {
                 let obj = self.decode(&key, &bytes)?;
                 if remember {
-                    self.hot.lock().insert(slot, stamp, Arc::clone(&obj));
+                    let displaced = self.hot.lock().insert(slot, stamp, Arc::clone(&obj));
+                    drop(displaced);
                 }
                 Some(obj)
             }
@@ -337,10 +345,14 @@ impl<K: Send + Sync> Store<K> for CompactCache<K> {
 
     fn delete(&self, obj: Arc<K>) -> Result<()> {
         let key = (self.key_func)(&obj)?;
-        let mut inner = self.inner.write();
-        if let Some((slot, _, _)) = inner.remove(&key) {
-            self.hot.lock().remove(slot);
-        }
+        let removed = {
+            let mut inner = self.inner.write();
+            inner.remove(&key).map(|removed| {
+                let held = self.hot.lock().remove(removed.0);
+                (removed, held)
+            })
+        };
+        drop(removed);
         Ok(())
     }
 
@@ -367,8 +379,10 @@ impl<K: Send + Sync> Store<K> for CompactCache<K> {
                 by_key.get(&*entry.key).map(|obj| Arc::clone(obj))
             });
         }
-        *inner = fresh;
-        self.hot.lock().clear();
+        let previous = std::mem::replace(&mut *inner, fresh);
+        let held = self.hot.lock().clear();
+        drop(inner);
+        drop((previous, held));
         Ok(())
     }
 

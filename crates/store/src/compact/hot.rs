@@ -58,23 +58,31 @@ impl<K> Hot<K> {
     }
 
     /// Holds `obj` as the version of `slot` stamped `stamp`, evicting another object when full.
-    pub(super) fn insert(&mut self, slot: Slot, stamp: u64, obj: Arc<K>) {
+    /// Returns the object this leaves unheld (the version replaced, the object evicted, or `obj`
+    /// itself when it is not kept), for the caller to drop once it has released its locks.
+    #[must_use = "the displaced object is dropped by the caller, outside its locks"]
+    pub(super) fn insert(&mut self, slot: Slot, stamp: u64, obj: Arc<K>) -> Option<Arc<K>> {
         if self.capacity == 0 {
-            return;
+            return Some(obj);
         }
         if let Some(held) = self.held.get_mut(&slot) {
             // A newer version replaces an older one; an older one never replaces a newer.
-            if held.stamp <= stamp {
-                *held = Held {
+            if held.stamp > stamp {
+                return Some(obj);
+            }
+            let replaced = std::mem::replace(
+                held,
+                Held {
                     stamp,
                     obj,
                     referenced: false,
-                };
-            }
-            return;
+                },
+            );
+            return Some(replaced.obj);
         }
+        let mut evicted = None;
         while self.held.len() >= self.capacity {
-            self.evict_one();
+            evicted = self.evict_one().or(evicted);
         }
         self.held.insert(
             slot,
@@ -85,23 +93,27 @@ impl<K> Hot<K> {
             },
         );
         self.clock.push_back(slot);
+        evicted
     }
 
-    /// Forgets `slot` (its object was deleted).
-    pub(super) fn remove(&mut self, slot: Slot) {
-        if self.held.remove(&slot).is_some() {
-            self.clock.retain(|queued| *queued != slot);
-        }
+    /// Forgets `slot` (its object was deleted); returns what it held, for the caller to drop.
+    #[must_use = "the forgotten object is dropped by the caller, outside its locks"]
+    pub(super) fn remove(&mut self, slot: Slot) -> Option<Arc<K>> {
+        let held = self.held.remove(&slot)?;
+        self.clock.retain(|queued| *queued != slot);
+        Some(held.obj)
     }
 
-    pub(super) fn clear(&mut self) {
-        self.held.clear();
+    /// Forgets every object; returns them, for the caller to drop.
+    #[must_use = "the forgotten objects are dropped by the caller, outside its locks"]
+    pub(super) fn clear(&mut self) -> Vec<Arc<K>> {
         self.clock.clear();
+        self.held.drain().map(|(_, held)| held.obj).collect()
     }
 
-    /// Moves the clock hand until it finds an object not read since its last pass, and drops
-    /// it.
-    fn evict_one(&mut self) {
+    /// Moves the clock hand until it finds an object not read since its last pass, and
+    /// returns it, no longer held.
+    fn evict_one(&mut self) -> Option<Arc<K>> {
         while let Some(slot) = self.clock.pop_front() {
             let Some(held) = self.held.get_mut(&slot) else {
                 continue;
@@ -110,10 +122,10 @@ impl<K> Hot<K> {
                 held.referenced = false;
                 self.clock.push_back(slot);
             } else {
-                self.held.remove(&slot);
-                return;
+                return self.held.remove(&slot).map(|held| held.obj);
             }
         }
+        None
     }
 }
 
@@ -124,10 +136,15 @@ mod tests {
     #[test]
     fn a_read_object_survives_one_pass_of_the_clock() {
         let mut hot = Hot::new(2);
-        hot.insert(1, 1, Arc::new("one"));
-        hot.insert(2, 1, Arc::new("two"));
+        let _ = hot.insert(1, 1, Arc::new("one"));
+        let _ = hot.insert(2, 1, Arc::new("two"));
         assert!(hot.get(1, 1).is_some());
-        hot.insert(3, 1, Arc::new("three"));
+        let evicted = hot.insert(3, 1, Arc::new("three"));
+        assert_eq!(
+            evicted.as_deref(),
+            Some(&"two"),
+            "returned for the caller to drop"
+        );
         assert_eq!(hot.len(), 2);
         assert!(hot.get(1, 1).is_some(), "read since inserted: kept");
         assert!(hot.get(2, 1).is_none(), "never read: evicted");
@@ -137,11 +154,13 @@ mod tests {
     #[test]
     fn a_stale_stamp_is_a_miss_and_never_replaces_a_newer_version() {
         let mut hot = Hot::new(4);
-        hot.insert(1, 5, Arc::new("v5"));
+        let _ = hot.insert(1, 5, Arc::new("v5"));
         assert!(hot.get(1, 4).is_none());
-        hot.insert(1, 4, Arc::new("v4"));
+        let refused = hot.insert(1, 4, Arc::new("v4"));
+        assert_eq!(refused.as_deref(), Some(&"v4"));
         assert_eq!(hot.get(1, 5).as_deref(), Some(&"v5"));
-        hot.insert(1, 6, Arc::new("v6"));
+        let replaced = hot.insert(1, 6, Arc::new("v6"));
+        assert_eq!(replaced.as_deref(), Some(&"v5"));
         assert_eq!(hot.get(1, 6).as_deref(), Some(&"v6"));
         assert_eq!(hot.len(), 1);
     }
@@ -149,12 +168,12 @@ mod tests {
     #[test]
     fn removing_and_a_zero_capacity_hold_nothing() {
         let mut hot = Hot::new(4);
-        hot.insert(1, 1, Arc::new("one"));
-        hot.remove(1);
+        let _ = hot.insert(1, 1, Arc::new("one"));
+        assert_eq!(hot.remove(1).as_deref(), Some(&"one"));
         assert!(hot.get(1, 1).is_none());
         assert_eq!(hot.len(), 0);
         let mut none = Hot::new(0);
-        none.insert(1, 1, Arc::new("one"));
+        assert_eq!(none.insert(1, 1, Arc::new("one")).as_deref(), Some(&"one"));
         assert_eq!(none.len(), 0);
     }
 }
