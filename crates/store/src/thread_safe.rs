@@ -146,7 +146,11 @@ impl<K> ThreadSafeStore<K> {
                 .collect();
             fresh.add_indexers(missing);
         }
-        *inner = fresh;
+        // The previous table (every key, index entry and object not listed again) is freed
+        // after the lock is released: readers do not wait on it.
+        let previous = std::mem::replace(&mut *inner, fresh);
+        drop(inner);
+        drop(previous);
     }
 
     /// The objects sharing any of `obj`'s values of index `index_name`, each once.
@@ -455,6 +459,36 @@ mod tests {
         assert!(store.add_indexers(both).is_err());
         assert!(!store.indexers().contains_key("fresh"));
         assert!(store.by_index("fresh", "x").is_err());
+    }
+
+    #[test]
+    fn replace_frees_the_previous_table_after_releasing_the_lock() {
+        use std::sync::{Mutex, OnceLock, Weak};
+
+        /// Records, when freed, whether its store's lock was held.
+        struct Probe(
+            Arc<OnceLock<Weak<ThreadSafeStore<Probe>>>>,
+            Arc<Mutex<Vec<bool>>>,
+        );
+        impl Drop for Probe {
+            fn drop(&mut self) {
+                if let Some(store) = self.0.get().and_then(Weak::upgrade) {
+                    self.1.lock().unwrap().push(store.inner.is_locked());
+                }
+            }
+        }
+        let (handle, freed) = (Arc::new(OnceLock::new()), Arc::new(Mutex::new(Vec::new())));
+        let probe = || Arc::new(Probe(Arc::clone(&handle), Arc::clone(&freed)));
+        let store = Arc::new(ThreadSafeStore::new(Indexers::new()));
+        assert!(handle.set(Arc::downgrade(&store)).is_ok());
+        store.add("stale", probe());
+        store.add("kept", probe());
+        store.replace([("kept".to_owned(), probe())]);
+        assert_eq!(
+            *freed.lock().unwrap(),
+            [false, false],
+            "both replaced, freed unlocked"
+        );
     }
 
     #[test]
