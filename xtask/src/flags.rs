@@ -146,6 +146,10 @@ pub(crate) const TASKS: &[TaskSpec] = &[
                 )
             },
             valued("--runs", "K", "runs of every case (default 3, --quick 1)"),
+            flag(
+                "--warm-up",
+                "run each case once, unmeasured, right before each measured run of it",
+            ),
             valued(
                 "--report",
                 "FILE",
@@ -308,6 +312,8 @@ pub(crate) struct Bench {
     pub(crate) quick: bool,
     pub(crate) scenarios: Vec<String>,
     pub(crate) runs: Option<usize>,
+    /// Run each case once, unmeasured, right before each measured run of it.
+    pub(crate) warm_up: bool,
     /// Rewrite the report from saved results instead of running anything.
     pub(crate) report_from: Option<PathBuf>,
 }
@@ -490,6 +496,7 @@ impl Task {
                     .value("--runs")
                     .map(|runs| runs.parse().map_err(|err| format!("--runs: {err}")))
                     .transpose()?,
+                warm_up: parsed.has("--warm-up"),
                 report_from: parsed.value("--report").map(PathBuf::from),
             }),
             "fake-apiserver" => Task::FakeApiserver(parsed.rest),

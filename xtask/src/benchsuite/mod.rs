@@ -43,6 +43,7 @@ pub(crate) fn run(options: &Bench) -> Result<(), String> {
     if let Some(runs) = options.runs {
         sizes.runs = runs.max(1);
     }
+    sizes.warm_up = options.warm_up;
     let all = scenarios(sizes);
     for name in &options.scenarios {
         if name != "decode-floor" && !all.iter().any(|s| s.name == name) {
@@ -107,7 +108,7 @@ fn run_all(
         results.push(run_scenario(
             &programs,
             scenario,
-            sizes.runs,
+            sizes,
             &work,
             options.quick,
         )?);

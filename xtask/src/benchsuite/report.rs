@@ -297,7 +297,7 @@ fn method(sizes: Sizes) -> String {
          kinformer-testing's fake API server (JSON or protobuf over HTTP on loopback; one \
          seeded server per scenario, a fresh one per run for the relist), or a real \
          kube-apiserver for scenario 7. Implementations alternate, in an order that changes \
-         every run so that no case always follows the same one, {runs} run{s} each unless the notes below say otherwise; cells are the median with min–max \
+         every run so that no case always follows the same one, {runs} run{s} each unless the notes below say otherwise{warm_up}; cells are the median with min–max \
          over a case's runs. Every run's final \
          handler view was checked against the server's objects by checksum (see \
          [the protocol](../xtask/peers/BENCH-PROTOCOL.md)); a run that disagreed would have \
@@ -306,7 +306,13 @@ fn method(sizes: Sizes) -> String {
          kinformer is better, below 1x it loses. The machine's other load skews every \
          process alike; distrust differences under about 20%.\n",
         runs = sizes.runs,
-        s = if sizes.runs == 1 { "" } else { "s" }
+        s = if sizes.runs == 1 { "" } else { "s" },
+        warm_up = if sizes.warm_up {
+            ". Each measured run came right after an unmeasured run of the same case \
+             (`--warm-up`), so that none pays for the state the case before it left the machine in"
+        } else {
+            ""
+        }
     )
 }
 

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{
     fake::{FakeServer, fake_server_checksum},
     report::{ScenarioResults, format_figure},
-    scenarios::{Case, Peer, Scenario, Server},
+    scenarios::{Case, Peer, Scenario, Server, Sizes},
 };
 use crate::{controlplane, project_root};
 
@@ -81,6 +81,21 @@ pub(super) struct Run {
 enum Target<'a> {
     Fake(&'a FakeServer),
     Real(&'a Path),
+}
+
+impl<'a> Target<'a> {
+    /// The real control plane when there is one, else the shared fake, else a fresh one.
+    fn of(
+        plane: Option<&'a controlplane::ControlPlane>,
+        shared: Option<&'a FakeServer>,
+        fresh: Option<&'a FakeServer>,
+    ) -> Self {
+        match (plane, shared.or(fresh)) {
+            (Some(plane), _) => Target::Real(plane.kubeconfig()),
+            (None, Some(fake)) => Target::Fake(fake),
+            (None, None) => unreachable!("every fake scenario has a server"),
+        }
+    }
 }
 
 /// Runs one case and checks its handlers' view against the server's objects.
@@ -371,15 +386,17 @@ fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-/// Runs every case `runs` times, alternating peers in an order that changes every run (see
-/// [`run_order`]).
+/// Runs every case `sizes.runs` times, alternating peers in an order that changes every run
+/// (see [`run_order`]); with `sizes.warm_up`, each measured run right after an unmeasured run
+/// of the same case.
 pub(super) fn run_scenario(
     programs: &Programs,
     scenario: &Scenario,
-    runs: usize,
+    sizes: Sizes,
     work: &Path,
     strict: bool,
 ) -> Result<ScenarioResults, String> {
+    let runs = sizes.runs;
     let (plane, preparation) = if scenario.server == Server::Real {
         let (plane, preparation) = seeded_control_plane(programs, scenario, work)?;
         (Some(plane), preparation)
@@ -408,16 +425,26 @@ pub(super) fn run_scenario(
                 run + 1,
                 case.label
             );
-            let fresh = (scenario.server == Server::Fake && shared.is_none())
-                .then(|| {
-                    FakeServer::start(&programs.fake, work, scenario.resource, scenario.seeded)
-                })
-                .transpose()?;
-            let target = match (&plane, &shared, &fresh) {
-                (Some(plane), _, _) => Target::Real(plane.kubeconfig()),
-                (None, Some(fake), _) | (None, None, Some(fake)) => Target::Fake(fake),
-                (None, None, None) => unreachable!("every fake scenario has a server"),
+            let fresh = || {
+                (scenario.server == Server::Fake && shared.is_none())
+                    .then(|| {
+                        FakeServer::start(&programs.fake, work, scenario.resource, scenario.seeded)
+                    })
+                    .transpose()
             };
+            if sizes.warm_up {
+                // What the machine holds after a run (its page cache, the memory its host took
+                // back) then comes from this case alone. A scenario that changes its server
+                // warms up on a server of its own.
+                let warm_server = fresh()?;
+                let target = Target::of(plane.as_ref(), shared.as_ref(), warm_server.as_ref());
+                let warm = run_case(programs, scenario, case, target)?;
+                if let Some(why) = warm.failure() {
+                    eprintln!("bench: {} warm-up did not finish: {why}", case.label);
+                }
+            }
+            let fresh = fresh()?;
+            let target = Target::of(plane.as_ref(), shared.as_ref(), fresh.as_ref());
             let outcome = run_case(programs, scenario, case, target)?;
             if let Some(why) = outcome.failure() {
                 if strict {

@@ -54,6 +54,7 @@ impl Saved {
             "versions": self.header.versions,
             "quick": self.quick,
             "runs": self.sizes.runs,
+            "warm_up": self.sizes.warm_up,
             "floor": self.floor,
             "scenarios": scenarios,
         })
@@ -78,6 +79,10 @@ pub(super) fn load_results(path: &Path) -> Result<Saved, String> {
         .get("runs")
         .and_then(Value::as_u64)
         .map_or(sizes.runs, |runs| runs as usize);
+    sizes.warm_up = saved
+        .get("warm_up")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let all = scenarios(sizes);
     let mut results = Vec::new();
     for entry in saved

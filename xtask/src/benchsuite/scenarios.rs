@@ -27,6 +27,8 @@ pub(super) struct Sizes {
     pub(super) real_objects: usize,
     /// Runs of every case.
     pub(super) runs: usize,
+    /// Whether each measured run follows an unmeasured run of the same case.
+    pub(super) warm_up: bool,
 }
 
 pub(super) const FULL: Sizes = Sizes {
@@ -39,6 +41,7 @@ pub(super) const FULL: Sizes = Sizes {
     lookup_updates: 25_000,
     real_objects: 20_000,
     runs: 3,
+    warm_up: false,
 };
 
 pub(super) const QUICK: Sizes = Sizes {
@@ -51,6 +54,7 @@ pub(super) const QUICK: Sizes = Sizes {
     lookup_updates: 2_500,
     real_objects: 300,
     runs: 1,
+    warm_up: false,
 };
 
 /// How long one peer run may take before it is stopped and reported as not finishing.

@@ -214,7 +214,7 @@ fn the_help_lists_every_task_and_every_flag_with_its_help() {
     }
     assert!(help("bench").starts_with(
         "cargo xtask bench [fifo|store|workqueue] [--quick] [--scenario NAME]... [--runs K] \
-         [--report FILE]\n"
+         [--warm-up] [--report FILE]\n"
     ));
     assert!(help("e2e").contains("-- TEST ARGS"));
 }
