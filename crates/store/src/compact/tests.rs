@@ -74,7 +74,7 @@ fn what_a_write_displaces_is_freed_outside_the_locks() {
     let got = cache.get_by_key("a").expect("decoded"); // evicts c, keeps a:1 decoded
     drop(got);
     cache.delete(probe("a", 1)).expect("deleted"); // the probe passed in, and the held a:1
-    cache.replace(vec![probe("d", 1)], "2").expect("replaced"); // the set's d:1 and b, c bytes
+    cache.replace(vec![probe("d", 1)], "2").expect("replaced"); // d:1, once replace lets it go
     drop(cache);
 
     let freed = watch.freed.lock().expect("not poisoned").clone();
