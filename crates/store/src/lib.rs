@@ -119,6 +119,8 @@ mod add_kind;
 mod cache;
 mod compact;
 mod error;
+#[cfg(test)]
+mod free_probe;
 mod intern;
 mod key;
 mod lister;

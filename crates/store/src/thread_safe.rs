@@ -463,32 +463,17 @@ mod tests {
 
     #[test]
     fn replace_frees_the_previous_table_after_releasing_the_lock() {
-        use std::sync::{Mutex, OnceLock, Weak};
+        use crate::free_probe::FreeLog;
 
-        /// Records, when freed, whether its store's lock was held.
-        struct Probe(
-            Arc<OnceLock<Weak<ThreadSafeStore<Probe>>>>,
-            Arc<Mutex<Vec<bool>>>,
-        );
-        impl Drop for Probe {
-            fn drop(&mut self) {
-                if let Some(store) = self.0.get().and_then(Weak::upgrade) {
-                    self.1.lock().unwrap().push(store.inner.is_locked());
-                }
-            }
-        }
-        let (handle, freed) = (Arc::new(OnceLock::new()), Arc::new(Mutex::new(Vec::new())));
-        let probe = || Arc::new(Probe(Arc::clone(&handle), Arc::clone(&freed)));
+        let log = FreeLog::new();
         let store = Arc::new(ThreadSafeStore::new(Indexers::new()));
-        assert!(handle.set(Arc::downgrade(&store)).is_ok());
-        store.add("stale", probe());
-        store.add("kept", probe());
-        store.replace([("kept".to_owned(), probe())]);
-        assert_eq!(
-            *freed.lock().unwrap(),
-            [false, false],
-            "both replaced, freed unlocked"
-        );
+        log.watch(&store, |store| store.inner.is_locked());
+        store.add("stale", Arc::new(log.probe("stale", 1)));
+        store.add("kept", Arc::new(log.probe("kept", 1)));
+        store.replace([("kept".to_owned(), Arc::new(log.probe("kept", 2)))]);
+        assert_eq!(log.freed(), ["stale:1", "kept:1"], "both replaced");
+        let locked = log.freed_under_a_lock();
+        assert!(locked.is_empty(), "freed under a lock: {locked:?}");
     }
 
     #[test]
