@@ -15,7 +15,7 @@ use std::{
 };
 
 use hot::Hot;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
 use table::{Inner, Slot};
 
@@ -190,24 +190,30 @@ impl<K> CompactCache<K> {
     fn store(&self, obj: Arc<K>, want_old: bool) -> Result<Option<Arc<K>>> {
         let key = (self.key_func)(&obj)?;
         let bytes = self.encode(&key, &obj)?;
-        // What the write leaves unreferenced is freed after the locks are released: a full
-        // object takes microseconds to free, and readers wait on the lock meanwhile.
-        let (replaced, held_old, displaced) = {
-            let mut inner = self.inner.write();
-            let upserted = inner.upsert(&key, bytes, &obj);
-            let mut hot = self.hot.lock();
+        let (replaced, held_old) = {
+            let mut write = self.write();
+            let upserted = write.inner.upsert(&key, bytes, &obj);
             let held_old = match (&upserted.replaced, want_old) {
-                (Some((_, stamp)), true) => hot.peek(upserted.slot, *stamp),
+                (Some((_, stamp)), true) => write.hot.peek(upserted.slot, *stamp),
                 _ => None,
             };
-            let displaced = hot.insert(upserted.slot, upserted.stamp, obj);
-            (upserted.replaced, held_old, displaced)
+            write.hold(upserted.slot, upserted.stamp, obj);
+            (upserted.replaced, held_old)
         };
-        drop(displaced);
         Ok(match (replaced, want_old) {
             (Some((bytes, _)), true) => held_old.or_else(|| self.decode(&key, &bytes)),
             _ => None,
         })
+    }
+
+    /// Both locks, for a write; see [`Write`].
+    fn write(&self) -> Write<'_, K> {
+        let inner = self.inner.write();
+        Write {
+            inner,
+            hot: self.hot.lock(),
+            retired: Retired::default(),
+        }
     }
 
     /// What `slots` hold: objects kept decoded, and the bytes of the others. With `remember`,
@@ -289,8 +295,8 @@ impl<K: Send + Sync> CompactCache<K> {
             } => {
                 let obj = self.decode(&key, &bytes)?;
                 if remember {
-                    let displaced = self.hot.lock().insert(slot, stamp, Arc::clone(&obj));
-                    drop(displaced);
+                    // The guard is a temporary: what it displaces is freed after the unlock.
+                    let _displaced = self.hot.lock().insert(slot, stamp, Arc::clone(&obj));
                 }
                 Some(obj)
             }
@@ -345,14 +351,7 @@ impl<K: Send + Sync> Store<K> for CompactCache<K> {
 
     fn delete(&self, obj: Arc<K>) -> Result<()> {
         let key = (self.key_func)(&obj)?;
-        let removed = {
-            let mut inner = self.inner.write();
-            inner.remove(&key).map(|removed| {
-                let held = self.hot.lock().remove(removed.0);
-                (removed, held)
-            })
-        };
-        drop(removed);
+        self.write().remove(&key);
         Ok(())
     }
 
@@ -363,9 +362,10 @@ impl<K: Send + Sync> Store<K> for CompactCache<K> {
         for (key, bytes, obj) in &encoded {
             fresh.upsert(key, Arc::clone(bytes), obj);
         }
-        let mut inner = self.inner.write();
+        let mut write = self.write();
         // Indexers added since the snapshot above must not be lost.
-        let missing: Indexers<K> = inner
+        let missing: Indexers<K> = write
+            .inner
             .indexers()
             .into_iter()
             .filter(|(name, _)| !fresh.index_names().contains(name))
@@ -379,10 +379,7 @@ impl<K: Send + Sync> Store<K> for CompactCache<K> {
                 by_key.get(&*entry.key).map(|obj| Arc::clone(obj))
             });
         }
-        let previous = std::mem::replace(&mut *inner, fresh);
-        let held = self.hot.lock().clear();
-        drop(inner);
-        drop((previous, held));
+        write.swap(fresh);
         Ok(())
     }
 
@@ -472,6 +469,64 @@ impl<K: Send + Sync> Indexer<K> for CompactCache<K> {
         // informer is rare, and its entries must appear together.
         inner.add_indexers(indexers, |entry| self.decode(&entry.key, &entry.bytes));
         Ok(())
+    }
+}
+
+/// Both locks of a [`CompactCache`] held for a write, and what the write lets go of: an
+/// object evicted, replaced or deleted, deleted bytes, a relist's previous contents. Fields
+/// drop in declaration order, so what a write lets go of is freed after both locks are
+/// released, however the write ends: a full object takes microseconds to free, and readers
+/// would wait on the lock meanwhile. Writes change the hot set and remove entries only
+/// through these methods.
+struct Write<'a, K> {
+    inner: RwLockWriteGuard<'a, Inner<K>>,
+    hot: MutexGuard<'a, Hot<K>>,
+    retired: Retired<K>,
+}
+
+/// What a [`Write`] lets go of.
+struct Retired<K> {
+    object: Option<Arc<K>>,
+    bytes: Option<Arc<[u8]>>,
+    relisted: Option<(Inner<K>, Vec<Arc<K>>)>,
+}
+
+impl<K> Default for Retired<K> {
+    fn default() -> Self {
+        Self {
+            object: None,
+            bytes: None,
+            relisted: None,
+        }
+    }
+}
+
+impl<K> Write<'_, K> {
+    /// Keeps `obj` decoded as the version of `slot` stamped `stamp`.
+    fn hold(&mut self, slot: Slot, stamp: u64, obj: Arc<K>) {
+        let displaced = self.hot.insert(slot, stamp, obj);
+        self.retire(displaced);
+    }
+
+    /// A write lets go of one decoded object at most; a second would be freed here, locked.
+    fn retire(&mut self, obj: Option<Arc<K>>) {
+        debug_assert!(self.retired.object.is_none(), "one object per write");
+        self.retired.object = obj;
+    }
+
+    /// Removes the object under `key`, encoded and decoded.
+    fn remove(&mut self, key: &str) {
+        if let Some((slot, bytes, _)) = self.inner.remove(key) {
+            self.retired.bytes = Some(bytes);
+            let held = self.hot.remove(slot);
+            self.retire(held);
+        }
+    }
+
+    /// Makes `fresh` the cache's contents, holding nothing decoded.
+    fn swap(&mut self, fresh: Inner<K>) {
+        let previous = std::mem::replace(&mut *self.inner, fresh);
+        self.retired.relisted = Some((previous, self.hot.clear()));
     }
 }
 
