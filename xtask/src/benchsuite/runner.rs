@@ -396,7 +396,6 @@ pub(super) fn run_scenario(
     work: &Path,
     strict: bool,
 ) -> Result<ScenarioResults, String> {
-    let runs = sizes.runs;
     let (plane, preparation) = if scenario.server == Server::Real {
         let (plane, preparation) = seeded_control_plane(programs, scenario, work)?;
         (Some(plane), preparation)
@@ -409,7 +408,7 @@ pub(super) fn run_scenario(
         .then(|| FakeServer::start(&programs.fake, work, scenario.resource, scenario.seeded))
         .transpose()?;
     let mut results = vec![Vec::new(); scenario.cases.len()];
-    for run in 0..runs {
+    for run in 0..sizes.runs {
         for index in run_order(scenario.cases.len(), run) {
             let case = &scenario.cases[index];
             // A case that failed once is not run again: it would only fail slowly again.
@@ -420,9 +419,10 @@ pub(super) fn run_scenario(
                 continue;
             }
             eprintln!(
-                "bench: {} run {}/{runs}: {}",
+                "bench: {} run {}/{}: {}",
                 scenario.name,
                 run + 1,
+                sizes.runs,
                 case.label
             );
             let fresh = || {
