@@ -247,14 +247,9 @@ fn run_suite(
 ) -> Result<(), String> {
     let mut command = crate::cargo();
     command
-        .args([
-            "test",
-            "--package",
-            "kinformer-tests",
-            "--test",
-            "e2e_*",
-            "--",
-        ])
+        // kinformer-tests' e2e binaries, selected through `--workspace` so that they share
+        // `cargo test --workspace`'s build (`-p` would unify features differently).
+        .args(["test", "--workspace", "--test", "e2e_*", "--"])
         .args(test_args)
         .env("KINFORMER_E2E_BACKEND", backend)
         .env_remove("KINFORMER_E2E_KUBECONFIG")

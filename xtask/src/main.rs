@@ -131,14 +131,15 @@ fn client_go(args: &[String]) -> Result<(), String> {
     if !go.is_ok_and(|output| output.status.success()) {
         return Err("the client-go tests need Go (>= 1.21) on PATH".to_owned());
     }
+    // `--workspace`, as `cargo test --workspace` selects: the same feature unification, so
+    // these reuse its build rather than building every dependency again for one package.
     let mut test = cargo();
     test.args([
         "test",
         "--locked",
-        "-p",
-        "kinformer-tests",
+        "--workspace",
         "--features",
-        "client-go",
+        "kinformer-tests/client-go",
         "--test",
         "fifo_differential",
         "--test",
