@@ -89,7 +89,25 @@ pub(crate) fn project_root() -> PathBuf {
 pub(crate) fn cargo() -> Command {
     let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(project_root());
+    // `cargo run` gave this process xtask's own package variables. Build scripts that track
+    // them (ring's reruns when CARGO_PKG_NAME or CARGO_MANIFEST_DIR changes) would rebuild, with
+    // everything above them, each time a build alternates between the shell and this task.
+    for (name, _) in env::vars_os() {
+        if name.to_str().is_some_and(is_package_variable) {
+            command.env_remove(name);
+        }
+    }
     command
+}
+
+/// A variable cargo sets for the package it runs, not one a user set for the build.
+fn is_package_variable(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_MANIFEST_")
+        || matches!(
+            name,
+            "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE" | "OUT_DIR"
+        )
 }
 
 pub(crate) use kinformer_controlplane::run;
@@ -165,4 +183,36 @@ fn fake_apiserver(args: &[String]) -> Result<(), String> {
     ]);
     command.args(args);
     run(command)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    /// `cargo test` gives this test the same package variables `cargo run` gives xtask.
+    #[test]
+    fn cargo_runs_without_the_package_variables_of_the_task_that_started_it() {
+        let command = super::cargo();
+        let removed: Vec<&OsStr> = command
+            .get_envs()
+            .filter(|(_, value)| value.is_none())
+            .map(|(name, _)| name)
+            .collect();
+        for name in [
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_MANIFEST_DIR",
+        ] {
+            assert!(removed.contains(&OsStr::new(name)), "{name} is passed on");
+        }
+        for name in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_INCREMENTAL",
+            "PATH",
+        ] {
+            assert!(!removed.contains(&OsStr::new(name)), "{name} is removed");
+        }
+    }
 }
