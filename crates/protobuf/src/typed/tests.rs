@@ -160,3 +160,34 @@ fn every_repeated_field_is_allocated_at_its_length() {
         assert_eq!(capacity, len, "{name}: {len} elements in {capacity} slots");
     }
 }
+
+#[test]
+fn repeated_elements_split_over_several_runs_are_all_kept_in_order() {
+    use k8s_openapi::api::core::v1::PodSpec;
+
+    use crate::wire::Writer;
+
+    // PodSpec: volumes = 1, containers = 2; both hold their name in field 1. Go writes each
+    // list in one run; another encoder may interleave them.
+    let named = |field: u32, name: &str, message: &mut Writer| {
+        message.message_field(field, |element| {
+            element.bytes_field(1, name.as_bytes());
+            Ok::<_, ()>(())
+        })
+    };
+    let mut message = Writer::default();
+    for (field, name) in [(1, "v1"), (2, "c1"), (2, "c2"), (1, "v2"), (1, "v3"), (2, "c3")] {
+        named(field, name, &mut message).expect("writes");
+    }
+    let mut spec = PodSpec::default();
+    super::rt::merge(&mut spec, &message.buf, &DecodeOptions::default()).expect("decodes");
+    let containers: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+    let volumes: Vec<&str> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(containers, ["c1", "c2", "c3"]);
+    assert_eq!(volumes, ["v1", "v2", "v3"]);
+}
