@@ -3,10 +3,12 @@
 //! structured-merge-diff writes a field set as objects of objects: `{"f:metadata":{"f:labels":
 //! {".":{},"f:app":{}}}}`, with list keys as escaped JSON in the key (`"k:{\"name\":\"web\"}"`).
 //! Every managedFields entry of every object is one, so its parse is a fixed share of decoding
-//! any object. This parser takes only that shape, and builds each object from its entries at
-//! once instead of one insert at a time; anything else (arrays, numbers, `\u` escapes, nesting
-//! deeper than serde_json allows) is handed back for serde_json to read, so the result is always
-//! the `Value` serde_json would give.
+//! any object. This parser takes only that shape: it checks the document's UTF-8 once rather
+//! than key by key, and inserts each entry straight into its object's map, with no list of
+//! entries to sort first (structured-merge-diff writes keys in order, which a small map's insert
+//! handles best). Anything else (arrays, numbers, `\u` escapes, nesting deeper than serde_json
+//! allows) is handed back for serde_json to read, so the result is always the `Value`
+//! serde_json would give.
 
 use serde_json::{Map, Value};
 
@@ -15,7 +17,8 @@ const MAX_DEPTH: usize = 128;
 
 /// `raw` as a tree of objects, `None` when it is anything else (or not JSON at all).
 pub(crate) fn parse(raw: &[u8]) -> Option<Value> {
-    let mut parser = Parser { raw, at: 0 };
+    let text = std::str::from_utf8(raw).ok()?;
+    let mut parser = Parser { text, raw, at: 0 };
     parser.whitespace();
     let tree = parser.object(0)?;
     parser.whitespace();
@@ -23,6 +26,9 @@ pub(crate) fn parse(raw: &[u8]) -> Option<Value> {
 }
 
 struct Parser<'a> {
+    /// The document, valid UTF-8.
+    text: &'a str,
+    /// `text`'s bytes.
     raw: &'a [u8],
     at: usize,
 }
@@ -47,7 +53,7 @@ impl Parser<'_> {
         if self.eat(b'}').is_some() {
             return Some(Map::new());
         }
-        let mut entries = Vec::new();
+        let mut map = Map::new();
         loop {
             self.whitespace();
             let key = self.string()?;
@@ -55,15 +61,14 @@ impl Parser<'_> {
             self.eat(b':')?;
             self.whitespace();
             let value = self.object(depth + 1)?;
-            entries.push((key, Value::Object(value)));
+            // The last of equal keys wins, as with serde_json.
+            map.insert(key, Value::Object(value));
             self.whitespace();
             match self.raw.get(self.at)? {
                 b',' => self.at += 1,
                 b'}' => {
                     self.at += 1;
-                    // Sorted already when structured-merge-diff wrote it; the last of equal
-                    // keys wins, as with serde_json.
-                    return Some(entries.into_iter().collect());
+                    return Some(map);
                 }
                 _ => return None,
             }
@@ -76,7 +81,8 @@ impl Parser<'_> {
         loop {
             match *self.raw.get(self.at)? {
                 b'"' => {
-                    let text = std::str::from_utf8(&self.raw[start..self.at]).ok()?;
+                    // Both ends sit next to a quote, so on character boundaries.
+                    let text = self.text.get(start..self.at)?;
                     self.at += 1;
                     return Some(text.to_owned());
                 }
