@@ -322,18 +322,31 @@ fn merge_impl(
     } else {
         let numbers: Vec<String> = repeated
             .iter()
-            .map(|(number, _)| number.to_string())
+            .map(|(number, _, _)| number.to_string())
             .collect();
         let arms: String = repeated
             .iter()
-            .map(|(number, rust)| {
-                format!("{number} => rt::reserve(&mut self.{rust}, additional),\n")
+            .map(|&(number, rust, managed_fields)| {
+                let guard = if managed_fields {
+                    " if !options.drop_managed_fields"
+                } else {
+                    ""
+                };
+                format!("{number}{guard} => rt::reserve(&mut self.{rust}, additional),\n")
             })
             .collect();
+        let options = if repeated
+            .iter()
+            .any(|&(_, _, managed_fields)| managed_fields)
+        {
+            "options"
+        } else {
+            "_options"
+        };
         let body = format!("match number {{\n{arms}_ => {{}}\n}}");
         format!(
             "    const REPEATED: &'static [u32] = &[{}];\n\n    fn reserve(&mut self, number: u32, \
-             additional: usize) {{\n{body}\n    }}\n\n",
+             additional: usize, {options}: &DecodeOptions) {{\n{body}\n    }}\n\n",
             numbers.join(", ")
         )
     };
@@ -347,25 +360,25 @@ fn merge_impl(
 }
 
 /// The number and Rust field of each of `table`'s own repeated fields that takes one element
-/// per occurrence (not packed numbers), for `Merge::reserve`. managedFields is left out: its
-/// arm may drop every entry, and a reserved list would then be present but empty.
+/// per occurrence (not packed numbers), for `Merge::reserve`, and whether it is managedFields:
+/// its reserve is skipped when the options drop it, or the list would be present but empty.
 fn repeated_fields<'a>(
     table: &Table,
     rust_fields: &'a BTreeMap<String, String>,
-) -> Vec<(u32, &'a str)> {
+) -> Vec<(u32, &'a str, bool)> {
     table
         .fields
         .iter()
         .filter(|field| {
-            field.shape == "Repeated"
-                && !matches!(field.ty.as_str(), "Bool" | "Int32" | "Int64")
-                && !(table.proto == "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"
-                    && field.json == "managedFields")
+            field.shape == "Repeated" && !matches!(field.ty.as_str(), "Bool" | "Int32" | "Int64")
         })
         .filter_map(|field| {
-            rust_fields
-                .get(&field.json)
-                .map(|rust| (field.number, rust.as_str()))
+            rust_fields.get(&field.json).map(|rust| {
+                let managed_fields = table.proto
+                    == "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+                    && field.json == "managedFields";
+                (field.number, rust.as_str(), managed_fields)
+            })
         })
         .collect()
 }

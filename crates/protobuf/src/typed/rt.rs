@@ -32,8 +32,8 @@ pub(crate) trait Merge {
     const REPEATED: &'static [u32] = &[];
 
     /// Makes room for `additional` more elements of repeated field `number`, one of
-    /// [`REPEATED`](Merge::REPEATED).
-    fn reserve(&mut self, _number: u32, _additional: usize) {}
+    /// [`REPEATED`](Merge::REPEATED), unless `options` drop that field.
+    fn reserve(&mut self, _number: u32, _additional: usize, _options: &DecodeOptions) {}
 
     /// Takes field `number` from the wire; a number the type does not know is skipped.
     fn merge_field(
@@ -61,7 +61,7 @@ pub(crate) fn merge<T: Merge>(
     let mut previous = 0;
     while let Some((number, value)) = reader.field()? {
         if number != previous && T::REPEATED.contains(&number) {
-            target.reserve(number, 1 + run_after(reader, number));
+            target.reserve(number, 1 + run_after(reader, number), options);
         }
         previous = number;
         target.merge_field(number, value, options)?;

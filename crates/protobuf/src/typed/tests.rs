@@ -154,6 +154,7 @@ fn every_repeated_field_is_allocated_at_its_length() {
         ("volumeMounts", shape(container.volume_mounts.as_ref())),
         ("conditions", shape(status.conditions.as_ref())),
         ("containerStatuses", shape(status.container_statuses.as_ref())),
+        ("managedFields", shape(pod.metadata.managed_fields.as_ref())),
     ];
     for (name, (len, capacity)) in lists {
         assert!(len > 1, "the fixture has several {name}");

@@ -80,7 +80,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1alpha1::MatchCondit
 impl Merge for k8s_openapi::api::admissionregistration::v1alpha1::MatchResources {
     const REPEATED: &'static [u32] = &[3, 4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.resource_rules, additional),
             4 => rt::reserve(&mut self.exclude_resource_rules, additional),
@@ -219,7 +219,7 @@ impl rt::Zero
 impl Merge for k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicySpec {
     const REPEATED: &'static [u32] = &[3, 4, 6];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.variables, additional),
             4 => rt::reserve(&mut self.mutations, additional),
@@ -314,7 +314,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1alpha1::Mutation {
 impl Merge for k8s_openapi::api::admissionregistration::v1alpha1::NamedRuleWithOperations {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.resource_names, additional),
             _ => {}
@@ -506,7 +506,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1beta1::MatchConditi
 impl Merge for k8s_openapi::api::admissionregistration::v1beta1::MatchResources {
     const REPEATED: &'static [u32] = &[3, 4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.resource_rules, additional),
             4 => rt::reserve(&mut self.exclude_resource_rules, additional),
@@ -643,7 +643,7 @@ impl rt::Zero
 impl Merge for k8s_openapi::api::admissionregistration::v1beta1::MutatingAdmissionPolicySpec {
     const REPEATED: &'static [u32] = &[3, 4, 6];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.variables, additional),
             4 => rt::reserve(&mut self.mutations, additional),
@@ -738,7 +738,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1beta1::Mutation {
 impl Merge for k8s_openapi::api::admissionregistration::v1beta1::NamedRuleWithOperations {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.resource_names, additional),
             _ => {}
@@ -980,7 +980,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::MatchCondition {
 impl Merge for k8s_openapi::api::admissionregistration::v1::MatchResources {
     const REPEATED: &'static [u32] = &[3, 4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.resource_rules, additional),
             4 => rt::reserve(&mut self.exclude_resource_rules, additional),
@@ -1118,7 +1118,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::MutatingAdmission
 impl Merge for k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicySpec {
     const REPEATED: &'static [u32] = &[3, 4, 6];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.variables, additional),
             4 => rt::reserve(&mut self.mutations, additional),
@@ -1183,7 +1183,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::MutatingAdmission
 impl Merge for k8s_openapi::api::admissionregistration::v1::MutatingWebhook {
     const REPEATED: &'static [u32] = &[3, 8, 12];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.rules, additional),
             8 => rt::reserve(&mut self.admission_review_versions, additional),
@@ -1259,7 +1259,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::MutatingWebhook {
 impl Merge for k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.webhooks, additional),
             _ => {}
@@ -1328,7 +1328,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::Mutation {
 impl Merge for k8s_openapi::api::admissionregistration::v1::NamedRuleWithOperations {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.resource_names, additional),
             _ => {}
@@ -1434,7 +1434,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::ParamRef {
 impl Merge for k8s_openapi::api::admissionregistration::v1::RuleWithOperations {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.operations, additional),
             _ => {}
@@ -1495,7 +1495,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::ServiceReference 
 impl Merge for k8s_openapi::api::admissionregistration::v1::TypeChecking {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.expression_warnings, additional),
             _ => {}
@@ -1590,7 +1590,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::ValidatingAdmissi
 impl Merge for k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBindingSpec {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.validation_actions, additional),
             _ => {}
@@ -1635,7 +1635,7 @@ impl rt::Zero
 impl Merge for k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicySpec {
     const REPEATED: &'static [u32] = &[3, 5, 6, 7];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.validations, additional),
             5 => rt::reserve(&mut self.audit_annotations, additional),
@@ -1700,7 +1700,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::ValidatingAdmissi
 impl Merge for k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyStatus {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -1748,7 +1748,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::ValidatingAdmissi
 impl Merge for k8s_openapi::api::admissionregistration::v1::ValidatingWebhook {
     const REPEATED: &'static [u32] = &[3, 8, 11];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.rules, additional),
             8 => rt::reserve(&mut self.admission_review_versions, additional),
@@ -1817,7 +1817,7 @@ impl rt::Zero for k8s_openapi::api::admissionregistration::v1::ValidatingWebhook
 impl Merge for k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.webhooks, additional),
             _ => {}

@@ -16,7 +16,7 @@ use crate::{
 impl Merge for k8s_openapi::api::apiserverinternal::v1alpha1::ServerStorageVersion {
     const REPEATED: &'static [u32] = &[3, 4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.decodable_versions, additional),
             4 => rt::reserve(&mut self.served_versions, additional),
@@ -150,7 +150,7 @@ impl rt::Zero for k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersionS
 impl Merge for k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersionStatus {
     const REPEATED: &'static [u32] = &[1, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.storage_versions, additional),
             3 => rt::reserve(&mut self.conditions, additional),

@@ -158,7 +158,7 @@ impl rt::Zero for k8s_openapi::api::apps::v1::DaemonSetSpec {
 impl Merge for k8s_openapi::api::apps::v1::DaemonSetStatus {
     const REPEATED: &'static [u32] = &[10];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             10 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -388,7 +388,7 @@ impl rt::Zero for k8s_openapi::api::apps::v1::DeploymentSpec {
 impl Merge for k8s_openapi::api::apps::v1::DeploymentStatus {
     const REPEATED: &'static [u32] = &[6];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             6 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -578,7 +578,7 @@ impl rt::Zero for k8s_openapi::api::apps::v1::ReplicaSetSpec {
 impl Merge for k8s_openapi::api::apps::v1::ReplicaSetStatus {
     const REPEATED: &'static [u32] = &[6];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             6 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -847,7 +847,7 @@ impl rt::Zero for k8s_openapi::api::apps::v1::StatefulSetPersistentVolumeClaimRe
 impl Merge for k8s_openapi::api::apps::v1::StatefulSetSpec {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.volume_claim_templates, additional),
             _ => {}
@@ -926,7 +926,7 @@ impl rt::Zero for k8s_openapi::api::apps::v1::StatefulSetSpec {
 impl Merge for k8s_openapi::api::apps::v1::StatefulSetStatus {
     const REPEATED: &'static [u32] = &[10];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             10 => rt::reserve(&mut self.conditions, additional),
             _ => {}

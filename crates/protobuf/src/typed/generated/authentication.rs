@@ -130,7 +130,7 @@ impl rt::Zero for k8s_openapi::api::authentication::v1::TokenRequest {
 impl Merge for k8s_openapi::api::authentication::v1::TokenRequestSpec {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.audiences, additional),
             _ => {}
@@ -242,7 +242,7 @@ impl rt::Zero for k8s_openapi::api::authentication::v1::TokenReview {
 impl Merge for k8s_openapi::api::authentication::v1::TokenReviewSpec {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.audiences, additional),
             _ => {}
@@ -273,7 +273,7 @@ impl rt::Zero for k8s_openapi::api::authentication::v1::TokenReviewSpec {
 impl Merge for k8s_openapi::api::authentication::v1::TokenReviewStatus {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.audiences, additional),
             _ => {}
@@ -310,7 +310,7 @@ impl rt::Zero for k8s_openapi::api::authentication::v1::TokenReviewStatus {
 impl Merge for k8s_openapi::api::authentication::v1::UserInfo {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.groups, additional),
             _ => {}

@@ -16,7 +16,7 @@ use crate::{
 impl Merge for k8s_openapi::api::authorization::v1::FieldSelectorAttributes {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.requirements, additional),
             _ => {}
@@ -50,7 +50,7 @@ impl rt::Zero for k8s_openapi::api::authorization::v1::FieldSelectorAttributes {
 impl Merge for k8s_openapi::api::authorization::v1::LabelSelectorAttributes {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.requirements, additional),
             _ => {}
@@ -141,7 +141,7 @@ impl rt::Zero for k8s_openapi::api::authorization::v1::NonResourceAttributes {
 impl Merge for k8s_openapi::api::authorization::v1::NonResourceRule {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.verbs, additional),
             2 => rt::reserve(&mut self.non_resource_urls, additional),
@@ -210,7 +210,7 @@ impl rt::Zero for k8s_openapi::api::authorization::v1::ResourceAttributes {
 impl Merge for k8s_openapi::api::authorization::v1::ResourceRule {
     const REPEATED: &'static [u32] = &[1, 2, 3, 4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.verbs, additional),
             2 => rt::reserve(&mut self.api_groups, additional),
@@ -404,7 +404,7 @@ impl rt::Zero for k8s_openapi::api::authorization::v1::SubjectAccessReview {
 impl Merge for k8s_openapi::api::authorization::v1::SubjectAccessReviewSpec {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.groups, additional),
             _ => {}
@@ -483,7 +483,7 @@ impl rt::Zero for k8s_openapi::api::authorization::v1::SubjectAccessReviewStatus
 impl Merge for k8s_openapi::api::authorization::v1::SubjectRulesReviewStatus {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.resource_rules, additional),
             2 => rt::reserve(&mut self.non_resource_rules, additional),

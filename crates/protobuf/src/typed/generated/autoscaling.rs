@@ -473,7 +473,7 @@ impl rt::Zero for k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerCond
 impl Merge for k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerSpec {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.metrics, additional),
             _ => {}
@@ -521,7 +521,7 @@ impl rt::Zero for k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerSpec
 impl Merge for k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerStatus {
     const REPEATED: &'static [u32] = &[5, 6];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             5 => rt::reserve(&mut self.current_metrics, additional),
             6 => rt::reserve(&mut self.conditions, additional),
@@ -599,7 +599,7 @@ impl rt::Zero for k8s_openapi::api::autoscaling::v2::HPAScalingPolicy {
 impl Merge for k8s_openapi::api::autoscaling::v2::HPAScalingRules {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.policies, additional),
             _ => {}

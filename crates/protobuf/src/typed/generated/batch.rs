@@ -107,7 +107,7 @@ impl rt::Zero for k8s_openapi::api::batch::v1::CronJobSpec {
 impl Merge for k8s_openapi::api::batch::v1::CronJobStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.active, additional),
             _ => {}
@@ -228,7 +228,7 @@ impl rt::Zero for k8s_openapi::api::batch::v1::JobCondition {
 impl Merge for k8s_openapi::api::batch::v1::JobSchedulingConfiguration {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.resource_claims, additional),
             _ => {}
@@ -366,7 +366,7 @@ impl rt::Zero for k8s_openapi::api::batch::v1::JobSpec {
 impl Merge for k8s_openapi::api::batch::v1::JobStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -464,7 +464,7 @@ impl rt::Zero for k8s_openapi::api::batch::v1::JobTemplateSpec {
 impl Merge for k8s_openapi::api::batch::v1::PodFailurePolicy {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.rules, additional),
             _ => {}
@@ -545,7 +545,7 @@ impl rt::Zero for k8s_openapi::api::batch::v1::PodFailurePolicyOnPodConditionsPa
 impl Merge for k8s_openapi::api::batch::v1::PodFailurePolicyRule {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.on_pod_conditions, additional),
             _ => {}
@@ -583,7 +583,7 @@ impl rt::Zero for k8s_openapi::api::batch::v1::PodFailurePolicyRule {
 impl Merge for k8s_openapi::api::batch::v1::SuccessPolicy {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.rules, additional),
             _ => {}
@@ -645,7 +645,7 @@ impl rt::Zero for k8s_openapi::api::batch::v1::SuccessPolicyRule {
 impl Merge for k8s_openapi::api::batch::v1::UncountedTerminatedPods {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.succeeded, additional),
             2 => rt::reserve(&mut self.failed, additional),

@@ -178,7 +178,7 @@ impl rt::Zero for k8s_openapi::api::certificates::v1beta1::PodCertificateRequest
 impl Merge for k8s_openapi::api::certificates::v1beta1::PodCertificateRequestStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -316,7 +316,7 @@ impl rt::Zero for k8s_openapi::api::certificates::v1::CertificateSigningRequestC
 impl Merge for k8s_openapi::api::certificates::v1::CertificateSigningRequestSpec {
     const REPEATED: &'static [u32] = &[4, 5];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.groups, additional),
             5 => rt::reserve(&mut self.usages, additional),
@@ -372,7 +372,7 @@ impl rt::Zero for k8s_openapi::api::certificates::v1::CertificateSigningRequestS
 impl Merge for k8s_openapi::api::certificates::v1::CertificateSigningRequestStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -559,7 +559,7 @@ impl rt::Zero for k8s_openapi::api::certificates::v1::PodCertificateRequestSpec 
 impl Merge for k8s_openapi::api::certificates::v1::PodCertificateRequestStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}

@@ -234,7 +234,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::Binding {
 impl Merge for k8s_openapi::api::core::v1::Capabilities {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.add, additional),
             2 => rt::reserve(&mut self.drop, additional),
@@ -266,7 +266,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::Capabilities {
 impl Merge for k8s_openapi::api::core::v1::CephFSPersistentVolumeSource {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.monitors, additional),
             _ => {}
@@ -305,7 +305,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::CephFSPersistentVolumeSource {
 impl Merge for k8s_openapi::api::core::v1::CephFSVolumeSource {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.monitors, additional),
             _ => {}
@@ -475,7 +475,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ComponentCondition {
 impl Merge for k8s_openapi::api::core::v1::ComponentStatus {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -642,7 +642,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ConfigMapNodeConfigSource {
 impl Merge for k8s_openapi::api::core::v1::ConfigMapProjection {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.items, additional),
             _ => {}
@@ -681,7 +681,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ConfigMapProjection {
 impl Merge for k8s_openapi::api::core::v1::ConfigMapVolumeSource {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.items, additional),
             _ => {}
@@ -722,7 +722,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ConfigMapVolumeSource {
 impl Merge for k8s_openapi::api::core::v1::Container {
     const REPEATED: &'static [u32] = &[3, 4, 6, 7, 9, 19, 21, 23, 25];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.command, additional),
             4 => rt::reserve(&mut self.args, additional),
@@ -883,7 +883,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ContainerExtendedResourceRequest {
 impl Merge for k8s_openapi::api::core::v1::ContainerImage {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.names, additional),
             _ => {}
@@ -1136,7 +1136,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ContainerStateWaiting {
 impl Merge for k8s_openapi::api::core::v1::ContainerStatus {
     const REPEATED: &'static [u32] = &[12, 14];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             12 => rt::reserve(&mut self.volume_mounts, additional),
             14 => rt::reserve(&mut self.allocated_resources_status, additional),
@@ -1350,7 +1350,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::DaemonEndpoint {
 impl Merge for k8s_openapi::api::core::v1::DownwardAPIProjection {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.items, additional),
             _ => {}
@@ -1417,7 +1417,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::DownwardAPIVolumeFile {
 impl Merge for k8s_openapi::api::core::v1::DownwardAPIVolumeSource {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.items, additional),
             _ => {}
@@ -1482,7 +1482,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::EmptyDirVolumeSource {
 impl Merge for k8s_openapi::api::core::v1::Endpoints {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.subsets, additional),
             _ => {}
@@ -1573,7 +1573,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::EndpointPort {
 impl Merge for k8s_openapi::api::core::v1::EndpointSubset {
     const REPEATED: &'static [u32] = &[1, 2, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.addresses, additional),
             2 => rt::reserve(&mut self.not_ready_addresses, additional),
@@ -2037,7 +2037,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::EvictionResponder {
 impl Merge for k8s_openapi::api::core::v1::ExecAction {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.command, additional),
             _ => {}
@@ -2067,7 +2067,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ExecAction {
 impl Merge for k8s_openapi::api::core::v1::FCVolumeSource {
     const REPEATED: &'static [u32] = &[1, 5];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.target_wwns, additional),
             5 => rt::reserve(&mut self.wwids, additional),
@@ -2341,7 +2341,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::GRPCAction {
 impl Merge for k8s_openapi::api::core::v1::HostAlias {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.hostnames, additional),
             _ => {}
@@ -2415,7 +2415,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::HostPathVolumeSource {
 impl Merge for k8s_openapi::api::core::v1::HTTPGetAction {
     const REPEATED: &'static [u32] = &[5];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             5 => rt::reserve(&mut self.http_headers, additional),
             _ => {}
@@ -2525,7 +2525,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ImageVolumeStatus {
 impl Merge for k8s_openapi::api::core::v1::ISCSIPersistentVolumeSource {
     const REPEATED: &'static [u32] = &[7];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             7 => rt::reserve(&mut self.portals, additional),
             _ => {}
@@ -2583,7 +2583,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ISCSIPersistentVolumeSource {
 impl Merge for k8s_openapi::api::core::v1::ISCSIVolumeSource {
     const REPEATED: &'static [u32] = &[7];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             7 => rt::reserve(&mut self.portals, additional),
             _ => {}
@@ -2822,7 +2822,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::LimitRangeItem {
 impl Merge for k8s_openapi::api::core::v1::LimitRangeSpec {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.limits, additional),
             _ => {}
@@ -2884,7 +2884,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::LinuxContainerUser {
 impl Merge for k8s_openapi::api::core::v1::LoadBalancerIngress {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.ports, additional),
             _ => {}
@@ -2921,7 +2921,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::LoadBalancerIngress {
 impl Merge for k8s_openapi::api::core::v1::LoadBalancerStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.ingress, additional),
             _ => {}
@@ -3092,7 +3092,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::NamespaceCondition {
 impl Merge for k8s_openapi::api::core::v1::NamespaceSpec {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.finalizers, additional),
             _ => {}
@@ -3122,7 +3122,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::NamespaceSpec {
 impl Merge for k8s_openapi::api::core::v1::NamespaceStatus {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -3237,7 +3237,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeAddress {
 impl Merge for k8s_openapi::api::core::v1::NodeAffinity {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(
                 &mut self.preferred_during_scheduling_ignored_during_execution,
@@ -3342,7 +3342,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeAllocatableOverheadResources {
 impl Merge for k8s_openapi::api::core::v1::NodeAllocatableResourceClaimStatus {
     const REPEATED: &'static [u32] = &[2, 4, 5];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.containers, additional),
             4 => rt::reserve(&mut self.mapping, additional),
@@ -3540,7 +3540,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeFeatures {
 impl Merge for k8s_openapi::api::core::v1::NodePodPreemptionPolicy {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.disable_resize_preemption, additional),
             _ => {}
@@ -3629,7 +3629,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeRuntimeHandlerFeatures {
 impl Merge for k8s_openapi::api::core::v1::NodeSelector {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.node_selector_terms, additional),
             _ => {}
@@ -3663,7 +3663,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeSelector {
 impl Merge for k8s_openapi::api::core::v1::NodeSelectorRequirement {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.values, additional),
             _ => {}
@@ -3695,7 +3695,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeSelectorRequirement {
 impl Merge for k8s_openapi::api::core::v1::NodeSelectorTerm {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.match_expressions, additional),
             2 => rt::reserve(&mut self.match_fields, additional),
@@ -3735,7 +3735,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeSelectorTerm {
 impl Merge for k8s_openapi::api::core::v1::NodeSpec {
     const REPEATED: &'static [u32] = &[5, 7];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             5 => rt::reserve(&mut self.taints, additional),
             7 => rt::reserve(&mut self.pod_cidrs, additional),
@@ -3785,7 +3785,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeSpec {
 impl Merge for k8s_openapi::api::core::v1::NodeStatus {
     const REPEATED: &'static [u32] = &[4, 5, 8, 9, 10, 12, 14];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.conditions, additional),
             5 => rt::reserve(&mut self.addresses, additional),
@@ -4138,7 +4138,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::PersistentVolumeClaimCondition {
 impl Merge for k8s_openapi::api::core::v1::PersistentVolumeClaimSpec {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.access_modes, additional),
             _ => {}
@@ -4204,7 +4204,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::PersistentVolumeClaimSpec {
 impl Merge for k8s_openapi::api::core::v1::PersistentVolumeClaimStatus {
     const REPEATED: &'static [u32] = &[2, 4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.access_modes, additional),
             4 => rt::reserve(&mut self.conditions, additional),
@@ -4330,7 +4330,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource 
 impl Merge for k8s_openapi::api::core::v1::PersistentVolumeSpec {
     const REPEATED: &'static [u32] = &[3, 7];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.access_modes, additional),
             7 => rt::reserve(&mut self.mount_options, additional),
@@ -4605,7 +4605,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::Pod {
 impl Merge for k8s_openapi::api::core::v1::PodAffinity {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(
                 &mut self.required_during_scheduling_ignored_during_execution,
@@ -4651,7 +4651,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodAffinity {
 impl Merge for k8s_openapi::api::core::v1::PodAffinityTerm {
     const REPEATED: &'static [u32] = &[2, 5, 6];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.namespaces, additional),
             5 => rt::reserve(&mut self.match_label_keys, additional),
@@ -4698,7 +4698,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodAffinityTerm {
 impl Merge for k8s_openapi::api::core::v1::PodAntiAffinity {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(
                 &mut self.required_during_scheduling_ignored_during_execution,
@@ -4841,7 +4841,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodCondition {
 impl Merge for k8s_openapi::api::core::v1::PodDNSConfig {
     const REPEATED: &'static [u32] = &[1, 2, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.nameservers, additional),
             2 => rt::reserve(&mut self.searches, additional),
@@ -4901,7 +4901,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodDNSConfigOption {
 impl Merge for k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.request_mappings, additional),
             _ => {}
@@ -5113,7 +5113,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodSchedulingGroup {
 impl Merge for k8s_openapi::api::core::v1::PodSecurityContext {
     const REPEATED: &'static [u32] = &[7];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             7 => rt::reserve(&mut self.sysctls, additional),
             _ => {}
@@ -5198,7 +5198,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodSecurityContext {
 impl Merge for k8s_openapi::api::core::v1::PodSpec {
     const REPEATED: &'static [u32] = &[1, 2, 15, 20, 22, 23, 28, 33, 34, 38, 39, 44];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.volumes, additional),
             2 => rt::reserve(&mut self.containers, additional),
@@ -5433,7 +5433,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodSpec {
 impl Merge for k8s_openapi::api::core::v1::PodStatus {
     const REPEATED: &'static [u32] = &[2, 8, 10, 12, 13, 15, 16, 21, 22];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.conditions, additional),
             8 => rt::reserve(&mut self.container_statuses, additional),
@@ -5626,7 +5626,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodTemplateSpec {
 impl Merge for k8s_openapi::api::core::v1::PodVolumeHealth {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.health_conditions, additional),
             _ => {}
@@ -5801,7 +5801,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::Probe {
 impl Merge for k8s_openapi::api::core::v1::ProjectedVolumeSource {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.sources, additional),
             _ => {}
@@ -5863,7 +5863,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::QuobyteVolumeSource {
 impl Merge for k8s_openapi::api::core::v1::RBDPersistentVolumeSource {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.monitors, additional),
             _ => {}
@@ -5904,7 +5904,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::RBDPersistentVolumeSource {
 impl Merge for k8s_openapi::api::core::v1::RBDVolumeSource {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.monitors, additional),
             _ => {}
@@ -6045,7 +6045,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ReplicationControllerSpec {
 impl Merge for k8s_openapi::api::core::v1::ReplicationControllerStatus {
     const REPEATED: &'static [u32] = &[6];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             6 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -6212,7 +6212,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ResourceQuota {
 impl Merge for k8s_openapi::api::core::v1::ResourceQuotaSpec {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.scopes, additional),
             _ => {}
@@ -6288,7 +6288,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ResourceQuotaStatus {
 impl Merge for k8s_openapi::api::core::v1::ResourceRequirements {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.claims, additional),
             _ => {}
@@ -6336,7 +6336,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ResourceRequirements {
 impl Merge for k8s_openapi::api::core::v1::ResourceStatus {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.resources, additional),
             _ => {}
@@ -6451,7 +6451,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ScaleIOVolumeSource {
 impl Merge for k8s_openapi::api::core::v1::ScopedResourceSelectorRequirement {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.values, additional),
             _ => {}
@@ -6483,7 +6483,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ScopedResourceSelectorRequirement 
 impl Merge for k8s_openapi::api::core::v1::ScopeSelector {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.match_expressions, additional),
             _ => {}
@@ -6636,7 +6636,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::SecretKeySelector {
 impl Merge for k8s_openapi::api::core::v1::SecretProjection {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.items, additional),
             _ => {}
@@ -6697,7 +6697,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::SecretReference {
 impl Merge for k8s_openapi::api::core::v1::SecretVolumeSource {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.items, additional),
             _ => {}
@@ -6834,7 +6834,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::Service {
 impl Merge for k8s_openapi::api::core::v1::ServiceAccount {
     const REPEATED: &'static [u32] = &[2, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.secrets, additional),
             3 => rt::reserve(&mut self.image_pull_secrets, additional),
@@ -6948,7 +6948,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ServicePort {
 impl Merge for k8s_openapi::api::core::v1::ServiceSpec {
     const REPEATED: &'static [u32] = &[1, 5, 9, 18, 19];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.ports, additional),
             5 => rt::reserve(&mut self.external_ips, additional),
@@ -7082,7 +7082,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::ServiceSpec {
 impl Merge for k8s_openapi::api::core::v1::ServiceStatus {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -7374,7 +7374,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::Toleration {
 impl Merge for k8s_openapi::api::core::v1::TopologySelectorLabelRequirement {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.values, additional),
             _ => {}
@@ -7405,7 +7405,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::TopologySelectorLabelRequirement {
 impl Merge for k8s_openapi::api::core::v1::TopologySelectorTerm {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.match_label_expressions, additional),
             _ => {}
@@ -7438,7 +7438,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::TopologySelectorTerm {
 impl Merge for k8s_openapi::api::core::v1::TopologySpreadConstraint {
     const REPEATED: &'static [u32] = &[8];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             8 => rt::reserve(&mut self.match_label_keys, additional),
             _ => {}
@@ -7763,7 +7763,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::VolumeHealthCondition {
 impl Merge for k8s_openapi::api::core::v1::VolumeHealthStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.health_conditions, additional),
             _ => {}
@@ -7804,7 +7804,7 @@ impl rt::Zero for k8s_openapi::api::core::v1::VolumeHealthStatus {
 impl Merge for k8s_openapi::api::core::v1::VolumeMount {
     const REPEATED: &'static [u32] = &[8];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             8 => rt::reserve(&mut self.bind_mount_options, additional),
             _ => {}

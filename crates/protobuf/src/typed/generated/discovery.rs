@@ -16,7 +16,7 @@ use crate::{
 impl Merge for k8s_openapi::api::discovery::v1::Endpoint {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.addresses, additional),
             _ => {}
@@ -94,7 +94,7 @@ impl rt::Zero for k8s_openapi::api::discovery::v1::EndpointConditions {
 impl Merge for k8s_openapi::api::discovery::v1::EndpointHints {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.for_zones, additional),
             2 => rt::reserve(&mut self.for_nodes, additional),
@@ -158,7 +158,7 @@ impl rt::Zero for k8s_openapi::api::discovery::v1::EndpointPort {
 impl Merge for k8s_openapi::api::discovery::v1::EndpointSlice {
     const REPEATED: &'static [u32] = &[2, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.endpoints, additional),
             3 => rt::reserve(&mut self.ports, additional),

@@ -131,7 +131,7 @@ impl rt::Zero for k8s_openapi::api::flowcontrol::v1::FlowSchemaCondition {
 impl Merge for k8s_openapi::api::flowcontrol::v1::FlowSchemaSpec {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.rules, additional),
             _ => {}
@@ -180,7 +180,7 @@ impl rt::Zero for k8s_openapi::api::flowcontrol::v1::FlowSchemaSpec {
 impl Merge for k8s_openapi::api::flowcontrol::v1::FlowSchemaStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -301,7 +301,7 @@ impl rt::Zero for k8s_openapi::api::flowcontrol::v1::LimitResponse {
 impl Merge for k8s_openapi::api::flowcontrol::v1::NonResourcePolicyRule {
     const REPEATED: &'static [u32] = &[1, 6];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.verbs, additional),
             6 => rt::reserve(&mut self.non_resource_urls, additional),
@@ -333,7 +333,7 @@ impl rt::Zero for k8s_openapi::api::flowcontrol::v1::NonResourcePolicyRule {
 impl Merge for k8s_openapi::api::flowcontrol::v1::PolicyRulesWithSubjects {
     const REPEATED: &'static [u32] = &[1, 2, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.subjects, additional),
             2 => rt::reserve(&mut self.resource_rules, additional),
@@ -498,7 +498,7 @@ impl rt::Zero for k8s_openapi::api::flowcontrol::v1::PriorityLevelConfigurationS
 impl Merge for k8s_openapi::api::flowcontrol::v1::PriorityLevelConfigurationStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -560,7 +560,7 @@ impl rt::Zero for k8s_openapi::api::flowcontrol::v1::QueuingConfiguration {
 impl Merge for k8s_openapi::api::flowcontrol::v1::ResourcePolicyRule {
     const REPEATED: &'static [u32] = &[1, 2, 3, 5];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.verbs, additional),
             2 => rt::reserve(&mut self.api_groups, additional),

@@ -157,7 +157,7 @@ impl rt::Zero for k8s_openapi::api::lifecycle::v1alpha1::EvictionRequestSpec {
 impl Merge for k8s_openapi::api::lifecycle::v1alpha1::EvictionRequestStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -252,7 +252,7 @@ impl rt::Zero for k8s_openapi::api::lifecycle::v1alpha1::EvictionSpec {
 impl Merge for k8s_openapi::api::lifecycle::v1alpha1::EvictionStatus {
     const REPEATED: &'static [u32] = &[1, 3, 4, 5];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             3 => rt::reserve(&mut self.requesters, additional),

@@ -16,7 +16,7 @@ use crate::{
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup {
     const REPEATED: &'static [u32] = &[2, 4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.versions, additional),
             4 => rt::reserve(&mut self.server_address_by_client_cidrs, additional),
@@ -59,7 +59,7 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup {
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.groups, additional),
             _ => {}
@@ -95,7 +95,7 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList {
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource {
     const REPEATED: &'static [u32] = &[5, 7];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             5 => rt::reserve(&mut self.short_names, additional),
             7 => rt::reserve(&mut self.categories, additional),
@@ -149,7 +149,7 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource {
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.resources, additional),
             _ => {}
@@ -185,7 +185,7 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceLis
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIVersions {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.versions, additional),
             2 => rt::reserve(&mut self.server_address_by_client_cidrs, additional),
@@ -265,7 +265,7 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions {
     const REPEATED: &'static [u32] = &[5];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             5 => rt::reserve(&mut self.dry_run, additional),
             _ => {}
@@ -324,7 +324,7 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions 
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldSelectorRequirement {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.values, additional),
             _ => {}
@@ -402,7 +402,7 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::GroupVersionFo
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.match_expressions, additional),
             _ => {}
@@ -442,7 +442,7 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector 
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.values, additional),
             _ => {}
@@ -552,12 +552,13 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsE
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-    const REPEATED: &'static [u32] = &[13, 14];
+    const REPEATED: &'static [u32] = &[13, 14, 17];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, options: &DecodeOptions) {
         match number {
             13 => rt::reserve(&mut self.owner_references, additional),
             14 => rt::reserve(&mut self.finalizers, additional),
+            17 if !options.drop_managed_fields => rt::reserve(&mut self.managed_fields, additional),
             _ => {}
         }
     }
@@ -804,7 +805,7 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause {
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusDetails {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.causes, additional),
             _ => {}

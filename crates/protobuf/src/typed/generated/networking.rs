@@ -43,7 +43,7 @@ impl rt::Zero for k8s_openapi::api::networking::v1::HTTPIngressPath {
 impl Merge for k8s_openapi::api::networking::v1::HTTPIngressRuleValue {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.paths, additional),
             _ => {}
@@ -225,7 +225,7 @@ impl rt::Zero for k8s_openapi::api::networking::v1::IngressClassSpec {
 impl Merge for k8s_openapi::api::networking::v1::IngressLoadBalancerIngress {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.ports, additional),
             _ => {}
@@ -261,7 +261,7 @@ impl rt::Zero for k8s_openapi::api::networking::v1::IngressLoadBalancerIngress {
 impl Merge for k8s_openapi::api::networking::v1::IngressLoadBalancerStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.ingress, additional),
             _ => {}
@@ -372,7 +372,7 @@ impl rt::Zero for k8s_openapi::api::networking::v1::IngressServiceBackend {
 impl Merge for k8s_openapi::api::networking::v1::IngressSpec {
     const REPEATED: &'static [u32] = &[2, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.tls, additional),
             3 => rt::reserve(&mut self.rules, additional),
@@ -449,7 +449,7 @@ impl rt::Zero for k8s_openapi::api::networking::v1::IngressStatus {
 impl Merge for k8s_openapi::api::networking::v1::IngressTLS {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.hosts, additional),
             _ => {}
@@ -535,7 +535,7 @@ impl rt::Zero for k8s_openapi::api::networking::v1::IPAddressSpec {
 impl Merge for k8s_openapi::api::networking::v1::IPBlock {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.except, additional),
             _ => {}
@@ -596,7 +596,7 @@ impl rt::Zero for k8s_openapi::api::networking::v1::NetworkPolicy {
 impl Merge for k8s_openapi::api::networking::v1::NetworkPolicyEgressRule {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.ports, additional),
             2 => rt::reserve(&mut self.to, additional),
@@ -636,7 +636,7 @@ impl rt::Zero for k8s_openapi::api::networking::v1::NetworkPolicyEgressRule {
 impl Merge for k8s_openapi::api::networking::v1::NetworkPolicyIngressRule {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.ports, additional),
             2 => rt::reserve(&mut self.from, additional),
@@ -740,7 +740,7 @@ impl rt::Zero for k8s_openapi::api::networking::v1::NetworkPolicyPort {
 impl Merge for k8s_openapi::api::networking::v1::NetworkPolicySpec {
     const REPEATED: &'static [u32] = &[2, 3, 4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.ingress, additional),
             3 => rt::reserve(&mut self.egress, additional),
@@ -869,7 +869,7 @@ impl rt::Zero for k8s_openapi::api::networking::v1::ServiceCIDR {
 impl Merge for k8s_openapi::api::networking::v1::ServiceCIDRSpec {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.cidrs, additional),
             _ => {}
@@ -899,7 +899,7 @@ impl rt::Zero for k8s_openapi::api::networking::v1::ServiceCIDRSpec {
 impl Merge for k8s_openapi::api::networking::v1::ServiceCIDRStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}

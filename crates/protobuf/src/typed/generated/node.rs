@@ -79,7 +79,7 @@ impl rt::Zero for k8s_openapi::api::node::v1::RuntimeClass {
 impl Merge for k8s_openapi::api::node::v1::Scheduling {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.tolerations, additional),
             _ => {}

@@ -127,7 +127,7 @@ impl rt::Zero for k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
 impl Merge for k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus {
     const REPEATED: &'static [u32] = &[7];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             7 => rt::reserve(&mut self.conditions, additional),
             _ => {}

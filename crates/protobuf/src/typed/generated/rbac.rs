@@ -16,7 +16,7 @@ use crate::{
 impl Merge for k8s_openapi::api::rbac::v1::AggregationRule {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.cluster_role_selectors, additional),
             _ => {}
@@ -49,7 +49,7 @@ impl rt::Zero for k8s_openapi::api::rbac::v1::AggregationRule {
 impl Merge for k8s_openapi::api::rbac::v1::ClusterRole {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.rules, additional),
             _ => {}
@@ -93,7 +93,7 @@ impl rt::Zero for k8s_openapi::api::rbac::v1::ClusterRole {
 impl Merge for k8s_openapi::api::rbac::v1::ClusterRoleBinding {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.subjects, additional),
             _ => {}
@@ -137,7 +137,7 @@ impl rt::Zero for k8s_openapi::api::rbac::v1::ClusterRoleBinding {
 impl Merge for k8s_openapi::api::rbac::v1::PolicyRule {
     const REPEATED: &'static [u32] = &[1, 2, 3, 4, 5];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.verbs, additional),
             2 => rt::reserve(&mut self.api_groups, additional),
@@ -175,7 +175,7 @@ impl rt::Zero for k8s_openapi::api::rbac::v1::PolicyRule {
 impl Merge for k8s_openapi::api::rbac::v1::Role {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.rules, additional),
             _ => {}
@@ -214,7 +214,7 @@ impl rt::Zero for k8s_openapi::api::rbac::v1::Role {
 impl Merge for k8s_openapi::api::rbac::v1::RoleBinding {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.subjects, additional),
             _ => {}

@@ -111,7 +111,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1alpha3::DeviceTaintRuleSpec {
 impl Merge for k8s_openapi::api::resource::v1alpha3::DeviceTaintRuleStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -194,7 +194,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1alpha3::PartitionTypeStatus {
 impl Merge for k8s_openapi::api::resource::v1alpha3::PoolStatus {
     const REPEATED: &'static [u32] = &[11];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             11 => rt::reserve(&mut self.partition_summary, additional),
             _ => {}
@@ -335,7 +335,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1alpha3::ResourcePoolStatusReques
 impl Merge for k8s_openapi::api::resource::v1alpha3::ResourcePoolStatusRequestStatus {
     const REPEATED: &'static [u32] = &[2, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.pools, additional),
             3 => rt::reserve(&mut self.conditions, additional),
@@ -420,7 +420,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1alpha3::ShareableCapacityStatus 
 impl Merge for k8s_openapi::api::resource::v1alpha3::ShareableSummaryStatus {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.capacity, additional),
             _ => {}
@@ -467,7 +467,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1alpha3::ShareableSummaryStatus {
 impl Merge for k8s_openapi::api::resource::v1beta1::AllocatedDeviceStatus {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -556,7 +556,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::AllocationResult {
 impl Merge for k8s_openapi::api::resource::v1beta1::BasicDevice {
     const REPEATED: &'static [u32] = &[3, 7, 9, 10];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.consumes_counters, additional),
             7 => rt::reserve(&mut self.taints, additional),
@@ -642,7 +642,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::BasicDevice {
 impl Merge for k8s_openapi::api::resource::v1beta1::CapacityRequestPolicy {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.valid_values, additional),
             _ => {}
@@ -859,7 +859,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::Device {
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceAllocationConfiguration {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.requests, additional),
             _ => {}
@@ -899,7 +899,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceAllocationConfigura
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceAllocationResult {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.results, additional),
             2 => rt::reserve(&mut self.config, additional),
@@ -937,7 +937,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceAllocationResult {
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceAttribute {
     const REPEATED: &'static [u32] = &[8, 9];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             8 => rt::reserve(&mut self.strings, additional),
             9 => rt::reserve(&mut self.versions, additional),
@@ -1007,7 +1007,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceCapacity {
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceClaim {
     const REPEATED: &'static [u32] = &[1, 2, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.requests, additional),
             2 => rt::reserve(&mut self.constraints, additional),
@@ -1052,7 +1052,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceClaim {
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceClaimConfiguration {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.requests, additional),
             _ => {}
@@ -1150,7 +1150,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceClassConfiguration 
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceClassSpec {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.selectors, additional),
             2 => rt::reserve(&mut self.config, additional),
@@ -1196,7 +1196,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceClassSpec {
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceConstraint {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.requests, additional),
             _ => {}
@@ -1240,7 +1240,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceConstraint {
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceCounterConsumption {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.compatibility_groups, additional),
             _ => {}
@@ -1305,7 +1305,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceDerivedAttribute {
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceRequest {
     const REPEATED: &'static [u32] = &[3, 7, 8, 10];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.selectors, additional),
             7 => rt::reserve(&mut self.first_available, additional),
@@ -1374,7 +1374,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceRequest {
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceRequestAllocationResult {
     const REPEATED: &'static [u32] = &[6, 7, 8, 11];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             6 => rt::reserve(&mut self.tolerations, additional),
             7 => rt::reserve(&mut self.binding_conditions, additional),
@@ -1464,7 +1464,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceSelector {
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceSubRequest {
     const REPEATED: &'static [u32] = &[3, 7, 9];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.selectors, additional),
             7 => rt::reserve(&mut self.tolerations, additional),
@@ -1587,7 +1587,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceToleration {
 impl Merge for k8s_openapi::api::resource::v1beta1::NetworkDeviceData {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.ips, additional),
             _ => {}
@@ -1838,7 +1838,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::ResourceClaimSpec {
 impl Merge for k8s_openapi::api::resource::v1beta1::ResourceClaimStatus {
     const REPEATED: &'static [u32] = &[2, 4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.reserved_for, additional),
             4 => rt::reserve(&mut self.devices, additional),
@@ -2000,7 +2000,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::ResourceSlice {
 impl Merge for k8s_openapi::api::resource::v1beta1::ResourceSliceSpec {
     const REPEATED: &'static [u32] = &[6, 8, 10];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             6 => rt::reserve(&mut self.devices, additional),
             8 => rt::reserve(&mut self.shared_counters, additional),
@@ -2074,7 +2074,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::ResourceSliceSpec {
 impl Merge for k8s_openapi::api::resource::v1beta2::AllocatedDeviceStatus {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -2163,7 +2163,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::AllocationResult {
 impl Merge for k8s_openapi::api::resource::v1beta2::CapacityRequestPolicy {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.valid_values, additional),
             _ => {}
@@ -2354,7 +2354,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::CounterSet {
 impl Merge for k8s_openapi::api::resource::v1beta2::Device {
     const REPEATED: &'static [u32] = &[4, 8, 10, 11];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.consumes_counters, additional),
             8 => rt::reserve(&mut self.taints, additional),
@@ -2441,7 +2441,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::Device {
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceAllocationConfiguration {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.requests, additional),
             _ => {}
@@ -2481,7 +2481,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceAllocationConfigura
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceAllocationResult {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.results, additional),
             2 => rt::reserve(&mut self.config, additional),
@@ -2519,7 +2519,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceAllocationResult {
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceAttribute {
     const REPEATED: &'static [u32] = &[8, 9];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             8 => rt::reserve(&mut self.strings, additional),
             9 => rt::reserve(&mut self.versions, additional),
@@ -2589,7 +2589,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceCapacity {
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceClaim {
     const REPEATED: &'static [u32] = &[1, 2, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.requests, additional),
             2 => rt::reserve(&mut self.constraints, additional),
@@ -2634,7 +2634,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceClaim {
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceClaimConfiguration {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.requests, additional),
             _ => {}
@@ -2732,7 +2732,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceClassConfiguration 
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceClassSpec {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.selectors, additional),
             2 => rt::reserve(&mut self.config, additional),
@@ -2778,7 +2778,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceClassSpec {
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceConstraint {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.requests, additional),
             _ => {}
@@ -2822,7 +2822,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceConstraint {
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceCounterConsumption {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.compatibility_groups, additional),
             _ => {}
@@ -2887,7 +2887,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceDerivedAttribute {
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceRequest {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.first_available, additional),
             _ => {}
@@ -2927,7 +2927,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceRequest {
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceRequestAllocationResult {
     const REPEATED: &'static [u32] = &[6, 7, 8, 11];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             6 => rt::reserve(&mut self.tolerations, additional),
             7 => rt::reserve(&mut self.binding_conditions, additional),
@@ -3017,7 +3017,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceSelector {
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceSubRequest {
     const REPEATED: &'static [u32] = &[3, 6, 8];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.selectors, additional),
             6 => rt::reserve(&mut self.tolerations, additional),
@@ -3174,7 +3174,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceTaintRuleSpec {
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceTaintRuleStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -3264,7 +3264,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceToleration {
 impl Merge for k8s_openapi::api::resource::v1beta2::ExactDeviceRequest {
     const REPEATED: &'static [u32] = &[2, 6, 8];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.selectors, additional),
             6 => rt::reserve(&mut self.tolerations, additional),
@@ -3326,7 +3326,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::ExactDeviceRequest {
 impl Merge for k8s_openapi::api::resource::v1beta2::NetworkDeviceData {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.ips, additional),
             _ => {}
@@ -3577,7 +3577,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::ResourceClaimSpec {
 impl Merge for k8s_openapi::api::resource::v1beta2::ResourceClaimStatus {
     const REPEATED: &'static [u32] = &[2, 4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.reserved_for, additional),
             4 => rt::reserve(&mut self.devices, additional),
@@ -3739,7 +3739,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::ResourceSlice {
 impl Merge for k8s_openapi::api::resource::v1beta2::ResourceSliceSpec {
     const REPEATED: &'static [u32] = &[6, 8, 10];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             6 => rt::reserve(&mut self.devices, additional),
             8 => rt::reserve(&mut self.shared_counters, additional),
@@ -3813,7 +3813,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::ResourceSliceSpec {
 impl Merge for k8s_openapi::api::resource::v1::AllocatedDeviceStatus {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -3902,7 +3902,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::AllocationResult {
 impl Merge for k8s_openapi::api::resource::v1::CapacityRequestPolicy {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.valid_values, additional),
             _ => {}
@@ -4093,7 +4093,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::CounterSet {
 impl Merge for k8s_openapi::api::resource::v1::Device {
     const REPEATED: &'static [u32] = &[4, 8, 10, 11];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.consumes_counters, additional),
             8 => rt::reserve(&mut self.taints, additional),
@@ -4183,7 +4183,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::Device {
 impl Merge for k8s_openapi::api::resource::v1::DeviceAllocationConfiguration {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.requests, additional),
             _ => {}
@@ -4222,7 +4222,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceAllocationConfiguration 
 impl Merge for k8s_openapi::api::resource::v1::DeviceAllocationResult {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.results, additional),
             2 => rt::reserve(&mut self.config, additional),
@@ -4260,7 +4260,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceAllocationResult {
 impl Merge for k8s_openapi::api::resource::v1::DeviceAttribute {
     const REPEATED: &'static [u32] = &[8, 9];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             8 => rt::reserve(&mut self.strings, additional),
             9 => rt::reserve(&mut self.versions, additional),
@@ -4330,7 +4330,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceCapacity {
 impl Merge for k8s_openapi::api::resource::v1::DeviceClaim {
     const REPEATED: &'static [u32] = &[1, 2, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.requests, additional),
             2 => rt::reserve(&mut self.constraints, additional),
@@ -4378,7 +4378,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceClaim {
 impl Merge for k8s_openapi::api::resource::v1::DeviceClaimConfiguration {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.requests, additional),
             _ => {}
@@ -4474,7 +4474,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceClassConfiguration {
 impl Merge for k8s_openapi::api::resource::v1::DeviceClassSpec {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.selectors, additional),
             2 => rt::reserve(&mut self.config, additional),
@@ -4523,7 +4523,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceClassSpec {
 impl Merge for k8s_openapi::api::resource::v1::DeviceConstraint {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.requests, additional),
             _ => {}
@@ -4567,7 +4567,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceConstraint {
 impl Merge for k8s_openapi::api::resource::v1::DeviceCounterConsumption {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.compatibility_groups, additional),
             _ => {}
@@ -4632,7 +4632,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceDerivedAttribute {
 impl Merge for k8s_openapi::api::resource::v1::DeviceRequest {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.first_available, additional),
             _ => {}
@@ -4672,7 +4672,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceRequest {
 impl Merge for k8s_openapi::api::resource::v1::DeviceRequestAllocationResult {
     const REPEATED: &'static [u32] = &[6, 7, 8, 11];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             6 => rt::reserve(&mut self.tolerations, additional),
             7 => rt::reserve(&mut self.binding_conditions, additional),
@@ -4762,7 +4762,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceSelector {
 impl Merge for k8s_openapi::api::resource::v1::DeviceSubRequest {
     const REPEATED: &'static [u32] = &[3, 6, 8];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.selectors, additional),
             6 => rt::reserve(&mut self.tolerations, additional),
@@ -4920,7 +4920,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceTaintRuleSpec {
 impl Merge for k8s_openapi::api::resource::v1::DeviceTaintRuleStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -5010,7 +5010,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceToleration {
 impl Merge for k8s_openapi::api::resource::v1::ExactDeviceRequest {
     const REPEATED: &'static [u32] = &[2, 6, 8];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.selectors, additional),
             6 => rt::reserve(&mut self.tolerations, additional),
@@ -5073,7 +5073,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::ExactDeviceRequest {
 impl Merge for k8s_openapi::api::resource::v1::NetworkDeviceData {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.ips, additional),
             _ => {}
@@ -5324,7 +5324,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::ResourceClaimSpec {
 impl Merge for k8s_openapi::api::resource::v1::ResourceClaimStatus {
     const REPEATED: &'static [u32] = &[2, 4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.reserved_for, additional),
             4 => rt::reserve(&mut self.devices, additional),
@@ -5487,7 +5487,7 @@ impl rt::Zero for k8s_openapi::api::resource::v1::ResourceSlice {
 impl Merge for k8s_openapi::api::resource::v1::ResourceSliceSpec {
     const REPEATED: &'static [u32] = &[6, 8, 10];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             6 => rt::reserve(&mut self.devices, additional),
             8 => rt::reserve(&mut self.shared_counters, additional),

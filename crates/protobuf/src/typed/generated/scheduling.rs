@@ -175,7 +175,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup {
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroupSchedulingConstraints {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.topology, additional),
             _ => {}
@@ -296,7 +296,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroupSpec 
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroupStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -332,7 +332,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroupStatu
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroupTemplate {
     const REPEATED: &'static [u32] = &[8, 9];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             8 => rt::reserve(&mut self.pod_group_templates, additional),
             9 => rt::reserve(&mut self.composite_pod_group_templates, additional),
@@ -551,7 +551,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::PodGroupResourceClaimS
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::PodGroupSchedulingConstraints {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.topology, additional),
             _ => {}
@@ -614,7 +614,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::PodGroupSchedulingPoli
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::PodGroupSpec {
     const REPEATED: &'static [u32] = &[5];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             5 => rt::reserve(&mut self.resource_claims, additional),
             _ => {}
@@ -690,7 +690,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::PodGroupSpec {
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::PodGroupStatus {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             2 => rt::reserve(&mut self.resource_claim_statuses, additional),
@@ -731,7 +731,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::PodGroupStatus {
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::PodGroupTemplate {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.resource_claims, additional),
             _ => {}
@@ -1026,7 +1026,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::WorkloadPodGroupResour
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::WorkloadPodGroupSchedulingConstraints {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.topology, additional),
             _ => {}
@@ -1131,7 +1131,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1alpha3::WorkloadReference {
 impl Merge for k8s_openapi::api::scheduling::v1alpha3::WorkloadSpec {
     const REPEATED: &'static [u32] = &[2, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.pod_group_templates, additional),
             3 => rt::reserve(&mut self.composite_pod_group_templates, additional),
@@ -1303,7 +1303,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::CompositeGangScheduling
 impl Merge for k8s_openapi::api::scheduling::v1beta1::CompositePodGroupSchedulingConstraints {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.topology, additional),
             _ => {}
@@ -1367,7 +1367,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::CompositePodGroupSchedu
 impl Merge for k8s_openapi::api::scheduling::v1beta1::CompositePodGroupTemplate {
     const REPEATED: &'static [u32] = &[8, 9];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             8 => rt::reserve(&mut self.pod_group_templates, additional),
             9 => rt::reserve(&mut self.composite_pod_group_templates, additional),
@@ -1586,7 +1586,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::PodGroupResourceClaimSt
 impl Merge for k8s_openapi::api::scheduling::v1beta1::PodGroupSchedulingConstraints {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.topology, additional),
             _ => {}
@@ -1652,7 +1652,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::PodGroupSchedulingPolic
 impl Merge for k8s_openapi::api::scheduling::v1beta1::PodGroupSpec {
     const REPEATED: &'static [u32] = &[5];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             5 => rt::reserve(&mut self.resource_claims, additional),
             _ => {}
@@ -1726,7 +1726,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::PodGroupSpec {
 impl Merge for k8s_openapi::api::scheduling::v1beta1::PodGroupStatus {
     const REPEATED: &'static [u32] = &[1, 2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             2 => rt::reserve(&mut self.resource_claim_statuses, additional),
@@ -1767,7 +1767,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::PodGroupStatus {
 impl Merge for k8s_openapi::api::scheduling::v1beta1::PodGroupTemplate {
     const REPEATED: &'static [u32] = &[4];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             4 => rt::reserve(&mut self.resource_claims, additional),
             _ => {}
@@ -1966,7 +1966,7 @@ impl rt::Zero for k8s_openapi::api::scheduling::v1beta1::WorkloadReference {
 impl Merge for k8s_openapi::api::scheduling::v1beta1::WorkloadSpec {
     const REPEATED: &'static [u32] = &[2, 3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.pod_group_templates, additional),
             3 => rt::reserve(&mut self.composite_pod_group_templates, additional),

@@ -46,7 +46,7 @@ impl rt::Zero for k8s_openapi::api::storage::v1::CSIDriver {
 impl Merge for k8s_openapi::api::storage::v1::CSIDriverSpec {
     const REPEATED: &'static [u32] = &[3, 6];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.volume_lifecycle_modes, additional),
             6 => rt::reserve(&mut self.token_requests, additional),
@@ -163,7 +163,7 @@ impl rt::Zero for k8s_openapi::api::storage::v1::CSINode {
 impl Merge for k8s_openapi::api::storage::v1::CSINodeDriver {
     const REPEATED: &'static [u32] = &[3];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             3 => rt::reserve(&mut self.topology_keys, additional),
             _ => {}
@@ -200,7 +200,7 @@ impl rt::Zero for k8s_openapi::api::storage::v1::CSINodeDriver {
 impl Merge for k8s_openapi::api::storage::v1::CSINodeSpec {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.drivers, additional),
             _ => {}
@@ -234,7 +234,7 @@ impl rt::Zero for k8s_openapi::api::storage::v1::CSINodeSpec {
 impl Merge for k8s_openapi::api::storage::v1::CSINodeStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.storage_health, additional),
             _ => {}
@@ -319,7 +319,7 @@ impl rt::Zero for k8s_openapi::api::storage::v1::CSIStorageCapacity {
 impl Merge for k8s_openapi::api::storage::v1::StorageClass {
     const REPEATED: &'static [u32] = &[5, 8];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             5 => rt::reserve(&mut self.mount_options, additional),
             8 => rt::reserve(&mut self.allowed_topologies, additional),
@@ -385,7 +385,7 @@ impl rt::Zero for k8s_openapi::api::storage::v1::StorageClass {
 impl Merge for k8s_openapi::api::storage::v1::StorageHealth {
     const REPEATED: &'static [u32] = &[2];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             2 => rt::reserve(&mut self.health_conditions, additional),
             _ => {}

@@ -74,7 +74,7 @@ impl rt::Zero for k8s_openapi::api::storagemigration::v1beta1::StorageVersionMig
 impl Merge for k8s_openapi::api::storagemigration::v1beta1::StorageVersionMigrationStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}
@@ -175,7 +175,7 @@ impl rt::Zero for k8s_openapi::api::storagemigration::v1::StorageVersionMigratio
 impl Merge for k8s_openapi::api::storagemigration::v1::StorageVersionMigrationStatus {
     const REPEATED: &'static [u32] = &[1];
 
-    fn reserve(&mut self, number: u32, additional: usize) {
+    fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
         match number {
             1 => rt::reserve(&mut self.conditions, additional),
             _ => {}
