@@ -373,14 +373,17 @@ fn repeated_fields<'a>(
             field.shape == "Repeated" && !matches!(field.ty.as_str(), "Bool" | "Int32" | "Int64")
         })
         .filter_map(|field| {
-            rust_fields.get(&field.json).map(|rust| {
-                let managed_fields = table.proto
-                    == "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"
-                    && field.json == "managedFields";
-                (field.number, rust.as_str(), managed_fields)
-            })
+            rust_fields
+                .get(&field.json)
+                .map(|rust| (field.number, rust.as_str(), is_managed_fields(table, field)))
         })
         .collect()
+}
+
+/// Whether `field` is ObjectMeta's managedFields, which `DecodeOptions` may drop.
+fn is_managed_fields(table: &Table, field: &TableField) -> bool {
+    table.proto == "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+        && field.json == "managedFields"
 }
 
 /// The `match` arms of `table`'s fields, writing into `rust_fields` of `self`.
@@ -409,9 +412,7 @@ fn field_arms(
         let Some(rust) = rust_fields.get(&field.json) else {
             continue;
         };
-        if table.proto == "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"
-            && field.json == "managedFields"
-        {
+        if is_managed_fields(table, field) {
             arms.push_str(&format!(
                 "{number} if options.drop_managed_fields => Ok(()),\n"
             ));
