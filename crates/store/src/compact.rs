@@ -20,7 +20,8 @@ use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterato
 use table::{Inner, Slot};
 
 use crate::{
-    CacheReader, Error, Indexer, Indexers, KeyFunc, Object, Result, Store, default_key_func,
+    CacheReader, Error, Indexer, Indexers, KeyFunc, Object, Result, Store, WireBytes,
+    default_key_func,
 };
 
 /// Why a [`Codec`] could not encode or decode.
@@ -45,6 +46,14 @@ pub trait Codec<K>: Send + Sync {
     ///
     /// When `bytes` do not decode.
     fn decode(&self, bytes: &[u8]) -> Result<K, CodecError>;
+
+    /// `wire` as this codec's compact form, when it already is one: the bytes an object
+    /// arrived in ([`WireBytes`]), which [`decode`](Self::decode) reads back to that object.
+    /// A cache stores them and skips [`encode`](Self::encode). The default adopts nothing.
+    fn adopt(&self, wire: &WireBytes) -> Option<Arc<[u8]>> {
+        let _ = wire;
+        None
+    }
 }
 
 /// An informer cache that holds each object in a compact encoded form rather than decoded:
@@ -60,8 +69,10 @@ pub trait Codec<K>: Send + Sync {
 ///   ([`hot_capacity`](Self::hot_capacity), evicted by the clock policy); a get of one of them
 ///   costs no decode. Lists and index queries use the set but do not fill it, so a scan does
 ///   not push out what gets keep reading.
-/// - **Writes** encode outside the lock, and free what they displace (an evicted object, the
-///   replaced bytes, a relist's whole previous contents) after releasing it;
+/// - **Writes** encode outside the lock (or keep the bytes the object arrived in, when the
+///   codec adopts them: [`Codec::adopt`], [`Indexer::upsert_with_wire`]), and free what they
+///   displace (an evicted object, the replaced bytes, a relist's whole previous contents)
+///   after releasing it;
 ///   [`Indexer::upsert`] returns the replaced object from the set or decoded from its bytes,
 ///   which is where an informer's update gets its old object.
 ///
@@ -186,10 +197,19 @@ impl<K> CompactCache<K> {
         }
     }
 
-    /// Stores `obj`; with `want_old`, returns the object it replaced.
-    fn store(&self, obj: Arc<K>, want_old: bool) -> Result<Option<Arc<K>>> {
+    /// Stores `obj`, as the bytes it arrived in when the codec adopts them; with `want_old`,
+    /// returns the object it replaced.
+    fn store(
+        &self,
+        obj: Arc<K>,
+        wire: Option<&WireBytes>,
+        want_old: bool,
+    ) -> Result<Option<Arc<K>>> {
         let key = (self.key_func)(&obj)?;
-        let bytes = self.encode(&key, &obj)?;
+        let bytes = match wire.and_then(|wire| self.codec.adopt(wire)) {
+            Some(bytes) => bytes,
+            None => self.encode(&key, &obj)?,
+        };
         let (replaced, held_old) = {
             let mut write = self.write();
             let upserted = write.inner.upsert(&key, bytes, &obj);
@@ -342,11 +362,19 @@ enum Pending<K> {
 
 impl<K: Send + Sync> Store<K> for CompactCache<K> {
     fn add(&self, obj: Arc<K>) -> Result<()> {
-        self.store(obj, false).map(drop)
+        self.store(obj, None, false).map(drop)
     }
 
     fn update(&self, obj: Arc<K>) -> Result<()> {
-        self.store(obj, false).map(drop)
+        self.store(obj, None, false).map(drop)
+    }
+
+    fn add_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> Result<()> {
+        self.store(obj, wire.as_ref(), false).map(drop)
+    }
+
+    fn update_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> Result<()> {
+        self.store(obj, wire.as_ref(), false).map(drop)
     }
 
     fn delete(&self, obj: Arc<K>) -> Result<()> {
@@ -452,7 +480,11 @@ impl<K: Send + Sync> CacheReader<K> for CompactCache<K> {
 
 impl<K: Send + Sync> Indexer<K> for CompactCache<K> {
     fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
-        self.store(obj, true)
+        self.store(obj, None, true)
+    }
+
+    fn upsert_with_wire(&self, obj: Arc<K>, wire: Option<&WireBytes>) -> Result<Option<Arc<K>>> {
+        self.store(obj, wire, true)
     }
 
     fn indexers(&self) -> Indexers<K> {

@@ -130,6 +130,7 @@ mod selector;
 mod thread_safe;
 mod tombstone;
 mod traits;
+mod wire;
 
 pub use crate::{
     add_kind::AddKind,
@@ -152,4 +153,5 @@ pub use crate::{
         label_index_func, label_indexers, meta_namespace_index_func, namespace_indexers,
         read_consistently,
     },
+    wire::WireBytes,
 };

@@ -3,7 +3,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use crate::{Object, Result};
+use crate::{Object, Result, WireBytes};
 
 /// What a reflector writes into: the writer half of the store seam.
 ///
@@ -27,6 +27,29 @@ pub trait Store<K>: Send + Sync {
     ///
     /// When the object cannot be keyed; the store is unchanged.
     fn update(&self, obj: Arc<K>) -> Result<()>;
+
+    /// [`add`](Self::add), with the bytes `obj` was decoded from when the decoder kept them
+    /// ([`WireBytes`]). A store that holds objects encoded keeps those bytes rather than
+    /// encoding `obj` again; the default forgets them.
+    ///
+    /// # Errors
+    ///
+    /// As [`add`](Self::add).
+    fn add_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> Result<()> {
+        drop(wire);
+        self.add(obj)
+    }
+
+    /// [`update`](Self::update), with the bytes `obj` was decoded from, as
+    /// [`add_with_wire`](Self::add_with_wire).
+    ///
+    /// # Errors
+    ///
+    /// As [`update`](Self::update).
+    fn update_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> Result<()> {
+        drop(wire);
+        self.update(obj)
+    }
 
     /// Deletes the object under `obj`'s key; deleting an absent key is not an error.
     ///
@@ -298,6 +321,18 @@ pub trait Indexer<K>: Store<K> + CacheReader<K> {
     ///
     /// When the object cannot be keyed; the cache is unchanged.
     fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>>;
+
+    /// [`upsert`](Self::upsert), with the bytes `obj` was decoded from when the decoder kept
+    /// them: a cache that holds objects encoded keeps those bytes rather than encoding `obj`
+    /// again. The default ignores them.
+    ///
+    /// # Errors
+    ///
+    /// As [`upsert`](Self::upsert).
+    fn upsert_with_wire(&self, obj: Arc<K>, wire: Option<&WireBytes>) -> Result<Option<Arc<K>>> {
+        let _ = wire;
+        self.upsert(obj)
+    }
 
     /// The registered index funcs.
     #[doc(alias = "GetIndexers")]

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::{Codec, CodecError, CompactCache};
+use crate::WireBytes;
 use crate::{
     CacheReader, Indexer, Indexers, Store,
     free_probe::{FreeLog, Probe},
@@ -53,4 +54,108 @@ fn what_a_write_displaces_is_freed_outside_the_locks() {
     );
     let locked = log.freed_under_a_lock();
     assert!(locked.is_empty(), "freed under a lock: {locked:?}");
+}
+
+/// An object the wire tests store: a name and a version, written `name:version`.
+#[derive(Debug, Clone, PartialEq)]
+struct Versioned {
+    name: String,
+    version: u8,
+}
+
+/// `name:version`, counting its encodes; with `adopts`, keeps protobuf wire bytes as they are.
+struct Counting {
+    encodes: std::sync::atomic::AtomicUsize,
+    adopts: bool,
+}
+
+impl Codec<Versioned> for Counting {
+    fn encode(&self, obj: &Versioned) -> Result<Vec<u8>, CodecError> {
+        self.encodes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(format!("{}:{}", obj.name, obj.version).into_bytes())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Versioned, CodecError> {
+        let (name, version) = std::str::from_utf8(bytes)?
+            .split_once(':')
+            .ok_or("no version")?;
+        Ok(Versioned {
+            name: name.to_owned(),
+            version: version.parse()?,
+        })
+    }
+
+    fn adopt(&self, wire: &WireBytes) -> Option<Arc<[u8]>> {
+        match wire {
+            WireBytes::Protobuf(bytes) if self.adopts => Some(Arc::clone(bytes)),
+            _ => None,
+        }
+    }
+}
+
+fn versioned(name: &str, version: u8) -> Arc<Versioned> {
+    Arc::new(Versioned {
+        name: name.to_owned(),
+        version,
+    })
+}
+
+/// A cache keeping nothing decoded, so every read decodes what the cache holds.
+fn counting_cache(adopts: bool) -> (CompactCache<Versioned>, Arc<Counting>) {
+    let codec = Arc::new(Counting {
+        encodes: std::sync::atomic::AtomicUsize::new(0),
+        adopts,
+    });
+    let key: crate::KeyFunc<Versioned> = Arc::new(|obj: &Versioned| Ok(obj.name.clone()));
+    let cache = CompactCache::new(key, Indexers::new(), Arc::clone(&codec) as _).hot_capacity(0);
+    (cache, codec)
+}
+
+fn encodes(codec: &Counting) -> usize {
+    codec.encodes.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[test]
+fn bytes_the_codec_adopts_are_stored_without_an_encode() {
+    let (cache, codec) = counting_cache(true);
+    let wire = |text: &str| WireBytes::Protobuf(Arc::from(text.as_bytes()));
+
+    cache
+        .add_with_wire(versioned("a", 1), Some(wire("a:1")))
+        .expect("stored");
+    let old = cache
+        .upsert_with_wire(versioned("a", 2), Some(&wire("a:2")))
+        .expect("stored");
+    cache
+        .update_with_wire(versioned("b", 1), Some(wire("b:1")))
+        .expect("stored");
+    assert_eq!(encodes(&codec), 0);
+    // What was stored is the wire bytes: the old object and reads decode from them.
+    assert_eq!(old.as_deref(), Some(&*versioned("a", 1)));
+    assert_eq!(cache.get_by_key("a").as_deref(), Some(&*versioned("a", 2)));
+    assert_eq!(cache.get_by_key("b").as_deref(), Some(&*versioned("b", 1)));
+
+    // Without bytes, the object is encoded.
+    cache
+        .upsert_with_wire(versioned("a", 3), None)
+        .expect("stored");
+    assert_eq!(encodes(&codec), 1);
+    assert_eq!(cache.get_by_key("a").as_deref(), Some(&*versioned("a", 3)));
+}
+
+#[test]
+fn bytes_the_codec_does_not_adopt_are_ignored_and_the_object_encoded() {
+    let (cache, codec) = counting_cache(false);
+    let wire = WireBytes::Protobuf(Arc::from(&b"not what the object holds"[..]));
+
+    cache
+        .add_with_wire(versioned("a", 1), Some(wire.clone()))
+        .expect("stored");
+    let old = cache
+        .upsert_with_wire(versioned("a", 2), Some(&wire))
+        .expect("stored");
+    assert_eq!(encodes(&codec), 2);
+    assert_eq!(old.as_deref(), Some(&*versioned("a", 1)));
+    assert_eq!(cache.get_by_key("a").as_deref(), Some(&*versioned("a", 2)));
 }
