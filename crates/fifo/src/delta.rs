@@ -2,7 +2,7 @@
 
 use std::{fmt, ops::Deref, sync::Arc};
 
-use kinformer_store::ObjectOrTombstone;
+use kinformer_store::{ObjectOrTombstone, WireBytes};
 use smallvec::SmallVec;
 
 /// The kind of change a [`Delta`] records.
@@ -49,6 +49,10 @@ pub struct Delta<K> {
     pub kind: DeltaType,
     /// The object after the change.
     pub object: ObjectOrTombstone<K>,
+    /// The bytes the object was decoded from, when the watch kept them and no transformer
+    /// changed the object since ([`WireBytes`]): the cache may store them rather than encode
+    /// the object again.
+    pub wire: Option<WireBytes>,
 }
 
 impl<K> Delta<K> {
@@ -57,7 +61,15 @@ impl<K> Delta<K> {
         Self {
             kind,
             object: ObjectOrTombstone::Object(object),
+            wire: None,
         }
+    }
+
+    /// This delta, carrying the bytes its object was decoded from.
+    #[must_use]
+    pub fn with_wire(mut self, wire: Option<WireBytes>) -> Self {
+        self.wire = wire;
+        self
     }
 
     /// The object, or the tombstone's last known state.
@@ -71,12 +83,14 @@ impl<K> Clone for Delta<K> {
         Self {
             kind: self.kind,
             object: self.object.clone(),
+            wire: self.wire.clone(),
         }
     }
 }
 
 impl<K> PartialEq for Delta<K> {
-    /// Equal when the kinds match and both carry the same allocation.
+    /// Equal when the kinds match and both carry the same allocation (whose bytes, if any, are
+    /// the same too).
     fn eq(&self, other: &Self) -> bool {
         self.kind == other.kind && self.object == other.object
     }

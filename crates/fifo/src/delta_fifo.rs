@@ -5,7 +5,8 @@ use std::{collections::VecDeque, fmt, hash::BuildHasher, sync::Arc};
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use kinformer_store::{
-    DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
+    DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, WireBytes,
+    default_key_func,
 };
 use parking_lot::Mutex;
 
@@ -311,13 +312,20 @@ impl<K> DeltaFifo<K> {
         self.waker.wake_one();
     }
 
-    fn queue_change(&self, kind: DeltaType, obj: Arc<K>) -> StoreResult<()> {
+    /// Queues a change; `wire` goes with it unless a transformer changes the object.
+    fn queue_change(
+        &self,
+        kind: DeltaType,
+        obj: Arc<K>,
+        wire: Option<WireBytes>,
+    ) -> StoreResult<()> {
         let key = self.key_of(&obj)?;
+        let wire = wire.filter(|_| self.transformer.is_none());
         let obj = self.transform(obj);
         {
             let mut state = self.state.lock();
             state.populated = true;
-            state.push(key, Delta::new(kind, obj));
+            state.push(key, Delta::new(kind, obj).with_wire(wire));
         }
         self.wake_one();
         Ok(())
@@ -438,11 +446,19 @@ impl<K: Send + Sync + 'static> Queue<K> for DeltaFifo<K> {
 
 impl<K: Send + Sync + 'static> Store<K> for DeltaFifo<K> {
     fn add(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Added, obj)
+        self.queue_change(DeltaType::Added, obj, None)
     }
 
     fn update(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Updated, obj)
+        self.queue_change(DeltaType::Updated, obj, None)
+    }
+
+    fn add_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> StoreResult<()> {
+        self.queue_change(DeltaType::Added, obj, wire)
+    }
+
+    fn update_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> StoreResult<()> {
+        self.queue_change(DeltaType::Updated, obj, wire)
     }
 
     fn delete(&self, obj: Arc<K>) -> StoreResult<()> {
@@ -580,5 +596,6 @@ fn tombstoned<K>(tombstone: DeletedFinalStateUnknown<K>) -> Delta<K> {
     Delta {
         kind: DeltaType::Deleted,
         object: ObjectOrTombstone::Tombstone(tombstone),
+        wire: None,
     }
 }

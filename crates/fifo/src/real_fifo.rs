@@ -8,7 +8,8 @@ use std::{
 
 use foldhash::fast::RandomState;
 use kinformer_store::{
-    DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
+    DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, WireBytes,
+    default_key_func,
 };
 use parking_lot::{Mutex, MutexGuard};
 
@@ -178,7 +179,11 @@ impl<K> State<K> {
     fn push(&mut self, key: String, kind: DeltaType, object: ObjectOrTombstone<K>) {
         self.items.push_back(Entry::Delta {
             key,
-            delta: Delta { kind, object },
+            delta: Delta {
+                kind,
+                object,
+                wire: None,
+            },
         });
     }
 
@@ -286,13 +291,23 @@ impl<K> RealFifo<K> {
         }
     }
 
-    fn queue_change(&self, kind: DeltaType, obj: Arc<K>) -> StoreResult<()> {
+    /// Queues a change; `wire` goes with it unless a transformer changes the object.
+    fn queue_change(
+        &self,
+        kind: DeltaType,
+        obj: Arc<K>,
+        wire: Option<WireBytes>,
+    ) -> StoreResult<()> {
         let key = self.key_of(&obj)?;
+        let wire = wire.filter(|_| self.transformer.is_none());
         let obj = self.transform(obj);
         {
             let mut state = self.state.lock();
             state.populated = true;
-            state.push(key, kind, ObjectOrTombstone::Object(obj));
+            state.items.push_back(Entry::Delta {
+                key,
+                delta: Delta::new(kind, obj).with_wire(wire),
+            });
         }
         self.waker.wake_one();
         Ok(())
@@ -599,15 +614,23 @@ impl<K: Send + Sync + 'static> Queue<K> for RealFifo<K> {
 
 impl<K: Send + Sync + 'static> Store<K> for RealFifo<K> {
     fn add(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Added, obj)
+        self.queue_change(DeltaType::Added, obj, None)
     }
 
     fn update(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Updated, obj)
+        self.queue_change(DeltaType::Updated, obj, None)
+    }
+
+    fn add_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> StoreResult<()> {
+        self.queue_change(DeltaType::Added, obj, wire)
+    }
+
+    fn update_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> StoreResult<()> {
+        self.queue_change(DeltaType::Updated, obj, wire)
     }
 
     fn delete(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Deleted, obj)
+        self.queue_change(DeltaType::Deleted, obj, None)
     }
 
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> StoreResult<()> {

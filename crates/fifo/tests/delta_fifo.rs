@@ -10,7 +10,7 @@ use common::{
 use kinformer_fifo::{
     DeltaFifo, DeltaFifoOptions, DeltaType::*, Deltas, Error, Popped, Processed, Queue, Transformer,
 };
-use kinformer_store::Store;
+use kinformer_store::{Store, WireBytes};
 
 fn plain() -> DeltaFifo<Obj> {
     DeltaFifo::new(DeltaFifoOptions::new())
@@ -655,4 +655,41 @@ fn keys_are_found_again_after_the_index_sweeps_popped_keys() {
         assert_eq!(names, vec![format!("k{i}"); expected_len]);
     }
     assert!(fifo.is_empty());
+}
+
+/// What each queued delta carries as wire bytes, in queue order.
+fn queued_wire(fifo: &impl Queue<Obj>) -> Vec<Option<Vec<u8>>> {
+    fifo.list()
+        .iter()
+        .flat_map(|deltas| deltas.iter())
+        .map(|delta| delta.wire.as_ref().map(|wire| wire.as_bytes().to_vec()))
+        .collect()
+}
+
+fn wire(text: &str) -> Option<WireBytes> {
+    Some(WireBytes::Protobuf(Arc::from(text.as_bytes())))
+}
+
+#[test]
+fn wire_bytes_travel_with_their_delta_unless_a_transformer_changes_the_object() {
+    let fifo = with_known(vec![obj("gone", 1)]);
+    fifo.add_with_wire(obj("a", 1), wire("a1")).unwrap();
+    fifo.update_with_wire(obj("a", 2), wire("a2")).unwrap();
+    fifo.update(obj("b", 1)).unwrap();
+    fifo.delete(obj("gone", 1)).unwrap();
+    assert_eq!(
+        queued_wire(&fifo),
+        [Some(b"a1".to_vec()), Some(b"a2".to_vec()), None, None]
+    );
+
+    let transformer: Transformer<Obj> = Arc::new(|o: Arc<Obj>| {
+        Arc::new(Obj {
+            name: o.name.clone(),
+            val: o.val + 1000,
+        })
+    });
+    let fifo = DeltaFifo::new(DeltaFifoOptions::new().transformer(transformer));
+    fifo.add_with_wire(obj("a", 1), wire("a1")).unwrap();
+    fifo.update_with_wire(obj("a", 2), wire("a2")).unwrap();
+    assert_eq!(queued_wire(&fifo), [None, None]);
 }

@@ -14,7 +14,7 @@ use kinformer_fifo::{
     DeltaType::*, Error, KnownObjects, Popped, Processed, Queue, RealFifo, RealFifoOptions,
     Transformer,
 };
-use kinformer_store::Store;
+use kinformer_store::{Store, WireBytes};
 
 fn real(known_objects: KnownObjects<Obj>) -> RealFifo<Obj> {
     RealFifo::new(RealFifoOptions::new(known_objects)).unwrap()
@@ -762,4 +762,41 @@ fn an_object_without_a_name_is_refused_and_the_queue_is_untouched() {
         assert!(fifo.replace(vec![obj("b", 1), obj("", 2)], "1").is_err());
         assert_eq!(fifo.len(), 1);
     }
+}
+
+/// What each queued delta carries as wire bytes, in queue order.
+fn queued_wire(fifo: &RealFifo<Obj>) -> Vec<Option<Vec<u8>>> {
+    fifo.list()
+        .iter()
+        .flat_map(|deltas| deltas.iter())
+        .map(|delta| delta.wire.as_ref().map(|wire| wire.as_bytes().to_vec()))
+        .collect()
+}
+
+fn wire(text: &str) -> Option<WireBytes> {
+    Some(WireBytes::Protobuf(Arc::from(text.as_bytes())))
+}
+
+#[test]
+fn wire_bytes_travel_with_their_delta_unless_a_transformer_changes_the_object() {
+    let fifo = empty();
+    fifo.add_with_wire(obj("a", 1), wire("a1")).unwrap();
+    fifo.update_with_wire(obj("a", 2), wire("a2")).unwrap();
+    fifo.update(obj("b", 1)).unwrap();
+    fifo.delete(obj("a", 3)).unwrap();
+    assert_eq!(
+        queued_wire(&fifo),
+        [Some(b"a1".to_vec()), Some(b"a2".to_vec()), None, None]
+    );
+
+    let transformer: Transformer<Obj> = Arc::new(|o: Arc<Obj>| {
+        Arc::new(Obj {
+            name: o.name.clone(),
+            val: o.val + 1000,
+        })
+    });
+    let fifo = RealFifo::new(RealFifoOptions::new(known(vec![])).transformer(transformer)).unwrap();
+    fifo.add_with_wire(obj("a", 1), wire("a1")).unwrap();
+    fifo.update_with_wire(obj("a", 2), wire("a2")).unwrap();
+    assert_eq!(queued_wire(&fifo), [None, None]);
 }
