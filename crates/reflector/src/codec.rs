@@ -4,14 +4,16 @@
 use std::{fmt, marker::PhantomData, sync::Arc};
 
 use kinformer_protobuf::{DecodeOptions, Decoder as ProtobufDecoder, Message, message_for};
-use kinformer_store::{Codec, CodecError};
+use kinformer_store::{Codec, CodecError, WireBytes};
 use kube_core::Resource;
 use serde::{Serialize, de::DeserializeOwned};
 
 /// Kubernetes protobuf, written from the object's serde form by the message tables
 /// (`kinformer_protobuf::to_message`) and read back through the decoders generated for
 /// k8s-openapi's kinds: the smallest form of a built-in kind, and the fastest to read back. The
-/// bytes are the object's message without the envelope, since the codec knows its kind.
+/// bytes are the object's message without the envelope, since the codec knows its kind; an
+/// object a protobuf watch delivered is stored as the message it arrived in
+/// ([`Codec::adopt`]), not encoded again.
 pub struct ProtobufCodec<K> {
     message: &'static Message,
     decoder: ProtobufDecoder<K>,
@@ -48,6 +50,16 @@ where
         Ok(self
             .decoder
             .decode(bytes, self.message, DecodeOptions::default())?)
+    }
+
+    /// The message an object arrived in, as it is: the decoders in this crate keep it only for
+    /// an object decoded whole by the generated decoder this codec reads with, so it decodes
+    /// back to that object.
+    fn adopt(&self, wire: &WireBytes) -> Option<Arc<[u8]>> {
+        match wire {
+            WireBytes::Protobuf(bytes) => Some(Arc::clone(bytes)),
+            _ => None,
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData, sync::Arc};
 
-use kinformer_store::Object;
+use kinformer_store::{Object, WireBytes};
 use rayon::iter::{IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator};
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::value::RawValue;
@@ -129,6 +129,17 @@ pub trait Decoder<K>: Send + Sync + 'static {
     /// The mapped status of an `ERROR` event (see [`Error::from_status`]), [`Error::WrongKind`]
     /// for an object of another kind, [`Error::Decode`] for anything unreadable.
     fn decode_event(&self, line: &[u8]) -> Result<WatchEvent<K>>;
+
+    /// [`decode_event`](Self::decode_event), with the bytes an added or modified object was
+    /// decoded from when the object holds all they hold ([`WireBytes`]): what lets a compact
+    /// cache store the object without encoding it again. The default keeps none.
+    ///
+    /// # Errors
+    ///
+    /// As [`decode_event`](Self::decode_event).
+    fn decode_event_with_wire(&self, line: &[u8]) -> Result<(WatchEvent<K>, Option<WireBytes>)> {
+        Ok((self.decode_event(line)?, None))
+    }
 }
 
 /// How a watch body is cut into events.

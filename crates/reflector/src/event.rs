@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
+use kinformer_store::WireBytes;
 
 use crate::Result;
 
@@ -50,6 +51,14 @@ pub enum WatchEvent<K> {
         initial_events_end: bool,
     },
 }
+
+/// A watch event, with the bytes its object was decoded from when the decoder kept them
+/// ([`WireBytes`]; only for added and modified objects).
+pub type WatchEventWithWire<K> = (WatchEvent<K>, Option<WireBytes>);
+
+/// The stream [`ListerWatcher::watch_with_wire`](crate::ListerWatcher::watch_with_wire)
+/// returns: [`WatchStream`]'s events, each with its object's bytes when kept.
+pub type WatchStreamWithWire<K> = BoxStream<'static, Result<WatchEventWithWire<K>>>;
 
 /// The stream a [`ListerWatcher::watch`](crate::ListerWatcher::watch) returns. It ends when the
 /// server closes the watch; an `Err` item ends the watch with that error (an `ERROR` event, a

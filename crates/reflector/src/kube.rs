@@ -4,7 +4,7 @@ use std::{fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt, stream::BoxStream};
 use http_body_util::BodyExt;
 use kube_client::{Api, Client, client::Body};
 use kube_core::{
@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     Decoder, Error, ExpectedType, JsonDecoder, KubeDecoder, ListOptions, ListPage, ListerWatcher,
-    Result, ReuseObject, VersionMatch, WatchStream, WireFormat, json_list,
+    Result, ReuseObject, VersionMatch, WatchStream, WatchStreamWithWire, WireFormat, json_list,
 };
 
 /// A list body at least this large is decoded on a blocking thread, so decoding a big page does
@@ -520,6 +520,33 @@ where
     }
 
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>> {
+        self.open_watch(options, D::decode_event).await
+    }
+
+    async fn watch_with_wire(&self, options: ListOptions) -> Result<WatchStreamWithWire<K>> {
+        self.open_watch(options, D::decode_event_with_wire).await
+    }
+
+    fn type_description(&self) -> String {
+        self.description.clone()
+    }
+
+    fn namespace(&self) -> Option<String> {
+        self.namespace.clone()
+    }
+}
+
+impl<K, D> KubeListerWatcher<K, D>
+where
+    K: Send + Sync + 'static,
+    D: Decoder<K>,
+{
+    /// Opens a watch and decodes its frames with `decode`, on the decode workers.
+    async fn open_watch<T: Send + 'static>(
+        &self,
+        options: ListOptions,
+        decode: fn(&D, &[u8]) -> Result<T>,
+    ) -> Result<BoxStream<'static, Result<T>>> {
         let request = self.watch_request(&self.scoped(options))?;
         let response = self.send(request).await?;
         let content_type = response
@@ -535,18 +562,11 @@ where
         Ok(watch_events(
             chunks,
             Arc::clone(&self.decoder),
+            decode,
             framing,
             MAX_WATCH_LINE,
             self.decode_workers,
         ))
-    }
-
-    fn type_description(&self) -> String {
-        self.description.clone()
-    }
-
-    fn namespace(&self) -> Option<String> {
-        self.namespace.clone()
     }
 }
 

@@ -106,7 +106,10 @@ pub use crate::{
     codec::{JsonCodec, ProtobufCodec, compact_codec},
     decoder::{Decoder, ExpectedType, Framing, JsonDecoder},
     error::{Error, Result},
-    event::{INITIAL_EVENTS_END_ANNOTATION, ListPage, WatchEvent, WatchStream},
+    event::{
+        INITIAL_EVENTS_END_ANNOTATION, ListPage, WatchEvent, WatchEventWithWire, WatchStream,
+        WatchStreamWithWire,
+    },
     kube::{KubeListerWatcher, MAX_WATCH_LINE},
     lister_watcher::{ListerWatcher, ReuseObject},
     options::{ListOptions, VersionMatch},

@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::{ListOptions, ListPage, Result, WatchStream};
+use futures::StreamExt;
+
+use crate::{ListOptions, ListPage, Result, WatchStream, WatchStreamWithWire};
 
 /// Maps a freshly decoded object to the one to keep: itself, or an equal copy the consumer
 /// already holds (see [`ListerWatcher::list_reusing`]).
@@ -63,6 +65,26 @@ pub trait ListerWatcher<K>: Send + Sync {
     /// during the stream are items of the stream.
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>>;
 
+    /// Opens a watch whose added and modified objects come with the bytes they were decoded
+    /// from, where the decoder kept them ([`WireBytes`](kinformer_store::WireBytes)): what a
+    /// reflector watches with, so that a compact cache downstream stores those bytes rather
+    /// than encoding each object again.
+    ///
+    /// The default is [`watch`](ListerWatcher::watch) with no bytes: correct, but every object
+    /// is encoded again. Implementations that decode bytes should keep them, as
+    /// [`KubeListerWatcher`](crate::KubeListerWatcher) does for protobuf.
+    ///
+    /// # Errors
+    ///
+    /// As for [`watch`](ListerWatcher::watch).
+    async fn watch_with_wire(&self, options: ListOptions) -> Result<WatchStreamWithWire<K>>
+    where
+        K: 'static,
+    {
+        let events = self.watch(options).await?;
+        Ok(events.map(|event| event.map(|event| (event, None))).boxed())
+    }
+
     /// What is listed, for logs and spans (`v1/Pod`).
     fn type_description(&self) -> String {
         "<unspecified>".to_owned()
@@ -94,6 +116,10 @@ where
 
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>> {
         (**self).watch(options).await
+    }
+
+    async fn watch_with_wire(&self, options: ListOptions) -> Result<WatchStreamWithWire<K>> {
+        (**self).watch_with_wire(options).await
     }
 
     fn type_description(&self) -> String {

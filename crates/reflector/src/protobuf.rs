@@ -7,7 +7,7 @@ use std::{
 
 use kinformer_protobuf::Decoder as ProtobufDecoder;
 use kinformer_protobuf::{DecodeOptions, Envelope, WatchFrame};
-use kinformer_store::Object;
+use kinformer_store::{Object, WireBytes};
 use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
 
@@ -263,7 +263,20 @@ where
         })
     }
 
-    fn decode_protobuf_event(&self, frame: &[u8]) -> Result<WatchEvent<K>> {
+    /// Whether an object this decoder makes from protobuf holds everything its message does,
+    /// so that the message decodes back to it alone: the generated decoder, nothing dropped,
+    /// no type fields presented.
+    fn keeps_whole_messages(&self) -> bool {
+        self.options == DecodeOptions::default() && self.typed().is_generated()
+    }
+
+    /// Decodes one protobuf watch frame; with `keep_wire`, also returns an added or modified
+    /// object's message, when [`keeps_whole_messages`](Self::keeps_whole_messages).
+    fn decode_protobuf_event(
+        &self,
+        frame: &[u8],
+        keep_wire: bool,
+    ) -> Result<(WatchEvent<K>, Option<WireBytes>)> {
         let event = WatchFrame::parse(frame)
             .map_err(|error| protobuf_error("watch event", &error, frame))?;
         let object = envelope("watch object", event.object)?;
@@ -274,15 +287,21 @@ where
                 .map(Arc::new)
                 .map_err(|error| protobuf_error(what, &error, event.object))
         };
+        // Copied to a buffer of its own: a slice of the frame would keep the read buffer it
+        // sits in alive for as long as a cache holds the object.
+        let wire = || {
+            (keep_wire && self.keeps_whole_messages())
+                .then(|| WireBytes::Protobuf(Arc::from(object.raw)))
+        };
         match event.event_type {
-            "ADDED" => Ok(WatchEvent::Added(decode("ADDED object")?)),
-            "MODIFIED" => Ok(WatchEvent::Modified(decode("MODIFIED object")?)),
-            "DELETED" => Ok(WatchEvent::Deleted(decode("DELETED object")?)),
+            "ADDED" => Ok((WatchEvent::Added(decode("ADDED object")?), wire())),
+            "MODIFIED" => Ok((WatchEvent::Modified(decode("MODIFIED object")?), wire())),
+            "DELETED" => Ok((WatchEvent::Deleted(decode("DELETED object")?), None)),
             "BOOKMARK" => {
                 let bookmark: BookmarkObject = object
                     .decode(DecodeOptions::default().drop_managed_fields())
                     .map_err(|error| protobuf_error("bookmark", &error, event.object))?;
-                Ok(bookmark.into_event())
+                Ok((bookmark.into_event(), None))
             }
             "ERROR" => {
                 if (object.api_version, object.kind) != ("v1", "Status") {
@@ -369,9 +388,18 @@ where
         // (`type`, length-delimited); anything else is a JSON line, so a line that is not JSON
         // is reported as such, not as a malformed protobuf frame.
         if frame.first() == Some(&PROTOBUF_EVENT_TAG) {
-            self.decode_protobuf_event(frame)
+            self.decode_protobuf_event(frame, false)
+                .map(|(event, _)| event)
         } else {
             self.json.decode_event(frame)
+        }
+    }
+
+    fn decode_event_with_wire(&self, frame: &[u8]) -> Result<(WatchEvent<K>, Option<WireBytes>)> {
+        if frame.first() == Some(&PROTOBUF_EVENT_TAG) {
+            self.decode_protobuf_event(frame, true)
+        } else {
+            Ok((self.json.decode_event(frame)?, None))
         }
     }
 }
@@ -419,6 +447,63 @@ mod tests {
             !custom.asks_for_protobuf(),
             "custom resources have no protobuf form"
         );
+    }
+
+    #[test]
+    fn added_and_modified_objects_keep_the_message_they_were_decoded_from() {
+        let decoder = decoder();
+        let codec = crate::ProtobufCodec::<Pod>::new().expect("Pod has a generated decoder");
+        for event_type in ["ADDED", "MODIFIED"] {
+            let (event, wire) = decoder
+                .decode_event_with_wire(&frame(event_type, &pod_json("web", "7")))
+                .expect("decodes");
+            let (WatchEvent::Added(object) | WatchEvent::Modified(object)) = event else {
+                panic!("{event_type} decoded as {event:?}");
+            };
+            let wire = wire.expect("the message is kept");
+            // The kept bytes are the object's message: the cache's codec takes them as they
+            // are, and they decode back to the very object the watch handed on.
+            let adopted = kinformer_store::Codec::adopt(&codec, &wire).expect("adopted");
+            assert_eq!(
+                kinformer_store::Codec::decode(&codec, &adopted).expect("decodes"),
+                *object
+            );
+            assert!(object.metadata.managed_fields.is_some());
+        }
+        let (_, wire) = decoder
+            .decode_event_with_wire(&frame("DELETED", &pod_json("web", "8")))
+            .expect("decodes");
+        assert!(wire.is_none(), "a deleted object is not stored");
+        // Without asking, nothing is copied.
+        let event = decoder
+            .decode_event(&frame("ADDED", &pod_json("web", "7")))
+            .expect("decodes");
+        assert!(matches!(event, WatchEvent::Added(_)));
+    }
+
+    #[test]
+    fn objects_that_hold_less_than_their_message_keep_no_bytes() {
+        let stripped = decoder().drop_managed_fields();
+        let (event, wire) = stripped
+            .decode_event_with_wire(&frame("MODIFIED", &pod_json("web", "7")))
+            .expect("decodes");
+        let WatchEvent::Modified(object) = event else {
+            panic!("decoded as {event:?}");
+        };
+        assert!(object.metadata.managed_fields.is_none());
+        assert!(wire.is_none(), "the message still holds managedFields");
+
+        let metadata = KubeDecoder::<PartialObjectMeta<Pod>>::metadata(WireFormat::Protobuf);
+        let (_, wire) = metadata
+            .decode_event_with_wire(&frame("MODIFIED", &metadata_json("web", "7")))
+            .expect("decodes");
+        assert!(wire.is_none(), "a projection is not its message");
+
+        let line =
+            serde_json::to_vec(&json!({ "type": "MODIFIED", "object": pod_json("web", "7") }))
+                .expect("JSON");
+        let (_, wire) = decoder().decode_event_with_wire(&line).expect("decodes");
+        assert!(wire.is_none(), "a JSON line has no protobuf message");
     }
 
     fn metadata_json(name: &str, rv: &str) -> serde_json::Value {

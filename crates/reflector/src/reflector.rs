@@ -46,7 +46,7 @@ pub use self::{
 
 use crate::{
     Error, ListOptions, ListerWatcher, ReflectorStats, Result, ReuseObject, VersionMatch,
-    WatchEvent, WatchStream,
+    WatchEvent, WatchStreamWithWire,
     stats::{Counters, EventKind},
 };
 
@@ -189,7 +189,7 @@ enum WatchEnd {
 
 /// A watch in progress: its stream, when it started and when it is presumed dead.
 struct OpenWatch<K> {
-    stream: WatchStream<K>,
+    stream: WatchStreamWithWire<K>,
     started: Instant,
     deadline: Instant,
 }
@@ -568,7 +568,7 @@ where
             let started = Instant::now();
             let opened = tokio::select! {
                 () = token.cancelled() => return Ok(None),
-                opened = self.lister_watcher.watch(options) => opened,
+                opened = self.lister_watcher.watch_with_wire(options) => opened,
             };
             match opened {
                 Ok(stream) => {
@@ -700,16 +700,17 @@ where
                 Some(Err(error)) => return (WatchEnd::Failed(error), events),
                 Some(Ok(event)) => event,
             };
+            let (event, wire) = event;
             events += 1;
             last_event = Instant::now();
             let applied = match event {
                 WatchEvent::Added(object) => {
                     self.counters.event(EventKind::Added, last_event);
-                    self.apply(object, |store, object| store.add(object))
+                    self.apply(object, |store, object| store.add_with_wire(object, wire))
                 }
                 WatchEvent::Modified(object) => {
                     self.counters.event(EventKind::Modified, last_event);
-                    self.apply(object, |store, object| store.update(object))
+                    self.apply(object, |store, object| store.update_with_wire(object, wire))
                 }
                 WatchEvent::Deleted(object) => {
                     self.counters.event(EventKind::Deleted, last_event);

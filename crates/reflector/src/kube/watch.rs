@@ -6,7 +6,7 @@ use std::{collections::VecDeque, sync::Arc};
 use bytes::{Bytes, BytesMut};
 use futures::{FutureExt, Stream, StreamExt, stream::BoxStream};
 
-use crate::{Decoder, Error, Framing, Result, WatchStream};
+use crate::{Error, Framing, Result};
 
 /// The longest JSON watch line accepted, as long as the longest protobuf frame
 /// (`kinformer_protobuf::MAX_FRAME_LEN`): far beyond any object the API server stores (etcd
@@ -152,22 +152,24 @@ impl Framer {
     }
 }
 
-/// Cuts a watch body into frames and decodes each, handing the events on in the order their
-/// frames arrived; a broken body ends the stream with its error.
+/// Cuts a watch body into frames and decodes each with `decode` (an event, or an event and its
+/// object's bytes), handing them on in the order their frames arrived; a broken body ends the
+/// stream with its error.
 ///
 /// With `workers` at 0 each frame is decoded on the task that polls the stream. Otherwise up to
 /// `workers` frames ahead of the one handed on are decoded at once, each on a task of its own, so
 /// decoding runs beside the I/O and beside whatever consumes the events.
-pub(super) fn watch_events<K, D>(
+pub(super) fn watch_events<T, D>(
     chunks: BoxStream<'static, Result<Bytes>>,
     decoder: Arc<D>,
+    decode: fn(&D, &[u8]) -> Result<T>,
     framing: Framing,
     max_line: usize,
     workers: usize,
-) -> WatchStream<K>
+) -> BoxStream<'static, Result<T>>
 where
-    K: Send + Sync + 'static,
-    D: Decoder<K>,
+    T: Send + 'static,
+    D: Send + Sync + 'static,
 {
     let frames = match framing {
         Framing::LengthPrefixed => {
@@ -190,16 +192,14 @@ where
     // outside a tokio runtime there is none, and frames decode where they are read.
     let runtime = tokio::runtime::Handle::try_current().ok();
     let Some(runtime) = runtime.filter(|_| workers > 0) else {
-        return frames
-            .map(move |frame| decoder.decode_event(&frame?))
-            .boxed();
+        return frames.map(move |frame| decode(&decoder, &frame?)).boxed();
     };
     frames
         .map(move |frame| {
             let decoder = Arc::clone(&decoder);
             let decoded = frame.map(|frame| {
                 runtime
-                    .spawn(async move { decoder.decode_event(&frame) })
+                    .spawn(async move { decode(&decoder, &frame) })
                     .map(|joined| {
                         joined.unwrap_or_else(|error| {
                             Err(Error::decode(
@@ -226,7 +226,7 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
 
     use super::*;
-    use crate::{JsonDecoder, WatchEvent};
+    use crate::{Decoder, JsonDecoder, WatchEvent};
 
     fn event(name: &str) -> String {
         format!(
@@ -246,6 +246,7 @@ mod tests {
         watch_events(
             futures::stream::iter(chunks).boxed(),
             decoder,
+            <JsonDecoder<ConfigMap> as Decoder<ConfigMap>>::decode_event,
             Framing::Lines,
             max_line,
             workers,

@@ -37,7 +37,7 @@ where
             info!(resource_version = ?options.resource_version, "streaming list started");
             let opened = tokio::select! {
                 () = token.cancelled() => return Ok(None),
-                opened = self.lister_watcher.watch(options) => opened,
+                opened = self.lister_watcher.watch_with_wire(options) => opened,
             };
             let mut stream = match opened {
                 Ok(stream) => stream,
@@ -63,7 +63,7 @@ where
                     None => break Error::WatchListIncomplete,
                     Some(Err(error @ Error::WrongKind { .. })) => Err(error),
                     Some(Err(error)) => break error,
-                    Some(Ok(WatchEvent::Added(object) | WatchEvent::Modified(object))) => {
+                    Some(Ok((WatchEvent::Added(object) | WatchEvent::Modified(object), _))) => {
                         if let Some(object_version) = object.resource_version() {
                             object_version.clone_into(&mut version);
                         }
@@ -73,16 +73,19 @@ where
                         };
                         scratch.update(object).map_err(Error::from)
                     }
-                    Some(Ok(WatchEvent::Deleted(object))) => {
+                    Some(Ok((WatchEvent::Deleted(object), _))) => {
                         if let Some(object_version) = object.resource_version() {
                             object_version.clone_into(&mut version);
                         }
                         scratch.delete(object).map_err(Error::from)
                     }
-                    Some(Ok(WatchEvent::Bookmark {
-                        resource_version,
-                        initial_events_end,
-                    })) => {
+                    Some(Ok((
+                        WatchEvent::Bookmark {
+                            resource_version,
+                            initial_events_end,
+                        },
+                        _,
+                    ))) => {
                         version = resource_version;
                         if initial_events_end {
                             self.set_unavailable(false);
