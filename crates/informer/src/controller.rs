@@ -86,8 +86,12 @@ impl<K: Object> Applier<K> {
             }
             DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
                 let obj = Arc::clone(delta.object());
-                // One key computation and one lock: the cache hands back what it replaced.
-                match self.indexer.upsert(Arc::clone(&obj))? {
+                // One key computation and one lock: the cache hands back what it replaced. A
+                // compact cache keeps the bytes the watch decoded the object from, if any.
+                match self
+                    .indexer
+                    .upsert_with_wire(Arc::clone(&obj), delta.wire.as_ref())?
+                {
                     Some(old) if is_recreated::<K>(&old, &obj) => {
                         let tombstone = self.tombstone(old)?;
                         out.distribute(Notification::delete(tombstone), Recipients::All);

@@ -1,0 +1,196 @@
+//! An informer with a compact cache, over kube-client against kinformer-testing's HTTP fake API
+//! server: objects a protobuf watch delivers are stored as the messages they arrived in, not
+//! encoded again, and still read back equal; JSON and a transform make the cache encode.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer};
+use kinformer_reflector::{KubeListerWatcher, WireFormat, compact_codec};
+use kinformer_store::{Codec, CodecError, WireBytes};
+use kinformer_testing::{FakeApiServer, eventually, fixtures};
+use kube_client::Api;
+use kube_core::ResourceExt;
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// kinformer's own codec for Pods, counting what the cache asks it to encode.
+struct Counting {
+    inner: Arc<dyn Codec<Pod>>,
+    encodes: AtomicUsize,
+}
+
+impl Codec<Pod> for Counting {
+    fn encode(&self, obj: &Pod) -> Result<Vec<u8>, CodecError> {
+        self.encodes.fetch_add(1, Ordering::Relaxed);
+        self.inner.encode(obj)
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Pod, CodecError> {
+        self.inner.decode(bytes)
+    }
+
+    fn adopt(&self, wire: &WireBytes) -> Option<Arc<[u8]>> {
+        self.inner.adopt(wire)
+    }
+}
+
+type Updates = Arc<Mutex<Vec<(Arc<Pod>, Arc<Pod>)>>>;
+
+/// How the informer under test reads: the wire format, and whether it drops managedFields.
+#[derive(Clone, Copy)]
+struct Reading {
+    format: WireFormat,
+    drop_managed_fields: bool,
+}
+
+const PROTOBUF: Reading = Reading {
+    format: WireFormat::Protobuf,
+    drop_managed_fields: false,
+};
+
+/// Three Pods synced, then each updated twice and two more created, with the informer reading
+/// as `reading` says and caching compactly (nothing kept decoded) through `options`. Returns
+/// how many encodes the cache asked for after the sync.
+async fn encodes_after_sync(reading: Reading, options: InformerOptions<Pod>) -> usize {
+    let server = FakeApiServer::start()
+        .await
+        .expect("the fake server starts");
+    for i in 0..3 {
+        server
+            .create_object(fixtures::pod(i))
+            .expect("the fixture pod is valid");
+    }
+    let codec = Arc::new(Counting {
+        inner: compact_codec::<Pod>(),
+        encodes: AtomicUsize::new(0),
+    });
+    let mut lister_watcher =
+        KubeListerWatcher::new(Api::<Pod>::all(server.client().expect("a client")))
+            .wire_format(reading.format);
+    if reading.drop_managed_fields {
+        lister_watcher = lister_watcher.drop_managed_fields();
+    }
+    let informer = SharedIndexInformer::new(
+        lister_watcher,
+        options.compact_cache(Arc::clone(&codec) as Arc<dyn Codec<Pod>>, 0),
+    );
+    let updates: Updates = Updates::default();
+    let added = Arc::new(AtomicUsize::new(0));
+    informer
+        .add_event_handler(
+            HandlerFuncs::new()
+                .add_func({
+                    let added = Arc::clone(&added);
+                    move |_: Arc<Pod>, _| {
+                        added.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+                .update_func({
+                    let updates = Arc::clone(&updates);
+                    move |old: Arc<Pod>, new: Arc<Pod>| updates.lock().push((old, new))
+                }),
+        )
+        .expect("the handler is registered");
+    let token = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, token) = (informer.clone(), token.clone());
+        async move { informer.run(token).await }
+    });
+    eventually("the informer synced", PATIENCE, || informer.has_synced()).await;
+    let after_sync = codec.encodes.load(Ordering::Relaxed);
+
+    for round in 1..=2 {
+        for i in 0..3 {
+            let name = fixtures::pod(i)["metadata"]["name"].clone();
+            let namespace = fixtures::namespace_of(i);
+            let mut current = server
+                .object(
+                    "v1",
+                    "Pod",
+                    Some(&namespace),
+                    name.as_str().unwrap_or_default(),
+                )
+                .expect("the pod exists");
+            current["metadata"]["labels"]["round"] = json!(round.to_string());
+            server.update_object(current).expect("the update is valid");
+        }
+    }
+    for i in 3..5 {
+        server
+            .create_object(fixtures::pod(i))
+            .expect("the fixture pod is valid");
+    }
+    eventually("every update and add was handled", PATIENCE, || {
+        updates.lock().len() == 6 && added.load(Ordering::Relaxed) == 5
+    })
+    .await;
+
+    // Whatever the cache stored, it reads back as the objects the handlers were given, and
+    // each update's old object is the version before it.
+    let cache = informer.cache();
+    for (old, new) in updates.lock().iter() {
+        let round: u32 = new.labels()["round"].parse().expect("a round");
+        let old_round = old
+            .labels()
+            .get("round")
+            .map(|r| r.parse::<u32>().expect("a round"));
+        assert_eq!(old_round, (round > 1).then_some(round - 1));
+        assert_eq!(old.uid(), new.uid());
+    }
+    for pod in updates
+        .lock()
+        .iter()
+        .filter_map(|(_, new)| (new.labels()["round"] == "2").then_some(new))
+    {
+        let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+        let cached = cache.get_by_key(&key).expect("cached");
+        assert_eq!(*cached, **pod);
+        assert_eq!(
+            cached.metadata.managed_fields.is_none(),
+            reading.drop_managed_fields
+        );
+    }
+    assert_eq!(cache.len(), 5);
+
+    token.cancel();
+    task.await
+        .expect("the informer task panicked")
+        .expect("the informer ran");
+    codec.encodes.load(Ordering::Relaxed) - after_sync
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_a_protobuf_watch_delivers_are_stored_without_an_encode() {
+    let encodes = encodes_after_sync(PROTOBUF, InformerOptions::new()).await;
+    assert_eq!(encodes, 0, "every watched object was stored as it arrived");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_watch_and_a_transform_leave_the_cache_encoding() {
+    // Six updates and two adds after the sync, each encoded: JSON has no protobuf message to
+    // keep, and a transformed object is no longer the message it arrived in.
+    let json = Reading {
+        format: WireFormat::Json,
+        drop_managed_fields: false,
+    };
+    let json = encodes_after_sync(json, InformerOptions::new()).await;
+    assert_eq!(json, 8);
+    let transformed = InformerOptions::new().transform(|pod: Arc<Pod>| {
+        let mut pod = (*pod).clone();
+        pod.annotations_mut()
+            .insert("transformed".into(), "yes".into());
+        Arc::new(pod)
+    });
+    let transformed = encodes_after_sync(PROTOBUF, transformed).await;
+    assert_eq!(transformed, 8);
+}
