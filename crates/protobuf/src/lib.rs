@@ -62,6 +62,7 @@ mod error;
 mod generated;
 mod schema;
 mod ser;
+mod strip;
 mod time;
 mod to_message;
 mod typed;
@@ -86,5 +87,6 @@ pub use envelope::{
 pub use error::Error;
 pub use schema::Message;
 pub use ser::{encode_message, encode_object};
+pub use strip::without_managed_fields;
 pub use to_message::to_message;
 pub use typed::Decoder;
