@@ -1,6 +1,7 @@
 //! An informer with a compact cache, over kube-client against kinformer-testing's HTTP fake API
 //! server: objects a protobuf watch delivers are stored as the messages they arrived in, not
-//! encoded again, and still read back equal; JSON and a transform make the cache encode.
+//! encoded again (cut to leave managedFields out when the informer drops them), and still read
+//! back equal; JSON and a transform make the cache encode.
 
 use std::{
     sync::{
@@ -173,6 +174,15 @@ async fn encodes_after_sync(reading: Reading, options: InformerOptions<Pod>) -> 
 async fn objects_a_protobuf_watch_delivers_are_stored_without_an_encode() {
     let encodes = encodes_after_sync(PROTOBUF, InformerOptions::new()).await;
     assert_eq!(encodes, 0, "every watched object was stored as it arrived");
+    let stripped = Reading {
+        drop_managed_fields: true,
+        ..PROTOBUF
+    };
+    let encodes = encodes_after_sync(stripped, InformerOptions::new()).await;
+    assert_eq!(
+        encodes, 0,
+        "every watched object was stored as it arrived, cut"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

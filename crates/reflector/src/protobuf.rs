@@ -6,7 +6,7 @@ use std::{
 };
 
 use kinformer_protobuf::Decoder as ProtobufDecoder;
-use kinformer_protobuf::{DecodeOptions, Envelope, WatchFrame};
+use kinformer_protobuf::{DecodeOptions, Envelope, WatchFrame, without_managed_fields};
 use kinformer_store::{Object, WireBytes};
 use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
@@ -263,15 +263,28 @@ where
         })
     }
 
-    /// Whether an object this decoder makes from protobuf holds everything its message does,
-    /// so that the message decodes back to it alone: the generated decoder, nothing dropped,
-    /// no type fields presented.
-    fn keeps_whole_messages(&self) -> bool {
-        self.options == DecodeOptions::default() && self.typed().is_generated()
+    /// The message `object` holds, as bytes that decode back to exactly what this decoder
+    /// made of it: the message itself when the generated decoder kept everything, the message
+    /// without managedFields when it dropped only those, none otherwise (a projection, type
+    /// fields presented). Copied to a buffer of its own: a slice of the frame would keep the
+    /// read buffer it sits in alive for as long as a cache holds the object.
+    fn wire_of(&self, object: &Envelope<'_>) -> Option<WireBytes> {
+        if !self.typed().is_generated() {
+            return None;
+        }
+        let bytes: Arc<[u8]> = if self.options == DecodeOptions::default() {
+            Arc::from(object.raw)
+        } else if self.options == DecodeOptions::default().drop_managed_fields() {
+            let message = object.message().ok()?;
+            without_managed_fields(object.raw, message).ok()??.into()
+        } else {
+            return None;
+        };
+        Some(WireBytes::Protobuf(bytes))
     }
 
     /// Decodes one protobuf watch frame; with `keep_wire`, also returns an added or modified
-    /// object's message, when [`keeps_whole_messages`](Self::keeps_whole_messages).
+    /// object's message ([`wire_of`](Self::wire_of)).
     fn decode_protobuf_event(
         &self,
         frame: &[u8],
@@ -287,11 +300,12 @@ where
                 .map(Arc::new)
                 .map_err(|error| protobuf_error(what, &error, event.object))
         };
-        // Copied to a buffer of its own: a slice of the frame would keep the read buffer it
-        // sits in alive for as long as a cache holds the object.
         let wire = || {
-            (keep_wire && self.keeps_whole_messages())
-                .then(|| WireBytes::Protobuf(Arc::from(object.raw)))
+            if keep_wire {
+                self.wire_of(&object)
+            } else {
+                None
+            }
         };
         match event.event_type {
             "ADDED" => Ok((WatchEvent::Added(decode("ADDED object")?), wire())),
@@ -482,8 +496,9 @@ mod tests {
     }
 
     #[test]
-    fn objects_that_hold_less_than_their_message_keep_no_bytes() {
+    fn objects_decoded_without_managed_fields_keep_their_message_without_them() {
         let stripped = decoder().drop_managed_fields();
+        let codec = crate::ProtobufCodec::<Pod>::new().expect("Pod has a generated decoder");
         let (event, wire) = stripped
             .decode_event_with_wire(&frame("MODIFIED", &pod_json("web", "7")))
             .expect("decodes");
@@ -491,8 +506,16 @@ mod tests {
             panic!("decoded as {event:?}");
         };
         assert!(object.metadata.managed_fields.is_none());
-        assert!(wire.is_none(), "the message still holds managedFields");
+        let wire = wire.expect("the message is kept, cut");
+        let adopted = kinformer_store::Codec::adopt(&codec, &wire).expect("adopted");
+        assert_eq!(
+            kinformer_store::Codec::decode(&codec, &adopted).expect("decodes"),
+            *object
+        );
+    }
 
+    #[test]
+    fn objects_that_hold_less_than_their_message_keep_no_bytes() {
         let metadata = KubeDecoder::<PartialObjectMeta<Pod>>::metadata(WireFormat::Protobuf);
         let (_, wire) = metadata
             .decode_event_with_wire(&frame("MODIFIED", &metadata_json("web", "7")))
