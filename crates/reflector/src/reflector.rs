@@ -101,6 +101,7 @@ where
             known_object: options.known_object,
             min_watch_timeout: options.min_watch_timeout,
             stop_when_gone: options.stop_when_gone,
+            wire_bytes: options.wire_bytes,
             gone: AtomicBool::new(false),
             backoff: Mutex::new(
                 options
@@ -146,6 +147,8 @@ pub struct Reflector<K, S: ?Sized> {
     known_object: Option<KnownObject<K>>,
     min_watch_timeout: Duration,
     stop_when_gone: bool,
+    /// Whether watches keep each object's bytes for the store.
+    wire_bytes: bool,
     /// Set once the resource was found gone; the reflector has stopped for good.
     gone: AtomicBool,
     backoff: Mutex<Box<dyn BackoffManager>>,
@@ -568,7 +571,7 @@ where
             let started = Instant::now();
             let opened = tokio::select! {
                 () = token.cancelled() => return Ok(None),
-                opened = self.lister_watcher.watch_with_wire(options) => opened,
+                opened = self.watch_events(options) => opened,
             };
             match opened {
                 Ok(stream) => {
@@ -733,6 +736,16 @@ where
                 self.report(&error);
             }
         }
+    }
+
+    /// Opens a watch whose events carry their objects' bytes when the store asked for them
+    /// ([`ReflectorOptions::wire_bytes`]).
+    async fn watch_events(&self, options: ListOptions) -> Result<WatchStreamWithWire<K>> {
+        if self.wire_bytes {
+            return self.lister_watcher.watch_with_wire(options).await;
+        }
+        let events = self.lister_watcher.watch(options).await?;
+        Ok(events.map(|event| event.map(|event| (event, None))).boxed())
     }
 
     fn apply(

@@ -385,9 +385,93 @@ mod over_http {
 
     use kinformer_testing::{Fault, Verb, eventually};
 
+    use std::sync::Arc;
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kinformer_reflector::{KubeListerWatcher, WireFormat};
+    use kinformer_store::{Store, WireBytes};
+    use kinformer_testing::fixtures;
+    use kube_client::Api;
+
     use crate::common::fake_server::{
-        PATIENCE, churn, converges, pods, quick, reflect, server_with_pods, watch_settles,
+        PATIENCE, churn, client, converges, pods, quick, reflect, server_with_pods, start,
+        watch_settles,
     };
+
+    /// What a store was handed for each watched object: its name, and whether its bytes came.
+    #[derive(Default)]
+    struct WireLog(parking_lot::Mutex<Vec<(String, bool)>>);
+
+    impl WireLog {
+        fn note(&self, obj: &Pod, wire: Option<&WireBytes>) {
+            self.0.lock().push((
+                obj.metadata.name.clone().unwrap_or_default(),
+                wire.is_some(),
+            ));
+        }
+    }
+
+    impl Store<Pod> for WireLog {
+        fn add(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
+            self.add_with_wire(obj, None)
+        }
+        fn update(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
+            self.update_with_wire(obj, None)
+        }
+        fn add_with_wire(
+            &self,
+            obj: Arc<Pod>,
+            wire: Option<WireBytes>,
+        ) -> kinformer_store::Result<()> {
+            self.note(&obj, wire.as_ref());
+            Ok(())
+        }
+        fn update_with_wire(
+            &self,
+            obj: Arc<Pod>,
+            wire: Option<WireBytes>,
+        ) -> kinformer_store::Result<()> {
+            self.note(&obj, wire.as_ref());
+            Ok(())
+        }
+        fn delete(&self, _: Arc<Pod>) -> kinformer_store::Result<()> {
+            Ok(())
+        }
+        fn replace(&self, _: Vec<Arc<Pod>>, _: &str) -> kinformer_store::Result<()> {
+            Ok(())
+        }
+        fn resync(&self) -> kinformer_store::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The watched objects `store` was handed once pods 0 and 1 are created after the sync.
+    async fn watched_with(wire_bytes: bool) -> Vec<(String, bool)> {
+        let server = server_with_pods(0).await;
+        let store = Arc::new(WireLog::default());
+        let lister_watcher = KubeListerWatcher::new(Api::<Pod>::all(client(&server)))
+            .wire_format(WireFormat::Protobuf);
+        let running = start(lister_watcher, &store, quick().wire_bytes(wire_bytes));
+        eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
+        for i in 0..2 {
+            server.create_object(fixtures::pod(i)).expect("pod created");
+        }
+        eventually("both adds were written", PATIENCE, || {
+            store.0.lock().len() == 2
+        })
+        .await;
+        running.stop().await;
+        std::mem::take(&mut *store.0.lock())
+    }
+
+    /// The bytes of watched objects reach the store only when it asked for them: copying them
+    /// costs every other store an allocation per event.
+    #[tokio::test]
+    async fn watched_objects_come_with_their_bytes_only_when_asked_for() {
+        let pods = |wire| vec![("pod-0".to_owned(), wire), ("pod-1".to_owned(), wire)];
+        assert_eq!(watched_with(true).await, pods(true));
+        assert_eq!(watched_with(false).await, pods(false));
+    }
 
     /// Ported from client-go's TestReflectorResyncWithResourceVersion family: a watch the server
     /// closes is resumed from the last version, with no relist and nothing lost.

@@ -37,7 +37,7 @@ where
             info!(resource_version = ?options.resource_version, "streaming list started");
             let opened = tokio::select! {
                 () = token.cancelled() => return Ok(None),
-                opened = self.lister_watcher.watch_with_wire(options) => opened,
+                opened = self.watch_events(options) => opened,
             };
             let mut stream = match opened {
                 Ok(stream) => stream,
