@@ -52,6 +52,8 @@ struct Settings<K> {
     retry_on_error: bool,
     consistency_check: Option<Duration>,
     stop_when_gone: bool,
+    /// Whether the cache is a compact cache this informer built.
+    compact: bool,
 }
 
 type QueueReflector<K> = Reflector<K, dyn Queue<K>>;
@@ -119,6 +121,7 @@ impl<K: Object> SharedIndexInformer<K> {
         let name = options
             .name
             .unwrap_or_else(|| lister_watcher.type_description());
+        let compact = options.indexer.is_none() && options.compact.is_some();
         let indexer: Arc<dyn Indexer<K>> = match (options.indexer, options.compact) {
             (Some(indexer), _) => indexer,
             (None, Some(compact)) => Arc::new(
@@ -164,6 +167,7 @@ impl<K: Object> SharedIndexInformer<K> {
                     retry_on_error: options.retry_on_error,
                     consistency_check: options.consistency_check,
                     stop_when_gone: options.stop_when_gone,
+                    compact,
                 }),
                 block_deltas,
                 queue: OnceLock::new(),
@@ -637,10 +641,14 @@ impl<K: Object> SharedIndexInformer<K> {
                 warn!(error = %ErrorChain(&error), resource_version, "queue refused a bookmark");
             }
         });
+        // A compact cache stores the bytes each watched object arrived in, if it has them.
+        options = options.wire_bytes(settings.compact);
         // A relist keeps the cached Arc of every object that did not change, so it holds the
         // changed objects twice rather than the whole cache. Not under a transform: the queue
         // would transform a cached object a second time, and transforms need not be idempotent.
-        if settings.transform.is_none() {
+        // Not with a compact cache either: it holds no object to share, and would decode each
+        // one only for the listed copy to be dropped.
+        if settings.transform.is_none() && !settings.compact {
             let indexer = Arc::clone(&self.inner.applier.indexer);
             let key_func = Arc::clone(&self.inner.applier.key_func);
             options = options
