@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use crate::{
     BoxFuture, Delta, DeltaType, Deltas, Error, KnownObjects, Popped, ProcessFn, Queue, Result,
     Transformer,
-    queue::{Waker, add_kind},
+    queue::{Waker, add_kind, transformed},
 };
 
 type StoreResult<T> = kinformer_store::Result<T>;
@@ -300,10 +300,7 @@ impl<K> DeltaFifo<K> {
     }
 
     fn transform(&self, obj: Arc<K>) -> Arc<K> {
-        match &self.transformer {
-            Some(transform) => transform(obj),
-            None => obj,
-        }
+        transformed(self.transformer.as_ref(), obj, None).0
     }
 
     /// Wakes one waiting pop; called after the lock is released so the woken task does not
@@ -320,8 +317,7 @@ impl<K> DeltaFifo<K> {
         wire: Option<WireBytes>,
     ) -> StoreResult<()> {
         let key = self.key_of(&obj)?;
-        let wire = wire.filter(|_| self.transformer.is_none());
-        let obj = self.transform(obj);
+        let (obj, wire) = transformed(self.transformer.as_ref(), obj, wire);
         {
             let mut state = self.state.lock();
             state.populated = true;

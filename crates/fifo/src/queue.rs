@@ -9,7 +9,7 @@ use std::{
     },
 };
 
-use kinformer_store::{CacheReader, Store};
+use kinformer_store::{CacheReader, Store, WireBytes};
 use tokio::sync::Notify;
 
 use kinformer_store::AddKind;
@@ -81,6 +81,20 @@ pub(crate) fn add_kind(synced: bool) -> AddKind {
 /// type it was given.
 #[doc(alias = "TransformFunc")]
 pub type Transformer<K> = Arc<dyn Fn(Arc<K>) -> Arc<K> + Send + Sync>;
+
+/// `obj` as a queue holds it: through `transformer` when there is one. The bytes `obj` was
+/// decoded from go with it only when no transformer ran: a transformed object is no longer
+/// what they hold.
+pub(crate) fn transformed<K>(
+    transformer: Option<&Transformer<K>>,
+    obj: Arc<K>,
+    wire: Option<WireBytes>,
+) -> (Arc<K>, Option<WireBytes>) {
+    match transformer {
+        Some(transform) => (transform(obj), None),
+        None => (obj, wire),
+    }
+}
 
 /// The consumer's cache as a queue sees it: a read-only view, of which the queue asks its keys
 /// and the object under a key. An informer's cache (an `Arc<dyn Indexer<K>>`) coerces to it.

@@ -16,7 +16,7 @@ use parking_lot::{Mutex, MutexGuard};
 use crate::{
     BoxFuture, Delta, DeltaType, Deltas, Error, KnownObjects, Popped, ProcessFn, Queue,
     ReplacedAll, Result, Transformer,
-    queue::{Waker, add_kind},
+    queue::{Waker, add_kind, transformed},
 };
 
 type StoreResult<T> = kinformer_store::Result<T>;
@@ -278,10 +278,7 @@ impl<K> RealFifo<K> {
     }
 
     fn transform(&self, obj: Arc<K>) -> Arc<K> {
-        match &self.transformer {
-            Some(transform) => transform(obj),
-            None => obj,
-        }
+        transformed(self.transformer.as_ref(), obj, None).0
     }
 
     fn key_of_delta(&self, delta: &Delta<K>) -> StoreResult<String> {
@@ -299,8 +296,7 @@ impl<K> RealFifo<K> {
         wire: Option<WireBytes>,
     ) -> StoreResult<()> {
         let key = self.key_of(&obj)?;
-        let wire = wire.filter(|_| self.transformer.is_none());
-        let obj = self.transform(obj);
+        let (obj, wire) = transformed(self.transformer.as_ref(), obj, wire);
         {
             let mut state = self.state.lock();
             state.populated = true;

@@ -5,12 +5,13 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    D, Obj, describe_all, expect, is_waiting, known, obj, pop, pop_described, pop_newest,
+    D, Obj, describe_all, expect, is_waiting, known, obj, plus_a_thousand, pop, pop_described,
+    pop_newest, queued_wire, wire,
 };
 use kinformer_fifo::{
-    DeltaFifo, DeltaFifoOptions, DeltaType::*, Deltas, Error, Popped, Processed, Queue, Transformer,
+    DeltaFifo, DeltaFifoOptions, DeltaType::*, Deltas, Error, Popped, Processed, Queue,
 };
-use kinformer_store::{Store, WireBytes};
+use kinformer_store::Store;
 
 fn plain() -> DeltaFifo<Obj> {
     DeltaFifo::new(DeltaFifoOptions::new())
@@ -508,12 +509,7 @@ async fn close_wakes_every_waiting_pop() {
 /// tombstones and resync objects are not.
 #[test]
 fn the_transformer_runs_on_objects_coming_in_but_not_on_resyncs() {
-    let transformer: Transformer<Obj> = Arc::new(|o: Arc<Obj>| {
-        Arc::new(Obj {
-            name: o.name.clone(),
-            val: o.val + 1000,
-        })
-    });
+    let transformer = plus_a_thousand();
     let fifo = DeltaFifo::new(
         DeltaFifoOptions::new()
             .known_objects(known(vec![obj("known", 1), obj("gone", 2)]))
@@ -657,19 +653,6 @@ fn keys_are_found_again_after_the_index_sweeps_popped_keys() {
     assert!(fifo.is_empty());
 }
 
-/// What each queued delta carries as wire bytes, in queue order.
-fn queued_wire(fifo: &impl Queue<Obj>) -> Vec<Option<Vec<u8>>> {
-    fifo.list()
-        .iter()
-        .flat_map(|deltas| deltas.iter())
-        .map(|delta| delta.wire.as_ref().map(|wire| wire.as_bytes().to_vec()))
-        .collect()
-}
-
-fn wire(text: &str) -> Option<WireBytes> {
-    Some(WireBytes::Protobuf(Arc::from(text.as_bytes())))
-}
-
 #[test]
 fn wire_bytes_travel_with_their_delta_unless_a_transformer_changes_the_object() {
     let fifo = with_known(vec![obj("gone", 1)]);
@@ -682,12 +665,7 @@ fn wire_bytes_travel_with_their_delta_unless_a_transformer_changes_the_object() 
         [Some(b"a1".to_vec()), Some(b"a2".to_vec()), None, None]
     );
 
-    let transformer: Transformer<Obj> = Arc::new(|o: Arc<Obj>| {
-        Arc::new(Obj {
-            name: o.name.clone(),
-            val: o.val + 1000,
-        })
-    });
+    let transformer = plus_a_thousand();
     let fifo = DeltaFifo::new(DeltaFifoOptions::new().transformer(transformer));
     fifo.add_with_wire(obj("a", 1), wire("a1")).unwrap();
     fifo.update_with_wire(obj("a", 2), wire("a2")).unwrap();

@@ -8,13 +8,13 @@ use std::sync::{
 };
 
 use common::{
-    D, Obj, describe_all, expect, is_waiting, known, obj, pop, pop_described, pop_newest,
+    D, Obj, describe_all, expect, is_waiting, known, obj, plus_a_thousand, pop, pop_described,
+    pop_newest, queued_wire, wire,
 };
 use kinformer_fifo::{
     DeltaType::*, Error, KnownObjects, Popped, Processed, Queue, RealFifo, RealFifoOptions,
-    Transformer,
 };
-use kinformer_store::{Store, WireBytes};
+use kinformer_store::Store;
 
 fn real(known_objects: KnownObjects<Obj>) -> RealFifo<Obj> {
     RealFifo::new(RealFifoOptions::new(known_objects)).unwrap()
@@ -195,12 +195,7 @@ async fn every_change_is_delivered_in_its_own_pop() {
 /// Ported from client-go's TestRealFIFO_transformer.
 #[test]
 fn the_transformer_runs_once_per_object_and_never_on_tombstones() {
-    let transformer: Transformer<Obj> = Arc::new(|o: Arc<Obj>| {
-        Arc::new(Obj {
-            name: o.name.clone(),
-            val: o.val + 1000,
-        })
-    });
+    let transformer = plus_a_thousand();
     let fifo = RealFifo::new(RealFifoOptions::new(known(vec![])).transformer(transformer)).unwrap();
     fifo.add(obj("foo", 10)).unwrap();
     fifo.add(obj("bar", 11)).unwrap();
@@ -764,19 +759,6 @@ fn an_object_without_a_name_is_refused_and_the_queue_is_untouched() {
     }
 }
 
-/// What each queued delta carries as wire bytes, in queue order.
-fn queued_wire(fifo: &RealFifo<Obj>) -> Vec<Option<Vec<u8>>> {
-    fifo.list()
-        .iter()
-        .flat_map(|deltas| deltas.iter())
-        .map(|delta| delta.wire.as_ref().map(|wire| wire.as_bytes().to_vec()))
-        .collect()
-}
-
-fn wire(text: &str) -> Option<WireBytes> {
-    Some(WireBytes::Protobuf(Arc::from(text.as_bytes())))
-}
-
 #[test]
 fn wire_bytes_travel_with_their_delta_unless_a_transformer_changes_the_object() {
     let fifo = empty();
@@ -789,12 +771,7 @@ fn wire_bytes_travel_with_their_delta_unless_a_transformer_changes_the_object() 
         [Some(b"a1".to_vec()), Some(b"a2".to_vec()), None, None]
     );
 
-    let transformer: Transformer<Obj> = Arc::new(|o: Arc<Obj>| {
-        Arc::new(Obj {
-            name: o.name.clone(),
-            val: o.val + 1000,
-        })
-    });
+    let transformer = plus_a_thousand();
     let fifo = RealFifo::new(RealFifoOptions::new(known(vec![])).transformer(transformer)).unwrap();
     fifo.add_with_wire(obj("a", 1), wire("a1")).unwrap();
     fifo.update_with_wire(obj("a", 2), wire("a2")).unwrap();

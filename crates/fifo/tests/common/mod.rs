@@ -6,8 +6,10 @@
 
 use std::{collections::BTreeMap, future::Future, pin::Pin, sync::Arc, task::Poll};
 
-use kinformer_fifo::{Delta, DeltaType, Deltas, KnownObjects, Popped, Processed, Queue};
-use kinformer_store::{CacheReader, Object, ObjectOrTombstone};
+use kinformer_fifo::{
+    Delta, DeltaType, Deltas, KnownObjects, Popped, Processed, Queue, Transformer,
+};
+use kinformer_store::{CacheReader, Object, ObjectOrTombstone, WireBytes};
 
 /// client-go's `testFifoObject`: a name (its key) and a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,4 +128,28 @@ pub fn deltas_of(popped: Popped<Obj>) -> Deltas<Obj> {
 /// registered its waker) before the test goes on, without sleeping on it.
 pub async fn is_waiting<F: Future + Unpin>(future: &mut F) -> bool {
     std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *future).poll(cx).is_pending())).await
+}
+
+/// What each delta `fifo` holds carries as wire bytes, in pop order.
+pub fn queued_wire(fifo: &impl Queue<Obj>) -> Vec<Option<Vec<u8>>> {
+    fifo.list()
+        .iter()
+        .flat_map(|deltas| deltas.iter())
+        .map(|delta| delta.wire.as_ref().map(|wire| wire.as_bytes().to_vec()))
+        .collect()
+}
+
+/// `text` as the protobuf bytes an object arrived in.
+pub fn wire(text: &str) -> Option<WireBytes> {
+    Some(WireBytes::Protobuf(Arc::from(text.as_bytes())))
+}
+
+/// A transformer that adds 1,000 to every value.
+pub fn plus_a_thousand() -> Transformer<Obj> {
+    Arc::new(|o: Arc<Obj>| {
+        Arc::new(Obj {
+            name: o.name.clone(),
+            val: o.val + 1000,
+        })
+    })
 }
