@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use futures::stream::BoxStream;
+use futures::{StreamExt, stream::BoxStream};
 use kinformer_store::WireBytes;
 
 use crate::Result;
@@ -59,6 +59,11 @@ pub type WatchEventWithWire<K> = (WatchEvent<K>, Option<WireBytes>);
 /// The stream [`ListerWatcher::watch_with_wire`](crate::ListerWatcher::watch_with_wire)
 /// returns: [`WatchStream`]'s events, each with its object's bytes when kept.
 pub type WatchStreamWithWire<K> = BoxStream<'static, Result<WatchEventWithWire<K>>>;
+
+/// `events` as a stream of events with no bytes kept.
+pub(crate) fn without_wire<K: 'static>(events: WatchStream<K>) -> WatchStreamWithWire<K> {
+    events.map(|event| event.map(|event| (event, None))).boxed()
+}
 
 /// The stream a [`ListerWatcher::watch`](crate::ListerWatcher::watch) returns. It ends when the
 /// server closes the watch; an `Err` item ends the watch with that error (an `ERROR` event, a

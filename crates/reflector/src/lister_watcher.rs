@@ -4,9 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use futures::StreamExt;
-
-use crate::{ListOptions, ListPage, Result, WatchStream, WatchStreamWithWire};
+use crate::{ListOptions, ListPage, Result, WatchStream, WatchStreamWithWire, event::without_wire};
 
 /// Maps a freshly decoded object to the one to keep: itself, or an equal copy the consumer
 /// already holds (see [`ListerWatcher::list_reusing`]).
@@ -67,8 +65,9 @@ pub trait ListerWatcher<K>: Send + Sync {
 
     /// Opens a watch whose added and modified objects come with the bytes they were decoded
     /// from, where the decoder kept them ([`WireBytes`](kinformer_store::WireBytes)): what a
-    /// reflector watches with, so that a compact cache downstream stores those bytes rather
-    /// than encoding each object again.
+    /// reflector asked for them ([`ReflectorOptions::wire_bytes`](crate::ReflectorOptions::wire_bytes))
+    /// watches with, so that a compact cache downstream stores those bytes rather than
+    /// encoding each object again.
     ///
     /// The default is [`watch`](ListerWatcher::watch) with no bytes: correct, but every object
     /// is encoded again. Implementations that decode bytes should keep them, as
@@ -81,8 +80,7 @@ pub trait ListerWatcher<K>: Send + Sync {
     where
         K: 'static,
     {
-        let events = self.watch(options).await?;
-        Ok(events.map(|event| event.map(|event| (event, None))).boxed())
+        Ok(without_wire(self.watch(options).await?))
     }
 
     /// What is listed, for logs and spans (`v1/Pod`).

@@ -47,6 +47,7 @@ pub use self::{
 use crate::{
     Error, ListOptions, ListerWatcher, ReflectorStats, Result, ReuseObject, VersionMatch,
     WatchEvent, WatchStreamWithWire,
+    event::without_wire,
     stats::{Counters, EventKind},
 };
 
@@ -744,8 +745,7 @@ where
         if self.wire_bytes {
             return self.lister_watcher.watch_with_wire(options).await;
         }
-        let events = self.lister_watcher.watch(options).await?;
-        Ok(events.map(|event| event.map(|event| (event, None))).boxed())
+        Ok(without_wire(self.lister_watcher.watch(options).await?))
     }
 
     fn apply(
