@@ -20,8 +20,8 @@ use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterato
 use table::{Inner, Slot};
 
 use crate::{
-    CacheReader, Error, Indexer, Indexers, KeyFunc, Object, Result, Store, WireBytes,
-    default_key_func,
+    CacheReader, Error, Indexer, Indexers, KeyFunc, Object, OldObject, Result, Store, WireBytes,
+    default_key_func, old::Identity,
 };
 
 /// Why a [`Codec`] could not encode or decode.
@@ -74,7 +74,9 @@ pub trait Codec<K>: Send + Sync {
 ///   displace (an evicted object, the replaced bytes, a relist's whole previous contents)
 ///   after releasing it;
 ///   [`Indexer::upsert`] returns the replaced object from the set or decoded from its bytes,
-///   which is where an informer's update gets its old object.
+///   which is where an informer's update gets its old object. With
+///   [`lazy_old_objects`](Self::lazy_old_objects), [`Indexer::upsert_lazy`] returns it still
+///   encoded ([`OldObject`]), so it is decoded only if a handler reads it.
 ///
 /// Objects come back equal, not identical: two reads of an object the set does not hold give
 /// two `Arc`s. A decode that fails (a codec that cannot read what it wrote) is logged and
@@ -112,7 +114,9 @@ pub struct CompactCache<K> {
     codec: Arc<dyn Codec<K>>,
     inner: RwLock<Inner<K>>,
     hot: Mutex<Hot<K>>,
-    decode_failures: AtomicU64,
+    /// Reads an object's UID and resourceVersion, when the cache keeps them.
+    identity: Option<fn(&K) -> Identity>,
+    decode_failures: Arc<AtomicU64>,
 }
 
 impl<K> fmt::Debug for CompactCache<K> {
@@ -131,6 +135,17 @@ impl<K: Object> CompactCache<K> {
     pub fn with_namespace_index(codec: Arc<dyn Codec<K>>) -> Self {
         Self::new(default_key_func(), crate::namespace_indexers::<K>(), codec)
     }
+
+    /// Holds each object's UID and resourceVersion beside its bytes (a few dozen bytes an
+    /// object), so that [`Indexer::upsert_lazy`] hands back the object it replaced still
+    /// encoded, as an [`OldObject`] decoded only if someone reads it. Without this,
+    /// `upsert_lazy` decodes the replaced object as [`Indexer::upsert`] does, unless it is
+    /// among those kept decoded.
+    #[must_use]
+    pub fn lazy_old_objects(mut self) -> Self {
+        self.identity = Some(Identity::of::<K>);
+        self
+    }
 }
 
 impl<K> CompactCache<K> {
@@ -144,7 +159,8 @@ impl<K> CompactCache<K> {
             codec,
             inner: RwLock::new(Inner::empty(indexers)),
             hot: Mutex::new(Hot::new(Self::DEFAULT_HOT_CAPACITY)),
-            decode_failures: AtomicU64::new(0),
+            identity: None,
+            decode_failures: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -197,32 +213,47 @@ impl<K> CompactCache<K> {
         }
     }
 
-    /// Stores `obj`, as the bytes it arrived in when the codec adopts them; with `want_old`,
-    /// returns the object it replaced.
+    /// Stores `obj`, as the bytes it arrived in when the codec adopts them, and returns the
+    /// object it replaced in the form `old` asks for.
     fn store(
         &self,
         obj: Arc<K>,
         wire: Option<&WireBytes>,
-        want_old: bool,
-    ) -> Result<Option<Arc<K>>> {
+        old: Old,
+    ) -> Result<Option<OldObject<K>>> {
         let key = (self.key_func)(&obj)?;
         let bytes = match wire.and_then(|wire| self.codec.adopt(wire)) {
             Some(bytes) => bytes,
             None => self.encode(&key, &obj)?,
         };
+        let identity = self.identity.map(|of| of(&obj));
         let (replaced, held_old) = {
             let mut write = self.write();
-            let upserted = write.inner.upsert(&key, bytes, &obj);
-            let held_old = match (&upserted.replaced, want_old) {
-                (Some((_, stamp)), true) => write.hot.peek(upserted.slot, *stamp),
+            let upserted = write.inner.upsert(&key, bytes, identity, &obj);
+            let held_old = match (&upserted.replaced, old) {
+                (Some(replaced), Old::Decoded | Old::Lazy) => {
+                    write.hot.peek(upserted.slot, replaced.stamp)
+                }
                 _ => None,
             };
             write.hold(upserted.slot, upserted.stamp, obj);
             (upserted.replaced, held_old)
         };
-        Ok(match (replaced, want_old) {
-            (Some((bytes, _)), true) => held_old.or_else(|| self.decode(&key, &bytes)),
-            _ => None,
+        let Some(replaced) = replaced.filter(|_| old != Old::Ignored) else {
+            return Ok(None);
+        };
+        if let Some(held) = held_old {
+            return Ok(Some(OldObject::decoded(held)));
+        }
+        Ok(match (old, replaced.identity) {
+            (Old::Lazy, Some(identity)) => Some(OldObject::encoded(
+                replaced.key,
+                replaced.bytes,
+                identity,
+                Arc::clone(&self.codec),
+                Arc::clone(&self.decode_failures),
+            )),
+            _ => self.decode(&key, &replaced.bytes).map(OldObject::decoded),
         })
     }
 
@@ -349,6 +380,17 @@ fn on_every_core<T: Send, R: Send>(
 /// An object ready to store: its key, its bytes, and the object for its index funcs.
 type Encoded<K> = (String, Arc<[u8]>, Arc<K>);
 
+/// What a write hands back of the object it replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Old {
+    /// Nothing: a `Store` write.
+    Ignored,
+    /// The object, decoded: [`Indexer::upsert`].
+    Decoded,
+    /// The object, left encoded when the cache holds its identity: [`Indexer::upsert_lazy`].
+    Lazy,
+}
+
 /// An object found by a read: kept decoded, or still to decode.
 enum Pending<K> {
     Decoded(Arc<K>),
@@ -362,19 +404,19 @@ enum Pending<K> {
 
 impl<K: Send + Sync> Store<K> for CompactCache<K> {
     fn add(&self, obj: Arc<K>) -> Result<()> {
-        self.store(obj, None, false).map(drop)
+        self.store(obj, None, Old::Ignored).map(drop)
     }
 
     fn update(&self, obj: Arc<K>) -> Result<()> {
-        self.store(obj, None, false).map(drop)
+        self.store(obj, None, Old::Ignored).map(drop)
     }
 
     fn add_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> Result<()> {
-        self.store(obj, wire.as_ref(), false).map(drop)
+        self.store(obj, wire.as_ref(), Old::Ignored).map(drop)
     }
 
     fn update_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> Result<()> {
-        self.store(obj, wire.as_ref(), false).map(drop)
+        self.store(obj, wire.as_ref(), Old::Ignored).map(drop)
     }
 
     fn delete(&self, obj: Arc<K>) -> Result<()> {
@@ -388,7 +430,8 @@ impl<K: Send + Sync> Store<K> for CompactCache<K> {
         let indexers = self.inner.read().indexers();
         let mut fresh = Inner::empty(indexers);
         for (key, bytes, obj) in &encoded {
-            fresh.upsert(key, Arc::clone(bytes), obj);
+            let identity = self.identity.map(|of| of(obj));
+            fresh.upsert(key, Arc::clone(bytes), identity, obj);
         }
         let mut write = self.write();
         // Indexers added since the snapshot above must not be lost.
@@ -480,11 +523,16 @@ impl<K: Send + Sync> CacheReader<K> for CompactCache<K> {
 
 impl<K: Send + Sync> Indexer<K> for CompactCache<K> {
     fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
-        self.store(obj, None, true)
+        self.upsert_with_wire(obj, None)
     }
 
     fn upsert_with_wire(&self, obj: Arc<K>, wire: Option<&WireBytes>) -> Result<Option<Arc<K>>> {
-        self.store(obj, wire, true)
+        let old = self.store(obj, wire, Old::Decoded)?;
+        Ok(old.and_then(|old| old.get()))
+    }
+
+    fn upsert_lazy(&self, obj: Arc<K>, wire: Option<&WireBytes>) -> Result<Option<OldObject<K>>> {
+        self.store(obj, wire, Old::Lazy)
     }
 
     fn indexers(&self) -> Indexers<K> {

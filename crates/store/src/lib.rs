@@ -125,6 +125,7 @@ mod intern;
 mod key;
 mod lister;
 mod object;
+mod old;
 mod projection;
 mod selector;
 mod thread_safe;
@@ -144,6 +145,7 @@ pub use crate::{
     },
     lister::{Lister, NamespaceLister, list_all, list_all_by_namespace},
     object::Object,
+    old::OldObject,
     projection::ProjectedMeta,
     selector::{LabelRequirement, LabelSelector, parse_selector, selector_matches},
     thread_safe::ThreadSafeStore,

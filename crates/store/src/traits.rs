@@ -3,7 +3,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use crate::{Object, Result, WireBytes};
+use crate::{Object, OldObject, Result, WireBytes};
 
 /// What a reflector writes into: the writer half of the store seam.
 ///
@@ -332,6 +332,20 @@ pub trait Indexer<K>: Store<K> + CacheReader<K> {
     fn upsert_with_wire(&self, obj: Arc<K>, wire: Option<&WireBytes>) -> Result<Option<Arc<K>>> {
         let _ = wire;
         self.upsert(obj)
+    }
+
+    /// [`upsert_with_wire`](Self::upsert_with_wire), handing back the replaced object as an
+    /// [`OldObject`]: a cache that holds objects encoded (a
+    /// [`CompactCache`](crate::CompactCache) built with
+    /// [`lazy_old_objects`](crate::CompactCache::lazy_old_objects)) leaves it encoded until
+    /// someone reads it, where `upsert` must decode it first. The default wraps what
+    /// `upsert_with_wire` returns.
+    ///
+    /// # Errors
+    ///
+    /// As [`upsert`](Self::upsert).
+    fn upsert_lazy(&self, obj: Arc<K>, wire: Option<&WireBytes>) -> Result<Option<OldObject<K>>> {
+        Ok(self.upsert_with_wire(obj, wire)?.map(OldObject::decoded))
     }
 
     /// The registered index funcs.

@@ -12,7 +12,8 @@ use std::{
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_store::{
-    CacheReader, Codec, CodecError, CompactCache, Error, Indexer, Indexers, Store, default_key_func,
+    CacheReader, Codec, CodecError, CompactCache, Error, Indexer, Indexers, OldObject, Store,
+    default_key_func,
 };
 use kube_core::ObjectMeta;
 
@@ -61,6 +62,18 @@ fn item(name: &str, value: &str) -> Arc<Item> {
         data: Some(BTreeMap::from([("value".to_owned(), value.to_owned())])),
         ..ConfigMap::default()
     })
+}
+
+/// `item(name, value)` with a UID and a resourceVersion.
+fn versioned(name: &str, value: &str, uid: &str, resource_version: &str) -> Arc<Item> {
+    let mut versioned = (*item(name, value)).clone();
+    versioned.metadata.uid = Some(uid.to_owned());
+    versioned.metadata.resource_version = Some(resource_version.to_owned());
+    Arc::new(versioned)
+}
+
+fn decodes(codec: &Counting) -> usize {
+    codec.decodes.load(Ordering::Relaxed)
 }
 
 fn cache(hot: usize) -> (CompactCache<Item>, Arc<Counting>) {
@@ -212,4 +225,97 @@ fn large_reads_and_replaces_on_the_pool_keep_every_object_in_order() {
     assert_eq!(found.len(), 1);
     assert_eq!(*found[0], *items[7]);
     assert_eq!(codec.decodes.load(Ordering::Relaxed), 300 + 300 + 1);
+}
+
+#[test]
+fn upsert_lazy_hands_back_the_replaced_object_encoded_and_decodes_it_once() {
+    let (cache, codec) = cache(0);
+    let cache = cache.lazy_old_objects();
+    assert!(
+        cache
+            .upsert_lazy(versioned("a", "1", "u1", "10"), None)
+            .unwrap()
+            .is_none()
+    );
+    let old = cache
+        .upsert_lazy(versioned("a", "2", "u1", "11"), None)
+        .unwrap()
+        .expect("a replaced object");
+    assert!(!old.is_decoded());
+    assert_eq!(
+        (old.uid(), old.resource_version()),
+        (Some("u1"), Some("10"))
+    );
+    assert_eq!(decodes(&codec), 0, "identity is held, not decoded");
+
+    let reader = old.clone();
+    let decoded = std::thread::spawn(move || reader.get())
+        .join()
+        .unwrap()
+        .expect("decodes");
+    assert_eq!(decoded, versioned("a", "1", "u1", "10"));
+    assert!(old.is_decoded());
+    assert!(
+        Arc::ptr_eq(&old.get().unwrap(), &decoded),
+        "clones share the decode"
+    );
+    assert_eq!(decodes(&codec), 1);
+    assert_eq!(
+        cache.index_keys("value", "2").unwrap(),
+        vec!["a".to_owned()]
+    );
+
+    // What a relist stored keeps its identity too.
+    cache
+        .replace(vec![versioned("b", "1", "u2", "20")], "20")
+        .unwrap();
+    let old = cache
+        .upsert_lazy(versioned("b", "2", "u2", "21"), None)
+        .unwrap()
+        .expect("a replaced object");
+    assert_eq!(old.resource_version(), Some("20"));
+    assert!(!old.is_decoded());
+}
+
+#[test]
+fn upsert_lazy_decodes_only_what_it_cannot_leave_encoded() {
+    // An object kept decoded comes back as it is.
+    let (cache, codec) = cache(2);
+    let cache = cache.lazy_old_objects();
+    let first = versioned("a", "1", "u1", "10");
+    cache.upsert_lazy(Arc::clone(&first), None).unwrap();
+    let old = cache
+        .upsert_lazy(versioned("a", "2", "u1", "11"), None)
+        .unwrap()
+        .unwrap();
+    assert!(old.ptr_eq(&OldObject::decoded(Arc::clone(&first))));
+    assert_eq!(decodes(&codec), 0);
+
+    // Without held identities, the replaced object is decoded at once.
+    let (cache, codec) = self::cache(0);
+    cache.upsert_lazy(Arc::clone(&first), None).unwrap();
+    let old = cache
+        .upsert_lazy(versioned("a", "2", "u1", "11"), None)
+        .unwrap()
+        .unwrap();
+    assert!(old.is_decoded());
+    assert_eq!(old.get(), Some(first));
+    assert_eq!(decodes(&codec), 1);
+}
+
+#[test]
+fn an_old_object_that_does_not_decode_is_counted_and_reads_as_none() {
+    let (cache, _) = cache(0);
+    let cache = cache.lazy_old_objects();
+    cache
+        .add(versioned("b", "undecodable", "u1", "10"))
+        .unwrap();
+    let old = cache
+        .upsert_lazy(versioned("b", "2", "u1", "11"), None)
+        .unwrap()
+        .expect("the replaced object, still encoded");
+    assert_eq!(old.resource_version(), Some("10"));
+    assert_eq!(old.get(), None);
+    assert_eq!(old.get(), None, "the failure is remembered, not retried");
+    assert_eq!(cache.decode_failures(), 1);
 }

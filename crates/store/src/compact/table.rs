@@ -9,7 +9,7 @@ use std::{
 
 use foldhash::fast::RandomState;
 
-use crate::{Error, IndexFunc, Indexers, Result};
+use crate::{Error, IndexFunc, Indexers, Result, old::Identity};
 
 pub(super) use crate::thread_safe::{Slot, allocate};
 
@@ -20,6 +20,9 @@ pub(super) type Set<T> = HashSet<T, RandomState>;
 pub(super) struct Entry {
     pub(super) key: Arc<str>,
     pub(super) bytes: Arc<[u8]>,
+    /// The object's UID and resourceVersion, when the cache keeps them
+    /// ([`CompactCache::lazy_old_objects`](super::CompactCache::lazy_old_objects)).
+    identity: Option<Identity>,
     /// Bumped on every write to the cache, so a decoded copy can tell which version it is.
     pub(super) stamp: u64,
     /// For each index, in [`Indexes::named`] order, the distinct values the object has.
@@ -52,8 +55,15 @@ struct Indexed {
 pub(super) struct Upserted {
     pub(super) slot: Slot,
     pub(super) stamp: u64,
-    /// The replaced entry's bytes and stamp.
-    pub(super) replaced: Option<(Arc<[u8]>, u64)>,
+    pub(super) replaced: Option<Replaced>,
+}
+
+/// What an upsert replaced: the entry's key, bytes, stamp and identity.
+pub(super) struct Replaced {
+    pub(super) key: Arc<str>,
+    pub(super) bytes: Arc<[u8]>,
+    pub(super) stamp: u64,
+    pub(super) identity: Option<Identity>,
 }
 
 /// Empty indexes for `indexers`, sorted by name.
@@ -130,9 +140,15 @@ impl<K> Inner<K> {
             .map(|(slot, _)| slot as Slot)
     }
 
-    /// Stores `bytes`, the encoded `obj`, under `key`, indexed as `obj` is; returns the slot
-    /// and stamp, and the replaced entry's bytes and stamp when the key was there.
-    pub(super) fn upsert(&mut self, key: &str, bytes: Arc<[u8]>, obj: &K) -> Upserted {
+    /// Stores `bytes`, the encoded `obj`, and its `identity` under `key`, indexed as `obj` is;
+    /// returns the slot and stamp, and what the key held before.
+    pub(super) fn upsert(
+        &mut self,
+        key: &str,
+        bytes: Arc<[u8]>,
+        identity: Option<Identity>,
+        obj: &K,
+    ) -> Upserted {
         let stamp = self.next_stamp;
         self.next_stamp += 1;
         let indexed = self.index_values(obj);
@@ -144,17 +160,25 @@ impl<K> Inner<K> {
             let old_values = std::mem::replace(&mut entry.values, values);
             let old_bytes = std::mem::replace(&mut entry.bytes, bytes);
             let old_stamp = std::mem::replace(&mut entry.stamp, stamp);
+            let old_identity = std::mem::replace(&mut entry.identity, identity);
+            let replaced = Replaced {
+                key: Arc::clone(&entry.key),
+                bytes: old_bytes,
+                stamp: old_stamp,
+                identity: old_identity,
+            };
             move_index_entries(&mut self.indexes, slot, &old_values, &entry.values);
             return Upserted {
                 slot,
                 stamp,
-                replaced: Some((old_bytes, old_stamp)),
+                replaced: Some(replaced),
             };
         }
         let key: Arc<str> = Arc::from(key);
         let entry = Entry {
             key: Arc::clone(&key),
             bytes,
+            identity,
             stamp,
             values,
         };

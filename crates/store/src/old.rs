@@ -1,0 +1,184 @@
+//! [`OldObject`]: the object an upsert replaced, decoded only when someone reads it.
+
+use std::{
+    fmt,
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use crate::{Codec, Object};
+
+/// The object an upsert replaced ([`Indexer::upsert_lazy`](crate::Indexer::upsert_lazy)):
+/// either decoded already, or still in the encoded form a
+/// [`CompactCache`](crate::CompactCache) held it in, decoded the first time
+/// [`get`](Self::get) is called. Clones share that one decode, so a replaced object read by
+/// several handlers is decoded once, on whichever thread asks first, and one read by none is
+/// never decoded.
+///
+/// Its UID and resourceVersion are known without a decode, which is all an informer needs to
+/// tell an update from a resync or a re-creation.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_store::OldObject;
+///
+/// let mut pod = Pod::default();
+/// pod.metadata.resource_version = Some("7".into());
+/// let old = OldObject::from(Arc::new(pod));
+/// assert_eq!(old.resource_version(), Some("7"));
+/// assert!(old.is_decoded());
+/// assert_eq!(old.get().unwrap().metadata.resource_version.as_deref(), Some("7"));
+/// ```
+pub struct OldObject<K>(Repr<K>);
+
+enum Repr<K> {
+    Decoded(Arc<K>),
+    Encoded(Arc<Encoded<K>>),
+}
+
+/// An object a compact cache let go of, with what decoding it needs.
+struct Encoded<K> {
+    key: Arc<str>,
+    bytes: Arc<[u8]>,
+    identity: Identity,
+    codec: Arc<dyn Codec<K>>,
+    /// The cache's count of objects it could not decode.
+    failures: Arc<AtomicU64>,
+    decoded: OnceLock<Option<Arc<K>>>,
+}
+
+/// An object's UID and resourceVersion, held beside its encoded form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Identity {
+    uid: Option<Box<str>>,
+    resource_version: Option<Box<str>>,
+}
+
+impl Identity {
+    /// `obj`'s UID and resourceVersion.
+    pub(crate) fn of<K: Object>(obj: &K) -> Self {
+        Self {
+            uid: obj.uid().map(Box::from),
+            resource_version: obj.resource_version().map(Box::from),
+        }
+    }
+}
+
+impl<K> OldObject<K> {
+    /// An object that needs no decode.
+    pub fn decoded(obj: Arc<K>) -> Self {
+        Self(Repr::Decoded(obj))
+    }
+
+    /// An encoded object, decoded by `codec` when first read; a failed decode is counted in
+    /// `failures`.
+    pub(crate) fn encoded(
+        key: Arc<str>,
+        bytes: Arc<[u8]>,
+        identity: Identity,
+        codec: Arc<dyn Codec<K>>,
+        failures: Arc<AtomicU64>,
+    ) -> Self {
+        Self(Repr::Encoded(Arc::new(Encoded {
+            key,
+            bytes,
+            identity,
+            codec,
+            failures,
+            decoded: OnceLock::new(),
+        })))
+    }
+
+    /// The object, decoded on the first call of any clone. `None` only when its bytes do not
+    /// decode; the cache that held them logs that with the key and counts it in
+    /// [`CompactCache::decode_failures`](crate::CompactCache::decode_failures).
+    pub fn get(&self) -> Option<Arc<K>> {
+        match &self.0 {
+            Repr::Decoded(obj) => Some(Arc::clone(obj)),
+            Repr::Encoded(encoded) => encoded.decoded.get_or_init(|| encoded.decode()).clone(),
+        }
+    }
+
+    /// Whether [`get`](Self::get) costs no decode: the object was never encoded, or a clone
+    /// has decoded it.
+    pub fn is_decoded(&self) -> bool {
+        match &self.0 {
+            Repr::Decoded(_) => true,
+            Repr::Encoded(encoded) => encoded.decoded.get().is_some(),
+        }
+    }
+
+    /// Whether both are the same object: the same allocation, or clones of one encoded object.
+    pub fn ptr_eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Repr::Decoded(a), Repr::Decoded(b)) => Arc::ptr_eq(a, b),
+            (Repr::Encoded(a), Repr::Encoded(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl<K: Object> OldObject<K> {
+    /// `metadata.uid`, without a decode.
+    pub fn uid(&self) -> Option<&str> {
+        match &self.0 {
+            Repr::Decoded(obj) => obj.uid(),
+            Repr::Encoded(encoded) => encoded.identity.uid.as_deref(),
+        }
+    }
+
+    /// `metadata.resourceVersion`, without a decode.
+    pub fn resource_version(&self) -> Option<&str> {
+        match &self.0 {
+            Repr::Decoded(obj) => obj.resource_version(),
+            Repr::Encoded(encoded) => encoded.identity.resource_version.as_deref(),
+        }
+    }
+}
+
+impl<K> Encoded<K> {
+    fn decode(&self) -> Option<Arc<K>> {
+        match self.codec.decode(&self.bytes) {
+            Ok(obj) => Some(Arc::new(obj)),
+            Err(error) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                let key = &*self.key;
+                tracing::error!(key, %error, "a compact cache could not decode an object it replaced");
+                None
+            }
+        }
+    }
+}
+
+impl<K> From<Arc<K>> for OldObject<K> {
+    fn from(obj: Arc<K>) -> Self {
+        Self::decoded(obj)
+    }
+}
+
+impl<K> Clone for OldObject<K> {
+    fn clone(&self) -> Self {
+        Self(match &self.0 {
+            Repr::Decoded(obj) => Repr::Decoded(Arc::clone(obj)),
+            Repr::Encoded(encoded) => Repr::Encoded(Arc::clone(encoded)),
+        })
+    }
+}
+
+impl<K: fmt::Debug> fmt::Debug for OldObject<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Repr::Decoded(obj) => f.debug_tuple("OldObject").field(obj).finish(),
+            Repr::Encoded(encoded) => f
+                .debug_struct("OldObject")
+                .field("key", &encoded.key)
+                .field("encoded_len", &encoded.bytes.len())
+                .field("decoded", &encoded.decoded.get())
+                .finish(),
+        }
+    }
+}
