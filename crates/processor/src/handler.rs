@@ -3,7 +3,7 @@
 
 use std::{fmt, sync::Arc};
 
-use kinformer_store::{AddKind, ObjectOrTombstone};
+use kinformer_store::{AddKind, ObjectOrTombstone, OldObject};
 
 /// One change to relay to a listener.
 ///
@@ -26,8 +26,9 @@ pub enum Notification<K> {
     },
     /// The object changed, or a resync re-delivered it unchanged.
     Update {
-        /// The last state the cache held.
-        old: Arc<K>,
+        /// The last state the cache held. A compact cache may hand it over still encoded: it
+        /// is decoded when a handler reads it ([`OldObject::get`]), once for all listeners.
+        old: OldObject<K>,
         /// The state now in the cache.
         new: Arc<K>,
     },
@@ -52,9 +53,12 @@ impl<K> Notification<K> {
         }
     }
 
-    /// An [`Update`](Self::Update).
-    pub fn update(old: Arc<K>, new: Arc<K>) -> Self {
-        Self::Update { old, new }
+    /// An [`Update`](Self::Update); `old` is an `Arc<K>` or an [`OldObject`].
+    pub fn update(old: impl Into<OldObject<K>>, new: Arc<K>) -> Self {
+        Self::Update {
+            old: old.into(),
+            new,
+        }
     }
 
     /// A [`Delete`](Self::Delete) of an object or a tombstone.
@@ -89,7 +93,7 @@ impl<K> Notification<K> {
     {
         match self {
             Self::Add { obj, kind } => handler.on_add(obj, kind),
-            Self::Update { old, new } => handler.on_update(old, new),
+            Self::Update { old, new } => handler.on_update_lazy(old, new),
             Self::Delete(obj) => handler.on_delete(obj),
         }
     }
@@ -103,7 +107,7 @@ impl<K> Clone for Notification<K> {
                 kind: *kind,
             },
             Self::Update { old, new } => Self::Update {
-                old: Arc::clone(old),
+                old: old.clone(),
                 new: Arc::clone(new),
             },
             Self::Delete(obj) => Self::Delete(obj.clone()),
@@ -119,7 +123,7 @@ impl<K> PartialEq for Notification<K> {
                 Arc::ptr_eq(a, b) && ka == kb
             }
             (Self::Update { old: oa, new: na }, Self::Update { old: ob, new: nb }) => {
-                Arc::ptr_eq(oa, ob) && Arc::ptr_eq(na, nb)
+                oa.ptr_eq(ob) && Arc::ptr_eq(na, nb)
             }
             (Self::Delete(a), Self::Delete(b)) => a == b,
             _ => false,
@@ -151,6 +155,17 @@ pub trait ResourceEventHandler<K>: Send + 'static {
     #[doc(alias = "OnUpdate")]
     fn on_update(&mut self, old: Arc<K>, new: Arc<K>);
 
+    /// An object changed, with the old state as the cache handed it over: a compact cache
+    /// leaves it encoded until [`OldObject::get`] decodes it. The default decodes it and calls
+    /// [`on_update`](Self::on_update); a handler that never reads the old state overrides this
+    /// to skip that decode ([`HandlerFuncs::update_new_func`] does). If the old state cannot
+    /// be decoded (the cache logs and counts that), the default skips the notification.
+    fn on_update_lazy(&mut self, old: OldObject<K>, new: Arc<K>) {
+        if let Some(old) = old.get() {
+            self.on_update(old, new);
+        }
+    }
+
     /// An object was deleted. When the informer inferred the deletion from a relist, the final
     /// state is unknown and `obj` is a [`DeletedFinalStateUnknown`] tombstone.
     ///
@@ -171,13 +186,21 @@ where
         (**self).on_update(old, new);
     }
 
+    fn on_update_lazy(&mut self, old: OldObject<K>, new: Arc<K>) {
+        (**self).on_update_lazy(old, new);
+    }
+
     fn on_delete(&mut self, obj: ObjectOrTombstone<K>) {
         (**self).on_delete(obj);
     }
 }
 
 type AddFn<K> = Box<dyn FnMut(Arc<K>, AddKind) + Send>;
-type UpdateFn<K> = Box<dyn FnMut(Arc<K>, Arc<K>) + Send>;
+/// An update closure: with the old and the new object, or with the new one only.
+enum UpdateFn<K> {
+    OldAndNew(Box<dyn FnMut(Arc<K>, Arc<K>) + Send>),
+    NewOnly(Box<dyn FnMut(Arc<K>) + Send>),
+}
 type DeleteFn<K> = Box<dyn FnMut(ObjectOrTombstone<K>) + Send>;
 
 /// A handler made of closures; a missing closure ignores its kind of notification.
@@ -226,7 +249,16 @@ impl<K> HandlerFuncs<K> {
     #[doc(alias = "UpdateFunc")]
     #[must_use]
     pub fn update_func(mut self, f: impl FnMut(Arc<K>, Arc<K>) + Send + 'static) -> Self {
-        self.update = Some(Box::new(f));
+        self.update = Some(UpdateFn::OldAndNew(Box::new(f)));
+        self
+    }
+
+    /// Sets the closure called for updates, with the new object only, in place of
+    /// [`update_func`](Self::update_func). An informer with a compact cache then never
+    /// decodes the replaced object for this handler.
+    #[must_use]
+    pub fn update_new_func(mut self, f: impl FnMut(Arc<K>) + Send + 'static) -> Self {
+        self.update = Some(UpdateFn::NewOnly(Box::new(f)));
         self
     }
 
@@ -263,8 +295,22 @@ impl<K: 'static> ResourceEventHandler<K> for HandlerFuncs<K> {
     }
 
     fn on_update(&mut self, old: Arc<K>, new: Arc<K>) {
-        if let Some(update) = &mut self.update {
-            update(old, new);
+        match &mut self.update {
+            Some(UpdateFn::OldAndNew(update)) => update(old, new),
+            Some(UpdateFn::NewOnly(update)) => update(new),
+            None => {}
+        }
+    }
+
+    fn on_update_lazy(&mut self, old: OldObject<K>, new: Arc<K>) {
+        match &mut self.update {
+            Some(UpdateFn::OldAndNew(update)) => {
+                if let Some(old) = old.get() {
+                    update(old, new);
+                }
+            }
+            Some(UpdateFn::NewOnly(update)) => update(new),
+            None => {}
         }
     }
 
@@ -482,6 +528,26 @@ mod tests {
         Notification::update(Arc::clone(&a), Arc::clone(&b)).dispatch_to(&mut handler);
         Notification::delete(Arc::clone(&b)).dispatch_to(&mut handler);
         assert_eq!(handler.0, ["add 1 true", "update 1 2", "delete 2 object"]);
+    }
+
+    #[test]
+    fn an_update_closure_for_the_new_object_only_gets_it_from_either_method() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = Arc::clone(&seen);
+        let mut handler = HandlerFuncs::<u32>::new().update_new_func(move |new| {
+            record.lock().expect("poisoned").push(*new);
+        });
+        handler.on_update(Arc::new(1), Arc::new(2));
+        Notification::update(Arc::new(2), Arc::new(3)).dispatch_to(&mut handler);
+        handler.on_update_lazy(OldObject::decoded(Arc::new(3)), Arc::new(4));
+        assert_eq!(*seen.lock().expect("poisoned"), [2, 3, 4]);
+        // Set after it, `update_func` takes its place.
+        let record = Arc::clone(&seen);
+        let mut handler = HandlerFuncs::<u32>::new()
+            .update_new_func(|_| panic!("replaced"))
+            .update_func(move |old, new| record.lock().expect("poisoned").push(*old * 10 + *new));
+        handler.on_update_lazy(OldObject::decoded(Arc::new(4)), Arc::new(5));
+        assert_eq!(*seen.lock().expect("poisoned"), [2, 3, 4, 45]);
     }
 
     #[test]

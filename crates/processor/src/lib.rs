@@ -121,4 +121,6 @@ pub use crate::{
 };
 /// Re-exported from `kinformer-store`: what a deletion carries, and the key function
 /// coalescing buffers merge by.
-pub use kinformer_store::{AddKind, DeletedFinalStateUnknown, KeyFunc, ObjectOrTombstone};
+pub use kinformer_store::{
+    AddKind, DeletedFinalStateUnknown, KeyFunc, ObjectOrTombstone, OldObject,
+};

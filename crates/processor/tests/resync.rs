@@ -69,6 +69,7 @@ fn apply(view: &mut HashMap<String, Arc<String>>, notification: Notification<Str
             assert!(previous.is_none(), "an add of an object the consumer has");
         }
         Notification::Update { old, new } => {
+            let old = old.get().expect("never encoded");
             let seen = view
                 .get(&key_of(&old))
                 .expect("an update of an object the consumer lacks");

@@ -18,7 +18,9 @@ fn describe(notification: &Notification<String>) -> String {
                 ""
             }
         ),
-        Notification::Update { old, new } => format!("update {old} -> {new}"),
+        Notification::Update { old, new } => {
+            format!("update {} -> {new}", old.get().expect("never encoded"))
+        }
         Notification::Delete(obj) => format!("delete {}", obj.object()),
     }
 }
