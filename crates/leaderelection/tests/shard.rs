@@ -320,7 +320,7 @@ async fn a_sharded_handler_sees_only_the_objects_its_replica_owns() {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kinformer_leaderelection::shard::{Shard, ShardedHandler};
     use kinformer_processor::{AddKind, HandlerFuncs, ResourceEventHandler as _};
-    use kinformer_store::{DeletedFinalStateUnknown, ObjectOrTombstone};
+    use kinformer_store::{DeletedFinalStateUnknown, ObjectOrTombstone, OldObject};
 
     let server = FakeApiServer::start()
         .await
@@ -365,7 +365,8 @@ async fn a_sharded_handler_sees_only_the_objects_its_replica_owns() {
     let mut seen_by = Vec::new();
     for shard in &shards {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let (on_add, on_delete) = (Arc::clone(&seen), Arc::clone(&seen));
+        let (on_add, on_update, on_delete) =
+            (Arc::clone(&seen), Arc::clone(&seen), Arc::clone(&seen));
         let mut handler = ShardedHandler::new(
             shard.clone(),
             HandlerFuncs::new()
@@ -373,6 +374,12 @@ async fn a_sharded_handler_sees_only_the_objects_its_replica_owns() {
                     on_add
                         .lock()
                         .push(config_map.metadata.name.clone().unwrap_or_default());
+                })
+                .update_new_func(move |config_map: Arc<ConfigMap>| {
+                    on_update.lock().push(format!(
+                        "updated {}",
+                        config_map.metadata.name.clone().unwrap_or_default()
+                    ));
                 })
                 .delete_func(move |gone: ObjectOrTombstone<ConfigMap>| {
                     on_delete.lock().push(format!(
@@ -383,6 +390,8 @@ async fn a_sharded_handler_sees_only_the_objects_its_replica_owns() {
         );
         for config_map in &config_maps {
             handler.on_add(Arc::clone(config_map), AddKind::Live);
+            let old = OldObject::decoded(Arc::clone(config_map));
+            handler.on_update_lazy(old, Arc::clone(config_map));
         }
         // A tombstone is routed by the key it carries.
         handler.on_delete(ObjectOrTombstone::Tombstone(DeletedFinalStateUnknown {
@@ -395,6 +404,7 @@ async fn a_sharded_handler_sees_only_the_objects_its_replica_owns() {
     for (shard, seen) in &seen_by {
         let seen = seen.lock();
         for name in seen.iter().filter(|name| !name.starts_with("deleted ")) {
+            let name = name.strip_prefix("updated ").unwrap_or(name);
             assert!(
                 shard.owns(&format!("team/{name}")),
                 "{} saw {name}",
@@ -407,8 +417,8 @@ async fn a_sharded_handler_sees_only_the_objects_its_replica_owns() {
     }
     assert_eq!(
         total,
-        config_maps.len(),
-        "each object reached exactly one replica"
+        2 * config_maps.len(),
+        "each object's add and update reached exactly one replica"
     );
     token.cancel();
 }

@@ -3,7 +3,7 @@
 use std::{fmt, sync::Arc};
 
 use kinformer_processor::{AddKind, ResourceEventHandler};
-use kinformer_store::{KeyFunc, Object, ObjectOrTombstone, default_key_func};
+use kinformer_store::{KeyFunc, Object, ObjectOrTombstone, OldObject, default_key_func};
 use tracing::warn;
 
 use super::Shard;
@@ -64,6 +64,15 @@ where
         let Some(key) = self.key(&new) else { return };
         if let Some(_guard) = self.shard.try_start(&key) {
             self.handler.on_update(old, new);
+        }
+    }
+
+    /// Forwarded as it came, so a replaced object still encoded is decoded only for a key this
+    /// replica owns, and only if the inner handler reads it.
+    fn on_update_lazy(&mut self, old: OldObject<K>, new: Arc<K>) {
+        let Some(key) = self.key(&new) else { return };
+        if let Some(_guard) = self.shard.try_start(&key) {
+            self.handler.on_update_lazy(old, new);
         }
     }
 
