@@ -5,7 +5,7 @@ use std::{collections::HashSet, sync::Arc};
 
 use kinformer_fifo::{AddKind, Delta, DeltaType, Popped, ReplacedAll};
 use kinformer_processor::{DistributionBatch, Notification, Recipients, SharedProcessor};
-use kinformer_store::{DeletedFinalStateUnknown, Indexer, KeyFunc, Object};
+use kinformer_store::{DeletedFinalStateUnknown, Indexer, KeyFunc, Object, OldObject};
 use tracing::{debug, trace};
 
 use crate::progress::Progress;
@@ -87,14 +87,21 @@ impl<K: Object> Applier<K> {
             DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
                 let obj = Arc::clone(delta.object());
                 // One key computation and one lock: the cache hands back what it replaced. A
-                // compact cache keeps the bytes the watch decoded the object from, if any.
+                // compact cache keeps the bytes the watch decoded the object from, if any, and
+                // hands back the replaced object still encoded: only a handler that reads it
+                // decodes it, on its own thread.
                 match self
                     .indexer
-                    .upsert_with_wire(Arc::clone(&obj), delta.wire.as_ref())?
+                    .upsert_lazy(Arc::clone(&obj), delta.wire.as_ref())?
                 {
-                    Some(old) if is_recreated::<K>(&old, &obj) => {
-                        let tombstone = self.tombstone(old)?;
-                        out.distribute(Notification::delete(tombstone), Recipients::All);
+                    Some(old) if is_recreated(old.uid(), obj.uid()) => {
+                        // A re-creation is rare; its tombstone needs the object itself. When
+                        // the old state does not decode (the cache logs that), only the add
+                        // is left to tell.
+                        if let Some(old) = old.get() {
+                            let tombstone = self.tombstone(old)?;
+                            out.distribute(Notification::delete(tombstone), Recipients::All);
+                        }
                         out.distribute(add_notification(obj, kind), Recipients::All);
                     }
                     Some(old) => distribute_update(out, old, obj),
@@ -124,7 +131,7 @@ impl<K: Object> Applier<K> {
             let mut old = self.indexer.get_by_key(&key);
             // The name was deleted and created again while no watch saw it: the old object
             // goes with the other deletions, the new one arrives as an add.
-            if let Some(recreated) = old.take_if(|old| is_recreated::<K>(old, obj)) {
+            if let Some(recreated) = old.take_if(|old| is_recreated(old.uid(), obj.uid())) {
                 deletions.push(DeletedFinalStateUnknown {
                     key: key.clone(),
                     obj: recreated,
@@ -148,7 +155,7 @@ impl<K: Object> Applier<K> {
         }
         for (old, new) in replacements {
             match old {
-                Some(old) => distribute_update(out, old, new),
+                Some(old) => distribute_update(out, old.into(), new),
                 None => out.distribute(add_notification(new, kind), Recipients::All),
             }
         }
@@ -166,12 +173,12 @@ impl<K: Object> Applier<K> {
     }
 }
 
-/// Whether `new` is another object than the cached `old` under the same key: its name was
-/// deleted and created again (a new UID) while no watch saw the deletion. Such a pair is a
+/// Whether the cached object and the new one under the same key, given their UIDs, are two
+/// objects: the name was deleted and created again (a new UID) while no watch saw the deletion. Such a pair is a
 /// deletion and an add, never an update, so a controller keyed on UID does not act on a stale
 /// identity. Objects without a UID (projections that drop it) are never told apart.
-fn is_recreated<K: Object>(old: &K, new: &K) -> bool {
-    match (old.uid(), new.uid()) {
+fn is_recreated(old: Option<&str>, new: Option<&str>) -> bool {
+    match (old, new) {
         (Some(old), Some(new)) => !old.is_empty() && !new.is_empty() && old != new,
         _ => false,
     }
@@ -179,7 +186,7 @@ fn is_recreated<K: Object>(old: &K, new: &K) -> bool {
 
 /// An update whose resourceVersion did not change is a resync: only listeners due for one
 /// receive it (client-go's `sharedIndexInformer.OnUpdate`).
-fn distribute_update<K: Object>(out: &DistributionBatch<'_, K>, old: Arc<K>, new: Arc<K>) {
+fn distribute_update<K: Object>(out: &DistributionBatch<'_, K>, old: OldObject<K>, new: Arc<K>) {
     let recipients = if old.resource_version() == new.resource_version() {
         Recipients::DueForResync
     } else {

@@ -126,7 +126,8 @@ impl<K: Object> SharedIndexInformer<K> {
             (Some(indexer), _) => indexer,
             (None, Some(compact)) => Arc::new(
                 CompactCache::new(options.key_func.clone(), options.indexers, compact.codec)
-                    .hot_capacity(compact.hot_capacity),
+                    .hot_capacity(compact.hot_capacity)
+                    .lazy_old_objects(),
             ),
             (None, None) => Arc::new(Cache::new(options.key_func.clone(), options.indexers)),
         };

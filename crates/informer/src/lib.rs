@@ -124,6 +124,6 @@ pub use crate::{
 };
 pub use kinformer_processor::{
     AddKind, BufferPolicy, EventStream, HandlerExecutor, HandlerFuncs, ListenerOptions,
-    ListenerStats, Notification, Overflow, Registration, ResourceEventHandler,
+    ListenerStats, Notification, OldObject, Overflow, Registration, ResourceEventHandler,
 };
 pub use kinformer_reflector::ListerWatcher;

@@ -149,8 +149,10 @@ impl<K> InformerOptions<K> {
     /// Caches into a [`CompactCache`](kinformer_store::CompactCache) that holds each object
     /// encoded by `codec` (with this key func and these indexers), keeping at most
     /// `hot_capacity` objects decoded: full objects in a fraction of the memory, for a decode
-    /// on reads and for each update's old object. Handlers still receive the objects the watch
-    /// decoded. kinformer-reflector's `compact_codec` picks protobuf for built-in kinds, JSON
+    /// on reads and for each update's old object that a handler reads (on the listener's
+    /// thread, once for all handlers; a handler built with
+    /// [`HandlerFuncs::update_new_func`](crate::HandlerFuncs::update_new_func) reads none).
+    /// Handlers still receive the objects the watch decoded. kinformer-reflector's `compact_codec` picks protobuf for built-in kinds, JSON
     /// for the rest. Ignored when [`indexer`](Self::indexer) brings a cache.
     #[must_use]
     pub fn compact_cache(mut self, codec: Arc<dyn Codec<K>>, hot_capacity: usize) -> Self {

@@ -1,7 +1,8 @@
 //! An informer with a compact cache, over kube-client against kinformer-testing's HTTP fake API
 //! server: objects a protobuf watch delivers are stored as the messages they arrived in, not
 //! encoded again (cut to leave managedFields out when the informer drops them), and still read
-//! back equal; JSON and a transform make the cache encode.
+//! back equal; JSON and a transform make the cache encode. An update's old object is decoded
+//! once however many handlers read it, and never for handlers that take the new one only.
 
 use std::{
     sync::{
@@ -24,10 +25,11 @@ use tokio_util::sync::CancellationToken;
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
-/// kinformer's own codec for Pods, counting what the cache asks it to encode.
+/// kinformer's own codec for Pods, counting what the cache asks it to encode and decode.
 struct Counting {
     inner: Arc<dyn Codec<Pod>>,
     encodes: AtomicUsize,
+    decodes: AtomicUsize,
 }
 
 impl Codec<Pod> for Counting {
@@ -37,6 +39,7 @@ impl Codec<Pod> for Counting {
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<Pod, CodecError> {
+        self.decodes.fetch_add(1, Ordering::Relaxed);
         self.inner.decode(bytes)
     }
 
@@ -45,7 +48,22 @@ impl Codec<Pod> for Counting {
     }
 }
 
-type Updates = Arc<Mutex<Vec<(Arc<Pod>, Arc<Pod>)>>>;
+type Updates = Arc<Mutex<Vec<(Option<Arc<Pod>>, Arc<Pod>)>>>;
+
+/// How the handlers take updates: `readers` handlers each with the old and the new object, or
+/// one with the new object only.
+#[derive(Clone, Copy)]
+enum Handlers {
+    OldAndNew { readers: usize },
+    NewOnly,
+}
+
+/// What the cache's codec did after the sync, until every update and add was handled.
+#[derive(Debug, PartialEq)]
+struct Counts {
+    encodes: usize,
+    decodes: usize,
+}
 
 /// How the informer under test reads: the wire format, and whether it drops managedFields.
 #[derive(Clone, Copy)]
@@ -60,9 +78,9 @@ const PROTOBUF: Reading = Reading {
 };
 
 /// Three Pods synced, then each updated twice and two more created, with the informer reading
-/// as `reading` says and caching compactly (nothing kept decoded) through `options`. Returns
-/// how many encodes the cache asked for after the sync.
-async fn encodes_after_sync(reading: Reading, options: InformerOptions<Pod>) -> usize {
+/// as `reading` says and caching compactly (nothing kept decoded) through `options`, and
+/// `handlers` taking the updates.
+async fn after_sync(reading: Reading, options: InformerOptions<Pod>, handlers: Handlers) -> Counts {
     let server = FakeApiServer::start()
         .await
         .expect("the fake server starts");
@@ -74,6 +92,7 @@ async fn encodes_after_sync(reading: Reading, options: InformerOptions<Pod>) -> 
     let codec = Arc::new(Counting {
         inner: compact_codec::<Pod>(),
         encodes: AtomicUsize::new(0),
+        decodes: AtomicUsize::new(0),
     });
     let mut lister_watcher =
         KubeListerWatcher::new(Api::<Pod>::all(server.client().expect("a client")))
@@ -87,28 +106,52 @@ async fn encodes_after_sync(reading: Reading, options: InformerOptions<Pod>) -> 
     );
     let updates: Updates = Updates::default();
     let added = Arc::new(AtomicUsize::new(0));
+    let count_adds = HandlerFuncs::new().add_func({
+        let added = Arc::clone(&added);
+        move |_: Arc<Pod>, _| {
+            added.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let (first, others) = match handlers {
+        Handlers::OldAndNew { readers } => (
+            count_adds.update_func({
+                let updates = Arc::clone(&updates);
+                move |old: Arc<Pod>, new: Arc<Pod>| updates.lock().push((Some(old), new))
+            }),
+            readers - 1,
+        ),
+        Handlers::NewOnly => (
+            count_adds.update_new_func({
+                let updates = Arc::clone(&updates);
+                move |new: Arc<Pod>| updates.lock().push((None, new))
+            }),
+            0,
+        ),
+    };
     informer
-        .add_event_handler(
-            HandlerFuncs::new()
-                .add_func({
-                    let added = Arc::clone(&added);
-                    move |_: Arc<Pod>, _| {
-                        added.fetch_add(1, Ordering::Relaxed);
-                    }
-                })
-                .update_func({
-                    let updates = Arc::clone(&updates);
-                    move |old: Arc<Pod>, new: Arc<Pod>| updates.lock().push((old, new))
-                }),
-        )
+        .add_event_handler(first)
         .expect("the handler is registered");
+    let other_updates = Arc::new(AtomicUsize::new(0));
+    for _ in 0..others {
+        let other_updates = Arc::clone(&other_updates);
+        let reader = HandlerFuncs::new().update_func(move |old: Arc<Pod>, new: Arc<Pod>| {
+            assert_eq!(old.uid(), new.uid());
+            other_updates.fetch_add(1, Ordering::Relaxed);
+        });
+        informer
+            .add_event_handler(reader)
+            .expect("the handler is registered");
+    }
     let token = CancellationToken::new();
     let task = tokio::spawn({
         let (informer, token) = (informer.clone(), token.clone());
         async move { informer.run(token).await }
     });
     eventually("the informer synced", PATIENCE, || informer.has_synced()).await;
-    let after_sync = codec.encodes.load(Ordering::Relaxed);
+    let synced = Counts {
+        encodes: codec.encodes.load(Ordering::Relaxed),
+        decodes: codec.decodes.load(Ordering::Relaxed),
+    };
 
     for round in 1..=2 {
         for i in 0..3 {
@@ -132,14 +175,21 @@ async fn encodes_after_sync(reading: Reading, options: InformerOptions<Pod>) -> 
             .expect("the fixture pod is valid");
     }
     eventually("every update and add was handled", PATIENCE, || {
-        updates.lock().len() == 6 && added.load(Ordering::Relaxed) == 5
+        updates.lock().len() == 6
+            && added.load(Ordering::Relaxed) == 5
+            && other_updates.load(Ordering::Relaxed) == 6 * others
     })
     .await;
+    let counts = Counts {
+        encodes: codec.encodes.load(Ordering::Relaxed) - synced.encodes,
+        decodes: codec.decodes.load(Ordering::Relaxed) - synced.decodes,
+    };
 
     // Whatever the cache stored, it reads back as the objects the handlers were given, and
     // each update's old object is the version before it.
     let cache = informer.cache();
     for (old, new) in updates.lock().iter() {
+        let Some(old) = old else { continue };
         let round: u32 = new.labels()["round"].parse().expect("a round");
         let old_round = old
             .labels()
@@ -167,21 +217,53 @@ async fn encodes_after_sync(reading: Reading, options: InformerOptions<Pod>) -> 
     task.await
         .expect("the informer task panicked")
         .expect("the informer ran");
-    codec.encodes.load(Ordering::Relaxed) - after_sync
+    counts
 }
+
+const ONE_READER: Handlers = Handlers::OldAndNew { readers: 1 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_a_protobuf_watch_delivers_are_stored_without_an_encode() {
-    let encodes = encodes_after_sync(PROTOBUF, InformerOptions::new()).await;
-    assert_eq!(encodes, 0, "every watched object was stored as it arrived");
+    let counts = after_sync(PROTOBUF, InformerOptions::new(), ONE_READER).await;
+    assert_eq!(
+        counts.encodes, 0,
+        "every watched object was stored as it arrived"
+    );
     let stripped = Reading {
         drop_managed_fields: true,
         ..PROTOBUF
     };
-    let encodes = encodes_after_sync(stripped, InformerOptions::new()).await;
+    let counts = after_sync(stripped, InformerOptions::new(), ONE_READER).await;
     assert_eq!(
-        encodes, 0,
+        counts.encodes, 0,
         "every watched object was stored as it arrived, cut"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_object_is_decoded_once_for_its_readers_and_never_for_none() {
+    // Six updates, nothing kept decoded: each replaced object is decoded once, however many
+    // handlers read it.
+    let three_readers = after_sync(
+        PROTOBUF,
+        InformerOptions::new(),
+        Handlers::OldAndNew { readers: 3 },
+    )
+    .await;
+    assert_eq!(
+        three_readers,
+        Counts {
+            encodes: 0,
+            decodes: 6
+        }
+    );
+    let new_only = after_sync(PROTOBUF, InformerOptions::new(), Handlers::NewOnly).await;
+    assert_eq!(
+        new_only,
+        Counts {
+            encodes: 0,
+            decodes: 0
+        }
     );
 }
 
@@ -193,14 +275,14 @@ async fn a_json_watch_and_a_transform_leave_the_cache_encoding() {
         format: WireFormat::Json,
         drop_managed_fields: false,
     };
-    let json = encodes_after_sync(json, InformerOptions::new()).await;
-    assert_eq!(json, 8);
+    let json = after_sync(json, InformerOptions::new(), ONE_READER).await;
+    assert_eq!(json.encodes, 8);
     let transformed = InformerOptions::new().transform(|pod: Arc<Pod>| {
         let mut pod = (*pod).clone();
         pod.annotations_mut()
             .insert("transformed".into(), "yes".into());
         Arc::new(pod)
     });
-    let transformed = encodes_after_sync(PROTOBUF, transformed).await;
-    assert_eq!(transformed, 8);
+    let transformed = after_sync(PROTOBUF, transformed, ONE_READER).await;
+    assert_eq!(transformed.encodes, 8);
 }

@@ -239,7 +239,7 @@ pub mod prelude {
     pub use kinformer_informer::{InformerOptions, SharedIndexInformer};
     pub use kinformer_processor::{
         AddKind, EventStream, HandlerExecutor, HandlerFuncs, ListenerOptions, Notification,
-        Registration, ResourceEventHandler,
+        OldObject, Registration, ResourceEventHandler,
     };
     pub use kinformer_reflector::{KubeDecoder, KubeListerWatcher, ListerWatcher, WireFormat};
     // `Object` stays out: its accessors share names with `ResourceExt`'s (`labels()`,
