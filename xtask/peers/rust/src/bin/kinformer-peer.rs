@@ -151,7 +151,9 @@ where
             on_add.upsert(&*obj, false);
             pause_if_slow(&on_add);
         })
-        .update_func(move |_old: Arc<K>, new: Arc<K>| {
+        // The view keeps the newest state only, so the old one is never asked for (and a
+        // compact cache never decodes it).
+        .update_new_func(move |new: Arc<K>| {
             on_update.upsert(&*new, true);
             pause_if_slow(&on_update);
         })
