@@ -174,9 +174,9 @@ impl<K: Object> Applier<K> {
 }
 
 /// Whether the cached object and the new one under the same key, given their UIDs, are two
-/// objects: the name was deleted and created again (a new UID) while no watch saw the deletion. Such a pair is a
-/// deletion and an add, never an update, so a controller keyed on UID does not act on a stale
-/// identity. Objects without a UID (projections that drop it) are never told apart.
+/// objects: the name was deleted and created again (a new UID) while no watch saw the
+/// deletion. Such a pair is a deletion and an add, never an update, so a controller keyed on
+/// UID does not act on a stale identity. Objects without a UID (projections that drop it) are never told apart.
 fn is_recreated(old: Option<&str>, new: Option<&str>) -> bool {
     match (old, new) {
         (Some(old), Some(new)) => !old.is_empty() && !new.is_empty() && old != new,

@@ -203,14 +203,7 @@ impl<K> CompactCache<K> {
     }
 
     fn decode(&self, key: &str, bytes: &[u8]) -> Option<Arc<K>> {
-        match self.codec.decode(bytes) {
-            Ok(obj) => Some(Arc::new(obj)),
-            Err(error) => {
-                self.decode_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(key, %error, "a compact cache could not decode an object it holds");
-                None
-            }
-        }
+        decode_counted(&*self.codec, &self.decode_failures, key, bytes)
     }
 
     /// Stores `obj`, as the bytes it arrived in when the codec adopts them, and returns the
@@ -375,6 +368,23 @@ fn on_every_core<T: Send, R: Send>(
         return items.into_iter().map(f).collect();
     }
     items.into_par_iter().with_min_len(4).map(f).collect()
+}
+
+/// `bytes` decoded by `codec`; a failure is logged with `key` and counted in `failures`.
+pub(crate) fn decode_counted<K>(
+    codec: &dyn Codec<K>,
+    failures: &AtomicU64,
+    key: &str,
+    bytes: &[u8],
+) -> Option<Arc<K>> {
+    match codec.decode(bytes) {
+        Ok(obj) => Some(Arc::new(obj)),
+        Err(error) => {
+            failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(key, %error, "a compact cache could not decode an object it holds");
+            None
+        }
+    }
 }
 
 /// An object ready to store: its key, its bytes, and the object for its index funcs.

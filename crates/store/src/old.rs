@@ -2,13 +2,10 @@
 
 use std::{
     fmt,
-    sync::{
-        Arc, OnceLock,
-        atomic::{AtomicU64, Ordering},
-    },
+    sync::{Arc, OnceLock, atomic::AtomicU64},
 };
 
-use crate::{Codec, Object};
+use crate::{Codec, Object, compact::decode_counted};
 
 /// The object an upsert replaced ([`Indexer::upsert_lazy`](crate::Indexer::upsert_lazy)):
 /// either decoded already, or still in the encoded form a
@@ -99,7 +96,19 @@ impl<K> OldObject<K> {
     pub fn get(&self) -> Option<Arc<K>> {
         match &self.0 {
             Repr::Decoded(obj) => Some(Arc::clone(obj)),
-            Repr::Encoded(encoded) => encoded.decoded.get_or_init(|| encoded.decode()).clone(),
+            Repr::Encoded(encoded) => encoded
+                .decoded
+                .get_or_init(|| {
+                    let Encoded {
+                        key,
+                        bytes,
+                        codec,
+                        failures,
+                        ..
+                    } = &**encoded;
+                    decode_counted(&**codec, failures, key, bytes)
+                })
+                .clone(),
         }
     }
 
@@ -136,20 +145,6 @@ impl<K: Object> OldObject<K> {
         match &self.0 {
             Repr::Decoded(obj) => obj.resource_version(),
             Repr::Encoded(encoded) => encoded.identity.resource_version.as_deref(),
-        }
-    }
-}
-
-impl<K> Encoded<K> {
-    fn decode(&self) -> Option<Arc<K>> {
-        match self.codec.decode(&self.bytes) {
-            Ok(obj) => Some(Arc::new(obj)),
-            Err(error) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                let key = &*self.key;
-                tracing::error!(key, %error, "a compact cache could not decode an object it replaced");
-                None
-            }
         }
     }
 }
