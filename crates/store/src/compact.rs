@@ -76,7 +76,8 @@ pub trait Codec<K>: Send + Sync {
 ///   [`Indexer::upsert`] returns the replaced object from the set or decoded from its bytes,
 ///   which is where an informer's update gets its old object. With
 ///   [`lazy_old_objects`](Self::lazy_old_objects), [`Indexer::upsert_lazy`] returns it still
-///   encoded ([`OldObject`]), so it is decoded only if a handler reads it.
+///   encoded ([`OldObject`]), so it is decoded only if a handler reads it, and
+///   [`Indexer::get_lazy`] hands over what a relist replaces the same way.
 ///
 /// Objects come back equal, not identical: two reads of an object the set does not hold give
 /// two `Arc`s. A decode that fails (a codec that cannot read what it wrote) is logged and
@@ -543,6 +544,30 @@ impl<K: Send + Sync> Indexer<K> for CompactCache<K> {
 
     fn upsert_lazy(&self, obj: Arc<K>, wire: Option<&WireBytes>) -> Result<Option<OldObject<K>>> {
         self.store(obj, wire, Old::Lazy)
+    }
+
+    fn get_lazy(&self, key: &str) -> Option<OldObject<K>> {
+        let (key, bytes) = {
+            let inner = self.inner.read();
+            let slot = inner.slot(key)?;
+            let entry = inner.entry(slot);
+            // Peeked, not marked read: a relist asks for every key, and replaces the cache
+            // (emptying the decoded set) right after.
+            if let Some(held) = self.hot.lock().peek(slot, entry.stamp) {
+                return Some(OldObject::decoded(held));
+            }
+            if let Some(identity) = &entry.identity {
+                return Some(OldObject::encoded(
+                    Arc::clone(&entry.key),
+                    Arc::clone(&entry.bytes),
+                    identity.clone(),
+                    Arc::clone(&self.codec),
+                    Arc::clone(&self.decode_failures),
+                ));
+            }
+            (Arc::clone(&entry.key), Arc::clone(&entry.bytes))
+        };
+        self.decode(&key, &bytes).map(OldObject::decoded)
     }
 
     fn indexers(&self) -> Indexers<K> {

@@ -348,6 +348,16 @@ pub trait Indexer<K>: Store<K> + CacheReader<K> {
         Ok(self.upsert_with_wire(obj, wire)?.map(OldObject::decoded))
     }
 
+    /// The object stored under `key`, as an [`OldObject`]: what a relist is about to replace.
+    /// A cache that holds objects encoded (a [`CompactCache`](crate::CompactCache) built with
+    /// [`lazy_old_objects`](crate::CompactCache::lazy_old_objects)) hands it over still
+    /// encoded, with its UID and resourceVersion, so it is decoded only if someone reads it,
+    /// and does not count it as read. The default wraps what
+    /// [`get_by_key`](CacheReader::get_by_key) returns.
+    fn get_lazy(&self, key: &str) -> Option<OldObject<K>> {
+        self.get_by_key(key).map(OldObject::decoded)
+    }
+
     /// The registered index funcs.
     #[doc(alias = "GetIndexers")]
     fn indexers(&self) -> Indexers<K>;

@@ -319,3 +319,46 @@ fn an_old_object_that_does_not_decode_is_counted_and_reads_as_none() {
     assert_eq!(old.get(), None, "the failure is remembered, not retried");
     assert_eq!(cache.decode_failures(), 1);
 }
+
+#[test]
+fn get_lazy_hands_over_what_a_relist_replaces_without_decoding_or_marking_it_read() {
+    let (cache, codec) = cache(1);
+    let cache = cache.lazy_old_objects();
+    let kept = versioned("a", "1", "u1", "10");
+    cache
+        .replace(vec![versioned("b", "1", "u2", "20")], "20")
+        .unwrap();
+    cache.add(Arc::clone(&kept)).unwrap();
+    assert_eq!(cache.hot_len(), 1);
+
+    // Encoded, with its identity, shared by its clones; the kept object comes back as it is.
+    let old = cache.get_lazy("b").expect("cached");
+    assert!(!old.is_decoded());
+    assert_eq!(
+        (old.uid(), old.resource_version()),
+        (Some("u2"), Some("20"))
+    );
+    let held = cache.get_lazy("a").expect("cached");
+    assert!(held.ptr_eq(&OldObject::decoded(Arc::clone(&kept))));
+    assert!(cache.get_lazy("c").is_none());
+    assert_eq!(decodes(&codec), 0);
+
+    // The relist replaces the cache; the handed-over object still decodes, once.
+    cache
+        .replace(vec![versioned("b", "2", "u2", "21")], "21")
+        .unwrap();
+    let clone = old.clone();
+    assert_eq!(old.get(), Some(versioned("b", "1", "u2", "20")));
+    assert!(clone.is_decoded(), "clones share the decode");
+    assert_eq!(decodes(&codec), 1);
+
+    // Without held identities, the object is decoded at once, and not kept decoded.
+    let (cache, codec) = self::cache(1);
+    cache
+        .replace(vec![versioned("b", "1", "u2", "20")], "20")
+        .unwrap();
+    let old = cache.get_lazy("b").expect("cached");
+    assert!(old.is_decoded());
+    assert_eq!(decodes(&codec), 1);
+    assert_eq!(cache.hot_len(), 0);
+}

@@ -260,6 +260,16 @@ fn check(
             }
             (got, want) => prop_assert!(false, "get_by_key {key}: got {got:?}, want {want:?}"),
         }
+        match (
+            cache.get_lazy(&key).map(|old| old.get()),
+            model.items.get(&key),
+        ) {
+            (None, None) => {}
+            (Some(Some(got)), Some(want)) => {
+                prop_assert!(same(identical, &got, want), "get_lazy {}", key);
+            }
+            (got, want) => prop_assert!(false, "get_lazy {key}: got {got:?}, want {want:?}"),
+        }
     }
 
     let registered: BTreeSet<String> = cache.indexers().into_keys().collect();

@@ -22,7 +22,7 @@ pub(super) struct Entry {
     pub(super) bytes: Arc<[u8]>,
     /// The object's UID and resourceVersion, when the cache keeps them
     /// ([`CompactCache::lazy_old_objects`](super::CompactCache::lazy_old_objects)).
-    identity: Option<Identity>,
+    pub(super) identity: Option<Identity>,
     /// Bumped on every write to the cache, so a decoded copy can tell which version it is.
     pub(super) stamp: u64,
     /// For each index, in [`Indexes::named`] order, the distinct values the object has.
