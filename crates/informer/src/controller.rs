@@ -128,10 +128,15 @@ impl<K: Object> Applier<K> {
         let mut deletions = Vec::new();
         for obj in &replaced.objects {
             let key = (self.key_func)(obj)?;
-            let mut old = self.indexer.get_by_key(&key);
+            // A compact cache hands the cached object over undecoded: telling an update from
+            // a resync or a re-creation needs only its UID and resourceVersion.
+            let mut old = self.indexer.get_lazy(&key);
             // The name was deleted and created again while no watch saw it: the old object
-            // goes with the other deletions, the new one arrives as an add.
-            if let Some(recreated) = old.take_if(|old| is_recreated(old.uid(), obj.uid())) {
+            // goes with the other deletions (unless it does not decode, which the cache logs),
+            // the new one arrives as an add.
+            if let Some(recreated) = old.take_if(|old| is_recreated(old.uid(), obj.uid()))
+                && let Some(recreated) = recreated.get()
+            {
                 deletions.push(DeletedFinalStateUnknown {
                     key: key.clone(),
                     obj: recreated,
@@ -155,7 +160,7 @@ impl<K: Object> Applier<K> {
         }
         for (old, new) in replacements {
             match old {
-                Some(old) => distribute_update(out, old.into(), new),
+                Some(old) => distribute_update(out, old, new),
                 None => out.distribute(add_notification(new, kind), Recipients::All),
             }
         }

@@ -2,7 +2,8 @@
 //! server: objects a protobuf watch delivers are stored as the messages they arrived in, not
 //! encoded again (cut to leave managedFields out when the informer drops them), and still read
 //! back equal; JSON and a transform make the cache encode. An update's old object is decoded
-//! once however many handlers read it, and never for handlers that take the new one only.
+//! once however many handlers read it, and never for handlers that take the new one only; a
+//! relist decodes only what its tombstones carry and what handlers read.
 
 use std::{
     sync::{
@@ -15,7 +16,7 @@ use std::{
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer};
 use kinformer_reflector::{KubeListerWatcher, WireFormat, compact_codec};
-use kinformer_store::{Codec, CodecError, WireBytes};
+use kinformer_store::{Codec, CodecError, ObjectOrTombstone, WireBytes};
 use kinformer_testing::{FakeApiServer, eventually, fixtures};
 use kube_client::Api;
 use kube_core::ResourceExt;
@@ -285,4 +286,150 @@ async fn a_json_watch_and_a_transform_leave_the_cache_encoding() {
     });
     let transformed = after_sync(PROTOBUF, transformed, ONE_READER).await;
     assert_eq!(transformed.encodes, 8);
+}
+
+/// What a relist cost the cache's codec in decodes, and what the handlers saw.
+#[derive(Debug, PartialEq)]
+struct Relisted {
+    decodes: usize,
+    updated: Vec<String>,
+    deleted: Vec<String>,
+}
+
+/// Four Pods synced into a compact cache keeping nothing decoded; then, while the watch is
+/// down, two are updated and one deleted, and the history compacted, so the informer relists.
+async fn after_relist(handlers: Handlers) -> Relisted {
+    let server = FakeApiServer::start()
+        .await
+        .expect("the fake server starts");
+    for i in 0..4 {
+        server
+            .create_object(fixtures::pod(i))
+            .expect("the fixture pod is valid");
+    }
+    let codec = Arc::new(Counting {
+        inner: compact_codec::<Pod>(),
+        encodes: AtomicUsize::new(0),
+        decodes: AtomicUsize::new(0),
+    });
+    let lister_watcher =
+        KubeListerWatcher::new(Api::<Pod>::all(server.client().expect("a client")))
+            .wire_format(WireFormat::Protobuf);
+    let informer = SharedIndexInformer::new(
+        lister_watcher,
+        InformerOptions::new().compact_cache(Arc::clone(&codec) as Arc<dyn Codec<Pod>>, 0),
+    );
+    let updated = Arc::new(Mutex::new(Vec::new()));
+    let deleted = Arc::new(Mutex::new(Vec::new()));
+    let on_delete = {
+        let deleted = Arc::clone(&deleted);
+        move |gone: ObjectOrTombstone<Pod>| {
+            deleted.lock().push(gone.object().name_any());
+        }
+    };
+    let handler = match handlers {
+        Handlers::OldAndNew { .. } => HandlerFuncs::new().update_func({
+            let updated = Arc::clone(&updated);
+            move |old: Arc<Pod>, new: Arc<Pod>| {
+                assert_eq!(old.uid(), new.uid());
+                assert_ne!(old.resource_version(), new.resource_version());
+                updated.lock().push(new.name_any());
+            }
+        }),
+        Handlers::NewOnly => HandlerFuncs::new().update_new_func({
+            let updated = Arc::clone(&updated);
+            move |new: Arc<Pod>| updated.lock().push(new.name_any())
+        }),
+    };
+    informer
+        .add_event_handler(handler.delete_func(on_delete))
+        .expect("the handler is registered");
+    let token = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, token) = (informer.clone(), token.clone());
+        async move { informer.run(token).await }
+    });
+    eventually("the informer synced", PATIENCE, || informer.has_synced()).await;
+    let synced = codec.decodes.load(Ordering::Relaxed);
+
+    server.stop_listener().await;
+    for i in 0..2 {
+        let name = fixtures::pod(i)["metadata"]["name"].clone();
+        let mut current = server
+            .object(
+                "v1",
+                "Pod",
+                Some(&fixtures::namespace_of(i)),
+                name.as_str().unwrap_or_default(),
+            )
+            .expect("the pod exists");
+        current["metadata"]["labels"]["relisted"] = json!("yes");
+        server.update_object(current).expect("the update is valid");
+    }
+    let gone = fixtures::pod(3)["metadata"]["name"].clone();
+    server
+        .delete_object(
+            "v1",
+            "Pod",
+            Some(&fixtures::namespace_of(3)),
+            gone.as_str().unwrap_or_default(),
+        )
+        .expect("the pod exists");
+    server.compact();
+    server
+        .restart_listener()
+        .await
+        .expect("the listener comes back");
+    eventually("the relist was handled", PATIENCE, || {
+        updated.lock().len() == 2 && deleted.lock().len() == 1
+    })
+    .await;
+    let decodes = codec.decodes.load(Ordering::Relaxed) - synced;
+    assert_eq!(informer.cache().len(), 3);
+
+    token.cancel();
+    task.await
+        .expect("the informer task panicked")
+        .expect("the informer ran");
+    let mut updated = updated.lock().clone();
+    updated.sort();
+    let deleted = deleted.lock().clone();
+    Relisted {
+        decodes,
+        updated,
+        deleted,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_decodes_only_the_old_objects_someone_reads() {
+    let names = |range: std::ops::Range<usize>| -> Vec<String> {
+        range
+            .map(|i| {
+                fixtures::pod(i)["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    };
+    // The deleted Pod's tombstone carries the object, decoded; the unchanged Pod and the
+    // updated ones are told apart by resourceVersion alone.
+    assert_eq!(
+        after_relist(Handlers::NewOnly).await,
+        Relisted {
+            decodes: 1,
+            updated: names(0..2),
+            deleted: names(3..4),
+        }
+    );
+    // A handler that reads the old objects gets each updated Pod's, decoded once.
+    assert_eq!(
+        after_relist(ONE_READER).await,
+        Relisted {
+            decodes: 3,
+            updated: names(0..2),
+            deleted: names(3..4),
+        }
+    );
 }
