@@ -145,6 +145,14 @@ pub(crate) const TASKS: &[TaskSpec] = &[
                     "run only this scenario (or decode-floor)",
                 )
             },
+            Flag {
+                repeats: true,
+                ..valued(
+                    "--case",
+                    "LABEL",
+                    "run only the case with this label (as the report names it)",
+                )
+            },
             valued("--runs", "K", "runs of every case (default 3, --quick 1)"),
             flag(
                 "--warm-up",
@@ -311,6 +319,8 @@ pub(crate) struct Bench {
     pub(crate) suite: Option<String>,
     pub(crate) quick: bool,
     pub(crate) scenarios: Vec<String>,
+    /// Only the cases with these labels; none: every case.
+    pub(crate) cases: Vec<String>,
     pub(crate) runs: Option<usize>,
     /// Run each case once, unmeasured, right before each measured run of it.
     pub(crate) warm_up: bool,
@@ -492,6 +502,7 @@ impl Task {
                 suite: parsed.word.clone(),
                 quick: parsed.has("--quick"),
                 scenarios: parsed.values("--scenario"),
+                cases: parsed.values("--case"),
                 runs: parsed
                     .value("--runs")
                     .map(|runs| runs.parse().map_err(|err| format!("--runs: {err}")))

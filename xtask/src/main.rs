@@ -5,9 +5,9 @@
 //!   included, and the client-go tests) and the docs with warnings denied.
 //! - `client-go [ARGS]`: the differential and conformance tests that drive client-go itself
 //!   (needs Go); `cargo test --workspace` leaves them out.
-//! - `bench [--quick] [--scenario NAME]... [--runs K]`: kinformer, kube-runtime and client-go
-//!   informers on the same scenarios against the same server, alternately, written to
-//!   `docs/benchmarks.md` (see `xtask/peers/BENCH-PROTOCOL.md`).
+//! - `bench [--quick] [--scenario NAME]... [--case LABEL]... [--runs K]`: kinformer,
+//!   kube-runtime and client-go informers on the same scenarios against the same server,
+//!   alternately, written to `docs/benchmarks.md` (see `xtask/peers/BENCH-PROTOCOL.md`).
 //! - `bench fifo|store|workqueue`: a crate's criterion benchmarks and client-go's `go test
 //!   -bench`, back to back, with ratios written to `docs/bench-sections/`.
 //! - `fake-apiserver [FLAGS]`: the fake API server from kinformer-testing, standalone.

@@ -1,6 +1,10 @@
-//! `cargo xtask bench [--quick] [--scenario NAME]... [--runs K]`: kinformer, kube-runtime and
-//! client-go run the same informer scenarios against the same server, alternately, and the
-//! results become docs/benchmarks.md and docs/bench-chart.svg.
+//! `cargo xtask bench [--quick] [--scenario NAME]... [--case LABEL]... [--runs K]`: kinformer,
+//! kube-runtime and client-go run the same informer scenarios against the same server,
+//! alternately, and the results become docs/benchmarks.md and docs/bench-chart.svg.
+//!
+//! `--scenario` and `--case` (a case's label, as the report names it) narrow the run to a
+//! comparison, for instance kinformer's default cache against its compact cache on the steady
+//! watch; such a run writes `target/bench/quick.md`, not docs/.
 //!
 //! The contract between this harness, the fake API server's bench endpoints and the peers is
 //! xtask/peers/BENCH-PROTOCOL.md. Every peer run gets a freshly seeded server, and every result
@@ -53,9 +57,10 @@ pub(crate) fn run(options: &Bench) -> Result<(), String> {
             ));
         }
     }
+    let all = only_cases(all, &options.cases)?;
     let out_dir = crate::bench::target_dir(&project_root()).join("bench");
     fs::create_dir_all(&out_dir).map_err(|err| format!("creating {}: {err}", out_dir.display()))?;
-    let to_docs = !options.quick && options.scenarios.is_empty();
+    let to_docs = !options.quick && options.scenarios.is_empty() && options.cases.is_empty();
     let saved = match &options.report_from {
         Some(path) => load_results(path)?,
         None => {
@@ -88,6 +93,38 @@ pub(crate) fn run(options: &Bench) -> Result<(), String> {
     fs::write(&svg_path, svg).map_err(|err| format!("writing {}: {err}", svg_path.display()))?;
     eprintln!("bench: wrote {}", md_path.display());
     Ok(())
+}
+
+/// `all` with only the cases labelled one of `labels` (every case when there are none), and
+/// without the scenarios left with none; an error for a label no case has.
+fn only_cases(all: Vec<Scenario>, labels: &[String]) -> Result<Vec<Scenario>, String> {
+    if labels.is_empty() {
+        return Ok(all);
+    }
+    if let Some(unknown) = labels.iter().find(|label| {
+        !all.iter()
+            .flat_map(|s| &s.cases)
+            .any(|c| &c.label == *label)
+    }) {
+        let mut known: Vec<&str> = all
+            .iter()
+            .flat_map(|s| &s.cases)
+            .map(|c| c.label.as_str())
+            .collect();
+        known.sort_unstable();
+        known.dedup();
+        return Err(format!(
+            "no case is labelled {unknown:?}; the labels: {}",
+            known.join(", ")
+        ));
+    }
+    Ok(all
+        .into_iter()
+        .filter_map(|mut scenario| {
+            scenario.cases.retain(|case| labels.contains(&case.label));
+            (!scenario.cases.is_empty()).then_some(scenario)
+        })
+        .collect())
 }
 
 fn run_all(
@@ -141,4 +178,34 @@ fn run_all(
         results,
         floor,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_named_cases_run_and_an_unknown_label_is_refused() {
+        let all = scenarios(QUICK);
+        let label = "kinformer (protobuf) compact cache";
+        let chosen = only_cases(all.clone(), &[label.to_owned()]).expect("a known label");
+        assert!(!chosen.is_empty());
+        assert!(
+            chosen.len() < all.len(),
+            "scenarios without the case are left out"
+        );
+        for scenario in &chosen {
+            let labels: Vec<&str> = scenario.cases.iter().map(|c| c.label.as_str()).collect();
+            assert_eq!(labels, [label], "{}", scenario.name);
+        }
+        assert_eq!(
+            only_cases(all.clone(), &[]).expect("no filter").len(),
+            all.len()
+        );
+        let error = only_cases(all, &["kinformer (yaml)".to_owned()]).expect_err("unknown");
+        assert!(
+            error.contains("\"kinformer (yaml)\"") && error.contains(label),
+            "{error}"
+        );
+    }
 }

@@ -75,6 +75,15 @@ fn every_documented_invocation_parses_as_documented() {
             ..Bench::default()
         }
     );
+    assert_eq!(
+        bench("bench --scenario watch --case kinformer --case client-go --runs 2"),
+        Bench {
+            scenarios: strings(&["watch"]),
+            cases: strings(&["kinformer", "client-go"]),
+            runs: Some(2),
+            ..Bench::default()
+        }
+    );
     for suite in ["fifo", "store", "workqueue"] {
         assert_eq!(
             bench(&format!("bench {suite}")).suite.as_deref(),
@@ -213,8 +222,8 @@ fn the_help_lists_every_task_and_every_flag_with_its_help() {
         }
     }
     assert!(help("bench").starts_with(
-        "cargo xtask bench [fifo|store|workqueue] [--quick] [--scenario NAME]... [--runs K] \
-         [--warm-up] [--report FILE]\n"
+        "cargo xtask bench [fifo|store|workqueue] [--quick] [--scenario NAME]... \
+         [--case LABEL]... [--runs K] [--warm-up] [--report FILE]\n"
     ));
     assert!(help("e2e").contains("-- TEST ARGS"));
 }
