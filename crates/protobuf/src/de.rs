@@ -392,10 +392,9 @@ impl<'de> MapAccess<'de> for FieldAccess<'de> {
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let (field, value) = self
-            .pending
-            .take()
-            .ok_or(Error::Malformed("a value asked for before its key"))?;
+        let Some((field, value)) = self.pending.take() else {
+            return Err(Error::Malformed("a value asked for before its key"));
+        };
         match field.shape {
             Shape::Single | Shape::Inline => seed.deserialize(ValueDeserializer {
                 ty: field.ty,
@@ -650,10 +649,9 @@ impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let value = self
-            .value
-            .take()
-            .ok_or(Error::Malformed("a map value asked for before its key"))?;
+        let Some(value) = self.value.take() else {
+            return Err(Error::Malformed("a map value asked for before its key"));
+        };
         seed.deserialize(ValueDeserializer {
             ty: self.ty,
             value,

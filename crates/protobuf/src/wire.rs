@@ -111,7 +111,7 @@ impl<'de> Reader<'de> {
     }
 
     /// The next field's number and value; `None` at the end of the message.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn field(&mut self) -> Result<Option<(u32, WireValue<'de>)>, Error> {
         let tag = match self.bytes {
             [] => return Ok(None),
@@ -122,10 +122,11 @@ impl<'de> Reader<'de> {
             }
             _ => self.varint()?,
         };
-        let number = u32::try_from(tag >> 3)
-            .ok()
-            .filter(|&number| number != 0)
-            .ok_or(Error::Malformed("a field number out of range"))?;
+        // A match, not `ok_or`: `Error` has drop glue, so `ok_or` builds and drops one per field.
+        let number = match u32::try_from(tag >> 3) {
+            Ok(number) if number != 0 => number,
+            _ => return Err(Error::Malformed("a field number out of range")),
+        };
         let value = match tag & 7 {
             2 => {
                 let len = match self.bytes {
