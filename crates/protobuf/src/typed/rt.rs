@@ -31,6 +31,10 @@ pub(crate) trait Merge {
     /// element, so that each list is allocated once, at its length.
     const REPEATED: &'static [u32] = &[];
 
+    /// [`REPEATED`](Merge::REPEATED)'s numbers under 64, as bits: what [`merge`] checks for
+    /// every field, in one instruction rather than a scan of the list.
+    const REPEATED_BITS: u64 = bits_under_64(Self::REPEATED);
+
     /// Makes room for `additional` more elements of repeated field `number`, one of
     /// [`REPEATED`](Merge::REPEATED), unless `options` drop that field.
     fn reserve(&mut self, _number: u32, _additional: usize, _options: &DecodeOptions) {}
@@ -60,13 +64,35 @@ pub(crate) fn merge<T: Merge>(
     let mut reader = Reader::new(bytes);
     let mut previous = 0;
     while let Some((number, value)) = reader.field()? {
-        if number != previous && T::REPEATED.contains(&number) {
+        if number != previous && is_repeated::<T>(number) {
             target.reserve(number, 1 + run_after(reader, number), options);
         }
         previous = number;
         target.merge_field(number, value, options)?;
     }
     Ok(())
+}
+
+/// Whether field `number` of `T` is one of its [`Merge::REPEATED`].
+#[inline(always)]
+fn is_repeated<T: Merge>(number: u32) -> bool {
+    match 1u64.checked_shl(number) {
+        Some(bit) => T::REPEATED_BITS & bit != 0,
+        None => T::REPEATED.contains(&number),
+    }
+}
+
+/// `numbers` under 64 as the bits of a `u64`.
+const fn bits_under_64(numbers: &[u32]) -> u64 {
+    let mut bits = 0u64;
+    let mut i = 0;
+    while i < numbers.len() {
+        if numbers[i] < 64 {
+            bits |= 1 << numbers[i];
+        }
+        i += 1;
+    }
+    bits
 }
 
 /// How many fields numbered `number` follow `reader` before any other field. Counting reads
@@ -479,4 +505,31 @@ pub(crate) fn inline(
         field(number, value)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Numbered;
+
+    impl Merge for Numbered {
+        const REPEATED: &'static [u32] = &[1, 17, 63, 64, 200];
+
+        fn merge_field(
+            &mut self,
+            _: u32,
+            _: WireValue<'_>,
+            _: &DecodeOptions,
+        ) -> Result<(), Error> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn repeated_numbers_are_found_above_and_below_64() {
+        assert_eq!(Numbered::REPEATED_BITS, 1 << 1 | 1 << 17 | 1 << 63);
+        let found: Vec<u32> = (0..=300).filter(|&n| is_repeated::<Numbered>(n)).collect();
+        assert_eq!(found, Numbered::REPEATED);
+    }
 }
