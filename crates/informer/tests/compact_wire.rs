@@ -49,6 +49,45 @@ impl Codec<Pod> for Counting {
     }
 }
 
+impl Counting {
+    /// kinformer's codec, with nothing counted yet.
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            inner: compact_codec::<Pod>(),
+            encodes: AtomicUsize::new(0),
+            decodes: AtomicUsize::new(0),
+        })
+    }
+}
+
+/// A fake API server holding fixture Pods `0..pods`.
+async fn server_with_pods(pods: usize) -> FakeApiServer {
+    let server = FakeApiServer::start()
+        .await
+        .expect("the fake server starts");
+    for i in 0..pods {
+        server
+            .create_object(fixtures::pod(i))
+            .expect("the fixture pod is valid");
+    }
+    server
+}
+
+/// Sets label `key` of fixture Pod `i` on `server` to `value`.
+fn relabel(server: &FakeApiServer, i: usize, key: &str, value: &str) {
+    let name = fixtures::pod(i)["metadata"]["name"].clone();
+    let mut current = server
+        .object(
+            "v1",
+            "Pod",
+            Some(&fixtures::namespace_of(i)),
+            name.as_str().unwrap_or_default(),
+        )
+        .expect("the pod exists");
+    current["metadata"]["labels"][key] = json!(value);
+    server.update_object(current).expect("the update is valid");
+}
+
 type Updates = Arc<Mutex<Vec<(Option<Arc<Pod>>, Arc<Pod>)>>>;
 
 /// How the handlers take updates: `readers` handlers each with the old and the new object, or
@@ -82,19 +121,8 @@ const PROTOBUF: Reading = Reading {
 /// as `reading` says and caching compactly (nothing kept decoded) through `options`, and
 /// `handlers` taking the updates.
 async fn after_sync(reading: Reading, options: InformerOptions<Pod>, handlers: Handlers) -> Counts {
-    let server = FakeApiServer::start()
-        .await
-        .expect("the fake server starts");
-    for i in 0..3 {
-        server
-            .create_object(fixtures::pod(i))
-            .expect("the fixture pod is valid");
-    }
-    let codec = Arc::new(Counting {
-        inner: compact_codec::<Pod>(),
-        encodes: AtomicUsize::new(0),
-        decodes: AtomicUsize::new(0),
-    });
+    let server = server_with_pods(3).await;
+    let codec = Counting::new();
     let mut lister_watcher =
         KubeListerWatcher::new(Api::<Pod>::all(server.client().expect("a client")))
             .wire_format(reading.format);
@@ -156,18 +184,7 @@ async fn after_sync(reading: Reading, options: InformerOptions<Pod>, handlers: H
 
     for round in 1..=2 {
         for i in 0..3 {
-            let name = fixtures::pod(i)["metadata"]["name"].clone();
-            let namespace = fixtures::namespace_of(i);
-            let mut current = server
-                .object(
-                    "v1",
-                    "Pod",
-                    Some(&namespace),
-                    name.as_str().unwrap_or_default(),
-                )
-                .expect("the pod exists");
-            current["metadata"]["labels"]["round"] = json!(round.to_string());
-            server.update_object(current).expect("the update is valid");
+            relabel(&server, i, "round", &round.to_string());
         }
     }
     for i in 3..5 {
@@ -299,19 +316,8 @@ struct Relisted {
 /// Four Pods synced into a compact cache keeping nothing decoded; then, while the watch is
 /// down, two are updated and one deleted, and the history compacted, so the informer relists.
 async fn after_relist(handlers: Handlers) -> Relisted {
-    let server = FakeApiServer::start()
-        .await
-        .expect("the fake server starts");
-    for i in 0..4 {
-        server
-            .create_object(fixtures::pod(i))
-            .expect("the fixture pod is valid");
-    }
-    let codec = Arc::new(Counting {
-        inner: compact_codec::<Pod>(),
-        encodes: AtomicUsize::new(0),
-        decodes: AtomicUsize::new(0),
-    });
+    let server = server_with_pods(4).await;
+    let codec = Counting::new();
     let lister_watcher =
         KubeListerWatcher::new(Api::<Pod>::all(server.client().expect("a client")))
             .wire_format(WireFormat::Protobuf);
@@ -354,17 +360,7 @@ async fn after_relist(handlers: Handlers) -> Relisted {
 
     server.stop_listener().await;
     for i in 0..2 {
-        let name = fixtures::pod(i)["metadata"]["name"].clone();
-        let mut current = server
-            .object(
-                "v1",
-                "Pod",
-                Some(&fixtures::namespace_of(i)),
-                name.as_str().unwrap_or_default(),
-            )
-            .expect("the pod exists");
-        current["metadata"]["labels"]["relisted"] = json!("yes");
-        server.update_object(current).expect("the update is valid");
+        relabel(&server, i, "relisted", "yes");
     }
     let gone = fixtures::pod(3)["metadata"]["name"].clone();
     server
