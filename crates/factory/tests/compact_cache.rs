@@ -32,11 +32,9 @@ async fn informing(
     let server = FakeApiServer::start()
         .await
         .expect("the fake server starts");
-    for i in 0..pods {
-        server
-            .create_object(fixtures::pod(i))
-            .expect("the fixture pod is valid");
-    }
+    server
+        .create_pods(0..pods)
+        .expect("the fixture pods are valid");
     let factory = SharedInformerFactory::new(server.client().expect("a client"), options);
     let informer = factory.informer::<Pod>().expect("an informer");
     let (added, updates): (Arc<Mutex<Vec<Arc<Pod>>>>, Updates) = Default::default();

@@ -27,11 +27,9 @@ async fn server_with_pods(pods: usize) -> FakeApiServer {
     let server = FakeApiServer::start()
         .await
         .expect("the fake server starts");
-    for i in 0..pods {
-        server
-            .create_object(fixtures::pod(i))
-            .expect("the fixture pod is valid");
-    }
+    server
+        .create_pods(0..pods)
+        .expect("the fixture pods are valid");
     server
 }
 

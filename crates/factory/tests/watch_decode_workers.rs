@@ -37,11 +37,9 @@ async fn updates_arrive_in_order(format: WireFormat) {
     let server = FakeApiServer::start()
         .await
         .expect("the fake server starts");
-    for i in 0..PODS {
-        server
-            .create_object(fixtures::pod(i))
-            .expect("the fixture pod is valid");
-    }
+    server
+        .create_pods(0..PODS)
+        .expect("the fixture pods are valid");
     let options = FactoryOptions::default()
         .wire_format(format)
         .watch_decode_workers(4);

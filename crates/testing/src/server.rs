@@ -218,6 +218,19 @@ impl FakeApiServer {
         Ok(created.value())
     }
 
+    /// Creates the fixture Pods numbered `range` ([`fixtures::pod`](crate::fixtures::pod)):
+    /// the starting state most informer tests want.
+    ///
+    /// # Errors
+    ///
+    /// As [`FakeApiServer::create_object`]; the Pods before the one refused stay created.
+    pub fn create_pods(&self, range: std::ops::Range<usize>) -> Result<()> {
+        for i in range {
+            self.create_object(crate::fixtures::pod(i))?;
+        }
+        Ok(())
+    }
+
     /// Replaces an object as a PUT would (409 Conflict on a stale resourceVersion).
     ///
     /// # Errors
