@@ -65,11 +65,9 @@ async fn server_with_pods(pods: usize) -> FakeApiServer {
     let server = FakeApiServer::start()
         .await
         .expect("the fake server starts");
-    for i in 0..pods {
-        server
-            .create_object(fixtures::pod(i))
-            .expect("the fixture pod is valid");
-    }
+    server
+        .create_pods(0..pods)
+        .expect("the fixture pods are valid");
     server
 }
 
@@ -86,6 +84,34 @@ fn relabel(server: &FakeApiServer, i: usize, key: &str, value: &str) {
         .expect("the pod exists");
     current["metadata"]["labels"][key] = json!(value);
     server.update_object(current).expect("the update is valid");
+}
+
+/// An informer running on its own task.
+struct Running {
+    token: CancellationToken,
+    task: tokio::task::JoinHandle<kinformer_informer::Result<()>>,
+}
+
+impl Running {
+    /// Runs `informer` and waits until it has synced.
+    async fn synced(informer: &SharedIndexInformer<Pod>) -> Self {
+        let token = CancellationToken::new();
+        let task = tokio::spawn({
+            let (informer, token) = (informer.clone(), token.clone());
+            async move { informer.run(token).await }
+        });
+        eventually("the informer synced", PATIENCE, || informer.has_synced()).await;
+        Self { token, task }
+    }
+
+    /// Stops the informer and checks that it ran without error.
+    async fn stop(self) {
+        self.token.cancel();
+        self.task
+            .await
+            .expect("the informer task panicked")
+            .expect("the informer ran");
+    }
 }
 
 type Updates = Arc<Mutex<Vec<(Option<Arc<Pod>>, Arc<Pod>)>>>;
@@ -171,12 +197,7 @@ async fn after_sync(reading: Reading, options: InformerOptions<Pod>, handlers: H
             .add_event_handler(reader)
             .expect("the handler is registered");
     }
-    let token = CancellationToken::new();
-    let task = tokio::spawn({
-        let (informer, token) = (informer.clone(), token.clone());
-        async move { informer.run(token).await }
-    });
-    eventually("the informer synced", PATIENCE, || informer.has_synced()).await;
+    let running = Running::synced(&informer).await;
     let synced = Counts {
         encodes: codec.encodes.load(Ordering::Relaxed),
         decodes: codec.decodes.load(Ordering::Relaxed),
@@ -231,10 +252,7 @@ async fn after_sync(reading: Reading, options: InformerOptions<Pod>, handlers: H
     }
     assert_eq!(cache.len(), 5);
 
-    token.cancel();
-    task.await
-        .expect("the informer task panicked")
-        .expect("the informer ran");
+    running.stop().await;
     counts
 }
 
@@ -350,12 +368,7 @@ async fn after_relist(handlers: Handlers) -> Relisted {
     informer
         .add_event_handler(handler.delete_func(on_delete))
         .expect("the handler is registered");
-    let token = CancellationToken::new();
-    let task = tokio::spawn({
-        let (informer, token) = (informer.clone(), token.clone());
-        async move { informer.run(token).await }
-    });
-    eventually("the informer synced", PATIENCE, || informer.has_synced()).await;
+    let running = Running::synced(&informer).await;
     let synced = codec.decodes.load(Ordering::Relaxed);
 
     server.stop_listener().await;
@@ -383,10 +396,7 @@ async fn after_relist(handlers: Handlers) -> Relisted {
     let decodes = codec.decodes.load(Ordering::Relaxed) - synced;
     assert_eq!(informer.cache().len(), 3);
 
-    token.cancel();
-    task.await
-        .expect("the informer task panicked")
-        .expect("the informer ran");
+    running.stop().await;
     let mut updated = updated.lock().clone();
     updated.sort();
     let deleted = deleted.lock().clone();
