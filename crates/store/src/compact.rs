@@ -240,15 +240,21 @@ impl<K> CompactCache<K> {
             return Ok(Some(OldObject::decoded(held)));
         }
         Ok(match (old, replaced.identity) {
-            (Old::Lazy, Some(identity)) => Some(OldObject::encoded(
-                replaced.key,
-                replaced.bytes,
-                identity,
-                Arc::clone(&self.codec),
-                Arc::clone(&self.decode_failures),
-            )),
+            (Old::Lazy, Some(identity)) => Some(self.lazy(replaced.key, replaced.bytes, identity)),
             _ => self.decode(&key, &replaced.bytes).map(OldObject::decoded),
         })
+    }
+
+    /// `bytes`, the object under `key`, left encoded, to be decoded by this cache's codec when
+    /// first read.
+    fn lazy(&self, key: Arc<str>, bytes: Arc<[u8]>, identity: Identity) -> OldObject<K> {
+        OldObject::encoded(
+            key,
+            bytes,
+            identity,
+            Arc::clone(&self.codec),
+            Arc::clone(&self.decode_failures),
+        )
     }
 
     /// Both locks, for a write; see [`Write`].
@@ -557,13 +563,8 @@ impl<K: Send + Sync> Indexer<K> for CompactCache<K> {
                 return Some(OldObject::decoded(held));
             }
             if let Some(identity) = &entry.identity {
-                return Some(OldObject::encoded(
-                    Arc::clone(&entry.key),
-                    Arc::clone(&entry.bytes),
-                    identity.clone(),
-                    Arc::clone(&self.codec),
-                    Arc::clone(&self.decode_failures),
-                ));
+                let (key, bytes) = (Arc::clone(&entry.key), Arc::clone(&entry.bytes));
+                return Some(self.lazy(key, bytes, identity.clone()));
             }
             (Arc::clone(&entry.key), Arc::clone(&entry.bytes))
         };
