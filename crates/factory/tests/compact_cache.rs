@@ -29,12 +29,9 @@ async fn informing(
     Arc<Mutex<Vec<Arc<Pod>>>>,
     Updates,
 ) {
-    let server = FakeApiServer::start()
+    let server = FakeApiServer::start_with_pods(0..pods)
         .await
-        .expect("the fake server starts");
-    server
-        .create_pods(0..pods)
-        .expect("the fixture pods are valid");
+        .expect("the fake server starts with the fixture Pods");
     let factory = SharedInformerFactory::new(server.client().expect("a client"), options);
     let informer = factory.informer::<Pod>().expect("an informer");
     let (added, updates): (Arc<Mutex<Vec<Arc<Pod>>>>, Updates) = Default::default();

@@ -24,13 +24,9 @@ use serde_json::json;
 const PATIENCE: Duration = Duration::from_secs(20);
 
 async fn server_with_pods(pods: usize) -> FakeApiServer {
-    let server = FakeApiServer::start()
+    FakeApiServer::start_with_pods(0..pods)
         .await
-        .expect("the fake server starts");
-    server
-        .create_pods(0..pods)
-        .expect("the fixture pods are valid");
-    server
+        .expect("the fake server starts with the fixture Pods")
 }
 
 fn same<K: kinformer_store::Object>(

@@ -34,12 +34,9 @@ fn version(pod: &Pod) -> u64 {
 }
 
 async fn updates_arrive_in_order(format: WireFormat) {
-    let server = FakeApiServer::start()
+    let server = FakeApiServer::start_with_pods(0..PODS)
         .await
-        .expect("the fake server starts");
-    server
-        .create_pods(0..PODS)
-        .expect("the fixture pods are valid");
+        .expect("the fake server starts with the fixture Pods");
     let options = FactoryOptions::default()
         .wire_format(format)
         .watch_decode_workers(4);

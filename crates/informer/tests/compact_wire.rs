@@ -62,13 +62,9 @@ impl Counting {
 
 /// A fake API server holding fixture Pods `0..pods`.
 async fn server_with_pods(pods: usize) -> FakeApiServer {
-    let server = FakeApiServer::start()
+    FakeApiServer::start_with_pods(0..pods)
         .await
-        .expect("the fake server starts");
-    server
-        .create_pods(0..pods)
-        .expect("the fixture pods are valid");
-    server
+        .expect("the fake server starts with the fixture Pods")
 }
 
 /// Sets label `key` of fixture Pod `i` on `server` to `value`.

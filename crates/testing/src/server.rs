@@ -43,6 +43,18 @@ impl FakeApiServer {
         Self::start_with(ServerOptions::default()).await
     }
 
+    /// Starts a server with the default [`ServerOptions`] holding the fixture Pods numbered
+    /// `pods` ([`FakeApiServer::create_pods`]): the starting state most informer tests want.
+    ///
+    /// # Errors
+    ///
+    /// As [`FakeApiServer::start`] and [`FakeApiServer::create_pods`].
+    pub async fn start_with_pods(pods: std::ops::Range<usize>) -> Result<Self> {
+        let server = Self::start().await?;
+        server.create_pods(pods)?;
+        Ok(server)
+    }
+
     /// Starts a server configured by `options`.
     ///
     /// # Errors
