@@ -1,5 +1,6 @@
-//! Decodes the fixture Pod (`tests/fixtures/pod.json`, encoded to protobuf) a fixed number of
-//! times through the generated decoder, for counting instructions where timings are too noisy:
+//! Decodes (or clones) the fixture Pod (`tests/fixtures/pod.json`, encoded to protobuf) a fixed
+//! number of times through the generated decoder, for counting instructions where timings are
+//! too noisy:
 //!
 //! ```text
 //! cargo build --release -p kinformer-protobuf --example decode_many

@@ -43,6 +43,7 @@ k8s_openapi::k8s_if_1_37! {
 }
 
 /// One generated decoder, type-erased: it writes `Some(T)` into the `Option<T>` it is given.
+/// On an error the `Option` may hold a partly decoded value, which the caller discards.
 type DecodeFn = fn(&[u8], &DecodeOptions, &mut dyn Any) -> Result<(), Error>;
 
 /// A registry row: the type, its message, its decoder.
@@ -64,8 +65,9 @@ pub(crate) fn entry<T: rt::Merge + rt::Zero + 'static>(message: &'static Message
         let out = out.downcast_mut::<Option<T>>().ok_or(Error::Malformed(
             "a generated decoder called for another type",
         ))?;
-        // Decoded where the caller looks for it: a `Pod` is 2.5 KB to copy.
-        rt::merge(out.insert(T::zero()), bytes, options)
+        // Built and decoded where the caller looks for it: a `Pod` is 2.5 KB to copy.
+        *out = None;
+        rt::merge(out.get_or_insert_with(T::zero), bytes, options)
     }
     Entry {
         type_id: TypeId::of::<T>(),
