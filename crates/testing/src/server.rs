@@ -48,7 +48,8 @@ impl FakeApiServer {
     ///
     /// # Errors
     ///
-    /// As [`FakeApiServer::start`] and [`FakeApiServer::create_pods`].
+    /// [`Error::Bind`] as [`FakeApiServer::start`]; a fixture Pod's refusal as
+    /// [`FakeApiServer::create_pods`], the server then dropped (stopped) with it.
     pub async fn start_with_pods(pods: std::ops::Range<usize>) -> Result<Self> {
         let server = Self::start().await?;
         server.create_pods(pods)?;
