@@ -25,8 +25,9 @@ use crate::write;
 
 /// A running fake Kubernetes API server on 127.0.0.1, stopped when dropped.
 ///
-/// Start it with [`FakeApiServer::start`] (or [`FakeApiServer::start_with`] and [`ServerOptions`]), point a client at
-/// [`FakeApiServer::url`], and steer failures through [`FakeApiServer::faults`].
+/// Start it with [`FakeApiServer::start`] (or [`FakeApiServer::start_with`] and
+/// [`ServerOptions`], or [`FakeApiServer::start_with_pods`] holding fixture Pods), point a
+/// client at [`FakeApiServer::url`], and steer failures through [`FakeApiServer::faults`].
 #[derive(Debug)]
 pub struct FakeApiServer {
     shared: Arc<Shared>,
