@@ -1,4 +1,4 @@
-//! Memory and CPU of this process, read from `/proc/self` as the protocol says.
+//! Memory, CPU and page faults of this process, read from `/proc/self` as the protocol says.
 
 use std::{fs, io};
 
@@ -33,13 +33,37 @@ pub fn reset_peak() -> io::Result<()> {
     fs::write("/proc/self/clear_refs", "5")
 }
 
-/// CPU time of every thread of this process so far (`utime` + `stime`), in milliseconds.
+/// CPU time and page faults of every thread of this process so far (`/proc/self/stat`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// `utime` + `stime`, in milliseconds.
+    pub cpu_ms: u64,
+    /// `stime`, the part spent in the kernel, in milliseconds.
+    pub sys_ms: u64,
+    /// `minflt`: page faults served without reading a file. Each one zeroes or maps a page,
+    /// and on a VM whose host takes back free memory, the host pays for it as well.
+    pub minor_faults: u64,
+}
+
+impl Usage {
+    /// What was used between `earlier` and `self`.
+    #[must_use]
+    pub fn since(self, earlier: Self) -> Self {
+        Self {
+            cpu_ms: self.cpu_ms.saturating_sub(earlier.cpu_ms),
+            sys_ms: self.sys_ms.saturating_sub(earlier.sys_ms),
+            minor_faults: self.minor_faults.saturating_sub(earlier.minor_faults),
+        }
+    }
+}
+
+/// This process's [`Usage`] so far.
 ///
 /// # Errors
 ///
 /// When `/proc/self/stat` cannot be read or parsed.
-pub fn cpu_ms() -> io::Result<u64> {
-    parse_stat_cpu_ms(&fs::read_to_string("/proc/self/stat")?)
+pub fn usage() -> io::Result<Usage> {
+    parse_stat(&fs::read_to_string("/proc/self/stat")?)
 }
 
 fn invalid(what: &str) -> io::Error {
@@ -60,22 +84,27 @@ fn parse_status(status: &str) -> io::Result<Memory> {
     })
 }
 
-fn parse_stat_cpu_ms(stat: &str) -> io::Result<u64> {
+fn parse_stat(stat: &str) -> io::Result<Usage> {
     // The command name (field 2) is in parentheses and may hold spaces or parentheses of its
     // own, so fields are counted from the last `)`: field 3 is the first after it.
     let after_name = stat
         .rsplit_once(')')
         .ok_or_else(|| invalid("/proc/self/stat has no command name"))?
         .1;
-    let mut fields = after_name.split_whitespace().skip(14 - 3);
-    let mut ticks = || -> io::Result<u64> {
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let field = |number: usize, name: &str| -> io::Result<u64> {
         fields
-            .next()
+            .get(number - 3)
             .and_then(|value| value.parse().ok())
-            .ok_or_else(|| invalid("/proc/self/stat lacks utime or stime"))
+            .ok_or_else(|| invalid(&format!("/proc/self/stat lacks {name}")))
     };
-    let (utime, stime) = (ticks()?, ticks()?);
-    Ok((utime + stime) * 1000 / TICKS_PER_SECOND)
+    let minor_faults = field(10, "minflt")?;
+    let (utime, stime) = (field(14, "utime")?, field(15, "stime")?);
+    Ok(Usage {
+        cpu_ms: (utime + stime) * 1000 / TICKS_PER_SECOND,
+        sys_ms: stime * 1000 / TICKS_PER_SECOND,
+        minor_faults,
+    })
 }
 
 #[cfg(test)]
@@ -97,18 +126,59 @@ mod tests {
     }
 
     #[test]
-    fn stat_cpu_is_utime_plus_stime_in_ms_even_with_odd_command_names() {
-        // utime = 250 ticks, stime = 37 ticks.
+    fn stat_gives_cpu_kernel_time_and_faults_even_with_odd_command_names() {
+        // minflt = 98, utime = 250 ticks, stime = 37 ticks.
         let stat =
             "19339 (a (weird) name) R 19294 19294 9869 0 -1 4194304 98 0 0 0 250 37 0 0 20 0";
-        assert_eq!(parse_stat_cpu_ms(stat).expect("parses"), 2870);
-        assert!(parse_stat_cpu_ms("19339 (cat) R 1 2").is_err());
+        assert_eq!(
+            parse_stat(stat).expect("parses"),
+            Usage {
+                cpu_ms: 2870,
+                sys_ms: 370,
+                minor_faults: 98
+            }
+        );
+        assert!(parse_stat("19339 (cat) R 1 2").is_err());
+        // Cut off after utime: stime is missing.
+        assert!(parse_stat("1 (cat) R 1 1 1 0 -1 0 98 0 0 0 250").is_err());
+    }
+
+    #[test]
+    fn usage_since_an_earlier_reading_is_the_difference() {
+        let earlier = Usage {
+            cpu_ms: 100,
+            sys_ms: 30,
+            minor_faults: 1000,
+        };
+        let later = Usage {
+            cpu_ms: 250,
+            sys_ms: 90,
+            minor_faults: 4000,
+        };
+        assert_eq!(
+            later.since(earlier),
+            Usage {
+                cpu_ms: 150,
+                sys_ms: 60,
+                minor_faults: 3000
+            }
+        );
+        assert_eq!(earlier.since(later), Usage::default());
     }
 
     #[test]
     fn this_process_can_be_measured() {
         let memory = memory().expect("/proc/self/status");
         assert!(memory.rss_kib > 0 && memory.peak_kib >= memory.rss_kib);
-        cpu_ms().expect("/proc/self/stat");
+        let before = usage().expect("/proc/self/stat");
+        let touched = std::hint::black_box(vec![1u8; 64 << 20]);
+        let after = usage().expect("/proc/self/stat");
+        assert!(after.cpu_ms >= before.cpu_ms && after.sys_ms <= after.cpu_ms);
+        // 64 MiB of fresh pages, written, fault at least once per 2 MiB page.
+        assert!(
+            after.minor_faults >= before.minor_faults + 32,
+            "{before:?} then {after:?} after touching {} bytes",
+            touched.len()
+        );
     }
 }

@@ -25,6 +25,10 @@ pub struct Report {
     pub sync_ms: u64,
     /// CPU of the whole process, all threads.
     pub cpu_ms: u64,
+    /// The part of `cpu_ms` spent in the kernel.
+    pub sys_ms: u64,
+    /// Minor page faults of the whole process.
+    pub faults: u64,
     /// `VmHWM` (read before `relist` resets it).
     pub peak_rss_kib: u64,
     /// `VmRSS` with the client built, before any informer starts.
@@ -43,6 +47,12 @@ pub struct Report {
     /// CPU time from the admin call to the end of the phase.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub phase_cpu_ms: Option<u64>,
+    /// The part of `phase_cpu_ms` spent in the kernel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase_sys_ms: Option<u64>,
+    /// Minor page faults from the admin call to the end of the phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase_faults: Option<u64>,
     /// Update latency (fanout: of the fast handlers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<Percentiles>,
@@ -131,6 +141,8 @@ mod tests {
             "objects",
             "sync_ms",
             "cpu_ms",
+            "sys_ms",
+            "faults",
             "peak_rss_kib",
             "baseline_rss_kib",
             "steady_rss_kib",

@@ -150,29 +150,33 @@ fn memory() -> Result<procfs::Memory, String> {
     procfs::memory().map_err(|error| format!("reading /proc/self/status: {error}"))
 }
 
-fn cpu_ms() -> Result<u64, String> {
-    procfs::cpu_ms().map_err(|error| format!("reading /proc/self/stat: {error}"))
+fn usage() -> Result<procfs::Usage, String> {
+    procfs::usage().map_err(|error| format!("reading /proc/self/stat: {error}"))
 }
 
-/// Wall and CPU time of a phase, from the admin call on.
+/// Wall time, CPU and page faults of a phase, from the admin call on.
 struct PhaseClock {
     wall: Instant,
-    cpu_ms: u64,
+    usage: procfs::Usage,
 }
 
 impl PhaseClock {
     fn start() -> Result<Self, String> {
         Ok(Self {
-            cpu_ms: cpu_ms()?,
+            usage: usage()?,
             wall: Instant::now(),
         })
     }
 
-    /// Fills in `phase_ms` and `phase_cpu_ms`; returns the wall time.
+    /// Fills in `phase_ms`, `phase_cpu_ms`, `phase_sys_ms` and `phase_faults`; returns the
+    /// wall time.
     fn stop(&self, report: &mut Report) -> Result<Duration, String> {
         let elapsed = self.wall.elapsed();
+        let used = usage()?.since(self.usage);
         report.phase_ms = Some(millis(elapsed));
-        report.phase_cpu_ms = Some(cpu_ms()?.saturating_sub(self.cpu_ms));
+        report.phase_cpu_ms = Some(used.cpu_ms);
+        report.phase_sys_ms = Some(used.sys_ms);
+        report.phase_faults = Some(used.minor_faults);
         Ok(elapsed)
     }
 }
@@ -248,7 +252,10 @@ async fn run<P: Peer>(peer: &mut P, args: &Args) -> Result<Report, String> {
     }
 
     report.objects = views.with(0, View::len);
-    report.cpu_ms = cpu_ms()?;
+    let used = usage()?;
+    report.cpu_ms = used.cpu_ms;
+    report.sys_ms = used.sys_ms;
+    report.faults = used.minor_faults;
     report.peak_rss_kib = match peak_rss_kib {
         Some(before_reset) => before_reset,
         None => memory()?.peak_kib,

@@ -77,13 +77,20 @@ func TestSummarizeTakesNearestRanks(t *testing.T) {
 	}
 }
 
-func TestCPUTicksSkipAnAwkwardCommandName(t *testing.T) {
+func TestUsageSkipsAnAwkwardCommandName(t *testing.T) {
 	stat := []byte("4242 (a) b (c) S 1 4242 4242 0 -1 4194304 100 0 0 0 250 31 0 0 20 0 8 0 1 0 0\n")
-	ticks, err := parseCPUTicks(stat)
+	used, err := parseUsage(stat)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ticks != 281 {
-		t.Errorf("ticks = %d, want utime 250 + stime 31", ticks)
+	if want := (usage{cpuMs: 2810, sysMs: 310, faults: 100}); used != want {
+		t.Errorf("usage = %+v, want %+v (utime 250, stime 31, minflt 100)", used, want)
+	}
+	if _, err := parseUsage([]byte("1 (cat) R 1 1 1 0 -1 0 98 0 0 0 250")); err == nil {
+		t.Error("a line cut off before stime parsed")
+	}
+	later := usage{cpuMs: 3000, sysMs: 400, faults: 150}
+	if got, want := later.since(used), (usage{cpuMs: 190, sysMs: 90, faults: 50}); got != want {
+		t.Errorf("since = %+v, want %+v", got, want)
 	}
 }

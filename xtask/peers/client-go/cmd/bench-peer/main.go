@@ -102,6 +102,8 @@ type result struct {
 	Objects        int            `json:"objects"`
 	SyncMs         int64          `json:"sync_ms"`
 	CPUMs          int64          `json:"cpu_ms"`
+	SysMs          int64          `json:"sys_ms"`
+	Faults         int64          `json:"faults"`
 	PeakRSSKiB     int64          `json:"peak_rss_kib"`
 	BaselineRSSKiB int64          `json:"baseline_rss_kib"`
 	SteadyRSSKiB   int64          `json:"steady_rss_kib"`
@@ -112,6 +114,8 @@ type result struct {
 
 	PhaseMs          *int64   `json:"phase_ms,omitempty"`
 	PhaseCPUMs       *int64   `json:"phase_cpu_ms,omitempty"`
+	PhaseSysMs       *int64   `json:"phase_sys_ms,omitempty"`
+	PhaseFaults      *int64   `json:"phase_faults,omitempty"`
 	LatencyUs        *latency `json:"latency_us,omitempty"`
 	SlowLatencyUs    *latency `json:"slow_latency_us,omitempty"`
 	RelistPeakRSSKiB *int64   `json:"relist_peak_rss_kib,omitempty"`
@@ -340,7 +344,8 @@ func main() {
 		runRelist(&out, admin, spec, opts, handlers[0])
 	}
 
-	out.CPUMs = cpuMillis()
+	used := readUsage()
+	out.CPUMs, out.SysMs, out.Faults = used.cpuMs, used.sysMs, used.faults
 	out.PeakRSSKiB = max(out.PeakRSSKiB, peakRSSKiB())
 	first := handlers[0].viewCopy()
 	out.Objects = len(first)
@@ -383,21 +388,22 @@ func allLatencies(handlers []*handler) []int64 {
 	return samples
 }
 
-// phaseClock measures a phase's wall and CPU time from the admin call on.
+// phaseClock measures a phase's wall time, CPU and page faults from the admin call on.
 type phaseClock struct {
 	wall time.Time
-	cpu  int64
+	used usage
 }
 
 func startPhaseClock() phaseClock {
-	return phaseClock{wall: time.Now(), cpu: cpuMillis()}
+	return phaseClock{wall: time.Now(), used: readUsage()}
 }
 
 func (c phaseClock) stop(out *result) time.Duration {
 	elapsed := time.Since(c.wall)
 	wall := elapsed.Milliseconds()
-	cpu := cpuMillis() - c.cpu
-	out.PhaseMs, out.PhaseCPUMs = &wall, &cpu
+	used := readUsage().since(c.used)
+	out.PhaseMs = &wall
+	out.PhaseCPUMs, out.PhaseSysMs, out.PhaseFaults = &used.cpuMs, &used.sysMs, &used.faults
 	return elapsed
 }
 

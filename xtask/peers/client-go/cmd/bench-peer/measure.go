@@ -53,41 +53,72 @@ func resetPeakRSS() {
 	}
 }
 
-// cpuMillis is the CPU time of every thread of the process so far, user and system.
-func cpuMillis() int64 {
+// usage is the CPU time and page faults of every thread of the process so far.
+type usage struct {
+	cpuMs  int64 // utime + stime
+	sysMs  int64 // stime: the part spent in the kernel
+	faults int64 // minflt: page faults served without reading a file
+}
+
+// since is what was used between earlier and u.
+func (u usage) since(earlier usage) usage {
+	return usage{
+		cpuMs:  max(u.cpuMs-earlier.cpuMs, 0),
+		sysMs:  max(u.sysMs-earlier.sysMs, 0),
+		faults: max(u.faults-earlier.faults, 0),
+	}
+}
+
+// readUsage reads the process's usage so far from /proc/self/stat.
+func readUsage() usage {
 	stat, err := os.ReadFile("/proc/self/stat")
 	if err != nil {
 		fail("reading /proc/self/stat: %v", err)
 	}
-	ticks, err := parseCPUTicks(stat)
+	used, err := parseUsage(stat)
 	if err != nil {
 		fail("%v", err)
 	}
-	return ticks * 1000 / clockTicksPerSecond
+	return used
 }
 
-// parseCPUTicks adds fields 14 (utime) and 15 (stime) of a /proc/PID/stat line. Field 2, the
-// command name in parentheses, may itself hold spaces and parentheses, so fields are counted
-// from the last ')'.
-func parseCPUTicks(stat []byte) (int64, error) {
+// parseUsage reads fields 10 (minflt), 14 (utime) and 15 (stime) of a /proc/PID/stat line.
+// Field 2, the command name in parentheses, may itself hold spaces and parentheses, so fields
+// are counted from the last ')'.
+func parseUsage(stat []byte) (usage, error) {
 	end := bytes.LastIndexByte(stat, ')')
 	if end < 0 {
-		return 0, fmt.Errorf("/proc/self/stat has no command name: %q", stat)
+		return usage{}, fmt.Errorf("/proc/self/stat has no command name: %q", stat)
 	}
-	// After the name come field 3 (state) onwards: utime is field 14, the 12th of these.
+	// After the name come field 3 (state) onwards: field N is the (N-2)th of these.
 	fields := strings.Fields(string(stat[end+1:]))
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/self/stat is too short: %q", stat)
+	field := func(number int, name string) (int64, error) {
+		if len(fields) <= number-3 {
+			return 0, fmt.Errorf("/proc/self/stat lacks %s: %q", name, stat)
+		}
+		value, err := strconv.ParseInt(fields[number-3], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s in /proc/self/stat: %w", name, err)
+		}
+		return value, nil
 	}
-	utime, err := strconv.ParseInt(fields[11], 10, 64)
+	faults, err := field(10, "minflt")
 	if err != nil {
-		return 0, fmt.Errorf("utime in /proc/self/stat: %w", err)
+		return usage{}, err
 	}
-	stime, err := strconv.ParseInt(fields[12], 10, 64)
+	utime, err := field(14, "utime")
 	if err != nil {
-		return 0, fmt.Errorf("stime in /proc/self/stat: %w", err)
+		return usage{}, err
 	}
-	return utime + stime, nil
+	stime, err := field(15, "stime")
+	if err != nil {
+		return usage{}, err
+	}
+	return usage{
+		cpuMs:  (utime + stime) * 1000 / clockTicksPerSecond,
+		sysMs:  stime * 1000 / clockTicksPerSecond,
+		faults: faults,
+	}, nil
 }
 
 // settledRSSKiB is the resident set once garbage is gone: Go keeps what it has not collected
