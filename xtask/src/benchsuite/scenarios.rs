@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use super::metrics::{
-    CPU_MS, CPU_US_PER_EVENT, KIB_PER_OBJECT, Metric, P50_MS, P99_MS, P999_MS, PEAK_MIB, PHASE_MS,
-    READS_PER_S, RELIST_DELETES, RELIST_PEAK_OVER_STEADY, RELIST_UPDATES, SLOW_P99_MS, STEADY_MIB,
-    SYNC_MS, UPDATES_PER_S,
+    CPU_MS, CPU_US_PER_EVENT, FAULTS_K, FAULTS_PER_UPDATE, KIB_PER_OBJECT, Metric, P50_MS, P99_MS,
+    P999_MS, PEAK_MIB, PHASE_MS, PHASE_SYS_PERCENT, READS_PER_S, RELIST_DELETES,
+    RELIST_PEAK_OVER_STEADY, RELIST_UPDATES, SLOW_P99_MS, STEADY_MIB, SYNC_MS, SYS_MS,
+    UPDATES_PER_S,
 };
 
 /// How big each scenario is.
@@ -281,7 +282,15 @@ fn watch_cases() -> Vec<Case> {
 
 /// Every scenario, in the report's order.
 pub(super) fn scenarios(sizes: Sizes) -> Vec<Scenario> {
-    let sync_metrics = vec![SYNC_MS, CPU_MS, PEAK_MIB, STEADY_MIB, KIB_PER_OBJECT];
+    let sync_metrics = vec![
+        SYNC_MS,
+        CPU_MS,
+        SYS_MS,
+        FAULTS_K,
+        PEAK_MIB,
+        STEADY_MIB,
+        KIB_PER_OBJECT,
+    ];
     let n = sizes.objects;
     vec![
         Scenario::fake(
@@ -308,7 +317,15 @@ pub(super) fn scenarios(sizes: Sizes) -> Vec<Scenario> {
              Latency is from the server storing the update to a handler seeing it.",
             n,
             watch_cases(),
-            vec![UPDATES_PER_S, CPU_US_PER_EVENT, P50_MS, P99_MS, P999_MS],
+            vec![
+                UPDATES_PER_S,
+                CPU_US_PER_EVENT,
+                PHASE_SYS_PERCENT,
+                FAULTS_PER_UPDATE,
+                P50_MS,
+                P99_MS,
+                P999_MS,
+            ],
         )
         .peer_args(&[
             ("count", sizes.watch_updates.to_string()),
