@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 
 use crate::{Error, INITIAL_EVENTS_END_ANNOTATION, ListPage, Result, ReuseObject, WatchEvent};
 
+mod fast_json;
 mod json_event;
 
 /// A list page with at least this many items decodes on every core; smaller pages are decoded
@@ -175,7 +176,13 @@ impl ExpectedType {
     }
 }
 
-/// Decodes JSON (`application/json`, one event a line for watches) with serde_json.
+/// Decodes JSON (`application/json`, one event a line for watches).
+///
+/// Objects are decoded with simd-json where it reads the bytes exactly as serde_json does
+/// (valid UTF-8, nested less than 128 deep, no `-0` integer), which is about twice as fast, and
+/// with serde_json otherwise; errors are serde_json's. On the fast path decimals are rounded to
+/// the nearest `f64`, as Go's `strconv` does (serde_json without its `float_roundtrip` feature can
+/// be one unit in the last place off).
 ///
 /// With an [`ExpectedType`], watch objects and lists of another kind are refused with
 /// [`Error::WrongKind`] before any attempt to decode them as `K`.
@@ -364,7 +371,7 @@ where
 
     /// `raw` parsed as a `K` and passed through the `prepare` hook.
     fn parse_object(&self, raw: &[u8]) -> serde_json::Result<Arc<K>> {
-        let mut object = serde_json::from_slice::<K>(raw)?;
+        let mut object = fast_json::from_slice::<K>(raw)?;
         if let Some(prepare) = self.prepare {
             prepare(&mut object);
         }
