@@ -64,7 +64,9 @@ where
 }
 
 /// JSON: for the kinds protobuf has no form for (custom resources, dynamic objects,
-/// metadata-only objects), and any type with serde's derives.
+/// metadata-only objects), and any type with serde's derives. Encoded by serde_json; decoded
+/// like [`JsonDecoder`](crate::JsonDecoder)'s objects, by simd-json where it reads the bytes as
+/// serde_json does.
 pub struct JsonCodec<K>(PhantomData<fn() -> K>);
 
 impl<K> JsonCodec<K> {
@@ -92,7 +94,7 @@ impl<K: Serialize + DeserializeOwned> Codec<K> for JsonCodec<K> {
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<K, CodecError> {
-        Ok(serde_json::from_slice(bytes)?)
+        Ok(crate::decoder::fast_json::from_slice(bytes)?)
     }
 }
 

@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 
 use crate::{Error, INITIAL_EVENTS_END_ANNOTATION, ListPage, Result, ReuseObject, WatchEvent};
 
-mod fast_json;
+pub(crate) mod fast_json;
 mod json_event;
 
 /// A list page with at least this many items decodes on every core; smaller pages are decoded
