@@ -74,7 +74,8 @@ impl ListSplitter {
     /// Reads the next bytes of the body.
     pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<()> {
         let mut start = 0;
-        for (at, &byte) in chunk.iter().enumerate() {
+        let mut at = 0;
+        while let Some(&byte) = chunk.get(at) {
             if self.in_string {
                 if self.escaped {
                     self.escaped = false;
@@ -87,7 +88,13 @@ impl ListSplitter {
                     }
                 } else if self.place == Place::Head && self.depth == 1 && self.key.len() <= 5 {
                     self.key.push(byte);
+                } else {
+                    // Most of a body is string contents: jump to the next quote or backslash.
+                    at = memchr::memchr2(b'"', b'\\', &chunk[at..])
+                        .map_or(chunk.len(), |offset| at + offset);
+                    continue;
                 }
+                at += 1;
                 continue;
             }
             match byte {
@@ -118,6 +125,7 @@ impl ListSplitter {
                         self.place = Place::Between;
                         self.items_begun = true;
                         self.depth += 1;
+                        at += 1;
                         continue;
                     }
                     if self.place == Place::Between {
@@ -167,6 +175,7 @@ impl ListSplitter {
                     }
                 }
             }
+            at += 1;
         }
         match self.place {
             Place::Head | Place::Done => self.head.extend_from_slice(&chunk[start..]),
