@@ -7,8 +7,10 @@
 //! - **Valid UTF-8, checked first.** simd-json's string fast path trusts its input to be UTF-8
 //!   (simd-lite/simd-json#453); checking the whole input up front (simdutf8, a few hundred
 //!   nanoseconds for a Pod) means every string it builds is valid, whatever its backend.
-//! - **Nested at most [`MAX_DEPTH`] deep**, serde_json's own limit: simd-json's deserializer
-//!   recurses without one, and a hostile body nested a million deep would overflow the stack.
+//! - **Nested at most [`MAX_DEPTH`] deep**, serde_json's own limit. simd-json's deserializer
+//!   recurses without a limit of its own, but only over a tape its parser built, and the parser
+//!   is given the same limit ([`simd_json::Buffers::with_max_depth`]): deeper input is refused
+//!   before anything recurses, and serde_json then refuses it with its own error.
 //! - **No `-0` integer**, which serde_json reads as the float `-0.0` and simd-json as `0`.
 //!
 //! One difference is kept on purpose: simd-json rounds every decimal to the nearest `f64`, as
@@ -25,7 +27,7 @@ use std::cell::RefCell;
 
 use serde::de::DeserializeOwned;
 
-/// The deepest nesting serde_json reads (it refuses a 128th level); simd-json has no limit.
+/// The deepest nesting serde_json reads (it refuses a 128th level), given to simd-json's parser.
 const MAX_DEPTH: usize = 127;
 
 /// Scratch memory kept per thread up to this size; a larger object's is freed after use, so one
@@ -59,7 +61,7 @@ fn with_simd_json<T: DeserializeOwned>(raw: &[u8]) -> Option<simd_json::Result<T
         let mut slot = cell.try_borrow_mut().ok()?;
         let scratch = slot.get_or_insert_with(|| Scratch {
             input: Vec::new(),
-            buffers: simd_json::Buffers::default(),
+            buffers: simd_json::Buffers::with_max_depth(0, MAX_DEPTH),
         });
         scratch.input.clear();
         scratch.input.extend_from_slice(raw);
@@ -74,56 +76,10 @@ fn with_simd_json<T: DeserializeOwned>(raw: &[u8]) -> Option<simd_json::Result<T
     })
 }
 
-/// Whether simd-json's reading of `raw`, if it reads it, is serde_json's (see the module docs).
+/// Whether simd-json's reading of `raw`, if it reads it, is serde_json's (see the module docs;
+/// the depth limit is the parser's).
 fn simd_agrees(raw: &[u8]) -> bool {
-    simdutf8::basic::from_utf8(raw).is_ok() && nested_within(raw, MAX_DEPTH) && !has_minus_zero(raw)
-}
-
-/// Whether no array or object in `raw` is nested deeper than `limit`. Brackets inside strings
-/// do not count; a document too broken to tell is let through (the parsers refuse it).
-fn nested_within(raw: &[u8], limit: usize) -> bool {
-    // Most objects have fewer brackets in all than the limit, which settles it at once.
-    if raw
-        .iter()
-        .filter(|&&byte| byte == b'{' || byte == b'[')
-        .count()
-        <= limit
-    {
-        return true;
-    }
-    let mut depth = 0usize;
-    let mut at = 0;
-    while let Some(&byte) = raw.get(at) {
-        match byte {
-            b'"' => match string_end(raw, at + 1) {
-                Some(end) => at = end,
-                None => return true,
-            },
-            b'{' | b'[' => {
-                depth += 1;
-                if depth > limit {
-                    return false;
-                }
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        at += 1;
-    }
-    true
-}
-
-/// The index of the quote that closes the string whose contents start at `from`.
-fn string_end(raw: &[u8], mut from: usize) -> Option<usize> {
-    loop {
-        let offset = memchr::memchr2(b'"', b'\\', raw.get(from..)?)?;
-        let at = from + offset;
-        if raw[at] == b'"' {
-            return Some(at);
-        }
-        // An escape: skip the backslash and the byte it escapes.
-        from = at + 2;
-    }
+    simdutf8::basic::from_utf8(raw).is_ok() && !has_minus_zero(raw)
 }
 
 /// Whether `raw` may hold the number `-0` (not `-0.0` or `-0e1`, which both read as a float):
