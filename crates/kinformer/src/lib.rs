@@ -27,7 +27,9 @@
 //! | [`leaderelection`] | `kinformer-leaderelection` | `tools/leaderelection` | one leader among replicas, on a Lease |
 //!
 //! With the `testing` feature, `kinformer::testing` is `kinformer-testing`, the in-process
-//! fake API server these docs run against.
+//! fake API server these docs run against. Two features are on by default: `prometheus`
+//! (metrics under client-go's names) and `simd-json` (JSON objects decoded with simd-json
+//! wherever it reads them exactly as serde_json does; turn it off and serde_json reads all).
 //!
 //! # 1. Cache Pods and react to changes
 //!

@@ -14,7 +14,13 @@ use serde_json::value::RawValue;
 
 use crate::{Error, INITIAL_EVENTS_END_ANNOTATION, ListPage, Result, ReuseObject, WatchEvent};
 
+#[cfg(feature = "simd-json")]
 pub(crate) mod fast_json;
+/// Without the `simd-json` feature, serde_json reads every object.
+#[cfg(not(feature = "simd-json"))]
+pub(crate) mod fast_json {
+    pub(crate) use serde_json::from_slice;
+}
 mod json_event;
 
 /// A list page with at least this many items decodes on every core; smaller pages are decoded
@@ -178,11 +184,12 @@ impl ExpectedType {
 
 /// Decodes JSON (`application/json`, one event a line for watches).
 ///
-/// Objects are decoded with simd-json where it reads the bytes exactly as serde_json does
-/// (valid UTF-8, nested less than 128 deep, no `-0` integer), which is about twice as fast, and
-/// with serde_json otherwise; errors are serde_json's. On the fast path decimals are rounded to
-/// the nearest `f64`, as Go's `strconv` does (serde_json without its `float_roundtrip` feature can
-/// be one unit in the last place off).
+/// With the `simd-json` feature (on by default), objects are decoded with simd-json where it
+/// reads the bytes exactly as serde_json does (valid UTF-8, nested less than 128 deep, no `-0`
+/// integer), which is about twice as fast, and with serde_json otherwise; errors are
+/// serde_json's. On the fast path decimals are rounded to the nearest `f64`, as Go's `strconv`
+/// does (serde_json without its `float_roundtrip` feature can be one unit in the last place off).
+/// Without the feature, serde_json reads every object.
 ///
 /// With an [`ExpectedType`], watch objects and lists of another kind are refused with
 /// [`Error::WrongKind`] before any attempt to decode them as `K`.

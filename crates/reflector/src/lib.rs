@@ -14,7 +14,8 @@
 //!   projection type that names only what a controller reads (the rest is skipped on the wire).
 //!   It can drop `managedFields` without decoding them. [`JsonDecoder`] is JSON only; both decode
 //!   JSON objects with simd-json where it reads them exactly as serde_json would, and with
-//!   serde_json otherwise.
+//!   serde_json otherwise (the `simd-json` feature, on by default; without it serde_json reads
+//!   all).
 //!   [`WireFormat`] turns protobuf off (and [`WireFormat::from_env`] reads the choice from
 //!   `KINFORMER_WIRE_FORMAT` for a program that asks). List pages are decoded
 //!   on a blocking thread while the next page is already in flight, and watch frames on worker
