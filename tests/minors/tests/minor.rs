@@ -2,7 +2,9 @@
 //! earliest minor k8s-openapi 0.29 supports) or `--features v1_37`, the umbrella compiles, an
 //! informer syncs from the fake API server, and protobuf written from the 1.37 API decodes into
 //! the chosen minor's types: fields an older minor lacks are skipped, not errors. The decoders
-//! generated per type exist for 1.37 alone; on 1.33 every type takes the serde path.
+//! generated per type exist for 1.37 alone; on 1.33 every type takes the serde path. `.ci/run`
+//! builds 1.33 without the umbrella's `simd-json` feature and 1.37 with it, so the JSON informer
+//! below runs on both of the reflector's JSON paths.
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::prelude::*;
@@ -87,6 +89,36 @@ async fn an_informer_syncs_from_the_fake_server_on_this_minor() {
         .namespaced("shop")
         .list(&Default::default());
     assert_eq!(listed.len(), 3);
+    assert!(pods.has_synced());
+    factory.shutdown().await;
+}
+
+/// The same in JSON, the format custom resources have: with the `simd-json` feature objects take
+/// simd-json where it agrees with serde_json, without it serde_json reads them all.
+#[tokio::test]
+async fn an_informer_syncs_in_json_on_this_minor() {
+    let server = FakeApiServer::start().await.expect("fake API server");
+    for i in 0..3 {
+        let mut pod = pod_from_a_newer_server();
+        pod["metadata"]["name"] = json!(format!("web-{i}"));
+        server.create_object(pod).expect("created");
+    }
+    let options = FactoryOptions::default().wire_format(WireFormat::Json);
+    let factory = SharedInformerFactory::new(server.client().expect("client"), options);
+    let pods = factory.informer::<Pod>().expect("informer");
+    factory.start().expect("started");
+    let synced = factory.wait_for_cache_sync().await;
+    assert!(synced.values().all(|synced| *synced), "{synced:?}");
+
+    let web_1 = factory
+        .lister::<Pod>()
+        .expect("lister")
+        .namespaced("shop")
+        .get("web-1")
+        .expect("web-1 is cached");
+    let spec = web_1.spec.as_ref().expect("a spec");
+    assert_eq!(spec.node_name.as_deref(), Some("node-1"));
+    assert_eq!(spec.containers[0].image.as_deref(), Some("nginx:1.27"));
     assert!(pods.has_synced());
     factory.shutdown().await;
 }
