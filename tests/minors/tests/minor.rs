@@ -71,54 +71,36 @@ fn the_generated_decoder_exists_for_its_own_minor_and_agrees_with_serde() {
 
 #[tokio::test]
 async fn an_informer_syncs_from_the_fake_server_on_this_minor() {
-    let server = FakeApiServer::start().await.expect("fake API server");
-    for i in 0..3 {
-        let mut pod = pod_from_a_newer_server();
-        pod["metadata"]["name"] = json!(format!("web-{i}"));
-        server.create_object(pod).expect("created");
-    }
-    let factory = SharedInformerFactory::new(server.client().expect("client"), FactoryOptions::default());
-    let pods = factory.informer::<Pod>().expect("informer");
-    factory.start().expect("started");
-    let synced = factory.wait_for_cache_sync().await;
-    assert!(synced.values().all(|synced| *synced), "{synced:?}");
-
-    let listed = factory
-        .lister::<Pod>()
-        .expect("lister")
-        .namespaced("shop")
-        .list(&Default::default());
-    assert_eq!(listed.len(), 3);
-    assert!(pods.has_synced());
-    factory.shutdown().await;
+    syncs_three_pods(FactoryOptions::default()).await;
 }
 
 /// The same in JSON, the format custom resources have: with the `simd-json` feature objects take
 /// simd-json where it agrees with serde_json, without it serde_json reads them all.
 #[tokio::test]
 async fn an_informer_syncs_in_json_on_this_minor() {
+    syncs_three_pods(FactoryOptions::default().wire_format(WireFormat::Json)).await;
+}
+
+/// Three Pods from a newer server synced by a factory built with `options`, read back whole.
+async fn syncs_three_pods(options: FactoryOptions) {
     let server = FakeApiServer::start().await.expect("fake API server");
     for i in 0..3 {
         let mut pod = pod_from_a_newer_server();
         pod["metadata"]["name"] = json!(format!("web-{i}"));
         server.create_object(pod).expect("created");
     }
-    let options = FactoryOptions::default().wire_format(WireFormat::Json);
     let factory = SharedInformerFactory::new(server.client().expect("client"), options);
     let pods = factory.informer::<Pod>().expect("informer");
     factory.start().expect("started");
     let synced = factory.wait_for_cache_sync().await;
     assert!(synced.values().all(|synced| *synced), "{synced:?}");
+    assert!(pods.has_synced());
 
-    let web_1 = factory
-        .lister::<Pod>()
-        .expect("lister")
-        .namespaced("shop")
-        .get("web-1")
-        .expect("web-1 is cached");
+    let lister = factory.lister::<Pod>().expect("lister").namespaced("shop");
+    assert_eq!(lister.list(&Default::default()).len(), 3);
+    let web_1 = lister.get("web-1").expect("web-1 is cached");
     let spec = web_1.spec.as_ref().expect("a spec");
     assert_eq!(spec.node_name.as_deref(), Some("node-1"));
     assert_eq!(spec.containers[0].image.as_deref(), Some("nginx:1.27"));
-    assert!(pods.has_synced());
     factory.shutdown().await;
 }
