@@ -1,6 +1,7 @@
 //! Kubernetes' framing around protobuf messages: the `k8s\0` + `runtime.Unknown` envelope of
 //! every body, and the length-prefixed `WatchEvent` frames of a watch stream.
 
+use bytes::{Buf, Bytes, BytesMut};
 use serde::de::DeserializeOwned;
 
 use crate::{
@@ -175,52 +176,46 @@ pub fn encode_watch_frame(event_type: &str, object: &[u8]) -> Vec<u8> {
 }
 
 /// Cuts a watch stream, arriving in arbitrary chunks, into frames.
+///
+/// A chunk's bytes are copied once, into the reader's buffer; each frame is a [`Bytes`] view of
+/// that buffer, not a copy of its own, and the buffer's memory is reused once the frames cut from
+/// it are dropped.
 #[derive(Debug, Default)]
 pub struct FrameReader {
-    buffer: Vec<u8>,
-    start: usize,
+    buffer: BytesMut,
 }
 
 impl FrameReader {
     /// Appends a chunk of the stream.
     pub fn push(&mut self, chunk: &[u8]) {
-        if self.start > 0 && self.start == self.buffer.len() {
-            self.buffer.clear();
-            self.start = 0;
-        }
         self.buffer.extend_from_slice(chunk);
     }
 
-    /// The next complete frame, `None` until one has arrived in full.
+    /// The next complete frame (without its length prefix), `None` until one has arrived in
+    /// full.
     ///
     /// # Errors
     ///
     /// [`Error::Malformed`] for a length prefix over [`MAX_FRAME_LEN`]: the stream is corrupt
     /// and cannot be resynchronised.
-    pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, Error> {
-        let pending = &self.buffer[self.start..];
-        let Some(prefix) = pending.first_chunk::<4>() else {
+    pub fn next_frame(&mut self) -> Result<Option<Bytes>, Error> {
+        let Some(prefix) = self.buffer.first_chunk::<4>() else {
             return Ok(None);
         };
         let len = u32::from_be_bytes(*prefix) as usize;
         if len > MAX_FRAME_LEN {
             return Err(Error::Malformed("a watch frame longer than 64 MiB"));
         }
-        if pending.len() < 4 + len {
+        if self.buffer.len() < 4 + len {
             return Ok(None);
         }
-        let frame = pending[4..4 + len].to_vec();
-        self.start += 4 + len;
-        if self.start > self.buffer.len() / 2 {
-            self.buffer.drain(..self.start);
-            self.start = 0;
-        }
-        Ok(Some(frame))
+        self.buffer.advance(4);
+        Ok(Some(self.buffer.split_to(len).freeze()))
     }
 
     /// Bytes received that do not yet make a whole frame.
     pub fn pending(&self) -> usize {
-        self.buffer.len() - self.start
+        self.buffer.len()
     }
 }
 

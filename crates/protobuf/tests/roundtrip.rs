@@ -206,6 +206,37 @@ proptest! {
             let _ = WatchFrame::parse(&frame);
         }
     }
+
+    /// Frames come out whole and in order however the stream is chunked, and a frame handed
+    /// out stays intact while later chunks arrive (frames are views of the reader's buffer).
+    #[test]
+    fn frames_do_not_depend_on_chunk_boundaries(
+        objects in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 0..12),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
+    ) {
+        let stream: Vec<u8> = objects
+            .iter()
+            .flat_map(|object| kinformer_protobuf::encode_watch_frame("MODIFIED", object))
+            .collect();
+        let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut.index(stream.len() + 1)).collect();
+        cuts.extend([0, stream.len()]);
+        cuts.sort_unstable();
+        let mut reader = FrameReader::default();
+        let mut frames = Vec::new();
+        for bounds in cuts.windows(2) {
+            reader.push(&stream[bounds[0]..bounds[1]]);
+            while let Some(frame) = reader.next_frame().expect("valid frames") {
+                frames.push(frame);
+            }
+        }
+        prop_assert_eq!(reader.pending(), 0);
+        prop_assert_eq!(frames.len(), objects.len());
+        for (frame, object) in frames.iter().zip(&objects) {
+            let frame = WatchFrame::parse(frame).expect("a WatchEvent");
+            prop_assert_eq!(frame.event_type, "MODIFIED");
+            prop_assert_eq!(frame.object, object.as_slice());
+        }
+    }
 }
 
 #[test]

@@ -94,7 +94,7 @@ impl Framer {
                 reader.push(chunk);
                 loop {
                     match reader.next_frame() {
-                        Ok(Some(frame)) => self.ready.push_back(Ok(Bytes::from(frame))),
+                        Ok(Some(frame)) => self.ready.push_back(Ok(frame)),
                         Ok(None) => break,
                         Err(error) => {
                             // A corrupt length cannot be resynchronised: end the stream.
