@@ -71,7 +71,7 @@ impl Framer {
                 let max = *max;
                 buffer.extend_from_slice(chunk);
                 let mut lines = Vec::new();
-                while let Some(end) = buffer[*scanned..].iter().position(|&byte| byte == b'\n') {
+                while let Some(end) = memchr::memchr(b'\n', &buffer[*scanned..]) {
                     lines.push(buffer.split_to(*scanned + end + 1));
                     *scanned = 0;
                 }
