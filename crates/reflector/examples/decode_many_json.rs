@@ -2,9 +2,9 @@
 //! instructions where timings are too noisy:
 //!
 //! ```text
-//! cargo build --release -p kinformer-reflector --example decode_many
-//! N=1000 valgrind --tool=callgrind target/release/examples/decode_many
-//! N=3000 valgrind --tool=callgrind target/release/examples/decode_many
+//! cargo build --release -p kinformer-reflector --example decode_many_json
+//! N=1000 valgrind --tool=callgrind target/release/examples/decode_many_json
+//! N=3000 valgrind --tool=callgrind target/release/examples/decode_many_json
 //! ```
 //!
 //! The difference between the two counts, over 2,000, is the cost of one decode (the checks
