@@ -20,6 +20,8 @@
 //! - [`Envelope`], [`WatchFrame`] and [`FrameReader`]: the `k8s\0` + `runtime.Unknown`
 //!   envelope and the length-prefixed watch frames; [`CONTENT_TYPE`] and
 //!   [`WATCH_CONTENT_TYPE`] for the `Accept` header.
+//! - [`list_items`] and [`ListSplitter`]: a `...List` body's items, from the whole body or cut
+//!   off it as its bytes arrive, each to be decoded on its own.
 //! - [`encode_object`], [`encode_message`], [`encode_list`] and [`encode_watch_frame`]: JSON
 //!   to protobuf, for servers (kinformer-testing's fake API server) and tests.
 //! - [`to_message`]: any `Serialize` value in its JSON shape (a k8s-openapi struct) straight to
@@ -60,6 +62,7 @@ mod error;
 // The tables are `pub` so that the well-known ones can be re-exported from `messages`.
 #[allow(unreachable_pub)]
 mod generated;
+mod list_splitter;
 mod schema;
 mod ser;
 mod strip;
@@ -85,6 +88,7 @@ pub use envelope::{
     WatchFrame, encode_envelope, encode_list, encode_watch_frame, list_items, message_for,
 };
 pub use error::Error;
+pub use list_splitter::ListSplitter;
 pub use schema::Message;
 pub use ser::{encode_message, encode_object};
 pub use strip::without_managed_fields;
