@@ -114,6 +114,30 @@ pub trait Decoder<K>: Send + Sync + 'static {
         ))
     }
 
+    /// The field number of `items` in the protobuf lists this decoder reads, when a protobuf
+    /// list body may be decoded as it arrives: cut into its items
+    /// (`kinformer_protobuf::ListSplitter`), each read by
+    /// [`decode_protobuf_list_item`](Decoder::decode_protobuf_list_item) and dropped, and the
+    /// rest (the list with no items) read by [`decode_list`](Decoder::decode_list). `None` (the
+    /// default) reads every protobuf list body whole.
+    fn protobuf_items_field(&self) -> Option<u32> {
+        None
+    }
+
+    /// Decodes one item message of a protobuf list (see
+    /// [`protobuf_items_field`](Decoder::protobuf_items_field)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Decode`] when the item is not a `K`; the default refuses every item.
+    fn decode_protobuf_list_item(&self, item: &[u8]) -> Result<Arc<K>> {
+        Err(Error::decode(
+            "list item",
+            "this decoder reads protobuf list bodies whole",
+            item,
+        ))
+    }
+
     /// Reads only the `continue` token of a list body, so that the next page can be requested
     /// while this one is decoded. `None` (the default) turns that prefetching off.
     fn continue_token(&self, body: &[u8]) -> Option<String> {

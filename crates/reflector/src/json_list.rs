@@ -7,17 +7,7 @@
 //! `items`, which the ordinary list decoder reads for the resourceVersion and continue token.
 //! It validates nothing beyond the nesting; the decoders that read the pieces do.
 
-use std::sync::Arc;
-
-use bytes::Bytes;
-use http_body_util::BodyExt;
-use kube_client::client::Body;
-use tokio::sync::{mpsc, oneshot};
-
-use crate::{
-    Decoder, Error, ListPage, Result, ReuseObject,
-    decoder::{PARALLEL_ITEMS, decode_items},
-};
+use crate::{Error, Result, arriving::Splitter};
 
 /// Where the splitter is in the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,9 +60,12 @@ impl ListSplitter {
             items_begun: false,
         }
     }
+}
 
-    /// Reads the next bytes of the body.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<()> {
+impl Splitter for ListSplitter {
+    type Item = Vec<u8>;
+
+    fn feed(&mut self, chunk: &[u8]) -> Result<()> {
         let mut start = 0;
         let mut at = 0;
         while let Some(&byte) = chunk.get(at) {
@@ -185,10 +178,8 @@ impl ListSplitter {
         Ok(())
     }
 
-    /// Once the `items` array has begun, the head read so far closed after an empty `items`:
-    /// a list as kube-apiserver writes it (metadata first) can be checked and its `continue`
-    /// token read before any item is decoded.
-    pub(crate) fn head_before_items(&self) -> Option<Vec<u8>> {
+    /// Once the `items` array has begun, the head read so far closed after an empty `items`.
+    fn head_before_items(&self) -> Option<Vec<u8>> {
         if matches!(self.place, Place::Head | Place::Done) && !self.items_begun {
             return None;
         }
@@ -199,13 +190,11 @@ impl ListSplitter {
         Some(head)
     }
 
-    /// The items completed since the last call, in order.
-    pub(crate) fn take_items(&mut self) -> Vec<Vec<u8>> {
+    fn take_items(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.ready)
     }
 
-    /// The head (the list with an empty `items`), once the body is complete.
-    pub(crate) fn finish(self) -> Result<Vec<u8>> {
+    fn finish(self) -> Result<Vec<u8>> {
         if self.place != Place::Done || self.in_string {
             return Err(Error::decode(
                 "list",
@@ -227,118 +216,6 @@ fn not_an_object(chunk: &[u8]) -> Error {
 
 fn trailing(chunk: &[u8]) -> Error {
     malformed("bytes after the list's JSON value", chunk)
-}
-
-/// How many body chunks may wait for the decoding thread before the connection is read no
-/// further (a chunk is what hyper read at once, up to a few hundred KiB).
-const CHUNKS_IN_FLIGHT: usize = 32;
-
-/// Decodes a JSON list response as its bytes arrive: a blocking thread cuts the body into items
-/// and decodes them in batches (a batch of [`PARALLEL_ITEMS`] on every core) while this task
-/// reads the connection, so only the objects and a batch of item bytes are ever in memory.
-/// `prefetch` is handed the page's `continue` token as soon as the head before the items has
-/// it (kube-apiserver writes `metadata` first), so the next page travels meanwhile.
-pub(crate) async fn decode_arriving<K, D>(
-    decoder: Arc<D>,
-    mut body: Body,
-    reuse: Option<Arc<ReuseObject<K>>>,
-    prefetch: impl FnOnce(String) -> Result<bool>,
-) -> Result<ListPage<K>>
-where
-    K: Send + Sync + 'static,
-    D: Decoder<K>,
-{
-    let (chunks, arriving) = mpsc::channel::<Bytes>(CHUNKS_IN_FLIGHT);
-    let (token_sender, mut token) = oneshot::channel::<String>();
-    let worker = tokio::task::spawn_blocking(move || {
-        split_and_decode(&*decoder, arriving, token_sender, reuse.as_deref())
-    });
-    let mut prefetch = Some(prefetch);
-    let mut token_pending = true;
-    let forwarded = loop {
-        tokio::select! {
-            received = &mut token, if token_pending => {
-                token_pending = false;
-                if let (Ok(next), Some(prefetch)) = (received, prefetch.take()) {
-                    prefetch(next)?;
-                }
-            }
-            frame = body.frame() => match frame {
-                None => break Ok(()),
-                Some(Err(error)) => break Err(Error::from_transport(error)),
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data()
-                        && chunks.send(data).await.is_err()
-                    {
-                        // The decoding thread stopped early: its result says why.
-                        break Ok(());
-                    }
-                }
-            },
-        }
-    };
-    drop(chunks);
-    let page = worker.await.map_err(|source| Error::Task {
-        what: "the decode of an arriving list",
-        source,
-    })?;
-    // A connection that broke explains an incomplete body better than the decode does.
-    forwarded?;
-    let page = page?;
-    // The body may have ended before the head's token was read (a fast server, or metadata
-    // after the items): the next page is still asked for before this one is returned.
-    if let (Some(prefetch), Some(next)) = (prefetch.take(), page.continue_token.clone()) {
-        prefetch(next)?;
-    }
-    Ok(page)
-}
-
-/// The blocking half of [`decode_arriving`].
-fn split_and_decode<K, D>(
-    decoder: &D,
-    mut arriving: mpsc::Receiver<Bytes>,
-    token: oneshot::Sender<String>,
-    reuse: Option<&ReuseObject<K>>,
-) -> Result<ListPage<K>>
-where
-    K: Send + Sync,
-    D: Decoder<K>,
-{
-    let decode = |raw: &Vec<u8>| -> Result<Arc<K>> {
-        let object = decoder.decode_list_item(raw)?;
-        Ok(match reuse {
-            Some(reuse) => reuse(object),
-            None => object,
-        })
-    };
-    let mut splitter = ListSplitter::new();
-    let mut token = Some(token);
-    let mut items = Vec::new();
-    let mut batch: Vec<Vec<u8>> = Vec::new();
-    while let Some(chunk) = arriving.blocking_recv() {
-        splitter.feed(&chunk)?;
-        if token.is_some()
-            && let Some(head) = splitter.head_before_items()
-        {
-            // The kind is checked before any item is decoded, once: the sender goes whether or
-            // not the head names a next page, so no later chunk reads the head again.
-            let sender = token.take();
-            let early = decoder.decode_list(&head)?;
-            if let (Some(sender), Some(next)) = (sender, early.continue_token) {
-                let _ = sender.send(next);
-            }
-        }
-        batch.append(&mut splitter.take_items());
-        if batch.len() >= PARALLEL_ITEMS {
-            items.extend(decode_items(&batch, decode)?);
-            batch.clear();
-        }
-    }
-    batch.append(&mut splitter.take_items());
-    items.extend(decode_items(&batch, decode)?);
-    let mut page = decoder.decode_list(&splitter.finish()?)?;
-    page.items = items;
-    Ok(page)
 }
 
 #[cfg(test)]

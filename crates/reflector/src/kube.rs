@@ -16,7 +16,8 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     Decoder, Error, ExpectedType, JsonDecoder, KubeDecoder, ListOptions, ListPage, ListerWatcher,
-    Result, ReuseObject, VersionMatch, WatchStream, WatchStreamWithWire, WireFormat, json_list,
+    Result, ReuseObject, VersionMatch, WatchStream, WatchStreamWithWire, WireFormat,
+    arriving::decode_arriving, json_list, protobuf::ProtobufSplitter,
 };
 
 /// A list body at least this large is decoded on a blocking thread, so decoding a big page does
@@ -307,8 +308,8 @@ where
 
     /// The body of the list page `options` asks for: the one prefetched for exactly these
     /// options when there is one, else a fresh request. A prefetch for other options is
-    /// abandoned. A large JSON body the decoder can read item by item is handed over as it
-    /// arrives instead of collected.
+    /// abandoned. A large body the decoder can read item by item (JSON, or protobuf) is handed
+    /// over as it arrives instead of collected.
     async fn list_body(&self, options: &ListOptions) -> Result<ListBody> {
         let prefetched = {
             let mut prefetch = self.prefetch.lock();
@@ -331,10 +332,17 @@ where
                 .map(ListBody::Whole);
         }
         let response = self.send(self.list_request(options)?).await?;
-        if self.decoder.decodes_json_items() && is_large_json(&response) {
-            return Ok(ListBody::Arriving(response.into_body()));
+        let arriving = if is_large(&response, "application/json") {
+            self.decoder.decodes_json_items().then_some(Arriving::Json)
+        } else if is_large(&response, kinformer_protobuf::CONTENT_TYPE) {
+            self.decoder.protobuf_items_field().map(Arriving::Protobuf)
+        } else {
+            None
+        };
+        match arriving {
+            Some(format) => Ok(ListBody::Arriving(response.into_body(), format)),
+            None => collect_body(response).await.map(ListBody::Whole),
         }
-        collect_body(response).await.map(ListBody::Whole)
     }
 
     /// Requests the page after `body` in the background, so that it travels while this one is
@@ -379,12 +387,21 @@ where
         let options = self.scoped(options);
         let body = match self.list_body(&options).await? {
             ListBody::Whole(body) => body,
-            ListBody::Arriving(body) => {
+            ListBody::Arriving(body, format) => {
                 let decoder = Arc::clone(&self.decoder);
-                return json_list::decode_arriving(decoder, body, reuse, |token| {
-                    self.prefetch_page(&options, token)
-                })
-                .await;
+                let prefetch = |token| self.prefetch_page(&options, token);
+                return match format {
+                    Arriving::Json => {
+                        let splitter = json_list::ListSplitter::new();
+                        let decode_item = D::decode_list_item;
+                        decode_arriving(decoder, splitter, decode_item, body, reuse, prefetch).await
+                    }
+                    Arriving::Protobuf(items_field) => {
+                        let splitter = ProtobufSplitter::new(items_field);
+                        let decode_item = D::decode_protobuf_list_item;
+                        decode_arriving(decoder, splitter, decode_item, body, reuse, prefetch).await
+                    }
+                };
             }
         };
         let prefetching = self.prefetch_next_page(&options, &body)?;
@@ -410,23 +427,31 @@ where
 /// A list response: collected, or still arriving.
 enum ListBody {
     Whole(Bytes),
-    Arriving(Body),
+    Arriving(Body, Arriving),
 }
 
-/// Whether a list response is JSON of unknown length or at least
+/// The format of a list body decoded as it arrives.
+#[derive(Debug, Clone, Copy)]
+enum Arriving {
+    Json,
+    /// Protobuf, with the list message's field number of its items.
+    Protobuf(u32),
+}
+
+/// Whether a list response is of `media_type`, and of unknown length or at least
 /// [`DECODE_OFF_TASK_THRESHOLD`]: worth decoding as it arrives.
-fn is_large_json(response: &http::Response<Body>) -> bool {
+fn is_large(response: &http::Response<Body>, media_type: &str) -> bool {
     let headers = response.headers();
-    let json = headers
+    let of_type = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("application/json"));
+        .is_some_and(|value| value.starts_with(media_type));
     let small = headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<usize>().ok())
         .is_some_and(|len| len < DECODE_OFF_TASK_THRESHOLD);
-    json && !small
+    of_type && !small
 }
 
 /// A list page requested ahead of the reflector asking for it.

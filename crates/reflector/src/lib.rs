@@ -18,7 +18,8 @@
 //!   all).
 //!   [`WireFormat`] turns protobuf off (and [`WireFormat::from_env`] reads the choice from
 //!   `KINFORMER_WIRE_FORMAT` for a program that asks). List pages are decoded
-//!   on a blocking thread while the next page is already in flight, and watch frames on worker
+//!   on a blocking thread while the next page is already in flight (a large page item by item
+//!   as its bytes arrive, in either format, never held whole), and watch frames on worker
 //!   tasks beside the one reading the watch, in the server's order
 //!   ([`KubeListerWatcher::watch_decode_workers`]);
 //! - **[`Reflector`]**: client-go's `ListAndWatch` loop. A paged list (resource version "0"
@@ -92,6 +93,7 @@
 //! # }
 //! ```
 
+mod arriving;
 mod codec;
 mod decoder;
 mod error;

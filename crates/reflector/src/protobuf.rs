@@ -5,14 +5,18 @@ use std::{
     sync::{Arc, OnceLock},
 };
 
+use bytes::Bytes;
 use kinformer_protobuf::Decoder as ProtobufDecoder;
-use kinformer_protobuf::{DecodeOptions, Envelope, WatchFrame, without_managed_fields};
+use kinformer_protobuf::{
+    DecodeOptions, Envelope, ListSplitter, Message, WatchFrame, without_managed_fields,
+};
 use kinformer_store::{Object, WireBytes};
 use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::{
     Decoder, Error, ExpectedType, JsonDecoder, ListPage, Result, ReuseObject, WatchEvent,
+    arriving::Splitter,
     decoder::{BookmarkObject, Framing, decode_items},
 };
 
@@ -89,6 +93,9 @@ pub struct KubeDecoder<K> {
     typed: OnceLock<ProtobufDecoder<K>>,
     /// The `Accept` headers of lists and watches when asking for protobuf.
     protobuf_accept: (&'static str, &'static str),
+    /// The field number of a protobuf list's items and their message, when asking for
+    /// protobuf.
+    protobuf_items: Option<(u32, &'static Message)>,
     options: DecodeOptions,
 }
 
@@ -100,6 +107,7 @@ impl<K> Clone for KubeDecoder<K> {
             protobuf: self.protobuf,
             typed: self.typed.clone(),
             protobuf_accept: self.protobuf_accept,
+            protobuf_items: self.protobuf_items,
             options: self.options,
         }
     }
@@ -124,6 +132,7 @@ impl<K> KubeDecoder<K> {
             protobuf: false,
             typed: OnceLock::new(),
             protobuf_accept: (PROTOBUF_ACCEPT, PROTOBUF_ACCEPT),
+            protobuf_items: None,
             options: DecodeOptions::default(),
         }
         .format(format)
@@ -136,6 +145,16 @@ impl<K> KubeDecoder<K> {
             kinformer_protobuf::message_for(&self.expected.api_version, &self.expected.kind)
                 .is_some();
         self.protobuf = has_protobuf && format == WireFormat::Protobuf;
+        self.protobuf_items = self
+            .protobuf
+            .then(|| {
+                let list = kinformer_protobuf::message_for(
+                    &self.expected.api_version,
+                    &format!("{}List", self.expected.kind),
+                )?;
+                Some((list.field_number("items")?, list.field_message("items")?))
+            })
+            .flatten();
         self
     }
 
@@ -184,9 +203,44 @@ impl<K> KubeDecoder<PartialObjectMeta<K>> {
                 METADATA_LIST_PROTOBUF_ACCEPT,
                 METADATA_WATCH_PROTOBUF_ACCEPT,
             ),
+            protobuf_items: None,
             options: DecodeOptions::default().with_type_meta(METADATA_API_VERSION, METADATA_KIND),
         }
         .format(format)
+    }
+}
+
+/// A protobuf list body cut into its items as it arrives ([`ListSplitter`]).
+#[derive(Debug)]
+pub(crate) struct ProtobufSplitter(ListSplitter);
+
+impl ProtobufSplitter {
+    pub(crate) fn new(items_field: u32) -> Self {
+        Self(ListSplitter::new(items_field))
+    }
+}
+
+impl Splitter for ProtobufSplitter {
+    type Item = Bytes;
+
+    fn feed(&mut self, chunk: &[u8]) -> Result<()> {
+        self.0
+            .feed(chunk)
+            .map_err(|error| protobuf_error("list", &error, chunk))
+    }
+
+    fn head_before_items(&self) -> Option<Vec<u8>> {
+        self.0.head_before_items()
+    }
+
+    fn take_items(&mut self) -> Vec<Bytes> {
+        self.0.take_items()
+    }
+
+    fn finish(self) -> Result<Vec<u8>> {
+        self.0
+            .finish()
+            .map_err(|error| protobuf_error("list", &error, &[]))
     }
 }
 
@@ -387,6 +441,24 @@ where
 
     fn decode_list_item(&self, item: &[u8]) -> Result<Arc<K>> {
         self.json.decode_list_item(item)
+    }
+
+    fn protobuf_items_field(&self) -> Option<u32> {
+        self.protobuf_items.map(|(field, _)| field)
+    }
+
+    fn decode_protobuf_list_item(&self, item: &[u8]) -> Result<Arc<K>> {
+        let Some((_, message)) = self.protobuf_items else {
+            return Err(Error::decode(
+                "list item",
+                "this decoder does not ask for protobuf",
+                item,
+            ));
+        };
+        self.typed()
+            .decode(item, message, self.options)
+            .map(Arc::new)
+            .map_err(|error| protobuf_error("list item", &error, item))
     }
 
     fn decode_list_reusing(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {

@@ -193,10 +193,26 @@ async fn the_next_page_is_requested_while_the_current_one_decodes() {
     running.stop().await;
 }
 
-/// Decodes like `JsonDecoder`, counting the list items it was handed one by one.
+/// Decodes like the decoder it wraps, counting the list items it was handed one by one.
 struct CountingDecoder<D> {
     inner: D,
-    items: Arc<std::sync::atomic::AtomicUsize>,
+    items: Arc<ItemCounts>,
+}
+
+/// List items decoded one by one: JSON, then protobuf.
+#[derive(Default)]
+struct ItemCounts([std::sync::atomic::AtomicUsize; 2]);
+
+impl ItemCounts {
+    fn count(&self, protobuf: bool) {
+        self.0[usize::from(protobuf)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn counts(&self) -> [usize; 2] {
+        self.0
+            .each_ref()
+            .map(|count| count.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 impl<D: kinformer_reflector::Decoder<Pod>> kinformer_reflector::Decoder<Pod>
@@ -215,9 +231,17 @@ impl<D: kinformer_reflector::Decoder<Pod>> kinformer_reflector::Decoder<Pod>
     }
 
     fn decode_list_item(&self, item: &[u8]) -> kinformer_reflector::Result<Arc<Pod>> {
-        self.items
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.items.count(false);
         self.inner.decode_list_item(item)
+    }
+
+    fn protobuf_items_field(&self) -> Option<u32> {
+        self.inner.protobuf_items_field()
+    }
+
+    fn decode_protobuf_list_item(&self, item: &[u8]) -> kinformer_reflector::Result<Arc<Pod>> {
+        self.items.count(true);
+        self.inner.decode_protobuf_list_item(item)
     }
 
     fn decode_list(
@@ -240,9 +264,9 @@ fn counting(
     decoder: KubeDecoder<Pod>,
 ) -> (
     KubeListerWatcher<Pod, CountingDecoder<KubeDecoder<Pod>>>,
-    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<ItemCounts>,
 ) {
-    let items = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let items = Arc::new(ItemCounts::default());
     let decoder = CountingDecoder {
         inner: decoder,
         items: Arc::clone(&items),
@@ -253,17 +277,23 @@ fn counting(
     )
 }
 
-fn json_pods() -> KubeDecoder<Pod> {
-    KubeDecoder::for_resource::<Pod>(WireFormat::Json)
+fn pods(format: WireFormat) -> KubeDecoder<Pod> {
+    KubeDecoder::for_resource::<Pod>(format)
 }
 
-/// A large JSON page is decoded item by item as it arrives, to the same objects in the same
-/// order as the server holds them, and the next page is requested as soon as the page's head
-/// (metadata before items) names it, without the reflector asking.
+/// A large page, in JSON or in protobuf, is decoded item by item as it arrives, to the same
+/// objects in the same order as the server holds them, and the next page is requested as soon
+/// as the page's head (metadata before items) names it, without the reflector asking.
 #[tokio::test]
-async fn a_large_json_page_decodes_as_it_arrives_and_names_the_next_page_early() {
+async fn a_large_page_decodes_as_it_arrives_and_names_the_next_page_early() {
+    for format in [WireFormat::Json, WireFormat::Protobuf] {
+        a_large_page_decodes_as_it_arrives(format).await;
+    }
+}
+
+async fn a_large_page_decodes_as_it_arrives(format: WireFormat) {
     let server = server_with_pods(600).await;
-    let (lister_watcher, items) = counting(&server, json_pods());
+    let (lister_watcher, items) = counting(&server, pods(format));
     let first = lister_watcher
         .list(ListOptions {
             limit: Some(400),
@@ -271,10 +301,14 @@ async fn a_large_json_page_decodes_as_it_arrives_and_names_the_next_page_early()
         })
         .await
         .expect("the first page");
+    let by_format = match format {
+        WireFormat::Json => [400, 0],
+        WireFormat::Protobuf => [0, 400],
+    };
     assert_eq!(
-        items.load(std::sync::atomic::Ordering::Relaxed),
-        400,
-        "every item of the page went through the item decoder"
+        items.counts(),
+        by_format,
+        "every item of the {format:?} page went through its format's item decoder"
     );
     // The server lists in key order.
     let expected: Vec<String> = (0..600)
@@ -327,34 +361,41 @@ async fn a_large_json_page_decodes_as_it_arrives_and_names_the_next_page_early()
     );
 }
 
-/// A small JSON page is read whole; a page of another kind is refused by its head, before any
-/// item is decoded.
+/// A small page is read whole; a page of another kind is refused by its head, before any item
+/// is decoded. In JSON and in protobuf.
 #[tokio::test]
 async fn small_pages_are_read_whole_and_a_foreign_kind_is_refused_before_its_items() {
     let server = server_with_pods(600).await;
-    let (lister_watcher, items) = counting(&server, json_pods());
-    let page = lister_watcher
-        .list(ListOptions {
-            limit: Some(5),
-            ..ListOptions::default()
-        })
-        .await
-        .expect("a page");
-    assert_eq!(page.items.len(), 5);
-    assert_eq!(items.load(std::sync::atomic::Ordering::Relaxed), 0);
+    for format in [WireFormat::Json, WireFormat::Protobuf] {
+        let (lister_watcher, items) = counting(&server, pods(format));
+        let page = lister_watcher
+            .list(ListOptions {
+                limit: Some(5),
+                ..ListOptions::default()
+            })
+            .await
+            .expect("a page");
+        assert_eq!(page.items.len(), 5);
+        assert_eq!(
+            items.counts(),
+            [0, 0],
+            "a small {format:?} page is read whole"
+        );
 
-    let widgets = KubeDecoder::<Pod>::new(
-        ExpectedType::new("example.com/v1", "Widget"),
-        WireFormat::Json,
-    );
-    let (lister_watcher, items) = counting(&server, widgets);
-    let error = lister_watcher
-        .list(ListOptions::default())
-        .await
-        .expect_err("a PodList is not a WidgetList");
-    assert!(
-        matches!(error, kinformer_reflector::Error::WrongKind { .. }),
-        "{error}"
-    );
-    assert_eq!(items.load(std::sync::atomic::Ordering::Relaxed), 0);
+        // A custom kind has no protobuf form: that decoder asks for JSON. ConfigMaps have one.
+        let expected = match format {
+            WireFormat::Json => ExpectedType::new("example.com/v1", "Widget"),
+            WireFormat::Protobuf => ExpectedType::new("v1", "ConfigMap"),
+        };
+        let (lister_watcher, items) = counting(&server, KubeDecoder::<Pod>::new(expected, format));
+        let error = lister_watcher
+            .list(ListOptions::default())
+            .await
+            .expect_err("a PodList is refused");
+        assert!(
+            matches!(error, kinformer_reflector::Error::WrongKind { .. }),
+            "{error}"
+        );
+        assert_eq!(items.counts(), [0, 0], "{format:?}: no item was decoded");
+    }
 }
