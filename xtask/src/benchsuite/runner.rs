@@ -185,6 +185,14 @@ fn peer_command(
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .stdout(Stdio::piped());
+    if case.peer != Peer::ClientGo {
+        // The Rust peers run on mimalloc, which marks the memory it maps `MADV_HUGEPAGE`. On
+        // kernels whose huge-page `defrag` setting is `madvise` (a common default), a first
+        // touch of such memory can stall on compaction and zeroes 2 MiB at a time; Go's
+        // runtime stopped marking its heap for exactly that reason (golang/go#61718), so the
+        // Go peer faults 4 KiB pages there; with this switch the Rust peers do too.
+        command.env("MIMALLOC_ALLOW_THP", "0");
+    }
     if scenario.name == "memory" && case.peer != Peer::ClientGo {
         // The Rust peers run on mimalloc, which keeps freed pages until the freeing thread
         // allocates again; an idle informer never does. Returning them at once makes steady
