@@ -186,20 +186,26 @@ fn peer_command(
         .stderr(Stdio::piped())
         .stdout(Stdio::piped());
     if case.peer != Peer::ClientGo {
-        // The Rust peers run on mimalloc, which marks the memory it maps `MADV_HUGEPAGE`. On
-        // kernels whose huge-page `defrag` setting is `madvise` (a common default), a first
-        // touch of such memory can stall on compaction and zeroes 2 MiB at a time; Go's
-        // runtime stopped marking its heap for exactly that reason (golang/go#61718), so the
-        // Go peer faults 4 KiB pages there; with this switch the Rust peers do too.
-        command.env("MIMALLOC_ALLOW_THP", "0");
-    }
-    if scenario.name == "memory" && case.peer != Peer::ClientGo {
-        // The Rust peers run on mimalloc, which keeps freed pages until the freeing thread
-        // allocates again; an idle informer never does. Returning them at once makes steady
-        // RSS what is live, as glibc and Go's scavenger leave it.
-        command.env("MIMALLOC_PURGE_DELAY", "0");
+        on_4k_pages(&mut command);
+        if scenario.name == "memory" {
+            // mimalloc keeps freed pages until the freeing thread allocates again; an idle
+            // informer never does. Returning them at once makes steady RSS what is live, as
+            // glibc and Go's scavenger leave it.
+            command.env("MIMALLOC_PURGE_DELAY", "0");
+        }
     }
     command
+}
+
+/// Sets up a Rust program the harness runs (a peer or the decode floor) to fault 4 KiB pages.
+///
+/// They run on mimalloc, which marks the memory it maps `MADV_HUGEPAGE`. On kernels whose
+/// huge-page `defrag` setting is `madvise` (a common default), a first touch of such memory can
+/// stall on compaction and zeroes 2 MiB at a time. Go's runtime stopped marking its heap for
+/// exactly that reason (golang/go#61718), so the Go peer faults 4 KiB pages there; with this
+/// switch every program the harness compares does.
+fn on_4k_pages(command: &mut Command) -> &mut Command {
+    command.env("MIMALLOC_ALLOW_THP", "0")
 }
 
 /// The peer's result: the last line it printed, parsed, and that line as printed.
@@ -525,7 +531,7 @@ pub(super) fn decode_floor(
     work: &Path,
 ) -> Result<Value, String> {
     let fake = FakeServer::start(&programs.fake, work, "pods", objects)?;
-    let output = Command::new(&programs.decode_floor)
+    let output = on_4k_pages(&mut Command::new(&programs.decode_floor))
         .arg("--kubeconfig")
         .arg(&fake.kubeconfig)
         .output()
