@@ -531,9 +531,7 @@ pub(super) fn decode_floor(
     work: &Path,
 ) -> Result<Value, String> {
     let fake = FakeServer::start(&programs.fake, work, "pods", objects)?;
-    let output = on_4k_pages(&mut Command::new(&programs.decode_floor))
-        .arg("--kubeconfig")
-        .arg(&fake.kubeconfig)
+    let output = decode_floor_command(programs, &fake.kubeconfig)
         .output()
         .map_err(|err| format!("running decode-floor: {err}"))?;
     if !output.status.success() {
@@ -547,11 +545,21 @@ pub(super) fn decode_floor(
     serde_json::from_str(last).map_err(|err| format!("decode-floor printed {last:?}: {err}"))
 }
 
+/// The decode floor against the server of `kubeconfig`.
+fn decode_floor_command(programs: &Programs, kubeconfig: &Path) -> Command {
+    let mut command = Command::new(&programs.decode_floor);
+    on_4k_pages(&mut command)
+        .arg("--kubeconfig")
+        .arg(kubeconfig);
+    command
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::benchsuite::scenarios::{QUICK, scenarios};
 
     #[test]
     fn every_run_runs_each_case_once_after_a_different_neighbour() {
@@ -597,5 +605,57 @@ mod tests {
             count_difference(&after, &before),
             json!({ "application/json": 4, "application/vnd.kubernetes.protobuf": 2 })
         );
+    }
+
+    #[test]
+    fn rust_programs_fault_4k_pages_and_purge_at_once_only_in_the_memory_scenario() {
+        let programs = Programs {
+            kinformer: "kinformer-peer".into(),
+            kube_runtime: "kube-runtime-peer".into(),
+            client_go: "client-go-peer".into(),
+            fake: "fake".into(),
+            decode_floor: "decode-floor".into(),
+            seed: "seed".into(),
+        };
+        let env_of = |command: &Command, name: &str| {
+            command
+                .get_envs()
+                .find(|(key, _)| *key == name)
+                .and_then(|(_, value)| value)
+                .map(|value| value.to_string_lossy().into_owned())
+        };
+        let scenarios = scenarios(QUICK);
+        assert!(scenarios.iter().any(|scenario| scenario.name == "memory"));
+        let mut rust_cases = 0;
+        for scenario in &scenarios {
+            for case in &scenario.cases {
+                let command = peer_command(&programs, scenario, case, Path::new("kubeconfig"));
+                let rust = case.peer != Peer::ClientGo;
+                rust_cases += usize::from(rust);
+                let (thp, purge) = (
+                    env_of(&command, "MIMALLOC_ALLOW_THP"),
+                    env_of(&command, "MIMALLOC_PURGE_DELAY"),
+                );
+                assert_eq!(
+                    thp.as_deref(),
+                    rust.then_some("0"),
+                    "{} {}",
+                    scenario.name,
+                    case.label
+                );
+                let purges = rust && scenario.name == "memory";
+                assert_eq!(
+                    purge.as_deref(),
+                    purges.then_some("0"),
+                    "{} {}",
+                    scenario.name,
+                    case.label
+                );
+            }
+        }
+        assert!(rust_cases > 0);
+        let floor = decode_floor_command(&programs, Path::new("kubeconfig"));
+        assert_eq!(env_of(&floor, "MIMALLOC_ALLOW_THP").as_deref(), Some("0"));
+        assert_eq!(env_of(&floor, "MIMALLOC_PURGE_DELAY"), None);
     }
 }
