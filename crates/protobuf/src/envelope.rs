@@ -258,6 +258,9 @@ pub fn list_items<'a>(raw: &'a [u8], list: &'static Message) -> Result<ListItems
 /// Writes an enveloped `...List` body from its parts, so that a server can send items it
 /// encoded once and cached: `list_meta` is the encoded `ListMeta` (field 1), each of `items` an
 /// encoded item message (field 2).
+///
+/// The same bytes as [`encode_list_head`], then [`list_item_prefix`] and the item for
+/// each item, then [`LIST_TAIL`]; a server that sends a list as it writes it uses those.
 pub fn encode_list<'a>(
     api_version: &str,
     kind: &str,
@@ -266,28 +269,95 @@ pub fn encode_list<'a>(
 ) -> Vec<u8> {
     // The list is written once, straight into the envelope: a 100k-Pod list is large enough
     // that building it apart and copying it in shows up.
+    let lens = items.clone().into_iter().map(<[u8]>::len);
+    let raw_len = list_raw_len(list_meta, lens);
+    let mut buf = Vec::with_capacity(raw_len + 64 + api_version.len() + kind.len());
+    write_list_head(&mut buf, api_version, kind, list_meta, raw_len);
+    for item in items {
+        buf.extend_from_slice(&list_item_prefix(item.len()));
+        buf.extend_from_slice(item);
+    }
+    buf.extend_from_slice(LIST_TAIL);
+    buf
+}
+
+/// The bytes that open an enveloped `...List` body whose items are `item_lens` bytes long, in
+/// order: the envelope's magic and type, and the list message up to its first item. For a
+/// server that sends each item as it writes it, as kube-apiserver streams a list; the body
+/// goes on with [`list_item_prefix`] and each item, and ends with [`LIST_TAIL`].
+pub fn encode_list_head(
+    api_version: &str,
+    kind: &str,
+    list_meta: &[u8],
+    item_lens: impl IntoIterator<Item = usize>,
+) -> Vec<u8> {
+    let raw_len = list_raw_len(list_meta, item_lens);
+    let mut buf = Vec::with_capacity(64 + api_version.len() + kind.len() + list_meta.len());
+    write_list_head(&mut buf, api_version, kind, list_meta, raw_len);
+    buf
+}
+
+/// What goes before an item of `len` bytes in a list body (its field tag and length), as
+/// [`encode_list_head`] counted it.
+pub fn list_item_prefix(len: usize) -> ListItemPrefix {
+    let mut bytes = [0; 11];
+    bytes[0] = (2 << 3) | 2;
+    let mut at = 1;
+    let mut value = len as u64;
+    while value >= 0x80 {
+        bytes[at] = (value as u8) | 0x80;
+        value >>= 7;
+        at += 1;
+    }
+    bytes[at] = value as u8;
+    ListItemPrefix {
+        bytes,
+        len: at as u8 + 1,
+    }
+}
+
+/// The tag and length before one item of a list body: [`list_item_prefix`]. Derefs to its
+/// bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct ListItemPrefix {
+    bytes: [u8; 11],
+    len: u8,
+}
+
+impl std::ops::Deref for ListItemPrefix {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+/// The bytes that end an enveloped list body after its last item: the envelope's empty
+/// `contentEncoding` and `contentType`.
+pub const LIST_TAIL: &[u8] = &[(3 << 3) | 2, 0, (4 << 3) | 2, 0];
+
+/// The length of a list message: its `ListMeta` and its items, each as a field.
+fn list_raw_len(list_meta: &[u8], item_lens: impl IntoIterator<Item = usize>) -> usize {
     let entry_len = |len: usize| 1 + varint_len(len as u64) + len;
-    let raw_len = entry_len(list_meta.len())
-        + items
-            .clone()
-            .into_iter()
-            .map(|item| entry_len(item.len()))
-            .sum::<usize>();
-    let mut writer = Writer::default();
-    writer
-        .buf
-        .reserve(raw_len + 64 + api_version.len() + kind.len());
+    entry_len(list_meta.len()) + item_lens.into_iter().map(entry_len).sum::<usize>()
+}
+
+fn write_list_head(
+    buf: &mut Vec<u8>,
+    api_version: &str,
+    kind: &str,
+    list_meta: &[u8],
+    raw_len: usize,
+) {
+    let mut writer = Writer {
+        buf: std::mem::take(buf),
+    };
     writer.buf.extend_from_slice(MAGIC);
     write_type_meta(&mut writer, api_version, kind);
     writer.tag(2, 2);
     writer.varint(raw_len as u64);
     writer.bytes_field(1, list_meta);
-    for item in items {
-        writer.bytes_field(2, item);
-    }
-    writer.bytes_field(3, b"");
-    writer.bytes_field(4, b"");
-    writer.buf
+    *buf = writer.buf;
 }
 
 fn varint_len(value: u64) -> usize {

@@ -23,7 +23,9 @@
 //! - [`list_items`] and [`ListSplitter`]: a `...List` body's items, from the whole body or cut
 //!   off it as its bytes arrive, each to be decoded on its own.
 //! - [`encode_object`], [`encode_message`], [`encode_list`] and [`encode_watch_frame`]: JSON
-//!   to protobuf, for servers (kinformer-testing's fake API server) and tests.
+//!   to protobuf, for servers (kinformer-testing's fake API server) and tests;
+//!   [`encode_list_head`], [`list_item_prefix`] and [`LIST_TAIL`] write a list in
+//!   pieces, for a server that streams it.
 //! - [`to_message`]: any `Serialize` value in its JSON shape (a k8s-openapi struct) straight to
 //!   protobuf, with no JSON tree in between: what a compact cache encodes with.
 //! - [`Message`]: the table of one message, found by kind with [`message_for`] or among the
@@ -84,8 +86,9 @@ pub mod messages {
 
 pub use de::{DecodeOptions, from_message};
 pub use envelope::{
-    CONTENT_TYPE, Envelope, FrameReader, ListItems, MAGIC, MAX_FRAME_LEN, WATCH_CONTENT_TYPE,
-    WatchFrame, encode_envelope, encode_list, encode_watch_frame, list_items, message_for,
+    CONTENT_TYPE, Envelope, FrameReader, LIST_TAIL, ListItemPrefix, ListItems, MAGIC,
+    MAX_FRAME_LEN, WATCH_CONTENT_TYPE, WatchFrame, encode_envelope, encode_list, encode_list_head,
+    encode_watch_frame, list_item_prefix, list_items, message_for,
 };
 pub use error::Error;
 pub use list_splitter::ListSplitter;

@@ -4,8 +4,8 @@
 use bytes::Bytes;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_protobuf::{
-    DecodeOptions, Decoder, Envelope, Error, ListSplitter, encode_list, encode_object, list_items,
-    message_for,
+    DecodeOptions, Decoder, Envelope, Error, LIST_TAIL, ListSplitter, encode_list,
+    encode_list_head, encode_object, list_item_prefix, list_items, message_for,
 };
 use proptest::prelude::*;
 use serde_json::json;
@@ -158,6 +158,31 @@ proptest! {
         let (api_version, kind, raw) = type_and_raw(&head);
         prop_assert_eq!((api_version.as_str(), kind.as_str()), ("v1", "PodList"));
         prop_assert_eq!(raw, type_and_raw(&encode_list("v1", "PodList", &list_meta, [])).2);
+    }
+
+    /// A list written in pieces (head, each item after its prefix, tail), as a server that
+    /// streams it sends it, is byte for byte the list written whole; lengths reach three-byte
+    /// varints.
+    #[test]
+    fn a_list_written_in_pieces_is_the_list_written_whole(
+        lens in prop::collection::vec(0usize..20_000, 0..6),
+        list_meta in prop::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let items: Vec<Vec<u8>> = lens
+            .iter()
+            .enumerate()
+            .map(|(index, &len)| vec![index as u8; len])
+            .collect();
+        let whole = encode_list("v1", "PodList", &list_meta, items.iter().map(Vec::as_slice));
+        let mut pieces = encode_list_head("v1", "PodList", &list_meta, lens.iter().copied());
+        for item in &items {
+            pieces.extend_from_slice(&list_item_prefix(item.len()));
+            pieces.extend_from_slice(item);
+        }
+        pieces.extend_from_slice(LIST_TAIL);
+        prop_assert_eq!(&pieces, &whole);
+        let (_, split_items) = split(&pieces, &[]).expect("splits");
+        prop_assert_eq!(split_items, items);
     }
 
     /// No byte sequence panics the splitter, however it is cut.
