@@ -9,7 +9,8 @@
 //! metadata-only (`PartialObjectMetadata`) responses. It answers JSON, and Kubernetes protobuf
 //! (`application/vnd.kubernetes.protobuf`: objects, lists, watch frames and error `Status`es of
 //! the built-in kinds, and metadata-only answers of any kind) to a client that prefers it in
-//! `Accept`, as client-go does by default.
+//! `Accept`, as client-go does by default. Like kube-apiserver, it writes a list body as it
+//! sends it, so a client reads the first items of a large list before the last are written.
 //! One global revision counter plays etcd's revision. [`Faults`] breaks it on purpose: close watches, fail requests with a status, write
 //! garbage into watch streams, delay responses, compact, drop the listener, count requests.
 //!

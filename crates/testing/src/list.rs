@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::{BufMut, Bytes, BytesMut};
-use kinformer_protobuf::{Message, encode_list, encode_message, messages};
+use kinformer_protobuf::{LIST_TAIL, Message, encode_list_head, encode_message, messages};
 use serde_json::{Map, Value, json};
 
 use crate::object::Obj;
 use crate::resources::ResourceType;
-use crate::response::{Reply, body_response, list_item};
+use crate::response::{self, ListBody, ListItems, Reply, list_item};
 use crate::selector::{FieldSelector, Selectors, parse_labels};
 use crate::shared::Shared;
 use crate::status::ApiError;
@@ -318,32 +318,42 @@ pub(crate) async fn list(
             metadata.insert("remainingItemCount".into(), json!(remaining));
         }
     }
+    list_response(
+        resource,
+        shape,
+        encoding,
+        &Value::Object(metadata),
+        &page.items,
+    )
+}
+
+/// A list of `items` with `metadata`, in the shape and encoding a request negotiated, written
+/// as it is sent ([`ListBody`]).
+pub(crate) fn list_response(
+    resource: &ResourceType,
+    shape: Shape,
+    encoding: Encoding,
+    metadata: &Value,
+    items: &[Arc<Obj>],
+) -> Reply {
     let (kind, api_version) = shape.list_type(resource);
-    let metadata = Value::Object(metadata);
     let body = match encoding {
-        Encoding::Json => {
-            let items: Vec<_> = page
-                .items
-                .iter()
-                .map(|o| list_item(o, resource, shape))
-                .collect();
-            list_body(&kind, &api_version, &metadata, &items)
-        }
+        Encoding::Json => json_list_body(&kind, &api_version, metadata, resource, shape, items),
         Encoding::Protobuf(message) => {
-            protobuf_list_body(&kind, &api_version, &metadata, &page.items, message)?
+            protobuf_list_body(&kind, &api_version, metadata, items, message)?
         }
     };
-    Ok(body_response(200, encoding.content_type(), body))
+    Ok(response::list_response(encoding.content_type(), body))
 }
 
 /// A protobuf list: the `ListMeta`, then each item's cached message.
-pub(crate) fn protobuf_list_body(
+fn protobuf_list_body(
     kind: &str,
     api_version: &str,
     metadata: &Value,
     items: &[Arc<Obj>],
     message: &'static Message,
-) -> Result<Bytes, ApiError> {
+) -> Result<ListBody, ApiError> {
     let list_meta = encode_message(metadata, &messages::LIST_META).map_err(|error| {
         ApiError::new(
             500,
@@ -355,42 +365,36 @@ pub(crate) fn protobuf_list_body(
         .iter()
         .map(|obj| obj.protobuf(message))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Bytes::from(encode_list(
-        api_version,
-        kind,
-        &list_meta,
-        items.iter().map(|item| &item[..]),
-    )))
+    let head = encode_list_head(api_version, kind, &list_meta, items.iter().map(Bytes::len));
+    Ok(ListBody::new(
+        Bytes::from(head),
+        ListItems::Protobuf(items),
+        LIST_TAIL,
+    ))
 }
 
-pub(crate) fn list_body(
+/// A JSON list: its kind, apiVersion and metadata, then each item's cached bytes.
+fn json_list_body(
     kind: &str,
     api_version: &str,
     metadata: &Value,
-    items: &[(&'static [u8], Bytes)],
-) -> Bytes {
-    let size = items
+    resource: &ResourceType,
+    shape: Shape,
+    items: &[Arc<Obj>],
+) -> ListBody {
+    let items = items
         .iter()
-        .map(|(head, rest)| head.len() + rest.len() + 1)
-        .sum::<usize>()
-        + 256;
-    let mut out = BytesMut::with_capacity(size);
-    out.put_slice(br#"{"kind":"#);
-    out.put_slice(&to_bytes(&json!(kind)));
-    out.put_slice(br#","apiVersion":"#);
-    out.put_slice(&to_bytes(&json!(api_version)));
-    out.put_slice(br#","metadata":"#);
-    out.put_slice(&to_bytes(metadata));
-    out.put_slice(br#","items":["#);
-    for (i, (head, rest)) in items.iter().enumerate() {
-        if i > 0 {
-            out.put_u8(b',');
-        }
-        out.put_slice(head);
-        out.put_slice(rest);
-    }
-    out.put_slice(b"]}");
-    out.freeze()
+        .map(|obj| list_item(obj, resource, shape))
+        .collect();
+    let mut head = BytesMut::with_capacity(256);
+    head.put_slice(br#"{"kind":"#);
+    head.put_slice(&to_bytes(&json!(kind)));
+    head.put_slice(br#","apiVersion":"#);
+    head.put_slice(&to_bytes(&json!(api_version)));
+    head.put_slice(br#","metadata":"#);
+    head.put_slice(&to_bytes(metadata));
+    head.put_slice(br#","items":["#);
+    ListBody::new(head.freeze(), ListItems::Json(items), b"]}")
 }
 
 #[cfg(test)]

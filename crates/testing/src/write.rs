@@ -6,11 +6,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::crd::CRD_GROUP_RESOURCE;
-use crate::list::{ListParams, list_body, protobuf_list_body};
+use crate::list::{ListParams, list_response};
 use crate::object::{Obj, object_key};
 use crate::patch;
 use crate::resources::ResourceType;
-use crate::response::{Reply, body_response, list_item};
+use crate::response::Reply;
 use crate::shared::Shared;
 use crate::status::ApiError;
 use crate::store::{ListQuery, Store};
@@ -587,21 +587,8 @@ pub(crate) fn delete_collection(
         }
     }
     let rv = shared.store.lock().resource_version();
-    let (kind, api_version) = (resource.list_kind(), resource.api_version());
     let metadata = json!({ "resourceVersion": rv.to_string() });
-    let body = match encoding {
-        Encoding::Json => {
-            let items: Vec<_> = deleted
-                .iter()
-                .map(|o| list_item(o, resource, Shape::Full))
-                .collect();
-            list_body(&kind, &api_version, &metadata, &items)
-        }
-        Encoding::Protobuf(message) => {
-            protobuf_list_body(&kind, &api_version, &metadata, &deleted, message)?
-        }
-    };
-    Ok(body_response(200, encoding.content_type(), body))
+    list_response(resource, Shape::Full, encoding, &metadata, &deleted)
 }
 
 /// RFC 1123 subdomain, what `metadata.name` must be for most resources.
