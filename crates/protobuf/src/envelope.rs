@@ -271,8 +271,8 @@ pub fn encode_list<'a>(
     // that building it apart and copying it in shows up.
     let lens = items.clone().into_iter().map(<[u8]>::len);
     let raw_len = list_raw_len(list_meta, lens);
-    let mut buf = Vec::with_capacity(raw_len + 64 + api_version.len() + kind.len());
-    write_list_head(&mut buf, api_version, kind, list_meta, raw_len);
+    let capacity = raw_len + 64 + api_version.len() + kind.len();
+    let mut buf = list_head(api_version, kind, list_meta, raw_len, capacity);
     for item in items {
         buf.extend_from_slice(&list_item_prefix(item.len()));
         buf.extend_from_slice(item);
@@ -292,9 +292,8 @@ pub fn encode_list_head(
     item_lens: impl IntoIterator<Item = usize>,
 ) -> Vec<u8> {
     let raw_len = list_raw_len(list_meta, item_lens);
-    let mut buf = Vec::with_capacity(64 + api_version.len() + kind.len() + list_meta.len());
-    write_list_head(&mut buf, api_version, kind, list_meta, raw_len);
-    buf
+    let capacity = 64 + api_version.len() + kind.len() + list_meta.len();
+    list_head(api_version, kind, list_meta, raw_len, capacity)
 }
 
 /// What goes before an item of `len` bytes in a list body (its field tag and length), as
@@ -342,22 +341,23 @@ fn list_raw_len(list_meta: &[u8], item_lens: impl IntoIterator<Item = usize>) ->
     entry_len(list_meta.len()) + item_lens.into_iter().map(entry_len).sum::<usize>()
 }
 
-fn write_list_head(
-    buf: &mut Vec<u8>,
+/// A buffer of `capacity` holding a list body up to its first item.
+fn list_head(
     api_version: &str,
     kind: &str,
     list_meta: &[u8],
     raw_len: usize,
-) {
+    capacity: usize,
+) -> Vec<u8> {
     let mut writer = Writer {
-        buf: std::mem::take(buf),
+        buf: Vec::with_capacity(capacity),
     };
     writer.buf.extend_from_slice(MAGIC);
     write_type_meta(&mut writer, api_version, kind);
     writer.tag(2, 2);
     writer.varint(raw_len as u64);
     writer.bytes_field(1, list_meta);
-    *buf = writer.buf;
+    writer.buf
 }
 
 fn varint_len(value: u64) -> usize {
