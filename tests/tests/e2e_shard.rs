@@ -420,11 +420,16 @@ async fn replicas_join_and_are_killed_and_no_key_is_worked_on_twice() {
                 .entry(ring.owner(key).expect("an owner"))
                 .or_default() += 1;
         }
+        // The ring's balance itself is pinned in its unit tests, over keys that stay the same
+        // from run to run. These keys carry a namespace that is new every run, and over 2,000
+        // such keys a member can land 15-17% off its equal share (about one namespace in
+        // 3,000 goes past 15%). This bound only catches a ring that leaves a replica far
+        // from its share.
         let equal = keys.len() as f64 / settled.len() as f64;
         for (replica, share) in &shares {
             let off = (*share as f64 / equal - 1.0).abs();
             assert!(
-                off <= 0.15,
+                off <= 0.25,
                 "{replica} owns {share} of {} keys: {shares:?}",
                 keys.len()
             );
