@@ -38,6 +38,7 @@
 //! ```
 
 mod admin;
+mod alloc;
 mod cli;
 mod latency;
 pub mod procfs;
@@ -46,6 +47,7 @@ mod run;
 mod view;
 
 pub use admin::{Admin, Relisted, ServerChecksum};
+pub use alloc::Mimalloc;
 pub use cli::{Args, Mode, Resource, Scenario, USAGE};
 pub use latency::{EMIT_NS_ANNOTATION, Percentiles, latency_us, now_unix_ns};
 pub use report::{Report, Unsupported, print_result, progress};

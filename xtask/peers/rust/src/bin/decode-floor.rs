@@ -21,7 +21,7 @@ use kube_client::{
 
 /// The same allocator as the Rust peers, so the floor is theirs.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kinformer_bench_peers::Mimalloc = kinformer_bench_peers::Mimalloc;
 
 const PAGE: usize = 500;
 

@@ -17,9 +17,11 @@ use kinformer_bench_peers::{
 use kube_client::Client;
 
 /// Both Rust peers use mimalloc: glibc's per-thread arenas grow when objects are decoded on one
-/// thread and freed on another, and fresh pages cost a fault each (see docs/benchmarks.md).
+/// thread and freed on another, and fresh pages cost a fault each (see docs/benchmarks.md). They
+/// call it through [`kinformer_bench_peers::Mimalloc`], which keeps mimalloc's aligned path for
+/// the layouts that need it.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kinformer_bench_peers::Mimalloc = kinformer_bench_peers::Mimalloc;
 
 /// The index the `lookups` scenario adds beside the built-in namespace index.
 const APP_INDEX: &str = "by-app";

@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 /// Both Rust peers use mimalloc, as the kinformer peer does (see its note).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kinformer_bench_peers::Mimalloc = kinformer_bench_peers::Mimalloc;
 
 /// The slow handler's pause per call.
 const SLOW_CALL: Duration = Duration::from_millis(1);
