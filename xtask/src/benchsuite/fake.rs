@@ -12,6 +12,28 @@ use serde_json::Value;
 
 use kinformer_controlplane::Http;
 
+use super::runner::on_4k_pages;
+
+/// The command that starts the fake seeded with `objects` of `resource`, on the same 4 KiB
+/// pages as the Rust peers (it runs on their allocator).
+pub(super) fn command(
+    program: &Path,
+    kubeconfig: &Path,
+    resource: &str,
+    objects: usize,
+) -> Command {
+    let mut command = Command::new(program);
+    command
+        .args(["--listen", "127.0.0.1:0", "--kubeconfig"])
+        .arg(kubeconfig)
+        .args(["--seed", &format!("{resource}={objects}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    on_4k_pages(&mut command);
+    command
+}
+
 /// A running fake API server, killed on drop.
 pub(super) struct FakeServer {
     pub(super) child: Child,
@@ -28,13 +50,7 @@ impl FakeServer {
         objects: usize,
     ) -> Result<Self, String> {
         let kubeconfig = dir.join("fake-kubeconfig");
-        let mut child = Command::new(program)
-            .args(["--listen", "127.0.0.1:0", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .args(["--seed", &format!("{resource}={objects}")])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+        let mut child = command(program, &kubeconfig, resource, objects)
             .spawn()
             .map_err(|err| format!("starting {}: {err}", program.display()))?;
         let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);

@@ -204,7 +204,7 @@ fn peer_command(
 /// stall on compaction and zeroes 2 MiB at a time. Go's runtime stopped marking its heap for
 /// exactly that reason (golang/go#61718), so the Go peer faults 4 KiB pages there; with this
 /// switch every program the harness compares does.
-fn on_4k_pages(command: &mut Command) -> &mut Command {
+pub(super) fn on_4k_pages(command: &mut Command) -> &mut Command {
     command.env("MIMALLOC_ALLOW_THP", "0")
 }
 
@@ -657,5 +657,8 @@ mod tests {
         let floor = decode_floor_command(&programs, Path::new("kubeconfig"));
         assert_eq!(env_of(&floor, "MIMALLOC_ALLOW_THP").as_deref(), Some("0"));
         assert_eq!(env_of(&floor, "MIMALLOC_PURGE_DELAY"), None);
+        let fake = super::super::fake::command(&programs.fake, Path::new("kc"), "pods", 10);
+        assert_eq!(env_of(&fake, "MIMALLOC_ALLOW_THP").as_deref(), Some("0"));
+        assert_eq!(env_of(&fake, "MIMALLOC_PURGE_DELAY"), None);
     }
 }

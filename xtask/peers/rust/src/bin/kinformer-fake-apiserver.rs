@@ -37,6 +37,12 @@ use std::time::Duration;
 use kinformer_testing::{FakeApiServer, ResourceType, ServerOptions, builtin_resources, fixtures};
 use serde_json::{Value, json};
 
+/// The peers' allocator: the server shares the peers' two cores, so the CPU it spends an
+/// update is taken from them; on glibc's malloc, allocating and freeing were a large share of
+/// what it spent writing a watch (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: kinformer_bench_peers::Mimalloc = kinformer_bench_peers::Mimalloc;
+
 #[derive(Debug)]
 struct Options {
     listen: SocketAddr,
