@@ -6,6 +6,7 @@
 //! cargo run -p kinformer --example quickstart                  # your cluster, or the fake one
 //! cargo run -p kinformer --example quickstart -- --seconds 10  # ten seconds after the sync
 //! cargo run -p kinformer --example quickstart -- --fake        # the fake one even with a kubeconfig
+//! cargo run -p kinformer --example quickstart -- --sync-timeout 5  # give up the sync after 5 s (default 60)
 //! ```
 //!
 //! With a kubeconfig (`KUBECONFIG`, or `~/.kube/config`) it reads that cluster; it only lists
@@ -128,11 +129,12 @@ async fn main() -> Result<(), BoxError> {
     ];
 
     factory.start()?;
-    // Wait for the first lists, at most a minute; the handler above says meanwhile why an
-    // informer is not getting there. `--seconds` counts from here: it bounds the summary, not
-    // the sync, so a slow start (a debug build, a busy machine) is not reported as a failure.
-    const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
-    let synced = factory.wait_for_cache_sync_timeout(SYNC_TIMEOUT).await;
+    // Wait for the first lists, at most `--sync-timeout` (a minute unless told); the handler
+    // above says meanwhile why an informer is not getting there. `--seconds` counts from here:
+    // it bounds the summary, not the sync, so a slow start (a debug build, a busy machine) is
+    // not reported as a failure.
+    let sync_timeout = args.sync_timeout;
+    let synced = factory.wait_for_cache_sync_timeout(sync_timeout).await;
     let all_synced = synced.values().all(|synced| *synced);
     let mut statuses: Vec<_> = factory.sync_status().into_iter().collect();
     statuses.sort_by(|(a, _), (b, _)| a.description().cmp(b.description()));
@@ -146,7 +148,7 @@ async fn main() -> Result<(), BoxError> {
     if !all_synced {
         factory.shutdown().await;
         stop_churn.cancel();
-        return Err(format!("not every informer synced within {SYNC_TIMEOUT:.0?}").into());
+        return Err(format!("not every informer synced within {sync_timeout:.0?}").into());
     }
     let deadline = args
         .seconds
@@ -257,6 +259,7 @@ fn busiest_node(pods: &Arc<dyn CacheReader<Pod>>) -> (String, usize) {
 
 struct Args {
     seconds: Option<u64>,
+    sync_timeout: Duration,
     fake: bool,
 }
 
@@ -264,6 +267,7 @@ impl Args {
     fn parse() -> Result<Self, BoxError> {
         let mut args = Args {
             seconds: None,
+            sync_timeout: Duration::from_secs(60),
             fake: false,
         };
         let mut raw = std::env::args().skip(1);
@@ -273,11 +277,21 @@ impl Args {
                     let value = raw.next().ok_or("--seconds needs a number")?;
                     args.seconds = Some(value.parse().map_err(|_| "--seconds needs a number")?);
                 }
+                "--sync-timeout" => {
+                    let value = raw
+                        .next()
+                        .ok_or("--sync-timeout needs a number of seconds")?;
+                    let seconds = value
+                        .parse()
+                        .map_err(|_| "--sync-timeout needs a number of seconds")?;
+                    args.sync_timeout = Duration::from_secs(seconds);
+                }
                 "--fake" => args.fake = true,
                 other => {
-                    return Err(
-                        format!("unknown argument {other:?}; try --seconds N or --fake").into(),
-                    );
+                    return Err(format!(
+                        "unknown argument {other:?}; try --seconds N, --sync-timeout N or --fake"
+                    )
+                    .into());
                 }
             }
         }
