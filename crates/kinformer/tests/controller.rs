@@ -80,9 +80,7 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
         stop_operations.clone(),
     ));
     factory.start()?;
-    let synced = factory
-        .wait_for_cache_sync_timeout(Duration::from_secs(10))
-        .await;
+    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
     assert!(synced.values().all(|&synced| synced), "caches: {synced:?}");
 
     let stop = CancellationToken::new();
@@ -269,7 +267,7 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
 
     // Shutdown: the workers finish and return; later events are not queued.
     stop.cancel();
-    tokio::time::timeout(Duration::from_secs(5), workers).await??;
+    tokio::time::timeout(PATIENCE, workers).await??;
     assert!(controller.queue().shutting_down());
     factory.shutdown().await;
     assert_eq!(factory.running_tasks(), 0);
@@ -308,9 +306,7 @@ impl ShardedReplica {
             shard,
         )?;
         factory.start()?;
-        let synced = factory
-            .wait_for_cache_sync_timeout(Duration::from_secs(10))
-            .await;
+        let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
         assert!(synced.values().all(|&synced| synced), "caches: {synced:?}");
         let workers = tokio::spawn(controller.clone().run(WORKERS, CancellationToken::new()));
         Ok(Self {

@@ -548,8 +548,12 @@ mod over_http {
         eventually("a watch is open", PATIENCE, || server.open_watches() == 1).await;
         server.stop_listener().await;
         churn(&server, 300);
-        // The outage lasts a while, so the reflector meets refused connections, not just one.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // The outage lasts until the reflector has met a refused connection, however long
+        // a loaded machine takes to get there.
+        eventually("the outage is reported", PATIENCE, || {
+            !running.errors().is_empty()
+        })
+        .await;
         server
             .restart_listener()
             .await
