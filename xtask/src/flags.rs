@@ -269,6 +269,24 @@ pub(crate) const TASKS: &[TaskSpec] = &[
     },
     TaskSpec {
         flags: &[
+            valued(
+                "--runs",
+                "N",
+                "how many times the whole suite runs (default 20)",
+            ),
+            valued(
+                "--busy",
+                "N",
+                "how many of the runs, the last ones, run with every core kept busy (default 5)",
+            ),
+        ],
+        ..task(
+            "flake",
+            "cargo test --workspace N times from one build, some under load; per-test failures",
+        )
+    },
+    TaskSpec {
+        flags: &[
             flag(
                 "--check",
                 "fail if the committed tables differ instead of writing them",
@@ -305,6 +323,7 @@ pub(crate) enum Task {
         check: bool,
     },
     Soak(Soak),
+    Flake(Flake),
     ProtobufSchema {
         check: bool,
         from: Option<String>,
@@ -364,6 +383,15 @@ pub(crate) struct Soak {
     pub(crate) minutes: u64,
     pub(crate) fake: bool,
     pub(crate) restart_every: Duration,
+}
+
+/// `cargo xtask flake`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Flake {
+    /// Runs of the whole suite.
+    pub(crate) runs: usize,
+    /// How many of them, the last ones, run with every core kept busy.
+    pub(crate) busy: usize,
 }
 
 /// The arguments of one task, sorted by what the declarations say they are.
@@ -533,6 +561,23 @@ impl Task {
                     .positive("--restart-every")?
                     .map_or(SOAK_RESTART_EVERY, Duration::from_secs),
             }),
+            "flake" => {
+                let runs = parsed.positive("--runs")?.unwrap_or(20);
+                let busy = match parsed.value("--busy") {
+                    None => 5.min(runs),
+                    Some(busy) => busy
+                        .parse::<u64>()
+                        .map_err(|_| format!("--busy needs a number, not {busy:?}"))?,
+                };
+                if busy > runs {
+                    return Err(format!("--busy {busy} is more than the {runs} runs"));
+                }
+                let count = |n: u64| usize::try_from(n).map_err(|_| format!("{n} is too many"));
+                Task::Flake(Flake {
+                    runs: count(runs)?,
+                    busy: count(busy)?,
+                })
+            }
             "protobuf-schema" => Task::ProtobufSchema {
                 check: parsed.has("--check"),
                 from: parsed.value("--from"),

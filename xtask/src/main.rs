@@ -19,6 +19,8 @@
 //! - `soak [--minutes N] [--restart-every SECONDS] [--fake]`: informers, handlers and a
 //!   controller under churn, checked against the server every minute, while kube-apiserver is
 //!   killed and restarted (or, with `--fake`, watches are cut and history compacted).
+//! - `flake [--runs N] [--busy N]`: `cargo test --workspace` N times from one build, the last
+//!   ones with every core kept busy, and which tests failed in which runs.
 //! - `protobuf-schema [--check] [--from FILE]`: kinformer-protobuf's message tables, from the
 //!   Go API types (needs Go, or a saved run of the generator), and its decoders generated per
 //!   k8s-openapi type, from those tables and k8s-openapi's source; `protobuf-fixtures`: its
@@ -43,6 +45,7 @@ mod benchsuite;
 mod controlplane;
 mod e2e;
 mod flags;
+mod flake;
 mod kind_image;
 mod protobuf;
 mod soak;
@@ -72,6 +75,7 @@ fn run_task(task: Task) -> Result<(), String> {
         Task::E2e(flags) => return e2e::e2e(&flags),
         Task::KindImage { check } => return kind_image::kind_image(check),
         Task::Soak(flags) => return soak::soak(&flags),
+        Task::Flake(flags) => return flake::flake(&flags),
         Task::ProtobufSchema { check, from } => return protobuf::schema(check, from),
         Task::ProtobufFixtures => return protobuf::fixtures(),
     }

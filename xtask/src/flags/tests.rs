@@ -173,6 +173,14 @@ fn every_documented_invocation_parses_as_documented() {
     );
     assert_eq!(task("soak --fake --minutes 5"), soak(5, true, 120));
 
+    let flake = |runs, busy| Task::Flake(Flake { runs, busy });
+    assert_eq!(task("flake"), flake(20, 5));
+    assert_eq!(task("flake --runs 3"), flake(3, 3));
+    assert_eq!(task("flake --runs 3 --busy 0"), flake(3, 0));
+    assert_eq!(task("flake --runs=10 --busy=2"), flake(10, 2));
+    assert!(parse(&strings(&["flake", "--runs", "2", "--busy", "3"])).is_err());
+    assert!(parse(&strings(&["flake", "--runs", "0"])).is_err());
+
     assert_eq!(
         task("protobuf-schema"),
         Task::ProtobufSchema {
