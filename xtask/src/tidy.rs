@@ -427,3 +427,84 @@ fn no_module_grows_past_its_limit() {
         listed_but_short.join("\n")
     );
 }
+
+/// What makes a test read the variables `.ci/run` sets for its JSON and compact-cache passes.
+const READS_THE_CI_VARIABLES: &[&str] = &[
+    "from_env()",
+    "cache_from_env",
+    "KINFORMER_WIRE_FORMAT",
+    "KINFORMER_CACHE",
+];
+
+/// The modules a test file declares with `mod name;`, as the files or directories they are in.
+fn declared_modules(file: &Path, text: &str) -> Vec<PathBuf> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    text.lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let line = line.strip_prefix("pub(crate) ").unwrap_or(line);
+            line.strip_prefix("mod ")?.strip_suffix(';')
+        })
+        .flat_map(|name| [dir.join(format!("{name}.rs")), dir.join(name)])
+        .filter(|path| path.exists())
+        .collect()
+}
+
+fn reads_the_ci_variables(text: &str) -> bool {
+    READS_THE_CI_VARIABLES
+        .iter()
+        .any(|needle| text.contains(needle))
+}
+
+#[test]
+fn the_ci_passes_in_json_and_compact_caches_run_every_test_that_reads_them() {
+    let root = project_root();
+    let mut targets = Vec::new();
+    let mut dirs: Vec<PathBuf> = fs::read_dir(root.join("crates"))
+        .expect("crates/")
+        .flatten()
+        .map(|entry| entry.path().join("tests"))
+        .collect();
+    dirs.push(root.join("tests").join("tests"));
+    for dir in dirs {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for file in entries.flatten().map(|entry| entry.path()) {
+            if file.extension().is_none_or(|ext| ext != "rs") {
+                continue;
+            }
+            let text = fs::read_to_string(&file).expect("readable source");
+            let mut sources = vec![text.clone()];
+            for module in declared_modules(&file, &text) {
+                let mut files = Vec::new();
+                if module.is_dir() {
+                    rust_files(&module, &mut files);
+                } else {
+                    files.push(module);
+                }
+                sources.extend(files.iter().filter_map(|f| fs::read_to_string(f).ok()));
+            }
+            if sources.iter().any(|source| reads_the_ci_variables(source)) {
+                let stem = file
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or_default();
+                targets.push(stem.to_owned());
+            }
+        }
+    }
+    targets.sort();
+    let listed = fs::read_to_string(root.join(".ci").join("env-suites")).expect(".ci/env-suites");
+    let mut listed: Vec<String> = listed
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(str::to_owned)
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed, targets,
+        ".ci/env-suites must list exactly the test targets that read the CI variables"
+    );
+}
