@@ -381,8 +381,6 @@ mod in_memory {
 
 /// Over real HTTP, through kube-client, against the fake API server.
 mod over_http {
-    use std::time::Duration;
-
     use kinformer_testing::{Fault, Verb, eventually};
 
     use std::sync::Arc;
