@@ -11,7 +11,7 @@ pub(crate) use kinformer_controlplane::{
 pub(crate) fn control_plane(flags: &crate::flags::ControlPlane) -> Result<(), String> {
     use kinformer_controlplane as plane;
     match flags.command.as_str() {
-        "up" => plane::up(&flags.options),
+        "up" => plane::up(&flags.options.options()),
         "down" => plane::down(),
         "env" => plane::print_env(),
         "build" => ensure_binaries().map(|_| ()),
@@ -31,7 +31,7 @@ mod tests {
             .chain(args)
             .map(|arg| (*arg).to_owned())
             .collect();
-        flags::parse(&args)
+        flags::parse(&args).map_err(|err| err.to_string())
     }
 
     #[test]

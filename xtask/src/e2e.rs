@@ -50,7 +50,7 @@ const RESTART_TEST: &str = "an_informer_converges_with_nothing_lost_and_no_hot_l
 
 /// Runs `cargo xtask e2e`.
 pub(crate) fn e2e(args: &Args) -> Result<(), String> {
-    let backend = match args.backend.clone() {
+    let backend = match args.backend() {
         Some(backend) => backend,
         None if kind_image::docker_answers() && kind_cli().is_some() => Backend::Kind,
         None => Backend::Local,
@@ -91,7 +91,7 @@ fn local(args: &Args) -> Result<(), String> {
     let binaries = controlplane::ensure_binaries()?;
     let dir = env::temp_dir().join(format!("kinformer-e2e-{}", std::process::id()));
     let started = Instant::now();
-    let mut plane = ControlPlane::start(&binaries, &args.control_plane, &dir, false)?;
+    let mut plane = ControlPlane::start(&binaries, &args.control_plane.options(), &dir, false)?;
     eprintln!(
         "xtask: control plane ready at {} in {:.1?} (logs in {})",
         plane.server(),
@@ -333,7 +333,7 @@ mod tests {
             .into_iter()
             .chain(args.to_vec())
             .collect();
-        match crate::flags::parse(&line)? {
+        match crate::flags::parse(&line).map_err(|err| err.to_string())? {
             crate::flags::Task::E2e(args) => Ok(args),
             other => Err(format!("parsed as {other:?}")),
         }
@@ -350,7 +350,7 @@ mod tests {
         ]))
         .expect("valid");
         assert_eq!(
-            args.backend,
+            args.backend(),
             Some(Backend::Kubeconfig(PathBuf::from("/tmp/k")))
         );
         assert!(args.yes);

@@ -1,10 +1,11 @@
 //! kinformer's developer tasks, run as `cargo xtask <task>`; `cargo xtask --help` lists them
-//! and `cargo xtask <task> --help` a task's flags, all declared in `flags.rs`.
+//! and `cargo xtask <task> --help` a task's flags, all declared in `flags.rs` with clap's derive
+//! API and dispatched below to the module that runs the task.
 //!
 //! - `ci`: what CI checks: formatting, clippy with warnings denied, every test (doc tests
 //!   included, and the client-go tests) and the docs with warnings denied.
-//! - `client-go [ARGS]`: the differential and conformance tests that drive client-go itself
-//!   (needs Go); `cargo test --workspace` leaves them out.
+//! - `client-go [ARGS] [-- TEST ARGS]`: the differential and conformance tests that drive
+//!   client-go itself (needs Go); `cargo test --workspace` leaves them out.
 //! - `bench [--quick] [--scenario NAME]... [--case LABEL]... [--runs K]`: kinformer,
 //!   kube-runtime and client-go informers on the same scenarios against the same server,
 //!   alternately, written to `docs/benchmarks.md` (see `xtask/peers/BENCH-PROTOCOL.md`).
@@ -13,7 +14,8 @@
 //! - `fake-apiserver [FLAGS]`: the fake API server from kinformer-testing, standalone.
 //! - `control-plane up|down|env|build|restart-apiserver`: a real kube-apiserver and etcd, built
 //!   from the Go module proxy and cached by version, on loopback.
-//! - `e2e [--local|--kind|--kubeconfig PATH|--fake]`: the end-to-end suite against a backend.
+//! - `e2e [--local|--kind|--kubeconfig PATH|--fake] [-- TEST ARGS]`: the end-to-end suite
+//!   against a backend.
 //! - `kind-image [--check]`: the kind node image for `e2e --kind`, built from the Go module
 //!   proxy and Debian's packages where no image registry is reachable (`--check`: is it at hand).
 //! - `soak [--minutes N] [--restart-every SECONDS] [--fake]`: informers, handlers and a
@@ -54,7 +56,8 @@ mod tidy;
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
-    match flags::parse(&args).and_then(run_task) {
+    let task = flags::parse(&args).unwrap_or_else(|err| err.exit());
+    match run_task(task) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("xtask: {message}");
@@ -65,21 +68,18 @@ fn main() -> ExitCode {
 
 fn run_task(task: Task) -> Result<(), String> {
     match task {
-        Task::Help(None) => print!("{}", flags::overview()),
-        Task::Help(Some(name)) => print!("{}", flags::help(name)),
-        Task::Ci => return ci(),
-        Task::ClientGo(args) => return client_go(&args),
-        Task::Bench(flags) => return bench::run(&flags),
-        Task::FakeApiserver(args) => return fake_apiserver(&args),
-        Task::ControlPlane(flags) => return controlplane::control_plane(&flags),
-        Task::E2e(flags) => return e2e::e2e(&flags),
-        Task::KindImage { check } => return kind_image::kind_image(check),
-        Task::Soak(flags) => return soak::soak(&flags),
-        Task::Flake(flags) => return flake::flake(&flags),
-        Task::ProtobufSchema { check, from } => return protobuf::schema(check, from),
-        Task::ProtobufFixtures => return protobuf::fixtures(),
+        Task::Ci => ci(),
+        Task::ClientGo(flags) => client_go(&flags.args()),
+        Task::Bench(flags) => bench::run(&flags),
+        Task::FakeApiserver { flags } => fake_apiserver(&flags),
+        Task::ControlPlane(flags) => controlplane::control_plane(&flags),
+        Task::E2e(flags) => e2e::e2e(&flags),
+        Task::KindImage { check } => kind_image::kind_image(check),
+        Task::Soak(flags) => soak::soak(&flags),
+        Task::Flake(flags) => flake::flake(&flags),
+        Task::ProtobufSchema { check, from } => protobuf::schema(check, from),
+        Task::ProtobufFixtures => protobuf::fixtures(),
     }
-    Ok(())
 }
 
 /// The workspace root (the parent of this crate's manifest directory).

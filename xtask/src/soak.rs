@@ -108,7 +108,7 @@ fn outages(
 mod tests {
     use std::time::Duration;
 
-    use crate::flags::{self, SOAK_RESTART_EVERY, Soak, Task};
+    use crate::flags::{self, Soak, Task};
 
     fn args(list: &[&str]) -> Result<Soak, String> {
         let line: Vec<String> = ["soak"]
@@ -116,7 +116,7 @@ mod tests {
             .chain(list)
             .map(ToString::to_string)
             .collect();
-        match flags::parse(&line)? {
+        match flags::parse(&line).map_err(|err| err.to_string())? {
             Task::Soak(soak) => Ok(soak),
             other => Err(format!("parsed as {other:?}")),
         }
@@ -129,7 +129,7 @@ mod tests {
             Ok(Soak {
                 minutes: 3,
                 fake: false,
-                restart_every: SOAK_RESTART_EVERY
+                restart_every: Duration::from_secs(120)
             })
         );
         assert_eq!(
@@ -142,6 +142,6 @@ mod tests {
         );
         assert!(args(&["--minutes", "0"]).is_err());
         assert!(args(&["--minutes"]).is_err());
-        assert!(args(&["--bogus"]).unwrap_err().contains("usage"));
+        assert!(args(&["--bogus"]).unwrap_err().contains("Usage"));
     }
 }

@@ -1,14 +1,29 @@
 //! What `cargo xtask` must keep accepting: every invocation the docs show, and the help.
 
-use super::{help::flag_usage, *};
+use super::*;
 
-fn parse_line(line: &str) -> Result<Task, String> {
+fn parse_line(line: &str) -> Result<Task, clap::Error> {
     let args: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
     parse(&args)
 }
 
 fn task(line: &str) -> Task {
     parse_line(line).unwrap_or_else(|err| panic!("{line}: {err}"))
+}
+
+/// The error `line` is refused with.
+fn refused(line: &str) -> clap::Error {
+    match parse_line(line) {
+        Ok(task) => panic!("{line} parsed as {task:?}"),
+        Err(err) => err,
+    }
+}
+
+/// What `cargo xtask help LINE` prints.
+fn help(line: &str) -> String {
+    let err = refused(&format!("help {line}"));
+    assert_eq!(err.kind(), ErrorKind::DisplayHelp, "{line}");
+    err.to_string()
 }
 
 fn strings(list: &[&str]) -> Vec<String> {
@@ -29,24 +44,49 @@ fn bench(line: &str) -> Bench {
     }
 }
 
-fn control_plane(command: &str, options: Options) -> Task {
+fn client_go(line: &str) -> Vec<String> {
+    match task(line) {
+        Task::ClientGo(client_go) => client_go.args(),
+        other => panic!("{line}: {other:?}"),
+    }
+}
+
+fn fake_apiserver(line: &str) -> Vec<String> {
+    match task(line) {
+        Task::FakeApiserver { flags } => flags,
+        other => panic!("{line}: {other:?}"),
+    }
+}
+
+fn control_plane(command: &str, options: ApiserverFlags) -> Task {
     Task::ControlPlane(ControlPlane {
         command: command.to_owned(),
         options,
     })
 }
 
+#[test]
+fn the_declarations_are_consistent() {
+    Cli::command().debug_assert();
+}
+
 /// Every invocation README.md, docs/e2e.md, docs/benchmarks.md, .ci/run and the xtask docs
 /// show, and what it must parse to.
 #[test]
 fn every_documented_invocation_parses_as_documented() {
-    assert_eq!(task(""), Task::Help(None));
-    assert_eq!(task("help"), Task::Help(None));
     assert_eq!(task("ci"), Task::Ci);
-    assert_eq!(task("client-go"), Task::ClientGo(Vec::new()));
+    assert_eq!(client_go("client-go"), Vec::<String>::new());
     assert_eq!(
-        task("client-go -- --nocapture"),
-        Task::ClientGo(strings(&["--", "--nocapture"]))
+        client_go("client-go -- --nocapture"),
+        strings(&["--", "--nocapture"])
+    );
+    assert_eq!(
+        client_go("client-go --release -- --nocapture"),
+        strings(&["--release", "--", "--nocapture"])
+    );
+    assert_eq!(
+        client_go("client-go some_filter --exact"),
+        strings(&["some_filter", "--exact"])
     );
 
     assert_eq!(bench("bench"), Bench::default());
@@ -76,39 +116,45 @@ fn every_documented_invocation_parses_as_documented() {
         }
     );
     assert_eq!(
-        bench("bench --scenario watch --case kinformer --case client-go --runs 2"),
+        bench("bench --scenario watch --case kinformer --case client-go --runs 2 --warm-up"),
         Bench {
             scenarios: strings(&["watch"]),
             cases: strings(&["kinformer", "client-go"]),
             runs: Some(2),
+            warm_up: true,
             ..Bench::default()
         }
     );
-    for suite in ["fifo", "store", "workqueue"] {
+    assert_eq!(
+        bench("bench --runs 1 --runs 2").runs,
+        Some(2),
+        "the last wins"
+    );
+    for (suite, _) in BENCH_SUITES {
         assert_eq!(
             bench(&format!("bench {suite}")).suite.as_deref(),
-            Some(suite)
+            Some(*suite)
         );
     }
 
-    assert_eq!(task("fake-apiserver"), Task::FakeApiserver(Vec::new()));
+    assert_eq!(fake_apiserver("fake-apiserver"), Vec::<String>::new());
     assert_eq!(
-        task("fake-apiserver --seed pods=2000"),
-        Task::FakeApiserver(strings(&["--seed", "pods=2000"]))
+        fake_apiserver("fake-apiserver --seed pods=2000"),
+        strings(&["--seed", "pods=2000"])
     );
     assert_eq!(
-        task("fake-apiserver --help"),
-        Task::FakeApiserver(strings(&["--help"])),
+        fake_apiserver("fake-apiserver --help"),
+        strings(&["--help"]),
         "the server prints its own flags"
     );
 
-    for command in ["up", "down", "env", "build", "restart-apiserver"] {
+    for (command, _) in CONTROL_PLANE_COMMANDS {
         assert_eq!(
             task(&format!("control-plane {command}")),
-            control_plane(command, Options::default())
+            control_plane(command, ApiserverFlags::default())
         );
     }
-    let knobs = Options {
+    let knobs = ApiserverFlags {
         etcd_compaction_interval: Some("10s".to_owned()),
         no_watch_cache: true,
     };
@@ -118,8 +164,16 @@ fn every_documented_invocation_parses_as_documented() {
     ] {
         assert_eq!(task(line), control_plane("up", knobs.clone()), "{line}");
     }
+    assert_eq!(
+        knobs.options(),
+        Options {
+            etcd_compaction_interval: Some("10s".to_owned()),
+            no_watch_cache: true,
+        }
+    );
 
     assert_eq!(e2e("e2e"), E2e::default());
+    assert_eq!(e2e("e2e").backend(), None);
     for (flag, backend) in [
         ("--local", Backend::Local),
         ("--kind", Backend::Kind),
@@ -127,32 +181,43 @@ fn every_documented_invocation_parses_as_documented() {
         ("--kubeconfig /k", Backend::Kubeconfig(PathBuf::from("/k"))),
         ("--kubeconfig=/k", Backend::Kubeconfig(PathBuf::from("/k"))),
     ] {
-        assert_eq!(e2e(&format!("e2e {flag}")).backend, Some(backend), "{flag}");
+        assert_eq!(
+            e2e(&format!("e2e {flag}")).backend(),
+            Some(backend),
+            "{flag}"
+        );
     }
     assert_eq!(
         e2e("e2e --kind --keep --kind-name other"),
         E2e {
-            backend: Some(Backend::Kind),
+            kind: true,
             keep: true,
             kind_name: Some("other".to_owned()),
             ..E2e::default()
         }
     );
     assert!(e2e("e2e --kubeconfig /k --yes").yes);
-    assert_eq!(
-        e2e("e2e --local --no-watch-cache").control_plane,
-        Options {
-            no_watch_cache: true,
-            ..Options::default()
-        }
-    );
+    for line in [
+        "e2e --local --no-watch-cache",
+        "e2e --local --watch-cache=false",
+    ] {
+        assert_eq!(
+            e2e(line).control_plane,
+            ApiserverFlags {
+                no_watch_cache: true,
+                ..ApiserverFlags::default()
+            },
+            "{line}"
+        );
+    }
     assert_eq!(
         e2e("e2e --local -- an_informer_converges").test_args,
         strings(&["an_informer_converges"])
     );
     assert_eq!(
-        e2e("e2e --local -- paged_list --nocapture").test_args,
-        strings(&["paged_list", "--nocapture"])
+        e2e("e2e --local -- paged_list --nocapture --watch-cache=false").test_args,
+        strings(&["paged_list", "--nocapture", "--watch-cache=false"]),
+        "what follows -- is the test binaries', as it is"
     );
 
     assert_eq!(task("kind-image"), Task::KindImage { check: false });
@@ -175,11 +240,14 @@ fn every_documented_invocation_parses_as_documented() {
 
     let flake = |runs, busy| Task::Flake(Flake { runs, busy });
     assert_eq!(task("flake"), flake(20, 5));
-    assert_eq!(task("flake --runs 3"), flake(3, 3));
+    assert_eq!(
+        task("flake --runs 3"),
+        flake(3, 3),
+        "at most every run is busy"
+    );
     assert_eq!(task("flake --runs 3 --busy 0"), flake(3, 0));
     assert_eq!(task("flake --runs=10 --busy=2"), flake(10, 2));
-    assert!(parse(&strings(&["flake", "--runs", "2", "--busy", "3"])).is_err());
-    assert!(parse(&strings(&["flake", "--runs", "0"])).is_err());
+    assert_eq!(task("flake --runs 5 --busy 5"), flake(5, 5));
 
     assert_eq!(
         task("protobuf-schema"),
@@ -199,79 +267,139 @@ fn every_documented_invocation_parses_as_documented() {
 }
 
 #[test]
-fn help_after_a_task_is_that_tasks_help() {
-    assert_eq!(task("--help"), Task::Help(None));
-    for spec in TASKS.iter().filter(|spec| spec.name != "fake-apiserver") {
-        assert_eq!(
-            task(&format!("{} --help", spec.name)),
-            Task::Help(Some(spec.name))
-        );
+fn help_is_asked_for_without_a_task_and_after_one() {
+    for line in ["", "help", "--help", "-h"] {
+        let err = refused(line);
+        assert_eq!(err.kind(), ErrorKind::DisplayHelp, "{line:?}");
     }
-    assert_eq!(task("e2e --local -h"), Task::Help(Some("e2e")));
-    assert_eq!(
-        task("control-plane --help"),
-        Task::Help(Some("control-plane"))
-    );
+    for command in Cli::command().get_subcommands() {
+        let name = command.get_name();
+        help(name);
+        if name != "fake-apiserver" && name != "help" {
+            let line = format!("{name} --help");
+            assert_eq!(refused(&line).kind(), ErrorKind::DisplayHelp, "{line}");
+        }
+    }
+    // After flags, and before a required word.
+    for line in [
+        "e2e --local -h",
+        "bench --quick --help",
+        "soak --minutes 1 --help",
+        "control-plane --no-watch-cache --help",
+    ] {
+        assert_eq!(refused(line).kind(), ErrorKind::DisplayHelp, "{line}");
+    }
 }
 
 #[test]
 fn the_help_lists_every_task_and_every_flag_with_its_help() {
-    let overview = overview();
-    for spec in TASKS {
-        assert!(overview.contains(spec.name), "{}", spec.name);
-        assert!(overview.contains(spec.about), "{}", spec.name);
-        let help = help(spec.name);
-        for flag in spec.flags {
-            assert!(help.contains(&flag_usage(flag)), "{}", flag.name);
-            assert!(help.contains(flag.help), "{}", flag.name);
+    let overview = help("");
+    let mut command = Cli::command();
+    command.build();
+    for task in command.get_subcommands() {
+        let name = task.get_name();
+        assert!(overview.contains(name), "{name}");
+        let about = task.get_about().expect("every task says what it does");
+        assert!(overview.contains(&about.to_string()), "{name}");
+        if name == "help" {
+            continue;
         }
-        for (word, about) in spec.words {
-            assert!(help.contains(word) && help.contains(about), "{word}");
+        let help = help(name);
+        for arg in task.get_arguments().filter(|arg| arg.get_id() != "help") {
+            if let Some(long) = arg.get_long() {
+                assert!(help.contains(&format!("--{long}")), "{name} --{long}");
+            }
+            let values = arg
+                .get_action()
+                .takes_values()
+                .then(|| arg.get_value_names());
+            for value in values.flatten().into_iter().flatten() {
+                assert!(help.contains(value.as_str()), "{name} {value}");
+            }
+            let about = arg.get_help().expect("every flag says what it does");
+            assert!(help.contains(&about.to_string()), "{name} {}", arg.get_id());
+            for word in arg.get_possible_values() {
+                let about = word.get_help().expect("every word says what it does");
+                assert!(help.contains(word.get_name()), "{name} {}", word.get_name());
+                assert!(
+                    help.contains(&about.to_string()),
+                    "{name} {}",
+                    word.get_name()
+                );
+            }
         }
     }
-    assert!(help("bench").starts_with(
-        "cargo xtask bench [fifo|store|workqueue] [--quick] [--scenario NAME]... \
-         [--case LABEL]... [--runs K] [--warm-up] [--report FILE]\n"
-    ));
-    assert!(help("e2e").contains("-- TEST ARGS"));
+    assert!(help("e2e").contains("-- <TEST ARGS>..."));
+    assert!(help("client-go").contains("-- <TEST ARGS>..."));
+    assert!(help("bench").contains("[SUITE]"));
+    assert!(help("control-plane").contains("--watch-cache=false"));
 }
 
 #[test]
 fn every_declared_task_parses() {
-    for spec in TASKS {
-        let line = match spec.words.first() {
-            Some((word, _)) => format!("{} {word}", spec.name),
-            None => spec.name.to_owned(),
+    for task in Cli::command().get_subcommands() {
+        let name = task.get_name();
+        if name == "help" {
+            continue;
+        }
+        let word = task
+            .get_positionals()
+            .find(|arg| arg.is_required_set())
+            .and_then(|arg| arg.get_possible_values().into_iter().next());
+        let line = match word {
+            Some(word) => format!("{name} {}", word.get_name()),
+            None => name.to_owned(),
         };
         parse_line(&line).unwrap_or_else(|err| panic!("{line}: {err}"));
     }
 }
 
 #[test]
-fn nonsense_is_refused_with_the_usage() {
-    for line in [
-        "deploy",
-        "bench --bogus",
-        "bench walrus",
-        "bench --runs",
-        "bench --runs many",
-        "control-plane",
-        "control-plane sideways",
-        "e2e --local --fake",
-        "e2e --kubeconfig",
-        "e2e stray",
-        "kind-image --check=yes",
-        "soak --minutes 0",
-        "soak --minutes",
-        "soak --bogus",
-        "protobuf-schema --from",
+fn nonsense_is_refused() {
+    for (line, kind) in [
+        ("deploy", ErrorKind::InvalidSubcommand),
+        ("bench --bogus", ErrorKind::UnknownArgument),
+        ("bench walrus", ErrorKind::InvalidValue),
+        ("bench --runs", ErrorKind::InvalidValue),
+        ("bench --runs many", ErrorKind::ValueValidation),
+        ("control-plane", ErrorKind::MissingRequiredArgument),
+        ("control-plane sideways", ErrorKind::InvalidValue),
+        (
+            "control-plane up --watch-cache=true",
+            ErrorKind::UnknownArgument,
+        ),
+        ("e2e --local --fake", ErrorKind::ArgumentConflict),
+        ("e2e --kubeconfig /k --kind", ErrorKind::ArgumentConflict),
+        ("e2e --kubeconfig", ErrorKind::InvalidValue),
+        ("e2e stray", ErrorKind::UnknownArgument),
+        ("kind-image --check=yes", ErrorKind::TooManyValues),
+        ("soak --minutes 0", ErrorKind::ValueValidation),
+        ("soak --minutes", ErrorKind::InvalidValue),
+        ("soak --restart-every 0", ErrorKind::ValueValidation),
+        ("soak --restart-every 1m", ErrorKind::ValueValidation),
+        ("soak --bogus", ErrorKind::UnknownArgument),
+        ("flake --runs 0", ErrorKind::ValueValidation),
+        ("flake --busy some", ErrorKind::ValueValidation),
+        ("flake --runs 2 --busy 3", ErrorKind::ArgumentConflict),
+        ("protobuf-schema --from", ErrorKind::InvalidValue),
     ] {
-        assert!(parse_line(line).is_err(), "{line} parsed");
+        assert_eq!(refused(line).kind(), kind, "{line}");
     }
-    assert!(parse_line("soak --bogus").unwrap_err().contains("usage"));
-    assert!(
-        parse_line("e2e --local --fake")
-            .unwrap_err()
-            .contains("choose one backend")
-    );
+    // What was wrong, and what is right.
+    for (line, says) in [
+        ("deploy", "Usage: cargo xtask <COMMAND>"),
+        ("soak --bogus", "Usage: cargo xtask soak"),
+        ("e2e stray", "Usage: cargo xtask e2e"),
+        ("bench walrus", "[possible values: fifo, store, workqueue]"),
+        ("soak --minutes 0", "needs a positive number"),
+        ("soak --restart-every 1m", "needs a positive number"),
+        ("flake --runs 0", "needs a positive number"),
+        (
+            "flake --runs 2 --busy 3",
+            "--busy 3 is more than the 2 runs",
+        ),
+    ] {
+        let err = refused(line).to_string();
+        assert!(err.contains(says), "{line}: {err}");
+    }
 }
