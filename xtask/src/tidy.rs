@@ -456,42 +456,53 @@ fn reads_the_ci_variables(text: &str) -> bool {
         .any(|needle| text.contains(needle))
 }
 
+/// The test target `file` is the root of, if any: `tests/NAME.rs` or `tests/NAME/main.rs` in a
+/// workspace package (a crate under `crates/` or the workspace's `tests/` package), as Cargo
+/// discovers them.
+fn test_target(root: &Path, file: &Path) -> Option<String> {
+    let relative = file.strip_prefix(root).ok()?;
+    let parts: Vec<&str> = relative.iter().filter_map(|part| part.to_str()).collect();
+    match parts.as_slice() {
+        ["crates", _, "tests", file] | ["tests", "tests", file] => {
+            Some(file.strip_suffix(".rs")?.to_owned())
+        }
+        ["crates", _, "tests", name, "main.rs"] | ["tests", "tests", name, "main.rs"] => {
+            Some((*name).to_owned())
+        }
+        _ => None,
+    }
+}
+
 #[test]
 fn the_ci_passes_in_json_and_compact_caches_run_every_test_that_reads_them() {
     let root = project_root();
     let mut targets = Vec::new();
-    let mut dirs: Vec<PathBuf> = fs::read_dir(root.join("crates"))
-        .expect("crates/")
-        .flatten()
-        .map(|entry| entry.path().join("tests"))
-        .collect();
-    dirs.push(root.join("tests").join("tests"));
-    for dir in dirs {
-        let Ok(entries) = fs::read_dir(&dir) else {
+    for file in all_rust_files() {
+        let Some(target) = test_target(&root, &file) else {
             continue;
         };
-        for file in entries.flatten().map(|entry| entry.path()) {
-            if file.extension().is_none_or(|ext| ext != "rs") {
-                continue;
-            }
+        // A target's sources: every file in its directory (`NAME/main.rs`), or the file and the
+        // modules it declares (`NAME.rs`).
+        let mut files = Vec::new();
+        if file.ends_with("main.rs") {
+            rust_files(file.parent().expect("tests/NAME/"), &mut files);
+        } else {
             let text = fs::read_to_string(&file).expect("readable source");
-            let mut sources = vec![text.clone()];
             for module in declared_modules(&file, &text) {
-                let mut files = Vec::new();
                 if module.is_dir() {
                     rust_files(&module, &mut files);
                 } else {
                     files.push(module);
                 }
-                sources.extend(files.iter().filter_map(|f| fs::read_to_string(f).ok()));
             }
-            if sources.iter().any(|source| reads_the_ci_variables(source)) {
-                let stem = file
-                    .file_stem()
-                    .and_then(|s| s.to_str())
-                    .unwrap_or_default();
-                targets.push(stem.to_owned());
-            }
+            files.push(file);
+        }
+        let sources = files.iter().filter_map(|f| fs::read_to_string(f).ok());
+        if sources
+            .into_iter()
+            .any(|source| reads_the_ci_variables(&source))
+        {
+            targets.push(target);
         }
     }
     targets.sort();

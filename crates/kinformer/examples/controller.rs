@@ -35,7 +35,7 @@
 //! this process one replica, for running several processes. When a replica joins or leaves,
 //! the others' queues take its Deployments over.
 //!
-//! `tests/controller.rs` runs this very file's controller against churn and checks that it
+//! `tests/kinformer/controller.rs` runs this very file's controller against churn and checks that it
 //! converges, alone and as three sharded replicas.
 
 #![allow(clippy::print_stdout, reason = "an example reports on the terminal")]

@@ -4,8 +4,9 @@
 
 #[allow(
     dead_code,
-    reason = "the harness serves every reflector test binary; this one uses part of it"
+    reason = "the harness serves the reflector's other test binary too; this one uses part of it"
 )]
+#[path = "reflector/common/mod.rs"]
 mod common;
 
 use std::{io::Write, sync::Arc};

@@ -1,0 +1,5 @@
+//! kinformer-leaderelection's integration tests: one module per concern, built as one test binary so that
+//! they link once and run side by side.
+
+mod election;
+mod shard;

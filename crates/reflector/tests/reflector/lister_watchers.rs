@@ -1,0 +1,397 @@
+//! The kube-client lister-watchers over real HTTP against the fake API server: namespaces and
+//! selectors, metadata-only and dynamic objects, protobuf and JSON, pages fetched ahead of
+//! their decoding, and large JSON pages decoded as they arrive.
+
+use crate::common;
+
+use std::{sync::Arc, time::Duration};
+
+use common::fake_server::{PATIENCE, churn, client, converges, quick, reflect, server_with_pods};
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_reflector::{
+    ExpectedType, KubeDecoder, KubeListerWatcher, ListOptions, ListerWatcher, WireFormat,
+};
+use kinformer_store::CacheReader;
+use kinformer_testing::{Fault, Verb, eventually, fixtures};
+use kube_client::Api;
+use kube_core::ApiResource;
+use parking_lot::Mutex;
+
+/// A namespaced, label-selected typed lister-watcher caches only what it selects.
+#[tokio::test]
+async fn namespace_and_label_selectors_narrow_the_cache() {
+    let server = server_with_pods(40).await;
+    let client = client(&server);
+    let lister_watcher = KubeListerWatcher::new(Api::<Pod>::namespaced(client, "ns-3"))
+        .wire_format(WireFormat::from_env())
+        .labels("tier=backend")
+        .tweak_list_options(|options| {
+            options.field_selector = Some("metadata.namespace=ns-3".into());
+        });
+    let (cache, running) = reflect(lister_watcher, quick());
+    // pod-3, 13, 23, 33 live in ns-3; those with i % 3 == 0 are frontends (3, 33).
+    let want: Vec<String> = vec!["ns-3/pod-13".into(), "ns-3/pod-23".into()];
+    eventually("the selection is cached", PATIENCE, || {
+        let mut keys = cache.list_keys();
+        keys.sort();
+        keys == want
+    })
+    .await;
+    server
+        .create_object(fixtures::pod(43))
+        .expect("pod created");
+    eventually("the new match arrives", PATIENCE, || {
+        cache.list_keys().len() == 3
+    })
+    .await;
+    running.stop().await;
+}
+
+/// Metadata-only and dynamic lister-watchers fill their caches like the typed one.
+#[tokio::test]
+async fn metadata_and_dynamic_lister_watchers_converge() {
+    let server = server_with_pods(12).await;
+    let client = client(&server);
+
+    let (metadata_cache, metadata) = reflect(
+        KubeListerWatcher::metadata(Api::<Pod>::all(client.clone())),
+        quick(),
+    );
+    let resource = ApiResource::erase::<Pod>(&());
+    let (dynamic_cache, dynamic) = reflect(
+        KubeListerWatcher::dynamic(Api::all_with(client, &resource), &resource),
+        quick(),
+    );
+    converges(&server, &metadata_cache).await;
+    converges(&server, &dynamic_cache).await;
+    churn(&server, 60);
+    converges(&server, &metadata_cache).await;
+    converges(&server, &dynamic_cache).await;
+    assert!(metadata.errors().is_empty(), "{:?}", metadata.errors());
+    assert!(dynamic.errors().is_empty(), "{:?}", dynamic.errors());
+    metadata.stop().await;
+    dynamic.stop().await;
+}
+
+/// A metadata-only lister-watcher asks for protobuf by default, as client-go's metadata client
+/// does, and fills the same cache in either format.
+#[tokio::test]
+async fn metadata_lister_watchers_fill_the_cache_in_protobuf_and_in_json() {
+    for format in [WireFormat::Protobuf, WireFormat::Json] {
+        let server = server_with_pods(12).await;
+        let (cache, running) = reflect(
+            KubeListerWatcher::metadata(Api::<Pod>::all(client(&server))).wire_format(format),
+            quick(),
+        );
+        converges(&server, &cache).await;
+        churn(&server, 60);
+        converges(&server, &cache).await;
+        assert!(
+            running.errors().is_empty(),
+            "{format:?}: {:?}",
+            running.errors()
+        );
+        for object in cache.list() {
+            let types = object.types.as_ref().expect("every object has its type");
+            assert_eq!(
+                (types.api_version.as_str(), types.kind.as_str()),
+                ("meta.k8s.io/v1", "PartialObjectMetadata"),
+                "{format:?}"
+            );
+        }
+        let served = server.content_types();
+        let protobuf_served = served
+            .keys()
+            .filter(|kind| kind.contains("protobuf"))
+            .count();
+        match format {
+            WireFormat::Protobuf => assert!(
+                protobuf_served > 0 && !served.contains_key("application/json"),
+                "{served:?}"
+            ),
+            WireFormat::Json => assert_eq!(protobuf_served, 0, "{served:?}"),
+        }
+        running.stop().await;
+    }
+}
+
+/// Decodes like `JsonDecoder`, but holds each page that has a next one until the server has
+/// seen the next request, noting how many list requests the server had seen when each page
+/// finished decoding.
+struct SlowDecoder {
+    inner: kinformer_reflector::JsonDecoder<Pod>,
+    faults: kinformer_testing::Faults,
+    lists_seen: Arc<Mutex<Vec<u64>>>,
+}
+
+impl kinformer_reflector::Decoder<Pod> for SlowDecoder {
+    fn continue_token(&self, body: &[u8]) -> Option<String> {
+        self.inner.continue_token(body)
+    }
+
+    fn decode_list(
+        &self,
+        body: &[u8],
+    ) -> kinformer_reflector::Result<kinformer_reflector::ListPage<Pod>> {
+        let page = self.inner.decode_list(body);
+        // A page with a next one keeps decoding until that next request reaches the server (or
+        // 10 s pass): the request can only arrive meanwhile if it was sent ahead of this decode.
+        // Waiting on the count, not on a fixed sleep, keeps a loaded machine from failing it.
+        if self.inner.continue_token(body).is_some() {
+            let next_request = self.lists_seen.lock().len() as u64 + 3;
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while self.faults.request_count(Verb::List, "pods") < next_request
+                && std::time::Instant::now() < deadline
+            {
+                // Polling the server's count from a decoding thread, which cannot await.
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        self.lists_seen
+            .lock()
+            .push(self.faults.request_count(Verb::List, "pods"));
+        page
+    }
+
+    fn decode_event(
+        &self,
+        line: &[u8],
+    ) -> kinformer_reflector::Result<kinformer_reflector::WatchEvent<Pod>> {
+        self.inner.decode_event(line)
+    }
+}
+
+/// While a page decodes, the next one is already requested: by the time page n has decoded, the
+/// server has seen the request for page n + 1.
+#[tokio::test]
+async fn the_next_page_is_requested_while_the_current_one_decodes() {
+    let server = server_with_pods(200).await;
+    server
+        .faults()
+        .inject(Fault::status(410).verb(Verb::List).resource("pods"));
+    let lists_seen = Arc::new(Mutex::new(Vec::new()));
+    let decoder = SlowDecoder {
+        inner: kinformer_reflector::JsonDecoder::new(None),
+        faults: server.faults().clone(),
+        lists_seen: Arc::clone(&lists_seen),
+    };
+    let lister_watcher = KubeListerWatcher::with_decoder(Api::<Pod>::all(client(&server)), decoder);
+    let (cache, running) = reflect(lister_watcher, quick().page_size(50));
+    converges(&server, &cache).await;
+    // Request 1 was the faulted list; pages 1..=4 are requests 2..=5. When page n (of 4) has
+    // decoded, request n + 2 (the next page) has reached the server too, except after the last.
+    assert_eq!(*lists_seen.lock(), [3, 4, 5, 5]);
+    assert_eq!(
+        server.faults().request_count(Verb::List, "pods"),
+        5,
+        "no page fetched twice"
+    );
+    running.stop().await;
+}
+
+/// Decodes like the decoder it wraps, counting the list items it was handed one by one.
+struct CountingDecoder<D> {
+    inner: D,
+    items: Arc<ItemCounts>,
+}
+
+/// List items decoded one by one: JSON, then protobuf.
+#[derive(Default)]
+struct ItemCounts([std::sync::atomic::AtomicUsize; 2]);
+
+impl ItemCounts {
+    fn count(&self, protobuf: bool) {
+        self.0[usize::from(protobuf)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn counts(&self) -> [usize; 2] {
+        self.0
+            .each_ref()
+            .map(|count| count.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl<D: kinformer_reflector::Decoder<Pod>> kinformer_reflector::Decoder<Pod>
+    for CountingDecoder<D>
+{
+    fn accept(&self) -> Option<&str> {
+        self.inner.accept()
+    }
+
+    fn continue_token(&self, body: &[u8]) -> Option<String> {
+        self.inner.continue_token(body)
+    }
+
+    fn decodes_json_items(&self) -> bool {
+        self.inner.decodes_json_items()
+    }
+
+    fn decode_list_item(&self, item: &[u8]) -> kinformer_reflector::Result<Arc<Pod>> {
+        self.items.count(false);
+        self.inner.decode_list_item(item)
+    }
+
+    fn protobuf_items_field(&self) -> Option<u32> {
+        self.inner.protobuf_items_field()
+    }
+
+    fn decode_protobuf_list_item(&self, item: &[u8]) -> kinformer_reflector::Result<Arc<Pod>> {
+        self.items.count(true);
+        self.inner.decode_protobuf_list_item(item)
+    }
+
+    fn decode_list(
+        &self,
+        body: &[u8],
+    ) -> kinformer_reflector::Result<kinformer_reflector::ListPage<Pod>> {
+        self.inner.decode_list(body)
+    }
+
+    fn decode_event(
+        &self,
+        line: &[u8],
+    ) -> kinformer_reflector::Result<kinformer_reflector::WatchEvent<Pod>> {
+        self.inner.decode_event(line)
+    }
+}
+
+fn counting(
+    server: &kinformer_testing::FakeApiServer,
+    decoder: KubeDecoder<Pod>,
+) -> (
+    KubeListerWatcher<Pod, CountingDecoder<KubeDecoder<Pod>>>,
+    Arc<ItemCounts>,
+) {
+    let items = Arc::new(ItemCounts::default());
+    let decoder = CountingDecoder {
+        inner: decoder,
+        items: Arc::clone(&items),
+    };
+    (
+        KubeListerWatcher::with_decoder(Api::<Pod>::all(client(server)), decoder),
+        items,
+    )
+}
+
+fn pods(format: WireFormat) -> KubeDecoder<Pod> {
+    KubeDecoder::for_resource::<Pod>(format)
+}
+
+/// A large page, in JSON or in protobuf, is decoded item by item as it arrives, to the same
+/// objects in the same order as the server holds them, and the next page is requested as soon
+/// as the page's head (metadata before items) names it, without the reflector asking.
+#[tokio::test]
+async fn a_large_page_decodes_as_it_arrives_and_names_the_next_page_early() {
+    for format in [WireFormat::Json, WireFormat::Protobuf] {
+        a_large_page_decodes_as_it_arrives(format).await;
+    }
+}
+
+async fn a_large_page_decodes_as_it_arrives(format: WireFormat) {
+    let server = server_with_pods(600).await;
+    let (lister_watcher, items) = counting(&server, pods(format));
+    let first = lister_watcher
+        .list(ListOptions {
+            limit: Some(400),
+            ..ListOptions::default()
+        })
+        .await
+        .expect("the first page");
+    let by_format = match format {
+        WireFormat::Json => [400, 0],
+        WireFormat::Protobuf => [0, 400],
+    };
+    assert_eq!(
+        items.counts(),
+        by_format,
+        "every item of the {format:?} page went through its format's item decoder"
+    );
+    // The server lists in key order.
+    let expected: Vec<String> = (0..600)
+        .map(|i| {
+            let pod = fixtures::pod(i);
+            let meta = &pod["metadata"];
+            format!(
+                "{}/{}",
+                meta["namespace"].as_str().unwrap_or_default(),
+                meta["name"].as_str().unwrap_or_default()
+            )
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let names = |page: &kinformer_reflector::ListPage<Pod>| -> Vec<String> {
+        page.items
+            .iter()
+            .map(|pod| {
+                format!(
+                    "{}/{}",
+                    pod.metadata.namespace.as_deref().unwrap_or_default(),
+                    pod.metadata.name.as_deref().unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(names(&first), expected[..400]);
+    let token = first.continue_token.clone().expect("a continue token");
+    assert!(!first.resource_version.is_empty());
+    // The next page was asked for while this one arrived: the server sees it without a call.
+    eventually("the next page is requested ahead", PATIENCE, || {
+        server.faults().request_count(Verb::List, "pods") == 2
+    })
+    .await;
+    let second = lister_watcher
+        .list(ListOptions {
+            limit: Some(400),
+            continue_token: Some(token),
+            ..ListOptions::default()
+        })
+        .await
+        .expect("the second page");
+    assert_eq!(names(&second), expected[400..]);
+    assert_eq!(second.continue_token, None);
+    assert_eq!(
+        server.faults().request_count(Verb::List, "pods"),
+        2,
+        "the prefetched page was used, not fetched again"
+    );
+}
+
+/// A small page is read whole; a page of another kind is refused by its head, before any item
+/// is decoded. In JSON and in protobuf.
+#[tokio::test]
+async fn small_pages_are_read_whole_and_a_foreign_kind_is_refused_before_its_items() {
+    let server = server_with_pods(600).await;
+    for format in [WireFormat::Json, WireFormat::Protobuf] {
+        let (lister_watcher, items) = counting(&server, pods(format));
+        let page = lister_watcher
+            .list(ListOptions {
+                limit: Some(5),
+                ..ListOptions::default()
+            })
+            .await
+            .expect("a page");
+        assert_eq!(page.items.len(), 5);
+        assert_eq!(
+            items.counts(),
+            [0, 0],
+            "a small {format:?} page is read whole"
+        );
+
+        // A custom kind has no protobuf form: that decoder asks for JSON. ConfigMaps have one.
+        let expected = match format {
+            WireFormat::Json => ExpectedType::new("example.com/v1", "Widget"),
+            WireFormat::Protobuf => ExpectedType::new("v1", "ConfigMap"),
+        };
+        let (lister_watcher, items) = counting(&server, KubeDecoder::<Pod>::new(expected, format));
+        let error = lister_watcher
+            .list(ListOptions::default())
+            .await
+            .expect_err("a PodList is refused");
+        assert!(
+            matches!(error, kinformer_reflector::Error::WrongKind { .. }),
+            "{error}"
+        );
+        assert_eq!(items.counts(), [0, 0], "{format:?}: no item was decoded");
+    }
+}
