@@ -1,18 +1,20 @@
-//! The peer command line of BENCH-PROTOCOL.md.
+//! The peer command line of BENCH-PROTOCOL.md, declared with clap's derive API: [`Line`]'s
+//! fields are the flags (their doc comments are the help), and [`Args::parse`] fills in the
+//! defaults that depend on the scenario and refuses what does not fit it.
+//!
+//! Flags take `--name value` or `--name=value`, and a flag given twice keeps its last value.
 
-use std::{fmt, path::PathBuf};
+use std::{ffi::OsString, fmt, path::PathBuf};
 
-/// The usage line printed with every command-line error.
-pub const USAGE: &str = "usage: PEER --scenario NAME --kubeconfig PATH [--n N] [--mode MODE] \
-[--count C] [--rate S] [--readers R] [--handlers H] [--fraction F] [--cache default|compact] \
-[--decode-workers W]";
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, ValueEnum, error::ErrorKind};
 
-/// One scenario of the protocol's table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One scenario of the protocol's table; `--scenario` takes its [`name`](Self::name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
     /// Inform Pods, sync, settle, report.
     SyncPods,
     /// The same for ConfigMaps.
+    #[value(name = "sync-configmaps")]
     SyncConfigMaps,
     /// Updates as fast as the server makes them, three handlers.
     Watch,
@@ -29,18 +31,6 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    /// Every scenario, in the protocol's order.
-    pub const ALL: [Self; 8] = [
-        Self::SyncPods,
-        Self::SyncConfigMaps,
-        Self::Watch,
-        Self::Fanout,
-        Self::Relist,
-        Self::Lookups,
-        Self::Memory,
-        Self::SyncReal,
-    ];
-
     /// The name on the command line and in the result.
     pub fn name(self) -> &'static str {
         match self {
@@ -104,9 +94,9 @@ impl Resource {
 }
 
 /// `--mode`: the wire format for the informing scenarios, the object shape for `memory`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
-    /// JSON on the wire (the Rust peers' only format).
+    /// JSON on the wire.
     Json,
     /// Protobuf on the wire.
     Protobuf,
@@ -133,27 +123,13 @@ impl Mode {
         }
     }
 
-    fn parse(name: &str, scenario: Scenario) -> Result<Self, String> {
-        let mode = match name {
-            "json" => Self::Json,
-            "protobuf" => Self::Protobuf,
-            "full" => Self::Full,
-            "stripped" => Self::Stripped,
-            "metadata" => Self::Metadata,
-            "projection" => Self::Projection,
-            other => return Err(format!("--mode: unknown mode {other:?}")),
-        };
-        let for_memory = matches!(
-            mode,
+    /// Whether `scenario` takes this mode: `memory` an object shape, the others a wire format.
+    fn fits(self, scenario: Scenario) -> bool {
+        let shape = matches!(
+            self,
             Self::Full | Self::Stripped | Self::Metadata | Self::Projection
         );
-        if for_memory != (scenario == Scenario::Memory) {
-            return Err(format!(
-                "--mode {name} does not apply to scenario {scenario}: memory takes \
-                 full|stripped|metadata|projection, the others json|protobuf"
-            ));
-        }
-        Ok(mode)
+        shape == (scenario == Scenario::Memory)
     }
 
     fn default_for(scenario: Scenario) -> Self {
@@ -163,6 +139,61 @@ impl Mode {
             Self::Json
         }
     }
+}
+
+/// `--cache`: where kinformer keeps the objects it informs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Cache {
+    /// The informer's usual cache.
+    Default,
+    /// kinformer's compact cache.
+    Compact,
+}
+
+/// The flags as given; [`Args::parse`] turns them into [`Args`].
+#[derive(Debug, Parser)]
+#[command(
+    name = "PEER",
+    about = "A benchmark peer: runs one scenario of xtask/peers/BENCH-PROTOCOL.md against a \
+             server and prints its result as one JSON line",
+    args_override_self = true
+)]
+struct Line {
+    /// the scenario to run
+    #[arg(long, value_name = "NAME")]
+    scenario: Scenario,
+    /// the kubeconfig of the server to inform from
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: PathBuf,
+    /// how many objects the harness seeded; a different count after sync is reported
+    #[arg(long = "n", value_name = "N")]
+    expected_objects: Option<usize>,
+    /// the wire format, or for memory the object shape [default: json, for memory full]
+    #[arg(long, value_name = "MODE")]
+    mode: Option<Mode>,
+    /// updates the server makes in the phase
+    #[arg(long, value_name = "C", default_value_t = DEFAULT_COUNT)]
+    count: u64,
+    /// updates per second, 0 for as fast as the server can [default: 500 for fanout and
+    /// lookups, else 0]
+    #[arg(long, value_name = "S")]
+    rate: Option<u64>,
+    /// reader threads for lookups
+    #[arg(long, value_name = "R", default_value_t = DEFAULT_READERS)]
+    readers: usize,
+    /// handlers registered [default: 3 for watch, 10 for fanout, else 1]
+    #[arg(long, value_name = "H")]
+    handlers: Option<usize>,
+    /// the share of the objects relist changes, in (0, 1]
+    #[arg(long, value_name = "F", default_value_t = DEFAULT_FRACTION, value_parser = fraction)]
+    fraction: f64,
+    /// the cache kinformer keeps its objects in (kinformer only)
+    #[arg(long, value_enum, value_name = "CACHE", default_value_t = Cache::Default)]
+    cache: Cache,
+    /// kinformer decodes watch events on up to W tasks beside the one reading the watch
+    /// (kinformer only) [default: on the reading task]
+    #[arg(long, value_name = "W")]
+    decode_workers: Option<usize>,
 }
 
 /// A parsed command line, with the protocol's defaults filled in.
@@ -201,115 +232,104 @@ const DEFAULT_READERS: usize = 2;
 const DEFAULT_FRACTION: f64 = 0.1;
 
 impl Args {
-    /// Parses the arguments after the program name.
+    /// Parses a command line, the program's name first (as [`std::env::args_os`] gives it).
     ///
     /// # Errors
     ///
-    /// A message naming the flag when a flag is unknown, lacks its value, has a value that does
-    /// not parse, or when `--scenario` or `--kubeconfig` is missing.
-    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
-        let mut scenario = None;
-        let mut kubeconfig = None;
-        let mut expected_objects = None;
-        let mut mode = None;
-        let mut count = None;
-        let mut rate = None;
-        let mut readers = None;
-        let mut handlers = None;
-        let mut fraction = None;
-        let mut compact_cache = false;
-        let mut decode_workers = None;
-        let mut args = args.into_iter();
-        while let Some(flag) = args.next() {
-            let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-            match flag.as_str() {
-                "--scenario" => {
-                    scenario = Some(
-                        Scenario::ALL
-                            .into_iter()
-                            .find(|scenario| scenario.name() == value)
-                            .ok_or_else(|| format!("--scenario: unknown scenario {value:?}"))?,
-                    );
-                }
-                "--kubeconfig" => kubeconfig = Some(PathBuf::from(value)),
-                "--n" => expected_objects = Some(number(&flag, &value)?),
-                "--mode" => mode = Some(value),
-                "--count" => count = Some(number(&flag, &value)?),
-                "--rate" => rate = Some(number(&flag, &value)?),
-                "--readers" => readers = Some(number(&flag, &value)?),
-                "--handlers" => handlers = Some(number(&flag, &value)?),
-                "--fraction" => fraction = Some(number(&flag, &value)?),
-                "--decode-workers" => decode_workers = Some(number(&flag, &value)?),
-                "--cache" => {
-                    compact_cache = match value.as_str() {
-                        "compact" => true,
-                        "default" => false,
-                        other => {
-                            return Err(format!(
-                                "--cache: unknown cache {other:?}; expected default or compact"
-                            ));
-                        }
-                    };
-                }
-                other => return Err(format!("unknown flag {other}")),
-            }
+    /// clap's error, which names the flag, when a flag is unknown, lacks its value or has a
+    /// value that does not parse, when `--scenario` or `--kubeconfig` is missing, or when
+    /// `--mode` or `--handlers` does not fit the scenario; and the help for `--help`.
+    /// [`clap::Error::exit`] prints it (the help to stdout, an error to stderr).
+    pub fn parse<I, T>(argv: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let mut command = Line::command();
+        let line = Line::from_arg_matches(&command.try_get_matches_from_mut(argv)?)?;
+        let scenario = line.scenario;
+        let mode = line.mode.unwrap_or(Mode::default_for(scenario));
+        if !mode.fits(scenario) {
+            let message = format!(
+                "--mode {} does not apply to scenario {scenario}: memory takes \
+                 full|stripped|metadata|projection, the others json|protobuf",
+                mode.name()
+            );
+            return Err(command.error(ErrorKind::ArgumentConflict, message));
         }
-        let scenario = scenario.ok_or("--scenario is required")?;
-        let mode = match mode {
-            Some(name) => Mode::parse(&name, scenario)?,
-            None => Mode::default_for(scenario),
-        };
-        let fraction = fraction.unwrap_or(DEFAULT_FRACTION);
-        if !(fraction > 0.0 && fraction <= 1.0) {
-            return Err(format!("--fraction must be in (0, 1], got {fraction}"));
-        }
-        let handlers = handlers.unwrap_or(scenario.default_handlers());
+        let handlers = line.handlers.unwrap_or(scenario.default_handlers());
         if handlers == 0 || (scenario.slow_handler().is_some() && handlers < 2) {
-            return Err(format!(
-                "--handlers {handlers} is too few for scenario {scenario}"
-            ));
+            let message = format!("--handlers {handlers} is too few for scenario {scenario}");
+            return Err(command.error(ErrorKind::ArgumentConflict, message));
         }
         let paced = matches!(scenario, Scenario::Fanout | Scenario::Lookups);
         Ok(Self {
             scenario,
-            kubeconfig: kubeconfig.ok_or("--kubeconfig is required")?,
-            expected_objects,
+            kubeconfig: line.kubeconfig,
+            expected_objects: line.expected_objects,
             mode,
-            count: count.unwrap_or(DEFAULT_COUNT),
-            rate: rate.unwrap_or(if paced { DEFAULT_PACED_RATE } else { 0 }),
-            readers: readers.unwrap_or(DEFAULT_READERS),
+            count: line.count,
+            rate: line
+                .rate
+                .unwrap_or(if paced { DEFAULT_PACED_RATE } else { 0 }),
+            readers: line.readers,
             handlers,
-            fraction,
-            compact_cache,
-            decode_workers,
+            fraction: line.fraction,
+            compact_cache: line.cache == Cache::Compact,
+            decode_workers: line.decode_workers,
         })
     }
 }
 
-fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String>
-where
-    T::Err: fmt::Display,
-{
-    value
-        .parse()
-        .map_err(|error| format!("{flag} {value:?}: {error}"))
+/// `--fraction`: a number in (0, 1].
+fn fraction(value: &str) -> Result<f64, String> {
+    let fraction: f64 = value.parse().map_err(|error| format!("{error}"))?;
+    if fraction > 0.0 && fraction <= 1.0 {
+        Ok(fraction)
+    } else {
+        Err(format!("must be in (0, 1], got {fraction}"))
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::iter;
+
     use super::*;
 
-    fn parse(line: &str) -> Result<Args, String> {
-        Args::parse(line.split_whitespace().map(str::to_owned))
+    fn parse(line: &str) -> Result<Args, clap::Error> {
+        Args::parse(iter::once("peer").chain(line.split_whitespace()))
+    }
+
+    /// The error `line` is refused with, after checking its kind.
+    fn refused(line: &str, kind: ErrorKind) -> String {
+        match parse(line) {
+            Ok(args) => panic!("{line} parsed as {args:?}"),
+            Err(error) => {
+                assert_eq!(error.kind(), kind, "{line}: {error}");
+                error.to_string()
+            }
+        }
+    }
+
+    #[test]
+    fn the_declarations_are_consistent() {
+        Line::command().debug_assert();
     }
 
     #[test]
     fn the_cache_flag_takes_default_or_compact() {
         let compact = parse("--scenario memory --kubeconfig kc --cache compact").expect("valid");
         assert!(compact.compact_cache);
-        let default = parse("--scenario memory --kubeconfig kc").expect("valid");
+        let default = parse("--scenario memory --kubeconfig kc --cache default").expect("valid");
         assert!(!default.compact_cache);
-        assert!(parse("--scenario memory --kubeconfig kc --cache tiny").is_err());
+        let absent = parse("--scenario memory --kubeconfig kc").expect("valid");
+        assert!(!absent.compact_cache);
+        let tiny = refused(
+            "--scenario memory --kubeconfig kc --cache tiny",
+            ErrorKind::InvalidValue,
+        );
+        assert!(tiny.contains("tiny") && tiny.contains("compact"), "{tiny}");
     }
 
     #[test]
@@ -319,13 +339,19 @@ mod tests {
         assert_eq!(watch.kubeconfig, PathBuf::from("/kc"));
         assert_eq!(watch.handlers, 3);
         assert_eq!(watch.mode, Mode::Json);
+        assert_eq!(watch.count, DEFAULT_COUNT);
         assert_eq!(watch.rate, 0);
+        assert_eq!(watch.readers, DEFAULT_READERS);
+        assert_eq!(watch.fraction, DEFAULT_FRACTION);
         assert_eq!(watch.expected_objects, None);
+        assert_eq!(watch.decode_workers, None);
 
         let fanout = parse("--scenario fanout --kubeconfig /kc").expect("valid");
         assert_eq!(fanout.handlers, 10);
         assert_eq!(fanout.scenario.slow_handler(), Some(0));
         assert_eq!(fanout.rate, DEFAULT_PACED_RATE);
+        let lookups = parse("--scenario lookups --kubeconfig /kc").expect("valid");
+        assert_eq!((lookups.handlers, lookups.rate), (1, DEFAULT_PACED_RATE));
 
         let memory = parse("--scenario memory --kubeconfig /kc").expect("valid");
         assert_eq!(memory.mode, Mode::Full);
@@ -365,10 +391,57 @@ mod tests {
     }
 
     #[test]
+    fn the_harness_command_lines_parse() {
+        // As xtask/src/benchsuite/runner.rs builds them: scenario, kubeconfig, --n, --mode, the
+        // scenario's arguments (scenarios.rs), then the case's.
+        let lines = [
+            "--scenario sync-pods --kubeconfig kc --n 100000 --mode protobuf",
+            "--scenario sync-configmaps --kubeconfig kc --n 100000 --mode json",
+            "--scenario watch --kubeconfig kc --n 100000 --mode protobuf --count 100000 --rate 0 \
+             --decode-workers 0",
+            "--scenario watch --kubeconfig kc --n 100000 --mode protobuf --count 100000 --rate 0 \
+             --cache compact",
+            "--scenario fanout --kubeconfig kc --n 10000 --mode json --count 10000 --rate 2000",
+            "--scenario relist --kubeconfig kc --n 100000 --mode json --fraction 0.1",
+            "--scenario lookups --kubeconfig kc --n 100000 --mode json --count 25000 --rate 5000 \
+             --cache compact --readers 2",
+            "--scenario memory --kubeconfig kc --n 100000 --mode projection",
+            "--scenario memory --kubeconfig kc --n 100000 --mode metadata --cache compact",
+            "--scenario sync-real --kubeconfig kc --n 20000 --mode protobuf",
+        ];
+        for line in lines {
+            parse(line).unwrap_or_else(|error| panic!("{line}: {error}"));
+        }
+        let watch = parse(lines[2]).expect("valid");
+        assert_eq!(
+            (watch.count, watch.rate, watch.decode_workers),
+            (100_000, 0, Some(0))
+        );
+        let lookups = parse(lines[6]).expect("valid");
+        assert_eq!((lookups.readers, lookups.compact_cache), (2, true));
+    }
+
+    #[test]
     fn every_scenario_name_round_trips() {
-        for scenario in Scenario::ALL {
+        for &scenario in Scenario::value_variants() {
             let line = format!("--scenario {scenario} --kubeconfig kc");
             assert_eq!(parse(&line).expect("valid").scenario, scenario);
+        }
+    }
+
+    #[test]
+    fn every_mode_name_round_trips() {
+        for &mode in Mode::value_variants() {
+            let scenario = if mode.fits(Scenario::Memory) {
+                "memory"
+            } else {
+                "watch"
+            };
+            let line = format!(
+                "--scenario {scenario} --kubeconfig kc --mode {}",
+                mode.name()
+            );
+            assert_eq!(parse(&line).expect("valid").mode, mode);
         }
     }
 
@@ -379,35 +452,97 @@ mod tests {
         let protobuf =
             parse("--scenario sync-pods --kubeconfig kc --mode protobuf").expect("valid");
         assert_eq!(protobuf.mode, Mode::Protobuf);
-        assert!(parse("--scenario memory --kubeconfig kc --mode json").is_err());
-        assert!(parse("--scenario watch --kubeconfig kc --mode metadata").is_err());
-        assert!(parse("--scenario watch --kubeconfig kc --mode yaml").is_err());
+        let json = refused(
+            "--scenario memory --kubeconfig kc --mode json",
+            ErrorKind::ArgumentConflict,
+        );
+        assert!(json.contains("--mode json"), "{json}");
+        refused(
+            "--scenario watch --kubeconfig kc --mode metadata",
+            ErrorKind::ArgumentConflict,
+        );
+        let yaml = refused(
+            "--scenario watch --kubeconfig kc --mode yaml",
+            ErrorKind::InvalidValue,
+        );
+        assert!(yaml.contains("yaml"), "{yaml}");
+    }
+
+    #[test]
+    fn a_flag_given_twice_keeps_its_last_value() {
+        let args = parse(
+            "--scenario watch --kubeconfig a --count 1 --count 2 --scenario fanout --kubeconfig b",
+        )
+        .expect("valid");
+        assert_eq!(
+            (args.scenario, args.kubeconfig, args.count),
+            (Scenario::Fanout, PathBuf::from("b"), 2)
+        );
     }
 
     #[test]
     fn bad_command_lines_say_what_is_wrong() {
-        let missing_kubeconfig = parse("--scenario watch").expect_err("invalid");
+        let missing_kubeconfig = refused("--scenario watch", ErrorKind::MissingRequiredArgument);
         assert!(
             missing_kubeconfig.contains("--kubeconfig"),
             "{missing_kubeconfig}"
         );
-        let missing_scenario = parse("--kubeconfig kc").expect_err("invalid");
+        let missing_scenario = refused("--kubeconfig kc", ErrorKind::MissingRequiredArgument);
         assert!(
             missing_scenario.contains("--scenario"),
             "{missing_scenario}"
         );
-        let unknown = parse("--scenario warp --kubeconfig kc").expect_err("invalid");
+        let unknown = refused("--scenario warp --kubeconfig kc", ErrorKind::InvalidValue);
         assert!(unknown.contains("warp"), "{unknown}");
-        let no_value = parse("--scenario watch --kubeconfig").expect_err("invalid");
-        assert!(
-            no_value.contains("--kubeconfig needs a value"),
-            "{no_value}"
+        let no_value = refused("--scenario watch --kubeconfig", ErrorKind::InvalidValue);
+        assert!(no_value.contains("--kubeconfig"), "{no_value}");
+        let not_a_number = refused(
+            "--scenario watch --kubeconfig kc --count many",
+            ErrorKind::ValueValidation,
         );
-        let not_a_number =
-            parse("--scenario watch --kubeconfig kc --count many").expect_err("invalid");
         assert!(not_a_number.contains("--count"), "{not_a_number}");
-        assert!(parse("--scenario relist --kubeconfig kc --fraction 0").is_err());
-        assert!(parse("--scenario fanout --kubeconfig kc --handlers 1").is_err());
-        assert!(parse("--scenario watch --kubeconfig kc --bogus 1").is_err());
+        let fraction = refused(
+            "--scenario relist --kubeconfig kc --fraction 0",
+            ErrorKind::ValueValidation,
+        );
+        assert!(fraction.contains("--fraction"), "{fraction}");
+        refused(
+            "--scenario relist --kubeconfig kc --fraction 1.5",
+            ErrorKind::ValueValidation,
+        );
+        let handlers = refused(
+            "--scenario fanout --kubeconfig kc --handlers 1",
+            ErrorKind::ArgumentConflict,
+        );
+        assert!(handlers.contains("--handlers 1"), "{handlers}");
+        refused(
+            "--scenario watch --kubeconfig kc --handlers 0",
+            ErrorKind::ArgumentConflict,
+        );
+        let bogus = refused(
+            "--scenario watch --kubeconfig kc --bogus 1",
+            ErrorKind::UnknownArgument,
+        );
+        assert!(bogus.contains("--bogus"), "{bogus}");
+    }
+
+    #[test]
+    fn the_help_names_every_flag_of_the_protocol() {
+        let help = refused("--help", ErrorKind::DisplayHelp);
+        for flag in [
+            "--scenario <NAME>",
+            "--kubeconfig <PATH>",
+            "--n <N>",
+            "--mode <MODE>",
+            "--count <C>",
+            "--rate <S>",
+            "--readers <R>",
+            "--handlers <H>",
+            "--fraction <F>",
+            "--cache <CACHE>",
+            "--decode-workers <W>",
+        ] {
+            assert!(help.contains(flag), "{flag} is not in\n{help}");
+        }
     }
 }

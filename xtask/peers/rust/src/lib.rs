@@ -19,9 +19,9 @@
 //! ```
 //! use kinformer_bench_peers::{Args, Percentiles, Scenario, Views};
 //!
-//! let args = Args::parse(
-//!     ["--scenario", "fanout", "--kubeconfig", "/tmp/kc", "--count", "100"].map(String::from),
-//! )?;
+//! let args = Args::parse([
+//!     "kinformer-peer", "--scenario", "fanout", "--kubeconfig", "/tmp/kc", "--count", "100",
+//! ])?;
 //! assert_eq!((args.scenario, args.handlers, args.count), (Scenario::Fanout, 10, 100));
 //!
 //! // Ten handlers, the first one slow once the phase begins; none has seen anything yet.
@@ -34,7 +34,7 @@
 //!
 //! let latency = Percentiles::of(&mut [40, 10, 30, 20]);
 //! assert_eq!((latency.p50, latency.max), (20, 40));
-//! # Ok::<(), String>(())
+//! # Ok::<(), clap::Error>(())
 //! ```
 
 mod admin;
@@ -48,7 +48,7 @@ mod view;
 
 pub use admin::{Admin, Relisted, ServerChecksum};
 pub use alloc::Mimalloc;
-pub use cli::{Args, Mode, Resource, Scenario, USAGE};
+pub use cli::{Args, Mode, Resource, Scenario};
 pub use latency::{EMIT_NS_ANNOTATION, Percentiles, latency_us, now_unix_ns};
 pub use report::{Report, Unsupported, print_result, progress};
 pub use run::{APP_LABEL, Lookup, Peer, Query, client, main};

@@ -21,7 +21,7 @@ use kube_client::{
 
 use crate::{
     admin::Admin,
-    cli::{Args, Scenario, USAGE},
+    cli::{Args, Scenario},
     latency::Percentiles,
     procfs,
     report::{Report, Unsupported, print_result, progress},
@@ -76,15 +76,10 @@ pub trait Peer {
 }
 
 /// Parses the command line, runs the scenario and prints the result line; exits non-zero
-/// with a message on stderr when that fails.
+/// with a message on stderr when that fails. `--help` prints the help and exits 0; a command
+/// line clap refuses exits 2 with clap's error.
 pub fn main<P: Peer>(mut peer: P) -> ExitCode {
-    let args = match Args::parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(message) => {
-            progress(format!("{message}\n{USAGE}"));
-            return ExitCode::from(2);
-        }
-    };
+    let args = Args::parse(std::env::args_os()).unwrap_or_else(|error| error.exit());
     let name = P::NAME;
     // The libraries' own warnings (watch errors, retries) go to stderr beside the progress.
     tracing_subscriber::fmt()

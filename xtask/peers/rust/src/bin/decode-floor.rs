@@ -12,6 +12,7 @@
 
 use std::{path::PathBuf, process::ExitCode, time::Instant};
 
+use clap::Parser;
 use k8s_openapi::{List, api::core::v1::Pod};
 use kinformer::protobuf::{DecodeOptions, Envelope, from_message, list_items};
 use kube_client::{
@@ -198,17 +199,23 @@ async fn run(path: PathBuf) -> Result<serde_json::Value, String> {
     }))
 }
 
+/// The command line; the field's doc comment is its help.
+#[derive(Debug, Parser)]
+#[command(
+    name = "decode-floor",
+    about = "Times decoding the cluster's Pod list with no informer at all; prints one JSON line",
+    args_override_self = true
+)]
+struct Options {
+    /// the kubeconfig of the server to fetch the Pods from (its current context)
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: PathBuf,
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let path = match (args.next().as_deref(), args.next()) {
-        (Some("--kubeconfig"), Some(path)) => PathBuf::from(path),
-        _ => {
-            eprintln!("usage: decode-floor --kubeconfig PATH");
-            return ExitCode::from(2);
-        }
-    };
-    match run(path).await {
+    let options = Options::parse();
+    match run(options.kubeconfig).await {
         Ok(line) => {
             println!("{line}");
             ExitCode::SUCCESS
@@ -217,5 +224,22 @@ async fn main() -> ExitCode {
             eprintln!("decode-floor: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn the_harness_command_line_parses() {
+        Options::command().debug_assert();
+        // As xtask/src/benchsuite/runner.rs builds it.
+        let options =
+            Options::try_parse_from(["decode-floor", "--kubeconfig", "kc"]).expect("valid");
+        assert_eq!(options.kubeconfig, PathBuf::from("kc"));
+        assert!(Options::try_parse_from(["decode-floor"]).is_err());
     }
 }

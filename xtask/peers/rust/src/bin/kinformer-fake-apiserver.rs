@@ -34,6 +34,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use kinformer_testing::{FakeApiServer, ResourceType, ServerOptions, builtin_resources, fixtures};
 use serde_json::{Value, json};
 
@@ -43,71 +44,57 @@ use serde_json::{Value, json};
 #[global_allocator]
 static ALLOCATOR: kinformer_bench_peers::Mimalloc = kinformer_bench_peers::Mimalloc;
 
-#[derive(Debug)]
+/// The server's command line; the fields' doc comments are the help.
+#[derive(Debug, Parser)]
+#[command(
+    name = "kinformer-fake-apiserver",
+    about = "kinformer-testing's fake API server, standalone, with its /admin/ endpoints",
+    args_override_self = true
+)]
 struct Options {
+    /// the address to listen on (port 0: any free port)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     listen: SocketAddr,
+    /// write a kubeconfig for the server to this file
+    #[arg(long, value_name = "PATH")]
     kubeconfig: Option<String>,
+    /// create N objects of RESOURCE (a plural or short name) before serving; may be repeated
+    #[arg(long = "seed", value_name = "RESOURCE=N", value_parser = seed_flag)]
     seeds: Vec<(String, usize)>,
+    /// updates per second to the seeded objects while serving (0: none)
+    #[arg(long, value_name = "EVENTS_PER_SEC", default_value_t = 0)]
     churn: u64,
+    /// watch events kept for resuming watches (the compaction window)
+    #[arg(long, value_name = "EVENTS", default_value_t = 10_000)]
     history: usize,
+    /// the period of BOOKMARK events on watches that allow them, in milliseconds
+    #[arg(
+        long = "bookmark-interval-ms",
+        value_name = "MS",
+        default_value = "60000",
+        value_parser = millis
+    )]
     bookmark_interval: Duration,
+    /// encode the seeded objects in protobuf on the first protobuf request, not before serving
+    #[arg(long)]
     lazy_protobuf: bool,
 }
 
-const USAGE: &str = "usage: kinformer-fake-apiserver [--listen 127.0.0.1:PORT] [--kubeconfig PATH] \
-[--seed RESOURCE=N]... [--churn EVENTS_PER_SEC] [--history EVENTS] [--bookmark-interval-ms MS] \
-[--lazy-protobuf]";
+/// `--seed RESOURCE=N`.
+fn seed_flag(value: &str) -> Result<(String, usize), String> {
+    let (resource, count) = value
+        .split_once('=')
+        .ok_or_else(|| "expects RESOURCE=N".to_owned())?;
+    let count = count.parse().map_err(|e| format!("{count:?}: {e}"))?;
+    Ok((resource.to_owned(), count))
+}
 
-fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
-    let mut options = Options {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        kubeconfig: None,
-        seeds: Vec::new(),
-        churn: 0,
-        history: 10_000,
-        bookmark_interval: Duration::from_secs(60),
-        lazy_protobuf: false,
-    };
-    let mut args = args.peekable();
-    while let Some(flag) = args.next() {
-        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
-        match flag.as_str() {
-            "--listen" => {
-                options.listen = value("--listen")?
-                    .parse()
-                    .map_err(|e| format!("--listen: {e}"))?;
-            }
-            "--kubeconfig" => options.kubeconfig = Some(value("--kubeconfig")?),
-            "--seed" => {
-                let raw = value("--seed")?;
-                let (resource, count) = raw
-                    .split_once('=')
-                    .ok_or_else(|| format!("--seed expects RESOURCE=N, got {raw}"))?;
-                let count = count.parse().map_err(|e| format!("--seed {raw}: {e}"))?;
-                options.seeds.push((resource.to_owned(), count));
-            }
-            "--churn" => {
-                options.churn = value("--churn")?
-                    .parse()
-                    .map_err(|e| format!("--churn: {e}"))?;
-            }
-            "--history" => {
-                options.history = value("--history")?
-                    .parse()
-                    .map_err(|e| format!("--history: {e}"))?;
-            }
-            "--bookmark-interval-ms" => {
-                let ms: u64 = value("--bookmark-interval-ms")?
-                    .parse()
-                    .map_err(|e| format!("--bookmark-interval-ms: {e}"))?;
-                options.bookmark_interval = Duration::from_millis(ms);
-            }
-            "--lazy-protobuf" => options.lazy_protobuf = true,
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown flag {other}\n{USAGE}")),
-        }
-    }
-    Ok(options)
+/// `--bookmark-interval-ms MS`.
+fn millis(value: &str) -> Result<Duration, String> {
+    value
+        .parse()
+        .map(Duration::from_millis)
+        .map_err(|e| format!("{e}"))
 }
 
 /// Object number `i` of a served resource: the realistic fixtures where there are some.
@@ -217,13 +204,7 @@ async fn churn(server: &FakeApiServer, seeded: Vec<Seeded>, per_second: u64) {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let options = match parse(std::env::args().skip(1)) {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
-    };
+    let options = Options::parse();
     let server = match FakeApiServer::start_with(
         ServerOptions::default()
             .listen(options.listen)
@@ -273,4 +254,69 @@ async fn main() -> ExitCode {
     }
     server.shutdown().await;
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory as _, error::ErrorKind};
+
+    use super::*;
+
+    fn parse(line: &str) -> Result<Options, clap::Error> {
+        Options::try_parse_from(std::iter::once("fake").chain(line.split_whitespace()))
+    }
+
+    #[test]
+    fn the_declarations_are_consistent() {
+        Options::command().debug_assert();
+    }
+
+    #[test]
+    fn the_harness_command_line_parses() {
+        // As xtask/src/benchsuite/fake.rs builds it.
+        let options =
+            parse("--listen 127.0.0.1:0 --kubeconfig /tmp/kc --seed pods=100000").expect("valid");
+        assert_eq!(options.listen, SocketAddr::from(([127, 0, 0, 1], 0)));
+        assert_eq!(options.kubeconfig.as_deref(), Some("/tmp/kc"));
+        assert_eq!(options.seeds, [("pods".to_owned(), 100_000)]);
+    }
+
+    #[test]
+    fn defaults_and_every_flag() {
+        let defaults = parse("").expect("valid");
+        assert_eq!(defaults.listen, SocketAddr::from(([127, 0, 0, 1], 0)));
+        assert_eq!(defaults.kubeconfig, None);
+        assert!(defaults.seeds.is_empty());
+        assert_eq!((defaults.churn, defaults.history), (0, 10_000));
+        assert_eq!(defaults.bookmark_interval, Duration::from_secs(60));
+        assert!(!defaults.lazy_protobuf);
+
+        let every = parse(
+            "--listen 0.0.0.0:8080 --seed pods=2 --seed cm=3 --churn 50 --history 7 \
+             --bookmark-interval-ms 250 --lazy-protobuf",
+        )
+        .expect("valid");
+        assert_eq!(every.listen, SocketAddr::from(([0, 0, 0, 0], 8080)));
+        assert_eq!(every.seeds, [("pods".to_owned(), 2), ("cm".to_owned(), 3)]);
+        assert_eq!((every.churn, every.history), (50, 7));
+        assert_eq!(every.bookmark_interval, Duration::from_millis(250));
+        assert!(every.lazy_protobuf);
+    }
+
+    #[test]
+    fn bad_command_lines_are_refused() {
+        for (line, kind) in [
+            ("--seed pods", ErrorKind::ValueValidation),
+            ("--seed pods=many", ErrorKind::ValueValidation),
+            ("--listen localhost", ErrorKind::ValueValidation),
+            ("--churn", ErrorKind::InvalidValue),
+            ("--bookmark-interval-ms soon", ErrorKind::ValueValidation),
+            ("--bogus", ErrorKind::UnknownArgument),
+        ] {
+            match parse(line) {
+                Ok(options) => panic!("{line} parsed as {options:?}"),
+                Err(error) => assert_eq!(error.kind(), kind, "{line}: {error}"),
+            }
+        }
+    }
 }

@@ -9,6 +9,7 @@
 
 use std::{path::PathBuf, process::ExitCode, time::Instant};
 
+use clap::Parser;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kinformer_testing::fixtures;
@@ -85,38 +86,51 @@ async fn run(path: PathBuf, count: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn parse() -> Result<(PathBuf, usize), String> {
-    let mut path = None;
-    let mut count = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--kubeconfig" => path = Some(PathBuf::from(value)),
-            "--n" => count = Some(value.parse().map_err(|err| format!("--n: {err}"))?),
-            other => return Err(format!("unknown flag {other}")),
-        }
-    }
-    Ok((
-        path.ok_or("--kubeconfig is required")?,
-        count.ok_or("--n is required")?,
-    ))
+/// The command line; the fields' doc comments are the help.
+#[derive(Debug, Parser)]
+#[command(
+    name = "seed-pods",
+    about = "Fills a real cluster with the benchmark's fixture namespaces and Pods",
+    args_override_self = true
+)]
+struct Options {
+    /// the kubeconfig of the cluster (its current context)
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: PathBuf,
+    /// how many Pods
+    #[arg(long = "n", value_name = "N")]
+    count: usize,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let (path, count) = match parse() {
-        Ok(parsed) => parsed,
-        Err(message) => {
-            eprintln!("usage: seed-pods --kubeconfig PATH --n N ({message})");
-            return ExitCode::from(2);
-        }
-    };
-    match run(path, count).await {
+    let options = Options::parse();
+    match run(options.kubeconfig, options.count).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("seed-pods: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn the_harness_command_line_parses() {
+        Options::command().debug_assert();
+        // As xtask/src/benchsuite/runner.rs builds it.
+        let options = Options::try_parse_from(["seed-pods", "--kubeconfig", "kc", "--n", "20000"])
+            .expect("valid");
+        assert_eq!(
+            (options.kubeconfig, options.count),
+            (PathBuf::from("kc"), 20_000)
+        );
+        assert!(Options::try_parse_from(["seed-pods", "--kubeconfig", "kc"]).is_err());
+        assert!(Options::try_parse_from(["seed-pods", "--n", "1"]).is_err());
     }
 }
