@@ -24,8 +24,10 @@ const LEASE: &str = "controller";
 
 fn quick() -> LeaderElectorOptions {
     LeaderElectorOptions::default()
-        .lease_duration(Duration::from_secs(1))
-        .renew_deadline(Duration::from_millis(600))
+        // A leader loses its lease only after 2 s without a renewal: short enough for a quick
+        // test, long enough that a loaded machine's stalls do not cost it the lease.
+        .lease_duration(Duration::from_secs(3))
+        .renew_deadline(Duration::from_secs(2))
         .retry_period(Duration::from_millis(100))
 }
 
