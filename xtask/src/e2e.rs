@@ -1,4 +1,4 @@
-//! `cargo xtask e2e`: the end-to-end suite (`tests/tests/e2e_*.rs`) against a real API server,
+//! `cargo xtask e2e`: the end-to-end suite (`tests/tests/e2e/`) against a real API server,
 //! or against kinformer-testing's fake one to prove the fake faithful.
 //!
 //! Backends, one per run:
@@ -45,7 +45,7 @@ use crate::{
 
 /// The kind cluster's name unless `--kind-name` says otherwise.
 const KIND_CLUSTER: &str = "kinformer-e2e";
-/// The test (in `tests/tests/e2e_restart.rs`) that kills and starts kube-apiserver.
+/// The test (in `tests/tests/e2e/e2e_restart.rs`) that kills and starts kube-apiserver.
 const RESTART_TEST: &str = "an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apiserver_is_killed_and_restarted";
 
 /// Runs `cargo xtask e2e`.
@@ -247,9 +247,9 @@ fn run_suite(
 ) -> Result<(), String> {
     let mut command = crate::cargo();
     command
-        // kinformer-tests' e2e binaries, selected through `--workspace` so that they share
+        // kinformer-tests' e2e binary, selected through `--workspace` so that they share
         // `cargo test --workspace`'s build (`-p` would unify features differently).
-        .args(["test", "--workspace", "--test", "e2e_*", "--"])
+        .args(["test", "--workspace", "--test", "e2e", "--"])
         .args(test_args)
         .env("KINFORMER_E2E_BACKEND", backend)
         .env_remove("KINFORMER_E2E_KUBECONFIG")
@@ -359,10 +359,10 @@ mod tests {
 
     #[test]
     fn the_skipped_restart_test_is_the_one_the_suite_defines() {
-        let suite = include_str!("../../tests/tests/e2e_restart.rs");
+        let suite = include_str!("../../tests/tests/e2e/e2e_restart.rs");
         assert!(
             suite.contains(&format!("async fn {RESTART_TEST}()")),
-            "tests/tests/e2e_restart.rs defines no test named {RESTART_TEST}"
+            "tests/tests/e2e/e2e_restart.rs defines no test named {RESTART_TEST}"
         );
     }
 

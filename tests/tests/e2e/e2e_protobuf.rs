@@ -7,11 +7,7 @@
 //! (managedFields, timestamps, IntOrString ports, quantities); against the fake (plain
 //! `cargo test`) it holds the fake's encoder to the same standard.
 
-#[allow(
-    dead_code,
-    reason = "e2e_support serves every e2e binary; this one uses part of it"
-)]
-mod e2e_support;
+use crate::e2e_support;
 
 use std::{collections::BTreeMap, fmt::Debug, time::Duration};
 

@@ -4,11 +4,7 @@
 //! once the CRD is back a new request builds an informer that works. docs/e2e.md lists what
 //! each test proves.
 
-#[allow(
-    dead_code,
-    reason = "e2e_support serves every e2e binary; this one uses part of it"
-)]
-mod e2e_support;
+use crate::e2e_support;
 
 use std::time::Duration;
 

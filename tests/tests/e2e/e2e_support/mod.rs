@@ -336,6 +336,11 @@ pub(crate) async fn create_widget(
     .await;
 }
 
+/// Held shared by every test on a real backend, and exclusively by a test that takes its API
+/// server down ([`run_alone`]), so that no other test runs during the outage. The fake backend
+/// is each test's own server, so there no test waits for another.
+static SHARED_SERVER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 /// Runs `body` in a fresh namespace on the chosen backend, cleaning up afterwards even when the
 /// body panics (the panic is then resumed, so the test still fails).
 pub(crate) async fn run<F, Fut>(test: &str, body: F)
@@ -343,7 +348,36 @@ where
     F: FnOnce(Ctx) -> Fut,
     Fut: Future<Output = ()>,
 {
+    run_with(test, false, body).await;
+}
+
+/// [`run`] for a test that takes a real backend's API server down: it waits until the tests
+/// running on that server are done, and the tests that start meanwhile wait until it is.
+pub(crate) async fn run_alone<F, Fut>(test: &str, body: F)
+where
+    F: FnOnce(Ctx) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    run_with(test, true, body).await;
+}
+
+async fn run_with<F, Fut>(test: &str, alone: bool, body: F)
+where
+    F: FnOnce(Ctx) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let backend = Arc::new(Backend::connect().await);
+    let shared = backend.kind() != BackendKind::Fake;
+    let _running_beside_others = if shared && !alone {
+        Some(SHARED_SERVER.read().await)
+    } else {
+        None
+    };
+    let _running_alone = if shared && alone {
+        Some(SHARED_SERVER.write().await)
+    } else {
+        None
+    };
     let suffix = format!("{:08x}", random_u32());
     let namespace = format!("kinformer-e2e-{test}-{suffix}");
     let namespaces: Api<Namespace> = Api::all(backend.client());

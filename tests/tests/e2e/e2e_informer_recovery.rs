@@ -4,19 +4,9 @@
 //! handler and are retried with backoff. Part of the informer suite (see `e2e_informer.rs`);
 //! docs/e2e.md lists what each test proves.
 
-#[path = "e2e_support/config_maps.rs"]
-mod config_maps;
-#[allow(
-    dead_code,
-    reason = "e2e_support serves every e2e binary; this one uses part of it"
-)]
-mod e2e_support;
-#[path = "e2e_support/informers.rs"]
-#[allow(
-    dead_code,
-    reason = "the informer suites share these helpers; this one uses part of them"
-)]
-mod informers;
+use crate::config_maps;
+use crate::e2e_support;
+use crate::informers;
 
 use std::{
     collections::BTreeMap,

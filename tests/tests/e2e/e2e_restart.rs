@@ -9,15 +9,10 @@
 //! cluster does not let the suite kill its kube-apiserver: there the test fails saying so, and
 //! `cargo xtask e2e` skips it with a line of its own.
 //!
-//! The test has a binary of its own so that no other test runs while the server is down.
+//! The test runs alone (`run_alone`): no other test uses the server while it is down.
 
-#[path = "e2e_support/config_maps.rs"]
-mod config_maps;
-#[allow(
-    dead_code,
-    reason = "e2e_support serves every e2e binary; this one uses part of it"
-)]
-mod e2e_support;
+use crate::config_maps;
+use crate::e2e_support;
 
 use std::{
     collections::BTreeMap,
@@ -27,7 +22,7 @@ use std::{
 
 use async_trait::async_trait;
 use config_maps::{config_map, value_of};
-use e2e_support::{Ctx, eventually, run};
+use e2e_support::{Ctx, eventually, run_alone};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::reflector::WireFormat;
 use kinformer::{
@@ -309,7 +304,7 @@ fn config_maps(ctx: &Ctx) -> Api<ConfigMap> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apiserver_is_killed_and_restarted()
  {
-    run("apiserver-restart", |ctx| async move {
+    run_alone("apiserver-restart", |ctx| async move {
         if let Some(why) = ctx.backend.api_server_restart_unavailable() {
             panic!("{why}");
         }

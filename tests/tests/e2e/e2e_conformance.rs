@@ -7,13 +7,8 @@
 //! real server as expected and that the fake answers the way the real server does. Where the
 //! two differ by design the test says so next to the branch; docs/e2e.md keeps the list.
 
-#[allow(
-    dead_code,
-    reason = "this binary builds ConfigMaps but never reads their value back"
-)]
-#[path = "e2e_support/config_maps.rs"]
-mod config_maps;
-mod e2e_support;
+use crate::config_maps;
+use crate::e2e_support;
 
 use std::{collections::BTreeMap, time::Duration};
 

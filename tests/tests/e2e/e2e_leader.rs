@@ -8,13 +8,8 @@
 //! The candidates are this test binary run again with `KINFORMER_E2E_CANDIDATE` set: the same
 //! test function then competes instead of orchestrating.
 
-#[allow(
-    dead_code,
-    reason = "e2e_support serves every e2e binary; this one uses part of it"
-)]
-mod e2e_support;
-#[path = "e2e_support/processes.rs"]
-mod processes;
+use crate::e2e_support;
+use crate::processes;
 
 use std::{
     sync::{Arc, Mutex, PoisonError},
@@ -34,7 +29,7 @@ use processes::Children;
 const CANDIDATE: &str = "KINFORMER_E2E_CANDIDATE";
 const CANDIDATE_NAMESPACE: &str = "KINFORMER_E2E_CANDIDATE_NAMESPACE";
 const CANDIDATE_KUBECONFIG: &str = "KINFORMER_E2E_CANDIDATE_KUBECONFIG";
-const TEST: &str = "the_leader_is_killed_again_and_again_and_tenures_never_overlap";
+const TEST: &str = "e2e_leader::the_leader_is_killed_again_and_again_and_tenures_never_overlap";
 const LEASE: &str = "e2e-leader";
 const LEASE_DURATION: Duration = Duration::from_secs(1);
 const RENEW_DEADLINE: Duration = Duration::from_millis(700);

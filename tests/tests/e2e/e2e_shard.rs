@@ -9,19 +9,9 @@
 //!
 //! The replicas are this test binary run again with `KINFORMER_E2E_REPLICA` set.
 
-#[path = "e2e_support/config_maps.rs"]
-#[allow(
-    dead_code,
-    reason = "this binary builds ConfigMaps but reads no values back"
-)]
-mod config_maps;
-#[allow(
-    dead_code,
-    reason = "e2e_support serves every e2e binary; this one uses part of it"
-)]
-mod e2e_support;
-#[path = "e2e_support/processes.rs"]
-mod processes;
+use crate::config_maps;
+use crate::e2e_support;
+use crate::processes;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -47,7 +37,7 @@ const REPLICA: &str = "KINFORMER_E2E_REPLICA";
 const REPLICA_NAMESPACE: &str = "KINFORMER_E2E_REPLICA_NAMESPACE";
 const REPLICA_KUBECONFIG: &str = "KINFORMER_E2E_REPLICA_KUBECONFIG";
 const REPLICA_LOGS: &str = "KINFORMER_E2E_REPLICA_LOGS";
-const TEST: &str = "replicas_join_and_are_killed_and_no_key_is_worked_on_twice";
+const TEST: &str = "e2e_shard::replicas_join_and_are_killed_and_no_key_is_worked_on_twice";
 const GROUP: &str = "e2e-shard";
 const LABEL: &str = "kinformer.dev/e2e-shard";
 const WORKERS: usize = 4;

@@ -8,13 +8,9 @@
 //! the assertion also holds on kind, where a controller-manager adds ReplicaSets and Pods of its
 //! own. docs/e2e.md says what the test proves.
 
-#[allow(
-    dead_code,
-    reason = "e2e_support serves every e2e binary; this one uses part of it"
-)]
-mod e2e_support;
+use crate::e2e_support;
 
-#[path = "../../crates/kinformer/examples/controller.rs"]
+#[path = "../../../crates/kinformer/examples/controller.rs"]
 #[allow(
     dead_code,
     reason = "the example's main, argument parsing and fake cluster are not exercised here"
