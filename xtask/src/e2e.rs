@@ -131,14 +131,12 @@ fn kind_cli() -> Option<PathBuf> {
 }
 
 fn kind(args: &Args) -> Result<(), String> {
-    // A dockerd that `cargo xtask kind-image` installed does not outlive the machine's session.
-    if kind_image::ensure_docker()? {
-        eprintln!("xtask: started dockerd");
-    }
+    // Starting dockerd changes the host: only `kind-image --prepare-host` does that.
     let (Some(kind), true) = (kind_cli(), kind_image::docker_answers()) else {
         return Err(
             "--kind needs a Docker engine that answers `docker info` and the `kind` CLI (on PATH, \
-             or built by `cargo xtask kind-image`)"
+             or built by `cargo xtask kind-image`); `cargo xtask kind-image --prepare-host` \
+             installs and starts Docker"
                 .to_owned(),
         );
     };

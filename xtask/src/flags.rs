@@ -89,8 +89,13 @@ pub(crate) enum Task {
     /// build kindest/node offline (Go module proxy, Debian packages)
     KindImage {
         /// only say whether the image is at hand (exit 1 and why if not)
-        #[arg(long)]
+        #[arg(long, conflicts_with = "prepare_host")]
         check: bool,
+        /// make the host changes the build needs (Debian packages, Docker's default runtime
+        /// where root lacks CAP_SYS_RESOURCE, a running dockerd); without it they are listed
+        /// and nothing is changed
+        #[arg(long)]
+        prepare_host: bool,
     },
     /// churn under outages, checked against the server every minute
     Soak(Soak),

@@ -18,11 +18,12 @@
 //! The tree becomes one `docker import`ed layer (what kind's own Dockerfile squashes to), not a
 //! `kind build node-image` run, which still fetches images it does not find in its archives.
 //!
-//! The task also prepares the host where it must, and prints each change: it installs Debian's
-//! `docker.io`, `debootstrap` and `libseccomp-dev` when absent, and, where root lacks
-//! `CAP_SYS_RESOURCE` (kind runs nodes `--privileged`, and runc then fails to apply every
-//! capability), registers `kinformer-runc` (`xtask/kind/cmd/kinformer-runc`) as Docker's default
-//! runtime in `/etc/docker/daemon.json` and restarts dockerd.
+//! The host may need changes first: Debian's `docker.io`, `debootstrap` and `libseccomp-dev`
+//! when absent; where root lacks `CAP_SYS_RESOURCE` (kind runs nodes `--privileged`, and runc
+//! then fails to apply every capability), `kinformer-runc` (`xtask/kind/cmd/kinformer-runc`)
+//! installed and registered as Docker's default runtime in `/etc/docker/daemon.json`, which
+//! restarts dockerd; and a running dockerd. The task makes them only with `--prepare-host`,
+//! printing each; without it, it lists what it would change and stops.
 
 #![allow(clippy::print_stderr, reason = "xtask reports its progress on stderr")]
 
@@ -43,7 +44,7 @@ use crate::{
 mod host;
 mod rootfs;
 
-pub(crate) use host::{docker_answers, ensure_docker};
+pub(crate) use host::docker_answers;
 
 /// The node image `cargo xtask e2e --kind` runs, published by kind or built here.
 pub(crate) const NODE_IMAGE: &str = "kindest/node:v1.37.2";
@@ -87,14 +88,33 @@ pub(crate) fn cached_binary(name: &str) -> Option<PathBuf> {
     Some(cache_dir().join("bin").join(name)).filter(|path| path.is_file())
 }
 
-/// Runs `cargo xtask kind-image`; with `check`, only says whether the image is at hand.
-pub(crate) fn kind_image(check_only: bool) -> Result<(), String> {
+/// Runs `cargo xtask kind-image`; with `check`, only says whether the image is at hand. The
+/// host changes it needs are made with `prepare_host`, and refused, listed, without.
+pub(crate) fn kind_image(check_only: bool, prepare_host: bool) -> Result<(), String> {
     if check_only {
         return check();
     }
     let started = Instant::now();
-    let mut changes = Vec::new();
-    host::prepare_host(&mut changes)?;
+    if !host::is_root() {
+        return Err(
+            "kind-image runs as root: it debootstraps and chroots (and with --prepare-host \
+             installs packages)"
+                .into(),
+        );
+    }
+    let plan = host::HostPlan::of_this_host()?;
+    let needed = plan.changes();
+    let changes = if needed.is_empty() {
+        Vec::new()
+    } else if prepare_host {
+        plan.apply()?
+    } else {
+        return Err(format!(
+            "this host needs changes before the node image can be built and run:\n  - {}\n\
+             `cargo xtask kind-image --prepare-host` makes them (and prints each)",
+            needed.join("\n  - ")
+        ));
+    };
     let dir = cache_dir();
     let bin = dir.join("bin");
     fs::create_dir_all(&bin).map_err(|err| format!("creating {}: {err}", bin.display()))?;

@@ -74,7 +74,10 @@ fn run_task(task: Task) -> Result<(), String> {
         Task::FakeApiserver { flags } => fake_apiserver(&flags),
         Task::ControlPlane(flags) => controlplane::control_plane(&flags),
         Task::E2e(flags) => e2e::e2e(&flags),
-        Task::KindImage { check } => kind_image::kind_image(check),
+        Task::KindImage {
+            check,
+            prepare_host,
+        } => kind_image::kind_image(check, prepare_host),
         Task::Soak(flags) => soak::soak(&flags),
         Task::Flake(flags) => flake::flake(&flags),
         Task::ProtobufSchema { check, from } => protobuf::schema(check, from),

@@ -220,8 +220,27 @@ fn every_documented_invocation_parses_as_documented() {
         "what follows -- is the test binaries', as it is"
     );
 
-    assert_eq!(task("kind-image"), Task::KindImage { check: false });
-    assert_eq!(task("kind-image --check"), Task::KindImage { check: true });
+    assert_eq!(
+        task("kind-image"),
+        Task::KindImage {
+            check: false,
+            prepare_host: false
+        }
+    );
+    assert_eq!(
+        task("kind-image --check"),
+        Task::KindImage {
+            check: true,
+            prepare_host: false
+        }
+    );
+    assert_eq!(
+        task("kind-image --prepare-host"),
+        Task::KindImage {
+            check: false,
+            prepare_host: true
+        }
+    );
 
     let soak = |minutes, fake, every| {
         Task::Soak(Soak {
@@ -373,6 +392,10 @@ fn nonsense_is_refused() {
         ("e2e --kubeconfig", ErrorKind::InvalidValue),
         ("e2e stray", ErrorKind::UnknownArgument),
         ("kind-image --check=yes", ErrorKind::TooManyValues),
+        (
+            "kind-image --check --prepare-host",
+            ErrorKind::ArgumentConflict,
+        ),
         ("soak --minutes 0", ErrorKind::ValueValidation),
         ("soak --minutes", ErrorKind::InvalidValue),
         ("soak --restart-every 0", ErrorKind::ValueValidation),

@@ -28,72 +28,145 @@ const DOCKERD_PID: &str = "/var/run/docker.pid";
 /// How long dockerd may take to answer after a start or restart.
 const DOCKER_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Installs what is missing, and sets up the runtime wrapper where root lacks
-/// `CAP_SYS_RESOURCE`; each change is pushed onto `changes` and printed as it happens.
-pub(super) fn prepare_host(changes: &mut Vec<String>) -> Result<(), String> {
-    let mut note = |change: String| {
-        eprintln!("xtask: host change: {change}");
-        changes.push(change);
-    };
-    if !is_root() {
-        return Err(
-            "kind-image runs as root: it installs packages, debootstraps and chroots".into(),
-        );
-    }
-    let missing: Vec<&str> = HOST_PACKAGES
-        .iter()
-        .filter(|(package, probe)| {
-            // An engine that already answers (Docker CE, Docker Desktop) is kept.
-            !(present(probe) || (*package == "docker.io" && docker_answers()))
+/// What this host lacks for the build and for kind's nodes, found without changing anything;
+/// [`HostPlan::apply`] makes exactly these changes, and only `kind-image --prepare-host` asks
+/// for that.
+pub(super) struct HostPlan {
+    /// Debian packages to install.
+    missing: Vec<&'static str>,
+    /// Root lacks `CAP_SYS_RESOURCE` here: the runc wrapper must be installed (it is missing or
+    /// differs from the one built into the cache) ...
+    install_wrapper: bool,
+    /// ... or registered as Docker's default runtime in `daemon.json`.
+    register_wrapper: bool,
+    /// No Docker engine answers `docker info`.
+    start_docker: bool,
+}
+
+impl HostPlan {
+    /// Looks at this host. Builds the runc wrapper into the cache where it is needed (that
+    /// changes nothing outside the cache), to compare it with the installed one.
+    pub(super) fn of_this_host() -> Result<Self, String> {
+        let missing = HOST_PACKAGES
+            .iter()
+            .filter(|(package, probe)| {
+                // An engine that already answers (Docker CE, Docker Desktop) is kept.
+                !(present(probe) || (*package == "docker.io" && docker_answers()))
+            })
+            .map(|(package, _)| *package)
+            .collect();
+        let (mut install_wrapper, mut register_wrapper) = (false, false);
+        if lacks_cap_sys_resource()? {
+            let wanted = built_wrapper()?;
+            install_wrapper = fs::read(WRAPPER_PATH).ok() != Some(wanted);
+            register_wrapper = daemon_config()? != with_wrapper(daemon_config()?)?;
+        }
+        Ok(Self {
+            missing,
+            install_wrapper,
+            register_wrapper,
+            start_docker: !docker_answers(),
         })
-        .map(|(package, _)| *package)
-        .collect();
-    if !missing.is_empty() {
-        let mut update = Command::new("apt-get");
-        update.args(["update", "-qq"]);
-        run_captured(update)?;
-        let mut install = Command::new("apt-get");
-        install
-            .args(["install", "-y", "-qq", "--no-install-recommends"])
-            .args(&missing)
-            .env("DEBIAN_FRONTEND", "noninteractive");
-        run_captured(install)?;
-        note(format!("installed Debian packages: {}", missing.join(" ")));
     }
 
-    let mut restart = false;
-    if lacks_cap_sys_resource()? {
-        let built = cache_dir().join("bin").join(WRAPPER_RUNTIME);
-        if !built.is_file() {
-            go_build(&Go::kind(WRAPPER_RUNTIME, "./cmd/kinformer-runc"), &built)?;
+    /// Each change, as a sentence; none when the host is ready.
+    pub(super) fn changes(&self) -> Vec<String> {
+        let mut changes = Vec::new();
+        if !self.missing.is_empty() {
+            changes.push(format!(
+                "install Debian packages (apt-get): {}",
+                self.missing.join(" ")
+            ));
         }
-        let wanted =
-            fs::read(&built).map_err(|err| format!("reading {}: {err}", built.display()))?;
-        if fs::read(WRAPPER_PATH).ok().as_ref() != Some(&wanted) {
-            fs::copy(&built, WRAPPER_PATH)
-                .map_err(|err| format!("installing {WRAPPER_PATH}: {err}"))?;
-            note(format!(
-                "installed {WRAPPER_PATH}, a runc wrapper that drops CAP_SYS_RESOURCE, which root \
+        if self.install_wrapper {
+            changes.push(format!(
+                "install {WRAPPER_PATH}, a runc wrapper that drops CAP_SYS_RESOURCE, which root \
                  lacks here, from every container's capabilities"
             ));
         }
-        if register_wrapper()? {
+        if self.register_wrapper {
+            changes.push(format!(
+                "make {WRAPPER_RUNTIME} Docker's default runtime in {DAEMON_JSON} (other \
+                 settings kept), and restart a running dockerd to load it (stopping its \
+                 containers)"
+            ));
+        }
+        if self.start_docker && !self.register_wrapper {
+            changes.push(format!("start dockerd (log: {DOCKER_LOG})"));
+        } else if self.start_docker {
+            changes.push(format!("start dockerd with it (log: {DOCKER_LOG})"));
+        }
+        changes
+    }
+
+    /// Makes the changes, printing each as it is made; returns what was done.
+    pub(super) fn apply(&self) -> Result<Vec<String>, String> {
+        let mut done = Vec::new();
+        let mut note = |change: String| {
+            eprintln!("xtask: host change: {change}");
+            done.push(change);
+        };
+        if !self.missing.is_empty() {
+            let mut update = Command::new("apt-get");
+            update.args(["update", "-qq"]);
+            run_captured(update)?;
+            let mut install = Command::new("apt-get");
+            install
+                .args(["install", "-y", "-qq", "--no-install-recommends"])
+                .args(&self.missing)
+                .env("DEBIAN_FRONTEND", "noninteractive");
+            run_captured(install)?;
+            note(format!(
+                "installed Debian packages: {}",
+                self.missing.join(" ")
+            ));
+        }
+        if self.install_wrapper {
+            fs::copy(cache_dir().join("bin").join(WRAPPER_RUNTIME), WRAPPER_PATH)
+                .map_err(|err| format!("installing {WRAPPER_PATH}: {err}"))?;
+            note(format!(
+                "installed {WRAPPER_PATH}, a runc wrapper that drops CAP_SYS_RESOURCE from every \
+                 container's capabilities"
+            ));
+        }
+        if self.register_wrapper {
+            register_wrapper()?;
             note(format!(
                 "registered {WRAPPER_RUNTIME} as Docker's default runtime in {DAEMON_JSON}"
             ));
-            restart = true;
         }
+        if self.register_wrapper && docker_answers() {
+            docker_service("restart")?;
+            note(
+                "restarted dockerd to load the runtime (its running containers were stopped)"
+                    .into(),
+            );
+        } else if ensure_docker()? {
+            note(format!("started dockerd (log: {DOCKER_LOG})"));
+        }
+        Ok(done)
     }
-    if restart && docker_answers() {
-        docker_service("restart")?;
-        note("restarted dockerd to load the runtime (its running containers were stopped)".into());
-    } else if ensure_docker()? {
-        note(format!("started dockerd (log: {DOCKER_LOG})"));
-    }
-    Ok(())
 }
 
-fn is_root() -> bool {
+/// The runc wrapper, built into the cache if it is not there yet.
+fn built_wrapper() -> Result<Vec<u8>, String> {
+    let built = cache_dir().join("bin").join(WRAPPER_RUNTIME);
+    if !built.is_file() {
+        go_build(&Go::kind(WRAPPER_RUNTIME, "./cmd/kinformer-runc"), &built)?;
+    }
+    fs::read(&built).map_err(|err| format!("reading {}: {err}", built.display()))
+}
+
+/// Docker's `daemon.json`, or an empty object where there is none.
+fn daemon_config() -> Result<Value, String> {
+    match fs::read_to_string(DAEMON_JSON) {
+        Ok(text) => serde_json::from_str(&text)
+            .map_err(|err| format!("{DAEMON_JSON} is not valid JSON: {err}")),
+        Err(_) => Ok(json!({})),
+    }
+}
+
+pub(super) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -114,21 +187,12 @@ fn lacks_cap_sys_resource() -> Result<bool, String> {
 }
 
 /// Makes `kinformer-runc` Docker's default runtime, keeping every other setting of
-/// `daemon.json`; returns whether the file changed.
-fn register_wrapper() -> Result<bool, String> {
-    let before = match fs::read_to_string(DAEMON_JSON) {
-        Ok(text) => serde_json::from_str(&text)
-            .map_err(|err| format!("{DAEMON_JSON} is not valid JSON: {err}"))?,
-        Err(_) => json!({}),
-    };
-    let after = with_wrapper(before.clone())?;
-    if after == before {
-        return Ok(false);
-    }
+/// `daemon.json`.
+fn register_wrapper() -> Result<(), String> {
+    let after = with_wrapper(daemon_config()?)?;
     fs::create_dir_all("/etc/docker").map_err(|err| format!("creating /etc/docker: {err}"))?;
     let text = serde_json::to_string_pretty(&after).map_err(|err| err.to_string())?;
-    fs::write(DAEMON_JSON, text + "\n").map_err(|err| format!("writing {DAEMON_JSON}: {err}"))?;
-    Ok(true)
+    fs::write(DAEMON_JSON, text + "\n").map_err(|err| format!("writing {DAEMON_JSON}: {err}"))
 }
 
 fn with_wrapper(mut config: Value) -> Result<Value, String> {
@@ -153,16 +217,15 @@ pub(crate) fn docker_answers() -> bool {
         .is_ok_and(|status| status.success())
 }
 
-/// Starts dockerd when it does not answer; returns whether it did. `e2e --kind` calls this too:
-/// a dockerd started by hand does not outlive the machine's session.
-pub(crate) fn ensure_docker() -> Result<bool, String> {
+/// Starts dockerd when it does not answer; returns whether it did.
+fn ensure_docker() -> Result<bool, String> {
     if docker_answers() {
         return Ok(false);
     }
     if !present("dockerd") {
         return Err(
             "no Docker engine answers `docker info`, and dockerd is not installed; \
-                    `cargo xtask kind-image` installs Debian's docker.io"
+                    `cargo xtask kind-image --prepare-host` installs Debian's docker.io"
                 .to_owned(),
         );
     }
@@ -282,5 +345,28 @@ mod tests {
         assert_eq!(after["log-level"], "warn");
         assert_eq!(with_wrapper(after.clone()).expect("an object"), after);
         assert!(with_wrapper(json!([])).is_err());
+    }
+
+    #[test]
+    fn the_plan_names_every_change_it_would_make_and_none_for_a_ready_host() {
+        let ready = HostPlan {
+            missing: Vec::new(),
+            install_wrapper: false,
+            register_wrapper: false,
+            start_docker: false,
+        };
+        assert!(ready.changes().is_empty());
+        let bare = HostPlan {
+            missing: vec!["docker.io", "debootstrap"],
+            install_wrapper: true,
+            register_wrapper: true,
+            start_docker: true,
+        };
+        let changes = bare.changes();
+        assert_eq!(changes.len(), 4, "{changes:#?}");
+        assert!(changes[0].contains("docker.io debootstrap"));
+        assert!(changes[1].contains(WRAPPER_PATH));
+        assert!(changes[2].contains(DAEMON_JSON) && changes[2].contains("restart"));
+        assert!(changes[3].starts_with("start dockerd"));
     }
 }
