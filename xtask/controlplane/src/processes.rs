@@ -12,6 +12,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use kinformer_procfs::{Process, Stat};
+
 use crate::build::binary_dir;
 
 /// Starts `command` with stdout and stderr in `log`; `again` appends to it (with a line saying
@@ -162,12 +164,7 @@ pub(crate) fn alive(pid: u32) -> bool {
 /// Whether `pid` has finished exiting (a zombie, or reaped), so its sockets are closed and
 /// its port free. `alive` turns false earlier, once the memory map is gone.
 pub(crate) fn exited(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-        // The state follows the parenthesised command name, which may itself hold spaces.
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| matches!(state, "Z" | "X"))
-    })
+    Stat::read(Process::Pid(pid)).map_or(true, |stat| matches!(stat.state(), "Z" | "X"))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use kinformer_procfs::{Process, Status};
 use serde_json::{Value, json};
 
 use super::{Go, cache_dir, go_build, present, run_captured};
@@ -176,13 +177,9 @@ pub(super) fn is_root() -> bool {
 /// Whether this process's bounding set lacks `CAP_SYS_RESOURCE` (bit 24), so a privileged
 /// container cannot be given it.
 fn lacks_cap_sys_resource() -> Result<bool, String> {
-    let status = fs::read_to_string("/proc/self/status")
+    let bounding = Status::read(Process::This)
+        .and_then(|status| status.hex("CapBnd"))
         .map_err(|err| format!("reading /proc/self/status: {err}"))?;
-    let bounding = status
-        .lines()
-        .find_map(|line| line.strip_prefix("CapBnd:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .ok_or("no CapBnd line in /proc/self/status")?;
     Ok(bounding & (1 << 24) == 0)
 }
 

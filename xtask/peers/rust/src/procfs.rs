@@ -1,6 +1,9 @@
-//! Memory, CPU and page faults of this process, read from `/proc/self` as the protocol says.
+//! Memory, CPU and page faults of this process, read from `/proc/self` as the protocol says
+//! (the files parsed by kinformer-procfs).
 
 use std::{fs, io};
+
+use kinformer_procfs::{Process, Stat, Status};
 
 /// Clock ticks per second of `/proc/self/stat`'s `utime` and `stime` (`USER_HZ`, 100 on every
 /// Linux the benchmarks run on; the protocol fixes it).
@@ -21,7 +24,7 @@ pub struct Memory {
 ///
 /// When the file cannot be read or lacks either line.
 pub fn memory() -> io::Result<Memory> {
-    parse_status(&fs::read_to_string("/proc/self/status")?)
+    memory_in(&Status::read(Process::This)?)
 }
 
 /// Resets `VmHWM` to the current `VmRSS` (writes `5` to `/proc/self/clear_refs`).
@@ -63,43 +66,19 @@ impl Usage {
 ///
 /// When `/proc/self/stat` cannot be read or parsed.
 pub fn usage() -> io::Result<Usage> {
-    parse_stat(&fs::read_to_string("/proc/self/stat")?)
+    usage_in(&Stat::read(Process::This)?)
 }
 
-fn invalid(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what.to_owned())
-}
-
-fn parse_status(status: &str) -> io::Result<Memory> {
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-            .and_then(|value| value.trim().strip_suffix("kB")?.trim().parse().ok())
-            .ok_or_else(|| invalid(&format!("/proc/self/status has no {name} in kB")))
-    };
+fn memory_in(status: &Status) -> io::Result<Memory> {
     Ok(Memory {
-        rss_kib: field("VmRSS")?,
-        peak_kib: field("VmHWM")?,
+        rss_kib: status.kib("VmRSS")?,
+        peak_kib: status.kib("VmHWM")?,
     })
 }
 
-fn parse_stat(stat: &str) -> io::Result<Usage> {
-    // The command name (field 2) is in parentheses and may hold spaces or parentheses of its
-    // own, so fields are counted from the last `)`: field 3 is the first after it.
-    let after_name = stat
-        .rsplit_once(')')
-        .ok_or_else(|| invalid("/proc/self/stat has no command name"))?
-        .1;
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let field = |number: usize, name: &str| -> io::Result<u64> {
-        fields
-            .get(number - 3)
-            .and_then(|value| value.parse().ok())
-            .ok_or_else(|| invalid(&format!("/proc/self/stat lacks {name}")))
-    };
-    let minor_faults = field(10, "minflt")?;
-    let (utime, stime) = (field(14, "utime")?, field(15, "stime")?);
+fn usage_in(stat: &Stat) -> io::Result<Usage> {
+    let minor_faults = stat.number(10)?;
+    let (utime, stime) = (stat.number(14)?, stat.number(15)?);
     Ok(Usage {
         cpu_ms: (utime + stime) * 1000 / TICKS_PER_SECOND,
         sys_ms: stime * 1000 / TICKS_PER_SECOND,
@@ -114,7 +93,7 @@ mod tests {
     #[test]
     fn status_gives_rss_and_peak() {
         let status = "Name:\tpeer\nVmPeak:\t  900 kB\nVmHWM:\t    2012 kB\nVmRSS:\t    1500 kB\n";
-        let memory = parse_status(status).expect("parses");
+        let memory = memory_in(&Status::parse(status)).expect("parses");
         assert_eq!(
             memory,
             Memory {
@@ -122,7 +101,7 @@ mod tests {
                 peak_kib: 2012
             }
         );
-        assert!(parse_status("VmRSS:\t1 kB\n").is_err());
+        assert!(memory_in(&Status::parse("VmRSS:\t1 kB\n")).is_err());
     }
 
     #[test]
@@ -131,16 +110,16 @@ mod tests {
         let stat =
             "19339 (a (weird) name) R 19294 19294 9869 0 -1 4194304 98 0 0 0 250 37 0 0 20 0";
         assert_eq!(
-            parse_stat(stat).expect("parses"),
+            usage_in(&Stat::parse(stat).expect("parses")).expect("has the fields"),
             Usage {
                 cpu_ms: 2870,
                 sys_ms: 370,
                 minor_faults: 98
             }
         );
-        assert!(parse_stat("19339 (cat) R 1 2").is_err());
         // Cut off after utime: stime is missing.
-        assert!(parse_stat("1 (cat) R 1 1 1 0 -1 0 98 0 0 0 250").is_err());
+        let cut = Stat::parse("1 (cat) R 1 1 1 0 -1 0 98 0 0 0 250").expect("parses");
+        assert!(usage_in(&cut).is_err());
     }
 
     #[test]
