@@ -255,6 +255,13 @@ fn run_suite(
         .env_remove(CONTROL_PLANE_ENV)
         .env_remove(KIND_NODE_ENV);
     command.envs(env.iter().map(|(name, value)| (name, value)));
+    // A real server is shared by every test at once: as many at a time as there are cores, not
+    // the eight `.cargo/config.toml` runs on the fake (where each test has its own server),
+    // unless RUST_TEST_THREADS says otherwise.
+    if backend != "fake" && env::var_os("RUST_TEST_THREADS").is_none() {
+        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        command.env("RUST_TEST_THREADS", cores.to_string());
+    }
     if let Some(path) = kubeconfig {
         let absolute =
             fs::canonicalize(path).map_err(|err| format!("reading {}: {err}", path.display()))?;
