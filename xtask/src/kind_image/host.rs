@@ -60,7 +60,8 @@ impl HostPlan {
         if lacks_cap_sys_resource()? {
             let wanted = built_wrapper()?;
             install_wrapper = fs::read(WRAPPER_PATH).ok() != Some(wanted);
-            register_wrapper = daemon_config()? != with_wrapper(daemon_config()?)?;
+            let config = daemon_config()?;
+            register_wrapper = with_wrapper(config.clone())? != config;
         }
         Ok(Self {
             missing,
