@@ -129,13 +129,21 @@ async fn main() -> Result<(), BoxError> {
     ];
 
     factory.start()?;
-    // Wait for the first lists, at most `--sync-timeout` (a minute unless told); the handler
-    // above says meanwhile why an informer is not getting there. `--seconds` counts from here:
-    // it bounds the summary, not the sync, so a slow start (a debug build, a busy machine) is
-    // not reported as a failure.
+    // One Ctrl-C listener for the whole run, so a press is never lost between two waits.
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    // Wait for the first lists, at most `--sync-timeout` (a minute unless told) or until
+    // Ctrl-C; the handler above says meanwhile why an informer is not getting there.
+    // `--seconds` counts from here: it bounds the summary, not the sync, so a slow start (a
+    // debug build, a busy machine) is not reported as a failure.
     let sync_timeout = args.sync_timeout;
-    let synced = factory.wait_for_cache_sync_timeout(sync_timeout).await;
-    let all_synced = synced.values().all(|synced| *synced);
+    let (all_synced, gave_up) = tokio::select! {
+        synced = factory.wait_for_cache_sync_timeout(sync_timeout) => (
+            synced.values().all(|synced| *synced),
+            format!("not every informer synced within {sync_timeout:.0?}"),
+        ),
+        _ = &mut ctrl_c => (false, "interrupted before every informer synced".to_owned()),
+    };
     let mut statuses: Vec<_> = factory.sync_status().into_iter().collect();
     statuses.sort_by(|(a, _), (b, _)| a.description().cmp(b.description()));
     for (informer, status) in &statuses {
@@ -148,7 +156,7 @@ async fn main() -> Result<(), BoxError> {
     if !all_synced {
         factory.shutdown().await;
         stop_churn.cancel();
-        return Err(format!("not every informer synced within {sync_timeout:.0?}").into());
+        return Err(gave_up.into());
     }
     let deadline = args
         .seconds
@@ -159,9 +167,6 @@ async fn main() -> Result<(), BoxError> {
     ticker.tick().await;
     let mut previous: Vec<u64> = counters.iter().map(|(_, c)| c.total()).collect();
     let mut last = Instant::now();
-    // One Ctrl-C listener for the whole loop, so a press between two ticks is not lost.
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     loop {
         tokio::select! {
             _ = ticker.tick() => {}

@@ -1,8 +1,9 @@
 //! The `quickstart` example, run as a user runs it, against clusters it cannot read: one that
 //! refuses the connection and one that answers every request with 403. Both times it must say
-//! why while it waits for the sync, name the cause, and exit non-zero once its sync deadline
-//! (`--sync-timeout`, shortened here so the test does not wait out the default minute) passes.
-//! No bound on how fast: on a loaded machine the cause comes late, never not at all.
+//! why while it waits for the sync, for every informer, and exit non-zero when the user gives
+//! up (Ctrl-C, sent once the test has read every cause) or its sync deadline passes
+//! (`--sync-timeout`). No bound on how fast: on a loaded machine the cause comes late, never not
+//! at all, and the test waits for it.
 //!
 //! The example's own binary runs (built by `cargo test` with the other examples, or here when a
 //! test filter skipped them), pointed at the cluster through `KUBECONFIG`.
@@ -11,7 +12,7 @@ use std::{
     io::{BufRead, BufReader},
     net::TcpListener,
     path::{Path, PathBuf},
-    process::{Command, ExitStatus, Stdio},
+    process::{Child, Command, ExitStatus, Stdio},
 };
 
 use kinformer_testing::{FakeApiServer, Fault};
@@ -73,7 +74,7 @@ impl Run {
         self.stdout
             .iter()
             .map(String::as_str)
-            .filter(|line| line.contains(" failing: "))
+            .filter(|line| is_failure(line))
             .collect()
     }
 
@@ -88,8 +89,9 @@ impl Run {
 
 impl Run {
     /// The run exited non-zero and, while it waited for the sync, named `cause` for every
-    /// informer.
+    /// informer; then it said which informers had not synced.
     fn assert_failed_saying(&self, cause: &str) {
+        self.assert_gave_up();
         assert!(
             !self.status.success(),
             "exit {}: {:#?}",
@@ -99,7 +101,7 @@ impl Run {
         let first_failure = self
             .stdout
             .iter()
-            .position(|line| line.contains(" failing: "))
+            .position(|line| is_failure(line))
             .unwrap_or_else(|| panic!("no failure reported: {:#?}", self.stdout));
         assert!(
             first_failure < self.sync_wait_ended_at(),
@@ -107,7 +109,7 @@ impl Run {
             self.stdout
         );
         let failures = self.failures();
-        for kind in ["Pod", "Deployment", "ConfigMap"] {
+        for kind in KINDS {
             assert!(
                 failures
                     .iter()
@@ -118,9 +120,25 @@ impl Run {
     }
 }
 
-/// Runs the quickstart against the cluster in `kubeconfig`, waiting `sync_timeout` seconds for
-/// the sync.
-async fn run_quickstart(kubeconfig: PathBuf, sync_timeout: u64) -> Run {
+/// How a run of the quickstart is brought to an end.
+#[derive(Clone, Copy)]
+enum Ending {
+    /// Ctrl-C once it has said, for every informer, that it fails with this cause; the sync
+    /// deadline is only a hang guard then.
+    InterruptAfter(&'static str),
+    /// Its sync deadline, in seconds.
+    Deadline(u64),
+}
+
+/// The informers the quickstart runs, by the kind its failure lines name.
+const KINDS: [&str; 3] = ["Pod", "Deployment", "ConfigMap"];
+
+/// Runs the quickstart against the cluster in `kubeconfig` until `ending`.
+async fn run_quickstart(kubeconfig: PathBuf, ending: Ending) -> Run {
+    let sync_timeout = match ending {
+        Ending::InterruptAfter(_) => 3_600,
+        Ending::Deadline(seconds) => seconds,
+    };
     tokio::task::spawn_blocking(move || {
         let mut child = Command::new(quickstart_binary())
             .args([
@@ -136,10 +154,22 @@ async fn run_quickstart(kubeconfig: PathBuf, sync_timeout: u64) -> Run {
             .stderr(Stdio::null())
             .spawn()
             .expect("the quickstart starts");
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"))
-            .lines()
-            .map(|line| line.expect("utf-8 output"))
-            .collect();
+        let mut stdout = Vec::new();
+        let mut interrupted = false;
+        for line in BufReader::new(child.stdout.take().expect("piped stdout")).lines() {
+            stdout.push(line.expect("utf-8 output"));
+            if let Ending::InterruptAfter(cause) = ending
+                && !interrupted
+                && KINDS.iter().all(|kind| {
+                    stdout
+                        .iter()
+                        .any(|line| is_failure(line) && line.contains(kind) && line.contains(cause))
+                })
+            {
+                interrupt(&child);
+                interrupted = true;
+            }
+        }
         let status = child.wait().expect("the quickstart ends");
         Run { status, stdout }
     })
@@ -147,16 +177,51 @@ async fn run_quickstart(kubeconfig: PathBuf, sync_timeout: u64) -> Run {
     .expect("the run completes")
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn against_a_closed_port_the_quickstart_says_why_and_exits_non_zero() {
-    // A port that was free a moment ago and has no listener now.
+/// Presses Ctrl-C for `child`: sends it SIGINT.
+fn interrupt(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -INT failed: {status}");
+}
+
+fn is_failure(line: &str) -> bool {
+    line.contains(" failing: ")
+}
+
+impl Run {
+    /// The run exited non-zero, after saying which informers had not synced.
+    fn assert_gave_up(&self) {
+        assert!(
+            !self.status.success(),
+            "exit {}: {:#?}",
+            self.status,
+            self.stdout
+        );
+        let statuses = &self.stdout[self.sync_wait_ended_at()..];
+        assert!(
+            statuses.iter().any(|line| line.contains("not synced")),
+            "{:#?}",
+            self.stdout
+        );
+    }
+}
+
+/// A port that was free a moment ago and has no listener now.
+fn closed_port_kubeconfig(name: &str) -> PathBuf {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a free port")
         .port();
-    let config = kubeconfig("refused", &format!("http://127.0.0.1:{port}"));
+    kubeconfig(name, &format!("http://127.0.0.1:{port}"))
+}
 
-    let run = run_quickstart(config, 10).await;
+#[tokio::test(flavor = "multi_thread")]
+async fn against_a_closed_port_the_quickstart_says_why_and_exits_non_zero() {
+    let config = closed_port_kubeconfig("refused");
+
+    let run = run_quickstart(config, Ending::InterruptAfter("refused")).await;
 
     run.assert_failed_saying("refused");
 }
@@ -169,13 +234,16 @@ async fn against_a_forbidding_server_the_quickstart_says_why_and_exits_non_zero(
     server.faults().inject(Fault::status(403).times(usize::MAX));
     let config = kubeconfig("forbidden", &server.url());
 
-    let run = run_quickstart(config, 10).await;
+    let run = run_quickstart(config, Ending::InterruptAfter("403")).await;
 
     run.assert_failed_saying("403");
-    // And the summary at the deadline says which informers did not sync.
-    assert!(
-        run.stdout.iter().any(|line| line.contains("not synced")),
-        "{:#?}",
-        run.stdout
-    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn at_its_sync_deadline_the_quickstart_gives_up_and_exits_non_zero() {
+    let config = closed_port_kubeconfig("deadline");
+
+    let run = run_quickstart(config, Ending::Deadline(1)).await;
+
+    run.assert_gave_up();
 }
