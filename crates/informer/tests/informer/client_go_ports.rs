@@ -120,8 +120,9 @@ async fn the_resync_check_period_follows_the_shortest_handler_period() {
 
 /// Ported from client-go's TestSharedInformerWatchDisruption, for both queues: changes missed
 /// while the watch was down arrive with the relist; the unchanged pod1 comes back as a resync,
-/// which only the handler due for one receives.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// which only the handler due for one receives. On tokio's paused clock, as client-go's runs
+/// on a fake clock, with handlers as tasks so that virtual time moves only when all are idle.
+#[tokio::test(start_paused = true)]
 async fn a_watch_disruption_delivers_missed_changes_and_resyncs_only_to_due_handlers() {
     for queue in [QueueKind::InOrder, QueueKind::DeltaFifo] {
         let source = FakeSource::new();
@@ -129,7 +130,10 @@ async fn a_watch_disruption_delivers_missed_changes_and_resyncs_only_to_due_hand
         source.add("pod2");
         let informer = informer(
             &source,
-            InformerOptions::new().resync_period(secs(1)).queue(queue),
+            InformerOptions::new()
+                .resync_period(secs(1))
+                .queue(queue)
+                .handler_executor(HandlerExecutor::Tasks),
         );
         let (no_resync, resync) = (Recorder::new(), Recorder::new());
         informer
