@@ -1,5 +1,5 @@
 //! Sharding over kube-client against kinformer-testing's API server: replicas join, crash and
-//! leave while their workers reconcile a few thousand keys through `ShardedQueue`s. A shared
+//! leave while their workers reconcile a thousand keys through `ShardedQueue`s. A shared
 //! ledger records who holds each key: no key is ever held by two replicas at once, every key
 //! is reconciled by its owner after each membership change, and a replica that cannot renew
 //! its Lease stops starting keys.
@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 const PATIENCE: Duration = Duration::from_secs(30);
 const NAMESPACE: &str = "default";
 const GROUP: &str = "web";
-const KEYS: usize = 3_000;
+const KEYS: usize = 1_000;
 const WORKERS: usize = 4;
 
 fn quick() -> ShardOptions {
