@@ -6,11 +6,17 @@
 //! arrive in their JSON shape. So any `Deserialize` type that reads the JSON form, a
 //! k8s-openapi struct or a user's slim projection, reads protobuf too, and fields the type does
 //! not name are skipped without being decoded.
+//!
+//! It reads every input as protobuf (and Go's generated decoders) do: a repeated or map field's
+//! entries are joined wherever in the message they appear, a non-repeated message that appears
+//! twice is merged, and a scalar's last occurrence wins, so each field reaches serde once. Go
+//! writes every field once, in one run, and such a message streams to serde as it is read; a
+//! message whose fields come in any other order is first gathered field by field.
 
 use std::ptr;
 
 use serde::de::{
-    self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
+    self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
     value::BorrowedStrDeserializer,
 };
 
@@ -120,8 +126,49 @@ pub(crate) fn single_field(bytes: &[u8], number: u32) -> Result<Option<WireValue
     Ok(found)
 }
 
-fn json_error(error: &serde_json::Error) -> Error {
-    Error::custom(format_args!("embedded JSON: {error}"))
+/// What `read` makes of the embedded JSON document `json`, which must be one document with
+/// nothing after it but whitespace, as Go's JSON encoder requires when it writes the object.
+fn embedded<'de, T>(
+    json: &'de [u8],
+    read: impl FnOnce(
+        &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
+    ) -> serde_json::Result<T>,
+) -> Result<T, Error> {
+    let mut deserializer = serde_json::Deserializer::from_slice(json);
+    read(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value))
+        .map_err(|error| Error::custom(format_args!("embedded JSON: {error}")))
+}
+
+/// What an `IntOrString` holds.
+pub(crate) enum IntOrStringParts<'de> {
+    Int(i32),
+    String(&'de [u8]),
+}
+
+/// The `IntOrString` message `{type = 1, intVal = 2, strVal = 3}` as Go's generated decoder
+/// reads it: each field's last occurrence wins, and every occurrence of either arm must have
+/// its field's wire type, whichever arm `type` picks. A `type` other than 0 (int) or 1
+/// (string) is an error, as Go's JSON encoder makes it.
+pub(crate) fn int_or_string_parts(bytes: &[u8]) -> Result<IntOrStringParts<'_>, Error> {
+    let (mut kind, mut int, mut text): (u64, i32, &[u8]) = (0, 0, b"");
+    let mut reader = Reader::new(bytes);
+    while let Some((number, value)) = reader.field()? {
+        match number {
+            1 => kind = value.integer("type")?,
+            // An int32 on the wire: a negative one is sign-extended, truncation decodes it.
+            2 => int = value.integer("intVal")? as i32,
+            3 => text = value.bytes("strVal")?,
+            _ => {}
+        }
+    }
+    match kind {
+        0 => Ok(IntOrStringParts::Int(int)),
+        1 => Ok(IntOrStringParts::String(text)),
+        _ => Err(Error::Malformed(
+            "an IntOrString whose type is neither 0 (int) nor 1 (string)",
+        )),
+    }
 }
 
 impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
@@ -143,24 +190,16 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
                 self.bytes()?,
             )),
             Ty::Message(message) => {
-                visitor.visit_map(FieldAccess::new(self.bytes()?, message, self.options))
+                visitor.visit_map(FieldAccess::new(self.bytes()?, message, self.options)?)
             }
             Ty::Time | Ty::MicroTime => {
                 if self.value.is_zero() {
                     return visitor.visit_unit();
                 }
-                let bytes = self.bytes()?;
-                let seconds = single_field(bytes, 1)?
-                    .map(|value| value.integer("seconds"))
-                    .transpose()?
-                    .unwrap_or(0) as i64;
-                let nanos = single_field(bytes, 2)?
-                    .map(|value| value.integer("nanos"))
-                    .transpose()?
-                    .unwrap_or(0) as i32;
+                let micro = matches!(self.ty, Ty::MicroTime);
+                let (seconds, nanos) = time::from_wire(self.bytes()?, micro)?;
                 let mut buffer = [0; 32];
-                let micros = matches!(self.ty, Ty::MicroTime).then_some(nanos);
-                let len = time::write_rfc3339(&mut buffer, seconds, micros);
+                let len = time::write_rfc3339(&mut buffer, seconds, micro.then_some(nanos));
                 let text = std::str::from_utf8(&buffer[..len]).map_err(|_| Error::Utf8)?;
                 visitor.visit_str(text)
             }
@@ -180,42 +219,26 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
                 };
                 visitor.visit_borrowed_str(text)
             }
-            Ty::IntOrString => {
-                let bytes = self.bytes()?;
-                let is_string = single_field(bytes, 1)?
-                    .map(|value| value.integer("type"))
-                    .transpose()?
-                    .unwrap_or(0)
-                    == 1;
-                if is_string {
-                    let text = match single_field(bytes, 3)? {
-                        Some(value) => {
-                            std::str::from_utf8(value.bytes("strVal")?).map_err(|_| Error::Utf8)?
-                        }
-                        None => "",
-                    };
-                    visitor.visit_borrowed_str(text)
-                } else {
-                    let int = single_field(bytes, 2)?
-                        .map(|value| value.integer("intVal"))
-                        .transpose()?
-                        .unwrap_or(0);
-                    visitor.visit_i32(int as i32)
+            Ty::IntOrString => match int_or_string_parts(self.bytes()?)? {
+                IntOrStringParts::String(text) => {
+                    visitor.visit_borrowed_str(std::str::from_utf8(text).map_err(|_| Error::Utf8)?)
                 }
-            }
+                IntOrStringParts::Int(int) => visitor.visit_i32(int),
+            },
             Ty::FieldsV1 | Ty::RawExtension => {
-                serde_json::Deserializer::from_slice(self.embedded_json()?)
-                    .deserialize_any(visitor)
-                    .map_err(|error| json_error(&error))
+                embedded(self.embedded_json()?, |json| json.deserialize_any(visitor))
             }
-            Ty::StringList => visitor.visit_seq(RepeatedAccess {
-                reader: &mut Reader::new(self.bytes()?),
-                number: 1,
-                first: None,
-                packed: None,
-                ty: Ty::String,
-                options: self.options,
-            }),
+            Ty::StringList => {
+                // `{repeated items = 1}`: every item, wherever it appears.
+                let mut items = Vec::new();
+                let mut reader = Reader::new(self.bytes()?);
+                while let Some((number, value)) = reader.field()? {
+                    if number == 1 {
+                        items.push(value);
+                    }
+                }
+                visitor.visit_seq(RepeatedAccess::gathered(items, Ty::String, self.options))
+            }
         }
     }
 
@@ -233,11 +256,9 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
         visitor: V,
     ) -> Result<V::Value, Error> {
         match self.ty {
-            Ty::FieldsV1 | Ty::RawExtension => {
-                serde_json::Deserializer::from_slice(self.embedded_json()?)
-                    .deserialize_newtype_struct(name, visitor)
-                    .map_err(|error| json_error(&error))
-            }
+            Ty::FieldsV1 | Ty::RawExtension => embedded(self.embedded_json()?, |json| {
+                json.deserialize_newtype_struct(name, visitor)
+            }),
             _ => visitor.visit_newtype_struct(self),
         }
     }
@@ -268,17 +289,43 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
     }
 }
 
-/// The fields of one message, as a serde map keyed by JSON names.
+/// The fields of one message, as a serde map keyed by JSON names, each field once.
 struct FieldAccess<'de> {
-    reader: Reader<'de>,
-    message: &'static Message,
-    /// The messages an inlined field was entered from, innermost last.
-    outer: Vec<(Reader<'de>, &'static Message)>,
-    pending: Option<(&'static Field, WireValue<'de>)>,
+    fields: Fields<'de>,
+    pending: Option<(&'static Field, Pending<'de>)>,
     /// `apiVersion` and `kind` still to present before the message's own fields; the
     /// `apiVersion` is emptied once presented.
     type_meta: Option<(&'static str, &'static str)>,
     options: DecodeOptions,
+}
+
+/// Where a message's fields come from.
+enum Fields<'de> {
+    /// Read as they stream past: every field in one run, as Go writes them ([`is_regular`]).
+    Streamed {
+        reader: Reader<'de>,
+        message: &'static Message,
+        /// The messages an inlined field was entered from, innermost last.
+        outer: Vec<(Reader<'de>, &'static Message)>,
+    },
+    /// Gathered first, field by field, in the order each field first appears.
+    Gathered(std::vec::IntoIter<Group<'de>>),
+}
+
+/// Every occurrence of one field in a message (and the messages inlined in it).
+struct Group<'de> {
+    field: &'static Field,
+    values: Vec<WireValue<'de>>,
+    /// managedFields, which the options drop.
+    dropped: bool,
+}
+
+/// The value of the key just presented.
+enum Pending<'de> {
+    /// One occurrence, read from a streamed message.
+    Streamed(WireValue<'de>),
+    /// Every occurrence, gathered.
+    Gathered(Vec<WireValue<'de>>),
 }
 
 /// The fields [`DecodeOptions::type_meta`] presents; no message numbers them.
@@ -297,14 +344,136 @@ static KIND: Field = Field {
     omit_zero: false,
 };
 
+/// Whether the message `bytes` can stream to serde: each field (counting those of inlined
+/// messages) arrives in one run, and a field that is not repeated arrives once. Go writes every
+/// message so. Malformed bytes count as regular: streaming reports them where it meets them.
+fn is_regular(bytes: &[u8], message: &'static Message) -> bool {
+    let mut reader = Reader::new(bytes);
+    let (mut seen_under_64, mut seen_above) = (0u64, Vec::new());
+    // No field is numbered 0.
+    let mut previous = 0;
+    loop {
+        let Ok(Some((number, value))) = reader.field() else {
+            return true;
+        };
+        let field = message.field(number);
+        if number == previous {
+            match field {
+                Some(field) if !matches!(field.shape, Shape::Repeated | Shape::Map(_)) => {
+                    return false;
+                }
+                _ => continue,
+            }
+        }
+        previous = number;
+        let seen = match 1u64.checked_shl(number) {
+            Some(bit) => {
+                let seen = seen_under_64 & bit != 0;
+                seen_under_64 |= bit;
+                seen
+            }
+            None if seen_above.contains(&number) => true,
+            None => {
+                seen_above.push(number);
+                false
+            }
+        };
+        match field {
+            // A field this schema does not know is skipped wherever it appears.
+            None => {}
+            Some(_) if seen => return false,
+            Some(Field {
+                shape: Shape::Inline,
+                ty: Ty::Message(inner),
+                ..
+            }) => {
+                if let WireValue::Bytes(inner_bytes) = value
+                    && !is_regular(inner_bytes, inner)
+                {
+                    return false;
+                }
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// Adds every field of the message `bytes` (and of the messages inlined in it) to `groups`.
+fn gather<'de>(
+    groups: &mut Vec<Group<'de>>,
+    bytes: &'de [u8],
+    message: &'static Message,
+    options: DecodeOptions,
+) -> Result<(), Error> {
+    let mut reader = Reader::new(bytes);
+    while let Some((number, value)) = reader.field()? {
+        // A field this schema does not know (a newer server) is skipped, as protobuf does.
+        let Some(field) = message.field(number) else {
+            continue;
+        };
+        if let Shape::Inline = field.shape {
+            let Ty::Message(inner) = field.ty else {
+                return Err(Error::Malformed("an inlined field that is not a message"));
+            };
+            gather(groups, value.bytes("inlined message")?, inner, options)?;
+            continue;
+        }
+        match groups.iter_mut().find(|group| ptr::eq(group.field, field)) {
+            Some(group) => group.values.push(value),
+            None => groups.push(Group {
+                field,
+                values: vec![value],
+                dropped: is_dropped(options, message, field),
+            }),
+        }
+    }
+    Ok(())
+}
+
+/// Whether `options` drop `field` of `message`.
+fn is_dropped(options: DecodeOptions, message: &'static Message, field: &Field) -> bool {
+    options.drop_managed_fields
+        && ptr::eq(message, &META_V1_OBJECT_META)
+        && field.name == "managedFields"
+}
+
 impl<'de> FieldAccess<'de> {
-    fn new(bytes: &'de [u8], message: &'static Message, mut options: DecodeOptions) -> Self {
+    fn new(
+        bytes: &'de [u8],
+        message: &'static Message,
+        options: DecodeOptions,
+    ) -> Result<Self, Error> {
+        if is_regular(bytes, message) {
+            let fields = Fields::Streamed {
+                reader: Reader::new(bytes),
+                message,
+                outer: Vec::new(),
+            };
+            Ok(Self::over(fields, options))
+        } else {
+            Self::merged(&[bytes], message, options)
+        }
+    }
+
+    /// The message made of `segments`, one after another: protobuf's merge of several
+    /// occurrences of one message.
+    fn merged(
+        segments: &[&'de [u8]],
+        message: &'static Message,
+        options: DecodeOptions,
+    ) -> Result<Self, Error> {
+        let mut groups = Vec::new();
+        for bytes in segments {
+            gather(&mut groups, bytes, message, options)?;
+        }
+        Ok(Self::over(Fields::Gathered(groups.into_iter()), options))
+    }
+
+    fn over(fields: Fields<'de>, mut options: DecodeOptions) -> Self {
         // Taken out of the options, so messages nested in this one present nothing.
         let type_meta = options.type_meta.take();
         Self {
-            reader: Reader::new(bytes),
-            message,
-            outer: Vec::new(),
+            fields,
             pending: None,
             type_meta,
             options,
@@ -324,18 +493,91 @@ impl<'de> FieldAccess<'de> {
         }
     }
 
-    fn skip_entries_of(&mut self, number: u32) -> Result<(), Error> {
-        while self.reader.peek_number() == Some(number) {
-            self.reader.field()?;
+    /// The next field to present and its value, if any is left.
+    fn next_field(&mut self) -> Result<Option<(&'static Field, Pending<'de>)>, Error> {
+        match &mut self.fields {
+            Fields::Streamed {
+                reader,
+                message,
+                outer,
+            } => loop {
+                let Some((number, value)) = reader.field()? else {
+                    match outer.pop() {
+                        Some((outer_reader, outer_message)) => {
+                            *reader = outer_reader;
+                            *message = outer_message;
+                            continue;
+                        }
+                        None => return Ok(None),
+                    }
+                };
+                // A field this schema does not know (a newer server) is skipped, as protobuf does.
+                let Some(field) = message.field(number) else {
+                    continue;
+                };
+                match field.shape {
+                    Shape::Inline => {
+                        let Ty::Message(inner) = field.ty else {
+                            return Err(Error::Malformed("an inlined field that is not a message"));
+                        };
+                        let bytes = value.bytes("inlined message")?;
+                        outer.push((*reader, *message));
+                        *reader = Reader::new(bytes);
+                        *message = inner;
+                        continue;
+                    }
+                    Shape::Single if field.omit_zero && value.is_zero() => continue,
+                    _ if is_dropped(self.options, message, field) => {
+                        skip_entries_of(reader, number)?;
+                        continue;
+                    }
+                    _ => {}
+                }
+                return Ok(Some((field, Pending::Streamed(value))));
+            },
+            Fields::Gathered(groups) => {
+                for Group {
+                    field,
+                    values,
+                    dropped,
+                } in groups.by_ref()
+                {
+                    if dropped {
+                        continue;
+                    }
+                    if matches!(field.shape, Shape::Single) && field.omit_zero {
+                        // A message is merged, so absent only when every occurrence is empty;
+                        // any other value is absent when its last occurrence is zero, and
+                        // the earlier ones must still be values it can hold.
+                        let merged = matches!(field.ty, Ty::Message(_));
+                        let absent = if merged {
+                            values.iter().all(|value| value.is_zero())
+                        } else {
+                            values.last().is_some_and(|value| value.is_zero())
+                        };
+                        if absent {
+                            for &value in &values {
+                                if !value.is_zero() {
+                                    check(field.ty, value)?;
+                                }
+                            }
+                            continue;
+                        }
+                    }
+                    return Ok(Some((field, Pending::Gathered(values))));
+                }
+                Ok(None)
+            }
         }
-        Ok(())
     }
+}
 
-    fn is_dropped(&self, field: &Field) -> bool {
-        self.options.drop_managed_fields
-            && ptr::eq(self.message, &META_V1_OBJECT_META)
-            && field.name == "managedFields"
+/// Skips the entries of field `number` that follow `reader` before any other field.
+fn skip_entries_of(reader: &mut Reader<'_>, number: u32) -> Result<(), Error> {
+    while reader.peek_number() == Some(number) {
+        reader.field()?;
     }
+    Ok(())
 }
 
 impl<'de> MapAccess<'de> for FieldAccess<'de> {
@@ -345,95 +587,244 @@ impl<'de> MapAccess<'de> for FieldAccess<'de> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, Error> {
-        if let Some((field, text)) = self.next_type_meta() {
-            self.pending = Some((field, WireValue::Bytes(text.as_bytes())));
-            return seed
-                .deserialize(BorrowedStrDeserializer::new(field.name))
-                .map(Some);
-        }
-        loop {
-            let Some((number, value)) = self.reader.field()? else {
-                match self.outer.pop() {
-                    Some((reader, message)) => {
-                        self.reader = reader;
-                        self.message = message;
-                        continue;
-                    }
-                    None => return Ok(None),
-                }
-            };
-            // A field this schema does not know (a newer server) is skipped, as protobuf does.
-            let Some(field) = self.message.field(number) else {
-                continue;
-            };
-            match field.shape {
-                Shape::Inline => {
-                    let Ty::Message(inner) = field.ty else {
-                        return Err(Error::Malformed("an inlined field that is not a message"));
-                    };
-                    let bytes = value.bytes("inlined message")?;
-                    self.outer.push((self.reader, self.message));
-                    self.reader = Reader::new(bytes);
-                    self.message = inner;
-                    continue;
-                }
-                Shape::Single if field.omit_zero && value.is_zero() => continue,
-                _ if self.is_dropped(field) => {
-                    self.skip_entries_of(number)?;
-                    continue;
-                }
-                _ => {}
+        let next = match self.next_type_meta() {
+            Some((field, text)) => {
+                Some((field, Pending::Streamed(WireValue::Bytes(text.as_bytes()))))
             }
-            self.pending = Some((field, value));
-            return seed
-                .deserialize(BorrowedStrDeserializer::new(field.name))
-                .map(Some);
-        }
+            None => self.next_field()?,
+        };
+        let Some((field, value)) = next else {
+            return Ok(None);
+        };
+        self.pending = Some((field, value));
+        seed.deserialize(BorrowedStrDeserializer::new(field.name))
+            .map(Some)
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let Some((field, value)) = self.pending.take() else {
+        let Some((field, pending)) = self.pending.take() else {
             return Err(Error::Malformed("a value asked for before its key"));
         };
-        match field.shape {
-            Shape::Single | Shape::Inline => seed.deserialize(ValueDeserializer {
-                ty: field.ty,
-                value,
-                options: self.options,
-            }),
-            Shape::Repeated => {
-                let decoded = seed.deserialize(RepeatedDeserializer(RepeatedAccess {
-                    reader: &mut self.reader,
+        let options = self.options;
+        let values = match pending {
+            Pending::Streamed(value) => {
+                let (Shape::Repeated | Shape::Map(_), Fields::Streamed { reader, .. }) =
+                    (field.shape, &mut self.fields)
+                else {
+                    return seed.deserialize(ValueDeserializer {
+                        ty: field.ty,
+                        value,
+                        options,
+                    });
+                };
+                let entries = Entries::Run {
+                    reader,
                     number: field.number,
-                    first: Some(value),
-                    packed: None,
-                    ty: field.ty,
-                    options: self.options,
-                }))?;
-                self.skip_entries_of(field.number)?;
-                Ok(decoded)
+                };
+                let decoded = match field.shape {
+                    Shape::Map(key) => seed.deserialize(MapDeserializer(MapEntries {
+                        entries,
+                        first: Some(value),
+                        key,
+                        ty: field.ty,
+                        value: None,
+                        options,
+                    })),
+                    _ => seed.deserialize(RepeatedDeserializer(RepeatedAccess {
+                        entries,
+                        first: Some(value),
+                        packed: None,
+                        ty: field.ty,
+                        options,
+                    })),
+                }?;
+                if let Fields::Streamed { reader, .. } = &mut self.fields {
+                    skip_entries_of(reader, field.number)?;
+                }
+                return Ok(decoded);
             }
-            Shape::Map(key) => {
-                let decoded = seed.deserialize(MapDeserializer(MapEntries {
-                    reader: &mut self.reader,
-                    number: field.number,
-                    first: Some(value),
-                    key,
-                    ty: field.ty,
-                    value: None,
-                    options: self.options,
-                }))?;
-                self.skip_entries_of(field.number)?;
-                Ok(decoded)
+            Pending::Gathered(values) => values,
+        };
+        match (field.shape, field.ty) {
+            (Shape::Repeated, ty) => seed.deserialize(RepeatedDeserializer(
+                RepeatedAccess::gathered(values, ty, options),
+            )),
+            (Shape::Map(key), ty) => seed.deserialize(MapDeserializer(MapEntries {
+                entries: Entries::Gathered(values.into_iter()),
+                first: None,
+                key,
+                ty,
+                value: None,
+                options,
+            })),
+            // A message seen more than once is merged.
+            (_, Ty::Message(message)) if values.len() > 1 => {
+                let segments = values
+                    .iter()
+                    .map(|value| value.bytes("message"))
+                    .collect::<Result<Vec<_>, _>>()?;
+                seed.deserialize(MergedMessage {
+                    segments,
+                    message,
+                    options,
+                })
+            }
+            // Any other value seen more than once: the last wins, and every earlier one must
+            // still be one the field can hold, as Go's decoder reads each.
+            (_, ty) => match values.split_last() {
+                Some((&value, earlier)) => {
+                    for &earlier in earlier {
+                        if !(field.omit_zero && earlier.is_zero()) {
+                            check(ty, earlier)?;
+                        }
+                    }
+                    seed.deserialize(ValueDeserializer { ty, value, options })
+                }
+                None => Err(Error::Malformed("a field gathered without a value")),
+            },
+        }
+    }
+}
+
+/// Whether `value` is one a field of `ty` can hold, read as the generated decoders read it but
+/// kept nowhere: what an occurrence of a scalar that a later one replaces must still pass.
+fn check(ty: Ty, value: WireValue<'_>) -> Result<(), Error> {
+    let utf8 = |bytes: &[u8]| {
+        std::str::from_utf8(bytes)
+            .map(drop)
+            .map_err(|_| Error::Utf8)
+    };
+    match ty {
+        Ty::Bool | Ty::Int32 | Ty::Int64 | Ty::Uint32 | Ty::Uint64 | Ty::Double | Ty::Float => {
+            value.integer("number").map(drop)
+        }
+        Ty::String => utf8(value.bytes("string")?),
+        Ty::Bytes => value.bytes("bytes").map(drop),
+        // Merged, never replaced: every occurrence is decoded.
+        Ty::Message(_) => Ok(()),
+        Ty::Time | Ty::MicroTime if value.is_zero() => Ok(()),
+        Ty::Time | Ty::MicroTime => {
+            time::from_wire(value.bytes("time")?, matches!(ty, Ty::MicroTime)).map(drop)
+        }
+        Ty::Duration => single_field(value.bytes("duration")?, 1)?
+            .map_or(Ok(()), |nanos| nanos.integer("duration").map(drop)),
+        Ty::Quantity => single_field(value.bytes("quantity")?, 1)?
+            .map_or(Ok(()), |text| utf8(text.bytes("quantity")?)),
+        Ty::IntOrString => match int_or_string_parts(value.bytes("IntOrString")?)? {
+            IntOrStringParts::String(text) => utf8(text),
+            IntOrStringParts::Int(_) => Ok(()),
+        },
+        Ty::FieldsV1 | Ty::RawExtension => {
+            let json = match single_field(value.bytes("embedded JSON")?, 1)? {
+                Some(raw) => raw.bytes("raw JSON")?,
+                None => b"null",
+            };
+            embedded(json, |json| de::IgnoredAny::deserialize(json)).map(drop)
+        }
+        Ty::StringList => {
+            let mut reader = Reader::new(value.bytes("string list")?);
+            while let Some((number, item)) = reader.field()? {
+                if number == 1 {
+                    utf8(item.bytes("string")?)?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A message that appeared more than once in its parent: its occurrences merged.
+struct MergedMessage<'de> {
+    segments: Vec<&'de [u8]>,
+    message: &'static Message,
+    options: DecodeOptions,
+}
+
+impl<'de> Deserializer<'de> for MergedMessage<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_map(FieldAccess::merged(
+            &self.segments,
+            self.message,
+            self.options,
+        )?)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+/// The entries of one repeated or map field.
+enum Entries<'a, 'de> {
+    /// The entries of field `number` that follow `reader` before any other field: all of them,
+    /// in a streamed message.
+    Run {
+        reader: &'a mut Reader<'de>,
+        number: u32,
+    },
+    /// Every entry, gathered from wherever it appeared.
+    Gathered(std::vec::IntoIter<WireValue<'de>>),
+}
+
+impl<'de> Entries<'_, 'de> {
+    fn next(&mut self) -> Result<Option<WireValue<'de>>, Error> {
+        match self {
+            Entries::Run { reader, number } if reader.peek_number() == Some(*number) => {
+                Ok(reader.field()?.map(|(_, value)| value))
+            }
+            Entries::Run { .. } => Ok(None),
+            Entries::Gathered(values) => Ok(values.next()),
+        }
+    }
+
+    /// How many elements of `ty` the entries still ahead hold (a packed entry holds several).
+    fn count(&self, ty: Ty) -> usize {
+        let elements = |value: WireValue<'_>| match value {
+            WireValue::Bytes(bytes) if is_packable(ty) => packed_len(bytes, ty),
+            _ => 1,
+        };
+        match self {
+            Entries::Run { reader, number } => {
+                let mut ahead = **reader;
+                let mut count = 0;
+                while ahead.peek_number() == Some(*number) {
+                    match ahead.field() {
+                        Ok(Some((_, value))) => count += elements(value),
+                        _ => break,
+                    }
+                }
+                count
+            }
+            Entries::Gathered(values) => {
+                values.as_slice().iter().map(|&value| elements(value)).sum()
             }
         }
     }
 }
 
-/// The consecutive entries of one repeated field.
+/// The elements of one repeated field.
 struct RepeatedAccess<'a, 'de> {
-    reader: &'a mut Reader<'de>,
-    number: u32,
+    entries: Entries<'a, 'de>,
+    /// The entry in hand, read before the others.
     first: Option<WireValue<'de>>,
     /// The rest of a packed run of numbers.
     packed: Option<Reader<'de>>,
@@ -442,6 +833,17 @@ struct RepeatedAccess<'a, 'de> {
 }
 
 impl<'de> RepeatedAccess<'_, 'de> {
+    /// The elements of `values`, every entry of a repeated field of `ty`.
+    fn gathered(values: Vec<WireValue<'de>>, ty: Ty, options: DecodeOptions) -> Self {
+        Self {
+            entries: Entries::Gathered(values.into_iter()),
+            first: None,
+            packed: None,
+            ty,
+            options,
+        }
+    }
+
     fn next_value(&mut self) -> Result<Option<WireValue<'de>>, Error> {
         loop {
             if let Some(packed) = &mut self.packed {
@@ -452,13 +854,10 @@ impl<'de> RepeatedAccess<'_, 'de> {
             }
             let value = match self.first.take() {
                 Some(value) => value,
-                None if self.reader.peek_number() == Some(self.number) => {
-                    match self.reader.field()? {
-                        Some((_, value)) => value,
-                        None => return Ok(None),
-                    }
-                }
-                None => return Ok(None),
+                None => match self.entries.next()? {
+                    Some(value) => value,
+                    None => return Ok(None),
+                },
             };
             match value {
                 WireValue::Bytes(bytes) if is_packable(self.ty) => {
@@ -467,6 +866,23 @@ impl<'de> RepeatedAccess<'_, 'de> {
                 value => return Ok(Some(value)),
             }
         }
+    }
+
+    /// How many elements remain: what is left of a packed run, the entry in hand and the
+    /// entries still ahead. Told to serde as the sequence's size, so a `Vec` is allocated once
+    /// at its final length instead of doubling, which would leave up to half its slots (a
+    /// `Container` is 2,336 bytes) empty in every cached object.
+    fn remaining(&self) -> usize {
+        let packed = self
+            .packed
+            .as_ref()
+            .map_or(0, |run| packed_len(run.remaining(), self.ty));
+        let first = match self.first {
+            Some(WireValue::Bytes(bytes)) if is_packable(self.ty) => packed_len(bytes, self.ty),
+            Some(_) => 1,
+            None => 0,
+        };
+        packed + first + self.entries.count(self.ty)
     }
 }
 
@@ -488,37 +904,6 @@ fn packed_element<'de>(packed: &mut Reader<'de>, ty: Ty) -> Result<WireValue<'de
             Ok(WireValue::Fixed32(u32::from_le_bytes(bytes)))
         }
         _ => Ok(WireValue::Varint(packed.varint()?)),
-    }
-}
-
-impl RepeatedAccess<'_, '_> {
-    /// How many elements remain: what is left of a packed run, the entry in hand and the
-    /// consecutive entries of this field still ahead (Go writes a repeated field's entries
-    /// together). Told to serde as the sequence's size, so a `Vec` is allocated once at its
-    /// final length instead of doubling, which would leave up to half its slots (a
-    /// `Container` is 2,336 bytes) empty in every cached object.
-    fn remaining(&self) -> usize {
-        let packed = self
-            .packed
-            .as_ref()
-            .map_or(0, |run| packed_len(run.remaining(), self.ty));
-        let first = match self.first {
-            Some(WireValue::Bytes(bytes)) if is_packable(self.ty) => packed_len(bytes, self.ty),
-            Some(_) => 1,
-            None => 0,
-        };
-        let mut ahead = *self.reader;
-        let mut entries = 0;
-        while ahead.peek_number() == Some(self.number) {
-            match ahead.field() {
-                Ok(Some((_, WireValue::Bytes(bytes)))) if is_packable(self.ty) => {
-                    entries += packed_len(bytes, self.ty);
-                }
-                Ok(Some(_)) => entries += 1,
-                _ => break,
-            }
-        }
-        packed + first + entries
     }
 }
 
@@ -595,10 +980,10 @@ collection_deserializer! {
     RepeatedDeserializer(RepeatedAccess) => visit_seq
 }
 
-/// The consecutive entries of one `map<…>` field.
+/// The entries of one `map<…>` field; a key seen twice keeps its last value, as in Go.
 struct MapEntries<'a, 'de> {
-    reader: &'a mut Reader<'de>,
-    number: u32,
+    entries: Entries<'a, 'de>,
+    /// The entry in hand, read before the others.
     first: Option<WireValue<'de>>,
     key: Ty,
     ty: Ty,
@@ -624,11 +1009,10 @@ impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
     ) -> Result<Option<K::Value>, Error> {
         let entry = match self.first.take() {
             Some(entry) => entry,
-            None if self.reader.peek_number() == Some(self.number) => match self.reader.field()? {
-                Some((_, entry)) => entry,
+            None => match self.entries.next()? {
+                Some(entry) => entry,
                 None => return Ok(None),
             },
-            None => return Ok(None),
         };
         let mut fields = Reader::new(entry.bytes("map entry")?);
         let (mut key, mut value) = (zero_of(self.key), zero_of(self.ty));

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::Error;
+use crate::{Error, wire::Reader};
 
 /// Days from 0000-03-01 to 1970-01-01 in the proleptic Gregorian calendar.
 const DAYS_FROM_CIVIL_EPOCH: i64 = 719_468;
@@ -25,7 +25,8 @@ pub(crate) fn write_rfc3339(buffer: &mut [u8; 32], seconds: i64, nanos: Option<i
     let second_of_day = seconds.rem_euclid(86_400);
     let (year, month, day) = civil_from_days(days);
     let mut at = 0;
-    // Years outside 0..=9999 are not RFC 3339; they are clamped rather than overflow the buffer.
+    // Years outside 0..=9999 are not RFC 3339 ([`from_wire`] refuses them); they are clamped
+    // rather than overflow the buffer.
     put_digits(buffer, &mut at, year.clamp(0, 9999).unsigned_abs(), 4);
     for (separator, value, width) in [
         (b'-', u64::from(month), 2),
@@ -77,6 +78,47 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     } as u32;
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
+}
+
+/// 0000-01-01T00:00:00Z, the first instant Go's JSON writes a time for.
+const FIRST_SECOND: i64 = -62_167_219_200;
+/// 9999-12-30T22:00:00Z, the last instant k8s-openapi's times (jiff's `Timestamp::MAX`) hold;
+/// Go's JSON writes times up to 9999-12-31T23:59:59Z.
+const LAST_SECOND: i64 = 253_402_207_200;
+/// What a time out of that range is told as.
+pub(crate) const OUT_OF_RANGE: &str = "a time outside 0000-01-01T00:00:00Z to 9999-12-30T22:00:00Z";
+
+/// The instant a `Timestamp` message (`seconds = 1`, `nanos = 2`) holds once Go has decoded it
+/// into a `metav1.Time` (`micro` false) or `metav1.MicroTime` (`micro` true), as seconds and
+/// nanoseconds since the Unix epoch.
+///
+/// Each field's last occurrence wins and every occurrence must have an integer's wire type, as
+/// in Go's generated decoder. A `Time` keeps whole seconds (Go's `Time.Unmarshal` drops the
+/// nanoseconds); a `MicroTime` folds nanoseconds outside `0..1e9` into the seconds, as
+/// `time.Unix` does. An instant before the year 0000 is an error (Go decodes it but cannot
+/// write it as JSON, and RFC 3339 has no text for it), and so is one after the last that
+/// k8s-openapi's time types hold ([`LAST_SECOND`]).
+pub(crate) fn from_wire(bytes: &[u8], micro: bool) -> Result<(i64, i32), Error> {
+    let (mut seconds, mut nanos) = (0i64, 0i32);
+    let mut reader = Reader::new(bytes);
+    while let Some((number, value)) = reader.field()? {
+        match number {
+            1 => seconds = value.integer("seconds")? as i64,
+            // An int32 on the wire: a negative one is sign-extended, truncation decodes it.
+            2 => nanos = value.integer("nanos")? as i32,
+            _ => {}
+        }
+    }
+    let (seconds, nanos) = if micro {
+        let carried = seconds.checked_add(i64::from(nanos.div_euclid(1_000_000_000)));
+        (carried, nanos.rem_euclid(1_000_000_000))
+    } else {
+        (Some(seconds), 0)
+    };
+    match seconds {
+        Some(seconds) if (FIRST_SECOND..=LAST_SECOND).contains(&seconds) => Ok((seconds, nanos)),
+        _ => Err(Error::Malformed(OUT_OF_RANGE)),
+    }
 }
 
 /// Seconds and nanoseconds since the Unix epoch of an RFC 3339 timestamp.
@@ -193,6 +235,52 @@ mod tests {
         );
         assert_eq!(format_rfc3339(951_782_400, None), "2000-02-29T00:00:00Z");
         assert_eq!(format_rfc3339(-1, None), "1969-12-31T23:59:59Z");
+    }
+
+    fn timestamp(seconds: i64, nanos: i32) -> Vec<u8> {
+        let mut message = crate::wire::Writer::default();
+        message.varint_field(1, seconds as u64);
+        message.varint_field(2, i64::from(nanos) as u64);
+        message.buf
+    }
+
+    #[test]
+    fn times_from_the_wire_are_what_go_holds_and_can_write() {
+        // Time drops the nanoseconds; MicroTime folds them into the seconds as time.Unix does.
+        assert_eq!(from_wire(&timestamp(10, 7), false), Ok((10, 0)));
+        assert_eq!(from_wire(&timestamp(10, 7), true), Ok((10, 7)));
+        assert_eq!(from_wire(&timestamp(10, -1), true), Ok((9, 999_999_999)));
+        assert_eq!(from_wire(&timestamp(10, 2_000_000_001), true), Ok((12, 1)));
+        assert_eq!(from_wire(&[], false), Ok((0, 0)));
+        // The first and last second Go's JSON writes, and one beyond each.
+        assert_eq!(
+            from_wire(&timestamp(FIRST_SECOND, 0), false),
+            Ok((FIRST_SECOND, 0))
+        );
+        assert_eq!(
+            from_wire(&timestamp(LAST_SECOND, 0), false),
+            Ok((LAST_SECOND, 0))
+        );
+        assert_eq!(format_rfc3339(LAST_SECOND, None), "9999-12-30T22:00:00Z");
+        assert_eq!(LAST_SECOND, jiff::Timestamp::MAX.as_second());
+        assert_eq!(format_rfc3339(FIRST_SECOND, None), "0000-01-01T00:00:00Z");
+        for seconds in [
+            FIRST_SECOND - 1,
+            LAST_SECOND + 1,
+            1_000_000_000_000,
+            i64::MIN,
+        ] {
+            assert_eq!(
+                from_wire(&timestamp(seconds, 0), false),
+                Err(Error::Malformed(OUT_OF_RANGE)),
+                "{seconds}"
+            );
+        }
+        assert!(from_wire(&timestamp(i64::MAX, 1_999_999_999), true).is_err());
+        // A seconds field that is not an integer is refused even when a later one is.
+        let mut bad = vec![0x0a, 0x00];
+        bad.extend(timestamp(10, 0));
+        assert!(from_wire(&bad, false).is_err());
     }
 
     #[test]

@@ -20,7 +20,8 @@ use k8s_openapi::{
 
 use crate::{
     DecodeOptions, Error,
-    de::single_field,
+    de::{IntOrStringParts, int_or_string_parts, single_field},
+    time,
     wire::{Reader, WireValue},
 };
 
@@ -127,9 +128,9 @@ pub(crate) trait Slot<T> {
     where
         T: Zero;
 
-    /// The value, made fresh whether or not it was there (the serde path replaces a value
-    /// seen twice; so does this).
-    fn fresh(&mut self) -> &mut T
+    /// Makes the field absent, or its zero when k8s-openapi made it required: what a zero on
+    /// the wire leaves of an `omitempty` field that an earlier occurrence set.
+    fn clear(&mut self)
     where
         T: Zero;
 }
@@ -146,12 +147,11 @@ impl<T> Slot<T> for T {
     }
 
     #[inline]
-    fn fresh(&mut self) -> &mut T
+    fn clear(&mut self)
     where
         T: Zero,
     {
         *self = T::zero();
-        self
     }
 }
 
@@ -170,13 +170,8 @@ impl<T> Slot<T> for Option<T> {
     }
 
     #[inline]
-    fn fresh(&mut self) -> &mut T
-    where
-        T: Zero,
-    {
-        // Zeroed in place, not built on the stack and copied in (a `PodSpec` is 1.5 KB).
+    fn clear(&mut self) {
         *self = None;
-        self.get_or_insert_with(T::zero)
     }
 }
 
@@ -260,7 +255,10 @@ impl Zero for RawExtension {
 /// A single scalar, string or special value; `skip_zero` for an `omitempty` scalar (protobuf
 /// writes its zero, JSON would leave it out) and for the types whose zero is JSON's `null`.
 #[inline]
-pub(crate) fn single<T, S: Slot<T>>(
+///
+/// The last occurrence wins, as in Go: a zero that `skip_zero` skips still clears what an
+/// earlier occurrence set.
+pub(crate) fn single<T: Zero, S: Slot<T>>(
     slot: &mut S,
     value: WireValue<'_>,
     options: &DecodeOptions,
@@ -268,6 +266,7 @@ pub(crate) fn single<T, S: Slot<T>>(
     read: impl Fn(WireValue<'_>, &DecodeOptions) -> Result<T, Error>,
 ) -> Result<(), Error> {
     if skip_zero && value.is_zero() {
+        slot.clear();
         return Ok(());
     }
     slot.set(read(value, options)?);
@@ -276,12 +275,15 @@ pub(crate) fn single<T, S: Slot<T>>(
 
 /// A single nested message, decoded in place.
 #[inline]
+///
+/// A message that arrives twice is merged, as protobuf and Go's decoders do: the second
+/// occurrence's fields are decoded into what the first left.
 pub(crate) fn message<T: Merge + Zero, S: Slot<T>>(
     slot: &mut S,
     value: WireValue<'_>,
     options: &DecodeOptions,
 ) -> Result<(), Error> {
-    merge(slot.fresh(), value.bytes("message")?, options)
+    merge(slot.slot(), value.bytes("message")?, options)
 }
 
 /// One element of a repeated field.
@@ -431,49 +433,25 @@ pub(crate) fn quantity(value: WireValue<'_>, _: &DecodeOptions) -> Result<Quanti
 }
 
 pub(crate) fn int_or_string(value: WireValue<'_>, _: &DecodeOptions) -> Result<IntOrString, Error> {
-    let bytes = value.bytes("IntOrString")?;
-    let mut is_string = false;
-    let mut int = 0;
-    let mut text: &[u8] = b"";
-    let mut reader = Reader::new(bytes);
-    while let Some((number, value)) = reader.field()? {
-        match number {
-            1 => is_string = value.integer("type")? == 1,
-            2 => int = value.integer("intVal")? as i32,
-            3 => text = value.bytes("strVal")?,
-            _ => {}
-        }
-    }
-    Ok(if is_string {
-        IntOrString::String(owned_str(text)?)
-    } else {
-        IntOrString::Int(int)
+    Ok(match int_or_string_parts(value.bytes("IntOrString")?)? {
+        IntOrStringParts::String(text) => IntOrString::String(owned_str(text)?),
+        IntOrStringParts::Int(int) => IntOrString::Int(int),
     })
 }
 
-/// `{seconds = 1, nanos = 2}`, with the nanoseconds cut to `precision` as JSON's text would.
-fn timestamp(value: WireValue<'_>, precision: i32) -> Result<Timestamp, Error> {
-    let mut seconds = 0;
-    let mut nanos = 0;
-    let mut reader = Reader::new(value.bytes("time")?);
-    while let Some((number, value)) = reader.field()? {
-        match number {
-            1 => seconds = value.integer("seconds")? as i64,
-            2 => nanos = value.integer("nanos")? as i32,
-            _ => {}
-        }
-    }
-    let nanos = nanos.clamp(0, 999_999_999) / precision * precision;
-    Timestamp::new(seconds, nanos).map_err(|_| Error::Malformed("a time out of range"))
+/// `{seconds = 1, nanos = 2}` as Go holds it ([`time::from_wire`]), cut to microseconds for a
+/// `MicroTime` as its JSON text is.
+fn timestamp(value: WireValue<'_>, micro: bool) -> Result<Timestamp, Error> {
+    let (seconds, nanos) = time::from_wire(value.bytes("time")?, micro)?;
+    Timestamp::new(seconds, nanos / 1_000 * 1_000).map_err(|_| Error::Malformed(time::OUT_OF_RANGE))
 }
 
 pub(crate) fn time(value: WireValue<'_>, _: &DecodeOptions) -> Result<Time, Error> {
-    // `metav1.Time` is whole seconds in JSON.
-    timestamp(value, 1_000_000_000).map(Time)
+    timestamp(value, false).map(Time)
 }
 
 pub(crate) fn micro_time(value: WireValue<'_>, _: &DecodeOptions) -> Result<MicroTime, Error> {
-    timestamp(value, 1_000).map(MicroTime)
+    timestamp(value, true).map(MicroTime)
 }
 
 /// The JSON document inside `{raw = 1}`.

@@ -2,5 +2,6 @@
 //! they link once and run side by side.
 
 mod differential;
+mod go_semantics;
 mod list_splitter;
 mod roundtrip;
