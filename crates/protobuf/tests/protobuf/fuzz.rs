@@ -1,0 +1,168 @@
+//! A seeded differential fuzz run: Go-encoded fixtures mutated (bits flipped, bytes set to
+//! boundary values, truncated, bytes inserted and deleted, a stretch repeated), each decoded
+//! by the generated decoder of its kind and by the serde path. Neither may panic, and where
+//! either accepts an input both must, with equal values.
+
+use std::{fmt::Debug, fs, path::PathBuf};
+
+use k8s_openapi::api::{
+    apps::v1::{Deployment, StatefulSet},
+    batch::v1::CronJob,
+    coordination::v1::Lease,
+    core::v1::{ConfigMap, Event, Node, Pod, Secret, Service},
+    rbac::v1::Role,
+};
+use kinformer_protobuf::{DecodeOptions, Decoder, Envelope, Message};
+use serde::de::DeserializeOwned;
+
+/// splitmix64: a seeded sequence, the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, bound: usize) -> usize {
+        (self.next() % bound.max(1) as u64) as usize
+    }
+}
+
+fn mutate(rng: &mut Rng, bytes: &mut Vec<u8>) {
+    for _ in 0..=rng.below(3) {
+        let at = rng.below(bytes.len());
+        match rng.below(7) {
+            0 if !bytes.is_empty() => bytes[at] ^= 1 << rng.below(8),
+            1 if !bytes.is_empty() => {
+                bytes[at] = [0x00, 0x01, 0x7f, 0x80, 0xff][rng.below(5)];
+            }
+            2 => bytes.truncate(at),
+            3 => bytes.insert(at, rng.next() as u8),
+            4 if !bytes.is_empty() => {
+                let end = (at + 1 + rng.below(8)).min(bytes.len());
+                bytes.drain(at..end);
+            }
+            // A stretch copied elsewhere: fields that appear twice, or out of their run.
+            _ => {
+                let len = rng.below(24).min(bytes.len() - at);
+                let stretch = bytes[at..at + len].to_vec();
+                let to = rng.below(bytes.len());
+                bytes.splice(to..to, stretch);
+            }
+        }
+    }
+}
+
+/// What each path made of one input, compared.
+#[derive(Default)]
+struct Tally {
+    inputs: usize,
+    accepted: usize,
+    divergences: Vec<String>,
+}
+
+fn run<T: DeserializeOwned + PartialEq + Debug + 'static>(
+    name: &str,
+    rng: &mut Rng,
+    inputs: usize,
+    tally: &mut Tally,
+) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{name}.pb"));
+    let body = fs::read(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let envelope = Envelope::parse(&body).expect("the fixture has the k8s envelope");
+    let message: &'static Message = envelope.message().expect("a table for the kind");
+    let (generated, serde) = (Decoder::<T>::new(), Decoder::<T>::serde());
+    assert!(generated.is_generated(), "{name}: a generated decoder");
+    for _ in 0..inputs {
+        let mut bytes = envelope.raw.to_vec();
+        mutate(rng, &mut bytes);
+        for options in [
+            DecodeOptions::default(),
+            DecodeOptions::default().drop_managed_fields(),
+        ] {
+            tally.inputs += 1;
+            let fast = generated.decode(&bytes, message, options);
+            let slow = serde.decode(&bytes, message, options);
+            let diverged = match (&fast, &slow) {
+                (Ok(fast), Ok(slow)) => {
+                    tally.accepted += 1;
+                    fast != slow
+                }
+                (Err(_), Err(_)) => false,
+                _ => true,
+            };
+            if diverged && tally.divergences.len() < 10 {
+                let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+                let said = |result: &Result<T, _>| match result {
+                    Ok(_) => "accepted".to_owned(),
+                    Err(error) => format!("{error}"),
+                };
+                let first_difference = match (&fast, &slow) {
+                    (Ok(fast), Ok(slow)) => {
+                        let (fast, slow) = (format!("{fast:#?}"), format!("{slow:#?}"));
+                        fast.lines()
+                            .zip(slow.lines())
+                            .find(|(fast, slow)| fast != slow)
+                            .map(|(fast, slow)| format!(" ({} / {})", fast.trim(), slow.trim()))
+                            .unwrap_or_default()
+                    }
+                    _ => String::new(),
+                };
+                tally.divergences.push(format!(
+                    "{name} ({options:?}): generated {}, serde {}{first_difference}: {hex}",
+                    said(&fast),
+                    said(&slow)
+                ));
+            }
+        }
+    }
+}
+
+/// A number from the environment variable `name`, else `default`.
+fn from_env(name: &str, default: u64) -> u64 {
+    std::env::var(name).map_or(default, |value| {
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={value:?} is not a number"))
+    })
+}
+
+/// The bounded run: a thousand inputs per fixture, twice each (with and without managedFields),
+/// a second or two. A long run sets the count and the seed:
+/// `KINFORMER_FUZZ_INPUTS=1000000 KINFORMER_FUZZ_SEED=7 cargo test --release -p
+/// kinformer-protobuf --test protobuf fuzz`.
+#[test]
+fn mutated_objects_decode_alike_through_both_paths() {
+    let per_kind = from_env("KINFORMER_FUZZ_INPUTS", 1_000) as usize;
+    let mut rng = Rng(from_env("KINFORMER_FUZZ_SEED", 0x6b69_6e66_6f72_6d65));
+    let mut tally = Tally::default();
+    run::<Pod>("pod", &mut rng, per_kind, &mut tally);
+    run::<Pod>("pod-minimal", &mut rng, per_kind, &mut tally);
+    run::<Deployment>("deployment", &mut rng, per_kind, &mut tally);
+    run::<StatefulSet>("statefulset", &mut rng, per_kind, &mut tally);
+    run::<Node>("node", &mut rng, per_kind, &mut tally);
+    run::<Service>("service", &mut rng, per_kind, &mut tally);
+    run::<ConfigMap>("configmap", &mut rng, per_kind, &mut tally);
+    run::<Secret>("secret", &mut rng, per_kind, &mut tally);
+    run::<Event>("event", &mut rng, per_kind, &mut tally);
+    run::<CronJob>("cronjob", &mut rng, per_kind, &mut tally);
+    run::<Lease>("lease", &mut rng, per_kind, &mut tally);
+    run::<Role>("role", &mut rng, per_kind, &mut tally);
+    assert!(
+        tally.accepted * 20 > tally.inputs,
+        "most mutations should leave a decodable object: {} of {}",
+        tally.accepted,
+        tally.inputs
+    );
+    assert!(
+        tally.divergences.is_empty(),
+        "of {} inputs ({} accepted), these diverged:\n{}",
+        tally.inputs,
+        tally.accepted,
+        tally.divergences.join("\n")
+    );
+}
