@@ -13,11 +13,11 @@
 //! writes every field once, in one run, and such a message streams to serde as it is read; a
 //! message whose fields come in any other order is first gathered field by field.
 
-use std::ptr;
+use std::{borrow::Cow, ptr};
 
 use serde::de::{
-    self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
-    value::BorrowedStrDeserializer,
+    self, Deserialize, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess,
+    Visitor, value::BorrowedStrDeserializer,
 };
 
 use crate::{
@@ -25,7 +25,7 @@ use crate::{
     generated::META_V1_OBJECT_META,
     schema::{Field, Message, Shape, Ty},
     time,
-    wire::{Reader, WireValue},
+    wire::{Reader, WireValue, go_text},
 };
 
 /// Choices that change what a decode keeps.
@@ -92,17 +92,13 @@ impl<'de> ValueDeserializer<'de> {
         self.value.bytes("length-delimited")
     }
 
-    fn str(&self) -> Result<&'de str, Error> {
-        std::str::from_utf8(self.bytes()?).map_err(|_| Error::Utf8)
-    }
-
     /// Whether JSON would hold `null` here: a zero `Time` (protobuf writes it empty) or an
     /// embedded JSON document that is absent.
     fn is_null(&self) -> bool {
         matches!(
             self.ty,
             Ty::Time | Ty::MicroTime | Ty::FieldsV1 | Ty::RawExtension
-        ) && self.value.is_zero()
+        ) && is_empty_message(self.value)
     }
 
     /// The raw JSON inside a `FieldsV1` or `RawExtension`.
@@ -112,6 +108,12 @@ impl<'de> ValueDeserializer<'de> {
             .transpose()?
             .unwrap_or(b"null"))
     }
+}
+
+/// Whether `value` is an empty message: what Go writes for a zero `Time` or an absent embedded
+/// JSON document, which JSON shows as `null`.
+fn is_empty_message(value: WireValue<'_>) -> bool {
+    matches!(value, WireValue::Bytes(bytes) if bytes.is_empty())
 }
 
 /// The last value of field `number` in the message `bytes` (protobuf's "last one wins").
@@ -126,20 +128,41 @@ pub(crate) fn single_field(bytes: &[u8], number: u32) -> Result<Option<WireValue
     Ok(found)
 }
 
-/// What `read` makes of the embedded JSON document `json`, which must be one document with
-/// nothing after it but whitespace, as Go's JSON encoder requires when it writes the object.
-fn embedded<'de, T>(
-    json: &'de [u8],
-    read: impl FnOnce(
-        &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
-    ) -> serde_json::Result<T>,
-) -> Result<T, Error> {
-    let mut deserializer = serde_json::Deserializer::from_slice(json);
-    read(&mut deserializer)
-        .and_then(|value| deserializer.end().map(|()| value))
-        .map_err(|error| Error::custom(format_args!("embedded JSON: {error}")))
+/// `bytes` as text for `visitor`: borrowed when they are UTF-8, else as Go's JSON shows them
+/// ([`go_text`]).
+fn visit_text<'de, V: Visitor<'de>>(visitor: V, bytes: &'de [u8]) -> Result<V::Value, Error> {
+    match go_text(bytes) {
+        Cow::Borrowed(text) => visitor.visit_borrowed_str(text),
+        Cow::Owned(text) => visitor.visit_string(text),
+    }
 }
 
+/// What `$read` makes of the embedded JSON document `$json` (bound to `$de`, a serde_json
+/// deserializer), which must be one document with nothing after it but whitespace, as Go's JSON
+/// encoder requires when it writes the object. A document that is not UTF-8 is read as Go's
+/// JSON shows it ([`go_text`]), through a `serde_json::Value`.
+macro_rules! read_embedded {
+    ($json:expr, |$de:ident| $read:expr) => {{
+        let json: &[u8] = $json;
+        let error =
+            |error: serde_json::Error| Error::custom(format_args!("embedded JSON: {error}"));
+        match go_text(json) {
+            Cow::Borrowed(_) => {
+                let mut deserializer = serde_json::Deserializer::from_slice(json);
+                let value = {
+                    let $de = &mut deserializer;
+                    $read.map_err(error)?
+                };
+                deserializer.end().map_err(error)?;
+                Ok(value)
+            }
+            Cow::Owned(text) => {
+                let $de: serde_json::Value = serde_json::from_str(&text).map_err(error)?;
+                $read.map_err(error)
+            }
+        }
+    }};
+}
 /// What an `IntOrString` holds.
 pub(crate) enum IntOrStringParts<'de> {
     Int(i32),
@@ -182,9 +205,9 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
             Ty::Int64 => visitor.visit_i64(self.value.integer("int64")? as i64),
             Ty::Uint32 => visitor.visit_u32(self.value.integer("uint32")? as u32),
             Ty::Uint64 => visitor.visit_u64(self.value.integer("uint64")?),
-            Ty::Double => visitor.visit_f64(f64::from_bits(self.value.integer("double")?)),
-            Ty::Float => visitor.visit_f32(f32::from_bits(self.value.integer("float")? as u32)),
-            Ty::String => visitor.visit_borrowed_str(self.str()?),
+            Ty::Double => visitor.visit_f64(f64::from_bits(self.value.fixed64("double")?)),
+            Ty::Float => visitor.visit_f32(f32::from_bits(self.value.fixed32("float")?)),
+            Ty::String => visit_text(visitor, self.bytes()?),
             Ty::Bytes => visitor.visit_string(base64::Engine::encode(
                 &base64::engine::general_purpose::STANDARD,
                 self.bytes()?,
@@ -193,7 +216,7 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
                 visitor.visit_map(FieldAccess::new(self.bytes()?, message, self.options)?)
             }
             Ty::Time | Ty::MicroTime => {
-                if self.value.is_zero() {
+                if is_empty_message(self.value) {
                     return visitor.visit_unit();
                 }
                 let micro = matches!(self.ty, Ty::MicroTime);
@@ -210,23 +233,16 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
                     .unwrap_or(0) as i64;
                 visitor.visit_string(time::format_go_duration(nanos))
             }
-            Ty::Quantity => {
-                let text = match single_field(self.bytes()?, 1)? {
-                    Some(value) => {
-                        std::str::from_utf8(value.bytes("quantity")?).map_err(|_| Error::Utf8)?
-                    }
-                    None => "0",
-                };
-                visitor.visit_borrowed_str(text)
-            }
+            Ty::Quantity => match single_field(self.bytes()?, 1)? {
+                Some(value) => visit_text(visitor, value.bytes("quantity")?),
+                None => visitor.visit_borrowed_str("0"),
+            },
             Ty::IntOrString => match int_or_string_parts(self.bytes()?)? {
-                IntOrStringParts::String(text) => {
-                    visitor.visit_borrowed_str(std::str::from_utf8(text).map_err(|_| Error::Utf8)?)
-                }
+                IntOrStringParts::String(text) => visit_text(visitor, text),
                 IntOrStringParts::Int(int) => visitor.visit_i32(int),
             },
             Ty::FieldsV1 | Ty::RawExtension => {
-                embedded(self.embedded_json()?, |json| json.deserialize_any(visitor))
+                read_embedded!(self.embedded_json()?, |json| json.deserialize_any(visitor))
             }
             Ty::StringList => {
                 // `{repeated items = 1}`: every item, wherever it appears.
@@ -256,7 +272,7 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
         visitor: V,
     ) -> Result<V::Value, Error> {
         match self.ty {
-            Ty::FieldsV1 | Ty::RawExtension => embedded(self.embedded_json()?, |json| {
+            Ty::FieldsV1 | Ty::RawExtension => read_embedded!(self.embedded_json()?, |json| {
                 json.deserialize_newtype_struct(name, visitor)
             }),
             _ => visitor.visit_newtype_struct(self),
@@ -276,7 +292,10 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
         visitor: V,
     ) -> Result<V::Value, Error> {
         match self.ty {
-            Ty::String => visitor.visit_enum(BorrowedStrDeserializer::new(self.str()?)),
+            Ty::String => match go_text(self.bytes()?) {
+                Cow::Borrowed(text) => visitor.visit_enum(BorrowedStrDeserializer::new(text)),
+                Cow::Owned(text) => visitor.visit_enum(text.into_deserializer()),
+            },
             _ => self.deserialize_any(visitor).map_err(|error| {
                 Error::custom(format_args!("{name} (one of {variants:?}): {error}"))
             }),
@@ -526,7 +545,11 @@ impl<'de> FieldAccess<'de> {
                         *message = inner;
                         continue;
                     }
-                    Shape::Single if field.omit_zero && value.is_zero() => continue,
+                    Shape::Single if field.omit_zero && value.is_zero() => {
+                        // Skipped, but only when it has the field's wire type, as in Go.
+                        check(field.ty, value)?;
+                        continue;
+                    }
                     _ if is_dropped(self.options, message, field) => {
                         skip_entries_of(reader, number)?;
                         continue;
@@ -557,9 +580,7 @@ impl<'de> FieldAccess<'de> {
                         };
                         if absent {
                             for &value in &values {
-                                if !value.is_zero() {
-                                    check(field.ty, value)?;
-                                }
+                                check(field.ty, value)?;
                             }
                             continue;
                         }
@@ -674,9 +695,7 @@ impl<'de> MapAccess<'de> for FieldAccess<'de> {
             (_, ty) => match values.split_last() {
                 Some((&value, earlier)) => {
                     for &earlier in earlier {
-                        if !(field.omit_zero && earlier.is_zero()) {
-                            check(ty, earlier)?;
-                        }
+                        check(ty, earlier)?;
                     }
                     seed.deserialize(ValueDeserializer { ty, value, options })
                 }
@@ -689,43 +708,38 @@ impl<'de> MapAccess<'de> for FieldAccess<'de> {
 /// Whether `value` is one a field of `ty` can hold, read as the generated decoders read it but
 /// kept nowhere: what an occurrence of a scalar that a later one replaces must still pass.
 fn check(ty: Ty, value: WireValue<'_>) -> Result<(), Error> {
-    let utf8 = |bytes: &[u8]| {
-        std::str::from_utf8(bytes)
-            .map(drop)
-            .map_err(|_| Error::Utf8)
-    };
     match ty {
-        Ty::Bool | Ty::Int32 | Ty::Int64 | Ty::Uint32 | Ty::Uint64 | Ty::Double | Ty::Float => {
+        Ty::Bool | Ty::Int32 | Ty::Int64 | Ty::Uint32 | Ty::Uint64 => {
             value.integer("number").map(drop)
         }
-        Ty::String => utf8(value.bytes("string")?),
+        Ty::Double => value.fixed64("double").map(drop),
+        Ty::Float => value.fixed32("float").map(drop),
+        // Any bytes make a string (`go_text`).
+        Ty::String => value.bytes("string").map(drop),
         Ty::Bytes => value.bytes("bytes").map(drop),
-        // Merged, never replaced: every occurrence is decoded.
-        Ty::Message(_) => Ok(()),
-        Ty::Time | Ty::MicroTime if value.is_zero() => Ok(()),
+        // Merged, never replaced: every occurrence is decoded, so only its wire type is checked.
+        Ty::Message(_) => value.bytes("message").map(drop),
+        Ty::Time | Ty::MicroTime if is_empty_message(value) => Ok(()),
         Ty::Time | Ty::MicroTime => {
             time::from_wire(value.bytes("time")?, matches!(ty, Ty::MicroTime)).map(drop)
         }
         Ty::Duration => single_field(value.bytes("duration")?, 1)?
             .map_or(Ok(()), |nanos| nanos.integer("duration").map(drop)),
         Ty::Quantity => single_field(value.bytes("quantity")?, 1)?
-            .map_or(Ok(()), |text| utf8(text.bytes("quantity")?)),
-        Ty::IntOrString => match int_or_string_parts(value.bytes("IntOrString")?)? {
-            IntOrStringParts::String(text) => utf8(text),
-            IntOrStringParts::Int(_) => Ok(()),
-        },
+            .map_or(Ok(()), |text| text.bytes("quantity").map(drop)),
+        Ty::IntOrString => int_or_string_parts(value.bytes("IntOrString")?).map(drop),
         Ty::FieldsV1 | Ty::RawExtension => {
             let json = match single_field(value.bytes("embedded JSON")?, 1)? {
                 Some(raw) => raw.bytes("raw JSON")?,
                 None => b"null",
             };
-            embedded(json, |json| de::IgnoredAny::deserialize(json)).map(drop)
+            read_embedded!(json, |json| de::IgnoredAny::deserialize(json)).map(drop)
         }
         Ty::StringList => {
             let mut reader = Reader::new(value.bytes("string list")?);
             while let Some((number, item)) = reader.field()? {
                 if number == 1 {
-                    utf8(item.bytes("string")?)?;
+                    item.bytes("string")?;
                 }
             }
             Ok(())

@@ -1,6 +1,37 @@
 //! Protobuf's wire format: varints, tags and length-delimited values.
 
+use std::borrow::Cow;
+
 use crate::Error;
+
+/// A string field's bytes as text, as Go's JSON encoder writes them: as they are when they are
+/// UTF-8, else with U+FFFD for each byte of every invalid sequence (Go's decoders keep any
+/// bytes in a string, which a Rust `String` cannot; its JSON shows them so).
+pub(crate) fn go_text(bytes: &[u8]) -> Cow<'_, str> {
+    let mut rest = match std::str::from_utf8(bytes) {
+        Ok(text) => return Cow::Borrowed(text),
+        Err(_) => bytes,
+    };
+    let mut text = String::with_capacity(bytes.len() + 8);
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(valid) => {
+                text.push_str(valid);
+                return Cow::Owned(text);
+            }
+            Err(error) => {
+                let (valid, after) = rest.split_at(error.valid_up_to());
+                // The first `valid_up_to` bytes are UTF-8: this check cannot fail.
+                text.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                let invalid = error.error_len().unwrap_or(after.len());
+                for _ in 0..invalid {
+                    text.push(char::REPLACEMENT_CHARACTER);
+                }
+                rest = &after[invalid..];
+            }
+        }
+    }
+}
 
 /// A value as it sits on the wire, before the schema says what it means.
 #[derive(Debug, Clone, Copy)]
@@ -9,6 +40,9 @@ pub(crate) enum WireValue<'de> {
     Fixed64(u64),
     Fixed32(u32),
     Bytes(&'de [u8]),
+    /// A group (wire types 3 to 4), which no Kubernetes message has: skipped as an unknown
+    /// field, refused as a known one, as Go's decoders do.
+    Group,
 }
 
 impl<'de> WireValue<'de> {
@@ -23,14 +57,36 @@ impl<'de> WireValue<'de> {
         }
     }
 
-    /// The integer of a varint or fixed-width value.
+    /// The integer of a varint: what every integer and bool field of Kubernetes' messages is.
+    /// Any other wire type is an error, as in Go's generated decoders.
     pub(crate) fn integer(self, what: &'static str) -> Result<u64, Error> {
         match self {
-            WireValue::Varint(value) | WireValue::Fixed64(value) => Ok(value),
-            WireValue::Fixed32(value) => Ok(u64::from(value)),
-            WireValue::Bytes(_) => Err(Error::WireType {
+            WireValue::Varint(value) => Ok(value),
+            other => Err(Error::WireType {
                 expected: what,
-                found: "length-delimited",
+                found: other.kind(),
+            }),
+        }
+    }
+
+    /// The bits of a fixed 64-bit value (a `double`).
+    pub(crate) fn fixed64(self, what: &'static str) -> Result<u64, Error> {
+        match self {
+            WireValue::Fixed64(value) => Ok(value),
+            other => Err(Error::WireType {
+                expected: what,
+                found: other.kind(),
+            }),
+        }
+    }
+
+    /// The bits of a fixed 32-bit value (a `float`).
+    pub(crate) fn fixed32(self, what: &'static str) -> Result<u32, Error> {
+        match self {
+            WireValue::Fixed32(value) => Ok(value),
+            other => Err(Error::WireType {
+                expected: what,
+                found: other.kind(),
             }),
         }
     }
@@ -42,6 +98,7 @@ impl<'de> WireValue<'de> {
             WireValue::Varint(value) | WireValue::Fixed64(value) => value == 0,
             WireValue::Fixed32(value) => value == 0,
             WireValue::Bytes(bytes) => bytes.is_empty(),
+            WireValue::Group => false,
         }
     }
 
@@ -51,6 +108,7 @@ impl<'de> WireValue<'de> {
             WireValue::Fixed64(_) => "fixed64",
             WireValue::Fixed32(_) => "fixed32",
             WireValue::Bytes(_) => "length-delimited",
+            WireValue::Group => "group",
         }
     }
 }
@@ -122,10 +180,8 @@ impl<'de> Reader<'de> {
             }
             _ => self.varint()?,
         };
-        // A match, not `ok_or`: `Error` has drop glue, so `ok_or` builds and drops one per field.
-        let number = match u32::try_from(tag >> 3) {
-            Ok(number) if number != 0 => number,
-            _ => return Err(Error::Malformed("a field number out of range")),
+        let Some(number) = field_number(tag) else {
+            return Err(Error::Malformed("a field number that is zero or negative"));
         };
         let value = match tag & 7 {
             2 => {
@@ -149,7 +205,11 @@ impl<'de> Reader<'de> {
                 let bytes = self.take(4, "fixed32")?;
                 WireValue::Fixed32(u32::from_le_bytes(bytes.try_into().unwrap_or([0; 4])))
             }
-            3 | 4 => return Err(Error::Malformed("a group (wire types 3 and 4)")),
+            3 => {
+                self.skip_group()?;
+                WireValue::Group
+            }
+            4 => return Err(Error::Malformed("the end of a group that never started")),
             _ => return Err(Error::Malformed("an unknown wire type")),
         };
         Ok(Some((number, value)))
@@ -158,10 +218,42 @@ impl<'de> Reader<'de> {
     /// The number of the next field, without consuming it.
     pub(crate) fn peek_number(&self) -> Option<u32> {
         let mut copy = *self;
-        copy.varint()
-            .ok()
-            .and_then(|tag| u32::try_from(tag >> 3).ok())
+        copy.varint().ok().and_then(field_number)
     }
+
+    /// Skips the rest of a group whose start was just read, nested groups included, through
+    /// its end, as Go's `skipGenerated` does (which does not match the end's number either).
+    fn skip_group(&mut self) -> Result<(), Error> {
+        let mut depth = 1usize;
+        while depth > 0 {
+            if self.bytes.is_empty() {
+                return Err(Error::Truncated("group"));
+            }
+            let tag = self.varint()?;
+            match tag & 7 {
+                0 => drop(self.varint()?),
+                1 => drop(self.take(8, "fixed64")?),
+                2 => {
+                    let len = usize::try_from(self.varint()?)
+                        .map_err(|_| Error::Malformed("a length out of range"))?;
+                    self.take(len, "length-delimited value")?;
+                }
+                3 => depth += 1,
+                4 => depth -= 1,
+                5 => drop(self.take(4, "fixed32")?),
+                _ => return Err(Error::Malformed("an unknown wire type")),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The field number of `tag` as Go's generated decoders read it: the low 32 bits of
+/// `tag >> 3` as an `int32`, which must be positive.
+#[inline(always)]
+fn field_number(tag: u64) -> Option<u32> {
+    let number = (tag >> 3) as u32;
+    (number as i32 > 0).then_some(number)
 }
 
 /// Appends protobuf fields to a buffer.
@@ -204,5 +296,23 @@ impl Writer {
         write(&mut nested)?;
         self.bytes_field(number, &nested.buf);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::go_text;
+
+    #[test]
+    fn invalid_bytes_become_one_replacement_each_as_in_go() {
+        assert_eq!(go_text(b"plain"), "plain");
+        assert!(matches!(go_text(b"plain"), std::borrow::Cow::Borrowed(_)));
+        // A lone continuation byte, a truncated three-byte sequence followed by ASCII, a
+        // truncated sequence at the end: Go's utf8.DecodeRune takes one byte per error.
+        assert_eq!(go_text(b"a\x80b"), "a\u{fffd}b");
+        assert_eq!(go_text(b"\xe6\x97A"), "\u{fffd}\u{fffd}A");
+        assert_eq!(go_text("日本".as_bytes()), "日本");
+        assert_eq!(go_text(b"x\xe6\x97"), "x\u{fffd}\u{fffd}");
+        assert_eq!(go_text(b"\xff\xfe"), "\u{fffd}\u{fffd}");
     }
 }

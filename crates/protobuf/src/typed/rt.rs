@@ -22,7 +22,7 @@ use crate::{
     DecodeOptions, Error,
     de::{IntOrStringParts, int_or_string_parts, single_field},
     time,
-    wire::{Reader, WireValue},
+    wire::{Reader, WireValue, go_text},
 };
 
 /// A k8s-openapi struct that takes its fields from protobuf by number.
@@ -265,11 +265,13 @@ pub(crate) fn single<T: Zero, S: Slot<T>>(
     skip_zero: bool,
     read: impl Fn(WireValue<'_>, &DecodeOptions) -> Result<T, Error>,
 ) -> Result<(), Error> {
+    // Read first: even a value that is skipped must have the field's wire type, as in Go.
+    let decoded = read(value, options)?;
     if skip_zero && value.is_zero() {
         slot.clear();
-        return Ok(());
+    } else {
+        slot.set(decoded);
     }
-    slot.set(read(value, options)?);
     Ok(())
 }
 
@@ -364,10 +366,6 @@ pub(crate) fn map<V, S: Slot<BTreeMap<String, V>>>(
     Ok(())
 }
 
-fn str_of(bytes: &[u8]) -> Result<&str, Error> {
-    std::str::from_utf8(bytes).map_err(|_| Error::Utf8)
-}
-
 /// Whether every byte is ASCII, read eight bytes at a time (the last word overlapping the one
 /// before it) where the standard library's checks read a slice this short byte by byte.
 fn is_ascii(bytes: &[u8]) -> bool {
@@ -385,7 +383,8 @@ fn is_ascii(bytes: &[u8]) -> bool {
     }
 }
 
-/// `bytes` copied into a `String`, refused unless they are UTF-8.
+/// `bytes` copied into a `String`; bytes that are not UTF-8 come out as Go's JSON shows them
+/// ([`go_text`]).
 ///
 /// Nearly every string of an object is ASCII and short (a Pod's average about 14 bytes), and
 /// `str::from_utf8` walks a string that short byte by byte, about 100 instructions a string.
@@ -397,7 +396,7 @@ fn is_ascii(bytes: &[u8]) -> bool {
 )]
 fn owned_str(bytes: &[u8]) -> Result<String, Error> {
     if !is_ascii(bytes) {
-        return str_of(bytes).map(str::to_owned);
+        return Ok(go_text(bytes).into_owned());
     }
     let copy = bytes.to_vec();
     // SAFETY: every byte is ASCII, and ASCII is valid UTF-8.
@@ -454,9 +453,10 @@ pub(crate) fn micro_time(value: WireValue<'_>, _: &DecodeOptions) -> Result<Micr
     timestamp(value, true).map(MicroTime)
 }
 
-/// The JSON document inside `{raw = 1}`.
+/// The JSON document inside `{raw = 1}`; one that is not UTF-8 is read as Go's JSON shows it
+/// ([`go_text`]).
 fn embedded_json(value: WireValue<'_>) -> Result<serde_json::Value, Error> {
-    json(embedded_raw(value)?)
+    json(go_text(embedded_raw(value)?).as_bytes())
 }
 
 /// The bytes of the JSON document inside `{raw = 1}`.
@@ -472,11 +472,12 @@ fn json(raw: &[u8]) -> Result<serde_json::Value, Error> {
         .map_err(|error| Error::custom(format_args!("embedded JSON: {error}")))
 }
 
+/// A document that is not UTF-8 is read as Go's JSON shows it ([`go_text`]).
 pub(crate) fn fields_v1(value: WireValue<'_>, _: &DecodeOptions) -> Result<FieldsV1, Error> {
-    let raw = embedded_raw(value)?;
-    match super::object_tree::parse(raw) {
+    let text = go_text(embedded_raw(value)?);
+    match super::object_tree::parse(text.as_bytes()) {
         Some(tree) => Ok(FieldsV1(tree)),
-        None => json(raw).map(FieldsV1),
+        None => json(text.as_bytes()).map(FieldsV1),
     }
 }
 
@@ -558,8 +559,8 @@ mod tests {
             proptest::sample::select(vec![0u8, b'a', b'~', 0x7f, 0x80, 0xc3, 0xa9, 0xe2, 0xff]),
             0..40,
         )) {
-            let expected = std::str::from_utf8(&bytes).map(str::to_owned).ok();
-            proptest::prop_assert_eq!(owned_str(&bytes).ok(), expected);
+            let expected = go_text(&bytes).into_owned();
+            proptest::prop_assert_eq!(owned_str(&bytes).ok(), Some(expected));
         }
     }
 

@@ -181,3 +181,50 @@ fn an_int_or_string_is_checked_on_both_arms_and_by_its_type() {
     let error = service("08021050").expect_err("refused");
     assert!(error.contains("neither 0 (int) nor 1 (string)"), "{error}");
 }
+
+#[test]
+fn a_string_that_is_not_utf8_reads_as_go_writes_it_in_json() {
+    // metadata = {name "a\x80b", namespace "\xe6\x97A"}: one U+FFFD per byte of each invalid
+    // sequence, as Go's JSON encoder writes the bytes Go keeps.
+    let pod = pod("0a0a0a036180621a03e69741").expect("decodes");
+    assert_eq!(pod.metadata.name.as_deref(), Some("a\u{fffd}b"));
+    assert_eq!(pod.metadata.namespace.as_deref(), Some("\u{fffd}\u{fffd}A"));
+}
+
+#[test]
+fn every_value_must_have_its_fields_wire_type_even_a_zero_one() {
+    // metadata = {name as the varint 0}: Go refuses the wire type before looking at the value.
+    let error = pod("0a020800").expect_err("refused");
+    assert!(error.contains("arrived as varint"), "{error}");
+    // spec = {hostNetwork (field 11) as the fixed64 1}: a bool is a varint.
+    let error = pod("1209590100000000000000").expect_err("refused");
+    assert!(error.contains("arrived as fixed64"), "{error}");
+}
+
+#[test]
+fn groups_are_skipped_where_unknown_and_refused_where_known() {
+    // metadata = {name "a", field 100 as a group holding {1: 1}}
+    let skipped = pod("0a090a0161a3060801a406").expect("decodes");
+    assert_eq!(skipped.metadata.name.as_deref(), Some("a"));
+    // metadata = {name as a group}
+    let error = pod("0a040b08010c").expect_err("refused");
+    assert!(error.contains("arrived as group"), "{error}");
+    // metadata = {the end of a group that never started}
+    let error = pod("0a020c00").expect_err("refused");
+    assert!(
+        error.contains("the end of a group that never started"),
+        "{error}"
+    );
+    // metadata = {name "a", field 100's group never ending}
+    assert!(pod("0a070a0161a3060801").is_err());
+}
+
+#[test]
+fn field_numbers_are_read_as_go_reads_them() {
+    // metadata = {field 2^31 - 1, unknown, as a varint}: skipped.
+    let skipped = pod("0a09f8ffffff3f010a0161").expect("decodes");
+    assert_eq!(skipped.metadata.name.as_deref(), Some("a"));
+    // metadata = {a tag whose field number's low 32 bits are zero}
+    let error = pod("0a0780808080800101").expect_err("refused");
+    assert!(error.contains("zero or negative"), "{error}");
+}
