@@ -178,8 +178,12 @@ impl GoPeer {
 
 impl Drop for GoPeer {
     fn drop(&mut self) {
-        // Closing the channel ends the writer, which closes stdin, which ends the peer.
+        // Closing the channel ends the writer, which closes stdin, which ends the peer. A peer
+        // left mid-answer (a test failed between an exchange's send and its reads) blocks on
+        // its full stdout and never reads stdin again, so it is killed first: the writer's
+        // blocked write then fails instead of waiting forever.
         self.lines = None;
+        let _ = self.child.kill();
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
         }
