@@ -171,6 +171,8 @@ fn client_go(args: &[String]) -> Result<(), String> {
         "store_differential",
         "--test",
         "testing_client_go_conformance",
+        "--test",
+        "decode_differential",
     ]);
     test.args(args);
     run(test)

@@ -5,4 +5,5 @@ mod differential;
 mod fuzz;
 mod go_semantics;
 mod list_splitter;
+mod mutation;
 mod roundtrip;

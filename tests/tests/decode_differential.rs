@@ -1,0 +1,352 @@
+//! kinformer's protobuf decoders against client-go v0.37.2's, on the same mutated inputs.
+//!
+//! Go-encoded fixtures of several kinds are mutated as kinformer-protobuf's own fuzz test
+//! mutates them (the same module, compiled into this binary) and decoded three ways: by the
+//! generated decoder of the kind, by the serde path, and by client-go's protobuf decoder in the
+//! `decode-peer` Go program (`xtask/peers/client-go`), which writes what it decoded as Go's
+//! JSON encoder does. Where Go accepts an input kinformer must accept it and hold the same
+//! object, compared as JSON; where Go refuses it kinformer must refuse it.
+//!
+//! The JSON comparison leaves out what the two encoders write differently for the same object
+//! and no decoder decides: nulls, zero values (Go writes them for every field not marked
+//! `omitempty`, which k8s-openapi leaves out when absent; Go tells a zero from an absent value
+//! only for pointer fields, which this comparison therefore cannot check), empty lists and
+//! objects, and the type of the outermost object, which client-go's decoder strips.
+//!
+//! These tests fail, never skip, when Go is missing or the peer does not build.
+
+#[path = "../../crates/protobuf/tests/protobuf/mutation.rs"]
+mod mutation;
+
+use std::{fmt::Debug, fs, path::Path};
+
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Node, Pod, Service},
+};
+use kinformer::protobuf::{DecodeOptions, Decoder, Envelope, encode_envelope};
+use kinformer_tests::GoPeer;
+use mutation::{Rng, mutate};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::Value;
+
+/// Inputs sent to the peer in one exchange.
+const BATCH: usize = 250;
+
+/// `value` without what the two JSON encoders write differently for one object.
+fn normalized(value: Value) -> Option<Value> {
+    match value {
+        Value::Null => None,
+        Value::String(text) if text.is_empty() => None,
+        Value::Bool(false) => None,
+        Value::Number(number) if number.as_f64() == Some(0.0) => None,
+        Value::Array(items) => {
+            let items: Vec<Value> = items
+                .into_iter()
+                .map(|item| normalized(item).unwrap_or(Value::Null))
+                .collect();
+            (!items.is_empty()).then_some(Value::Array(items))
+        }
+        Value::Object(fields) => {
+            let fields: serde_json::Map<String, Value> = fields
+                .into_iter()
+                .filter_map(|(key, value)| Some((key, normalized(value)?)))
+                .collect();
+            (!fields.is_empty()).then_some(Value::Object(fields))
+        }
+        other => Some(other),
+    }
+}
+
+fn outermost(value: Value) -> Option<Value> {
+    match value {
+        Value::Object(mut fields) => {
+            fields.remove("apiVersion");
+            fields.remove("kind");
+            normalized(Value::Object(fields))
+        }
+        other => normalized(other),
+    }
+}
+
+/// The `IntOrString` fields of the fixtures' kinds.
+const INT_OR_STRING_FIELDS: &[&str] = &[".port", ".targetPort", ".maxSurge", ".maxUnavailable"];
+
+/// What one decoder made of one input: the object as normalized JSON, or why it refused.
+type Outcome = Result<Option<Value>, String>;
+
+fn ours<T: DeserializeOwned + Serialize + PartialEq + Debug + 'static>(
+    decoder: &Decoder<T>,
+    raw: &[u8],
+    envelope: &Envelope<'_>,
+) -> Outcome {
+    let message = envelope.message().map_err(|error| error.to_string())?;
+    let object = decoder
+        .decode(raw, message, DecodeOptions::default())
+        .map_err(|error| error.to_string())?;
+    let json = serde_json::to_value(&object).map_err(|error| format!("to JSON: {error}"))?;
+    Ok(outermost(json))
+}
+
+fn go(answer: &str) -> Outcome {
+    let answer: Value =
+        serde_json::from_str(answer).unwrap_or_else(|error| panic!("{answer:?}: {error}"));
+    match (answer.get("object"), answer.get("error")) {
+        (Some(object), _) => Ok(outermost(object.clone())),
+        (None, Some(error)) => Err(error.as_str().unwrap_or_default().to_owned()),
+        _ => panic!("the peer answered neither an object nor an error: {answer}"),
+    }
+}
+
+/// How kinformer and Go disagreed on one input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Divergence {
+    /// Go refused a quantity that is not one (`resource.ParseQuantity`); kinformer keeps a
+    /// quantity's text as it came.
+    QuantityRefusedByGo,
+    /// Both accepted, and the objects differ only in quantities, which Go's JSON writes in
+    /// their canonical form.
+    QuantityCanonicalized,
+    /// Go accepted what kinformer refused: Go's generated decoders read a map entry's key and
+    /// value without checking their wire types or field numbers and bound them by the whole
+    /// message rather than the entry, so they read past a malformed entry's end.
+    MapEntryReadLoosely,
+    /// Both accepted, and the objects differ in an `IntOrString` field: sent twice, Go merges
+    /// the two messages' fields, where kinformer keeps the last.
+    IntOrStringSentTwice,
+    /// Anything else: a real difference.
+    Other,
+}
+
+/// The first difference between `ours` and `go`, where both are JSON: whether every differing
+/// leaf is a string on both sides that reads as a quantity.
+fn differ_only_in_quantities(ours: &Value, go: &Value) -> bool {
+    match (ours, go) {
+        (Value::Object(ours), Value::Object(go)) => {
+            ours.len() == go.len()
+                && ours.iter().all(|(key, value)| {
+                    go.get(key)
+                        .is_some_and(|other| differ_only_in_quantities(value, other))
+                })
+        }
+        (Value::Array(ours), Value::Array(go)) => {
+            ours.len() == go.len()
+                && ours
+                    .iter()
+                    .zip(go)
+                    .all(|(one, other)| differ_only_in_quantities(one, other))
+        }
+        (Value::String(ours), Value::String(go)) => {
+            ours == go || (is_quantity_like(ours) && is_quantity_like(go))
+        }
+        (ours, go) => ours == go,
+    }
+}
+
+/// Where `ours` and `go` first differ, as a path and the two values.
+fn first_difference(path: &str, ours: &Value, go: &Value) -> Option<String> {
+    match (ours, go) {
+        (Value::Object(ours), Value::Object(go)) => {
+            let keys: std::collections::BTreeSet<&String> = ours.keys().chain(go.keys()).collect();
+            keys.into_iter().find_map(|key| {
+                let path = format!("{path}.{key}");
+                match (ours.get(key), go.get(key)) {
+                    (Some(one), Some(other)) => first_difference(&path, one, other),
+                    (one, other) => Some(format!("{path}: {one:?} / {other:?}")),
+                }
+            })
+        }
+        (Value::Array(ours), Value::Array(go)) if ours.len() == go.len() => ours
+            .iter()
+            .zip(go)
+            .enumerate()
+            .find_map(|(at, (one, other))| first_difference(&format!("{path}[{at}]"), one, other)),
+        (ours, go) => (ours != go).then(|| format!("{path}: {ours} / {go}")),
+    }
+}
+
+/// Whether `text` has a quantity's shape: `^[+-]?[0-9.]+[eEinumkKMGTP]*[-+]?[0-9]*$`.
+fn is_quantity_like(text: &str) -> bool {
+    let rest = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let digits = rest.len()
+        - rest
+            .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.')
+            .len();
+    let rest = &rest[digits..];
+    let rest = rest.trim_start_matches(|c: char| "eEinumkKMGTP".contains(c));
+    let rest = rest.strip_prefix(['+', '-']).unwrap_or(rest);
+    digits > 0 && rest.chars().all(|c| c.is_ascii_digit())
+}
+
+fn classify(ours: &Outcome, go: &Outcome) -> Option<Divergence> {
+    match (ours, go) {
+        (Ok(ours), Ok(go)) if ours == go => None,
+        (Err(_), Err(_)) => None,
+        (Ok(Some(ours)), Ok(Some(go))) if differ_only_in_quantities(ours, go) => {
+            Some(Divergence::QuantityCanonicalized)
+        }
+        (Ok(Some(ours)), Ok(Some(go)))
+            if first_difference("", ours, go).is_some_and(|path| {
+                INT_OR_STRING_FIELDS
+                    .iter()
+                    .any(|field| path.split(':').next().is_some_and(|at| at.ends_with(field)))
+            }) =>
+        {
+            Some(Divergence::IntOrStringSentTwice)
+        }
+        (Ok(_), Err(error))
+            if error.contains("quantities must match") || error.contains("quantity's suffix") =>
+        {
+            Some(Divergence::QuantityRefusedByGo)
+        }
+        (Err(error), Ok(_))
+            if error.contains("truncated")
+                || error.contains("zero or negative")
+                || error.contains("arrived as")
+                || error.contains("unknown wire type")
+                || error.contains("group that never started") =>
+        {
+            Some(Divergence::MapEntryReadLoosely)
+        }
+        _ => Some(Divergence::Other),
+    }
+}
+
+/// Decodes `inputs` mutations of the fixture `name` through kinformer's two paths and Go's,
+/// returning how many Go accepted and each divergence, classified and described.
+fn differ<T: DeserializeOwned + Serialize + PartialEq + Debug + 'static>(
+    peer: &mut GoPeer,
+    name: &str,
+    rng: &mut Rng,
+    inputs: usize,
+) -> (usize, Vec<(Divergence, String)>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../crates/protobuf/tests/fixtures/{name}.pb"));
+    let body = fs::read(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let fixture = Envelope::parse(&body).expect("the fixture has the k8s envelope");
+    let (generated, serde) = (Decoder::<T>::new(), Decoder::<T>::serde());
+    let (mut accepted, mut divergences) = (0, Vec::new());
+    let mut left = inputs;
+    while left > 0 {
+        let batch: Vec<Vec<u8>> = (0..BATCH.min(left))
+            .map(|_| {
+                let mut raw = fixture.raw.to_vec();
+                mutate(rng, &mut raw);
+                raw
+            })
+            .collect();
+        left -= batch.len();
+        let mut lines: Vec<String> = batch
+            .iter()
+            .map(|raw| {
+                let body = encode_envelope(fixture.api_version, fixture.kind, raw);
+                let hex: String = body.iter().map(|byte| format!("{byte:02x}")).collect();
+                format!(r#"{{"op":"decode","body":"{hex}"}}"#)
+            })
+            .collect();
+        lines.push(r#"{"op":"end"}"#.to_owned());
+        let answers = peer
+            .exchange(&lines)
+            .unwrap_or_else(|error| panic!("the decode peer: {error}"));
+        for (raw, answer) in batch.iter().zip(&answers) {
+            let go = go(answer);
+            let generated = ours(&generated, raw, &fixture);
+            let serde = ours(&serde, raw, &fixture);
+            accepted += usize::from(go.is_ok());
+            // The two paths agree with each other (kinformer-protobuf's fuzz test); either
+            // one's disagreement with Go is a divergence.
+            let Some(class) = classify(&generated, &go).or_else(|| classify(&serde, &go)) else {
+                continue;
+            };
+            let hex: String = raw.iter().map(|byte| format!("{byte:02x}")).collect();
+            let said = |outcome: &Outcome| match outcome {
+                Ok(value) => format!(
+                    "accepted {}",
+                    serde_json::to_string(value).unwrap_or_default()
+                ),
+                Err(error) => format!("refused ({error})"),
+            };
+            let first = match (&generated, &go) {
+                (Ok(Some(ours)), Ok(Some(go))) => {
+                    first_difference("", ours, go).unwrap_or_default()
+                }
+                _ => String::new(),
+            };
+            divergences.push((
+                class,
+                format!(
+                    "{class:?}: {name} {hex}\n  first difference (ours / Go): {first}\n  go: {}\n  generated: {}\n  serde: {}",
+                    said(&go),
+                    said(&generated),
+                    said(&serde)
+                ),
+            ));
+        }
+    }
+    (accepted, divergences)
+}
+
+fn from_env(name: &str, default: u64) -> u64 {
+    std::env::var(name).map_or(default, |value| {
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={value:?} is not a number"))
+    })
+}
+
+/// A thousand inputs per fixture; `KINFORMER_FUZZ_INPUTS` and `KINFORMER_FUZZ_SEED` make it a
+/// long run, as for kinformer-protobuf's fuzz test. Every divergence must be one of the
+/// classes [`Divergence`] names (each counted on stderr); any other fails the test.
+#[test]
+fn mutated_objects_decode_as_client_go_decodes_them() {
+    let mut peer = GoPeer::start("decode-peer", Path::new(env!("CARGO_TARGET_TMPDIR")))
+        .unwrap_or_else(|error| panic!("the client-go peer is required for this test: {error}"));
+    let per_kind = from_env("KINFORMER_FUZZ_INPUTS", 1_000) as usize;
+    let mut rng = Rng(from_env("KINFORMER_FUZZ_SEED", 0x6b69_6e66_6f72_6d65));
+    let mut all = Vec::new();
+    let mut accepted = 0;
+    for (found_accepted, divergences) in [
+        differ::<Pod>(&mut peer, "pod", &mut rng, per_kind),
+        differ::<Pod>(&mut peer, "pod-minimal", &mut rng, per_kind),
+        differ::<Deployment>(&mut peer, "deployment", &mut rng, per_kind),
+        differ::<Node>(&mut peer, "node", &mut rng, per_kind),
+        differ::<Service>(&mut peer, "service", &mut rng, per_kind),
+        differ::<ConfigMap>(&mut peer, "configmap", &mut rng, per_kind),
+    ] {
+        accepted += found_accepted;
+        all.extend(divergences);
+    }
+    assert!(accepted > 0, "Go accepted none of the inputs");
+    let mut counts = std::collections::BTreeMap::new();
+    for (class, _) in &all {
+        *counts.entry(*class).or_insert(0usize) += 1;
+    }
+    report(&format!(
+        "{} inputs, {accepted} accepted by Go; divergences by class: {counts:?}",
+        per_kind * 6
+    ));
+    let other: Vec<&String> = all
+        .iter()
+        .filter(|(class, _)| *class == Divergence::Other)
+        .map(|(_, described)| described)
+        .collect();
+    assert!(
+        other.is_empty(),
+        "{} inputs diverged outside the known classes; the first:\n{}",
+        other.len(),
+        other
+            .iter()
+            .take(8)
+            .map(|described| described.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[allow(
+    clippy::print_stderr,
+    reason = "the run's counts go where libtest shows them with --nocapture"
+)]
+fn report(summary: &str) {
+    eprintln!("{summary}");
+}
