@@ -26,7 +26,7 @@ use k8s_openapi::api::{
 };
 use kinformer::protobuf::{DecodeOptions, Decoder, Envelope, encode_envelope};
 use kinformer_tests::GoPeer;
-use mutation::{Rng, mutate};
+use mutation::{Rng, mutate, run_size};
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
@@ -286,14 +286,6 @@ fn differ<T: DeserializeOwned + Serialize + PartialEq + Debug + 'static>(
     (accepted, divergences)
 }
 
-fn from_env(name: &str, default: u64) -> u64 {
-    std::env::var(name).map_or(default, |value| {
-        value
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={value:?} is not a number"))
-    })
-}
-
 /// A thousand inputs per fixture; `KINFORMER_FUZZ_INPUTS` and `KINFORMER_FUZZ_SEED` make it a
 /// long run, as for kinformer-protobuf's fuzz test. Every divergence must be one of the
 /// classes [`Divergence`] names (each counted on stderr); any other fails the test.
@@ -301,8 +293,7 @@ fn from_env(name: &str, default: u64) -> u64 {
 fn mutated_objects_decode_as_client_go_decodes_them() {
     let mut peer = GoPeer::start("decode-peer", Path::new(env!("CARGO_TARGET_TMPDIR")))
         .unwrap_or_else(|error| panic!("the client-go peer is required for this test: {error}"));
-    let per_kind = from_env("KINFORMER_FUZZ_INPUTS", 1_000) as usize;
-    let mut rng = Rng(from_env("KINFORMER_FUZZ_SEED", 0x6b69_6e66_6f72_6d65));
+    let (per_kind, mut rng) = run_size();
     let mut all = Vec::new();
     let mut accepted = 0;
     for (found_accepted, divergences) in [

@@ -15,7 +15,7 @@ use k8s_openapi::api::{
 use kinformer_protobuf::{DecodeOptions, Decoder, Envelope, Message};
 use serde::de::DeserializeOwned;
 
-use crate::mutation::{Rng, mutate};
+use crate::mutation::{Rng, mutate, run_size};
 
 /// What each path made of one input, compared.
 #[derive(Default)]
@@ -82,23 +82,13 @@ fn run<T: DeserializeOwned + PartialEq + Debug + 'static>(
     }
 }
 
-/// A number from the environment variable `name`, else `default`.
-fn from_env(name: &str, default: u64) -> u64 {
-    std::env::var(name).map_or(default, |value| {
-        value
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={value:?} is not a number"))
-    })
-}
-
 /// The bounded run: a thousand inputs per fixture, twice each (with and without managedFields),
 /// a second or two. A long run sets the count and the seed:
 /// `KINFORMER_FUZZ_INPUTS=1000000 KINFORMER_FUZZ_SEED=7 cargo test --release -p
 /// kinformer-protobuf --test protobuf fuzz`.
 #[test]
 fn mutated_objects_decode_alike_through_both_paths() {
-    let per_kind = from_env("KINFORMER_FUZZ_INPUTS", 1_000) as usize;
-    let mut rng = Rng(from_env("KINFORMER_FUZZ_SEED", 0x6b69_6e66_6f72_6d65));
+    let (per_kind, mut rng) = run_size();
     let mut tally = Tally::default();
     run::<Pod>("pod", &mut rng, per_kind, &mut tally);
     run::<Pod>("pod-minimal", &mut rng, per_kind, &mut tally);

@@ -1,5 +1,6 @@
 //! Mutations of valid messages, the same on every run of a seed: what the decoding fuzz tests
-//! (here, and against Go in kinformer-tests' `decode_differential`) feed the decoders.
+//! (here, and against Go in kinformer-tests' `decode_differential`) feed the decoders, and how
+//! large a run is.
 
 /// splitmix64: a seeded sequence, the same on every run.
 pub(crate) struct Rng(pub(crate) u64);
@@ -44,4 +45,21 @@ pub(crate) fn mutate(rng: &mut Rng, bytes: &mut Vec<u8>) {
             }
         }
     }
+}
+
+/// How many inputs per fixture a run makes and the seed of its mutations:
+/// `KINFORMER_FUZZ_INPUTS` (a thousand unless set) and `KINFORMER_FUZZ_SEED`.
+pub(crate) fn run_size() -> (usize, Rng) {
+    let from_env = |name: &str, default: u64| {
+        std::env::var(name).map_or(default, |value| {
+            value
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}={value:?} is not a number"))
+        })
+    };
+    let inputs = usize::try_from(from_env("KINFORMER_FUZZ_INPUTS", 1_000)).unwrap_or(usize::MAX);
+    (
+        inputs,
+        Rng(from_env("KINFORMER_FUZZ_SEED", 0x6b69_6e66_6f72_6d65)),
+    )
 }
