@@ -5,7 +5,7 @@
 //! paths give the same value: a zero scalar of an `omitempty` field is absent, a zero `Time` or
 //! embedded JSON document is `null`, a map entry without a value holds the value type's zero.
 
-use std::collections::BTreeMap;
+use std::{borrow::Cow, collections::BTreeMap};
 
 use k8s_openapi::{
     ByteString,
@@ -453,10 +453,9 @@ pub(crate) fn micro_time(value: WireValue<'_>, _: &DecodeOptions) -> Result<Micr
     timestamp(value, true).map(MicroTime)
 }
 
-/// The JSON document inside `{raw = 1}`; one that is not UTF-8 is read as Go's JSON shows it
-/// ([`go_text`]).
+/// The JSON document inside `{raw = 1}`.
 fn embedded_json(value: WireValue<'_>) -> Result<serde_json::Value, Error> {
-    json(go_text(embedded_raw(value)?).as_bytes())
+    json(embedded_raw(value)?)
 }
 
 /// The bytes of the JSON document inside `{raw = 1}`.
@@ -467,17 +466,23 @@ fn embedded_raw(value: WireValue<'_>) -> Result<&[u8], Error> {
     })
 }
 
+/// `raw` parsed; a document that is not UTF-8 is read as Go's JSON shows it ([`go_text`]),
+/// at the cost of a second parse only then.
 fn json(raw: &[u8]) -> Result<serde_json::Value, Error> {
-    serde_json::from_slice(raw)
-        .map_err(|error| Error::custom(format_args!("embedded JSON: {error}")))
+    let error = |error: serde_json::Error| Error::custom(format_args!("embedded JSON: {error}"));
+    serde_json::from_slice(raw).or_else(|first| match go_text(raw) {
+        Cow::Owned(text) => serde_json::from_str(&text).map_err(error),
+        Cow::Borrowed(_) => Err(error(first)),
+    })
 }
 
-/// A document that is not UTF-8 is read as Go's JSON shows it ([`go_text`]).
+/// The tree parser checks the document's UTF-8 once; anything it does not take (a document
+/// that is not UTF-8 included) goes to [`json`].
 pub(crate) fn fields_v1(value: WireValue<'_>, _: &DecodeOptions) -> Result<FieldsV1, Error> {
-    let text = go_text(embedded_raw(value)?);
-    match super::object_tree::parse(text.as_bytes()) {
+    let raw = embedded_raw(value)?;
+    match super::object_tree::parse(raw) {
         Some(tree) => Ok(FieldsV1(tree)),
-        None => json(text.as_bytes()).map(FieldsV1),
+        None => json(raw).map(FieldsV1),
     }
 }
 
