@@ -202,7 +202,7 @@ fn classify(ours: &Outcome, go: &Outcome) -> Option<Divergence> {
         (Err(error), Ok(_))
             if error.contains("truncated")
                 || error.contains("zero or negative")
-                || error.contains("arrived as")
+                || error.contains("wire type ")
                 || error.contains("unknown wire type")
                 || error.contains("group that never started") =>
         {

@@ -80,6 +80,7 @@ where
         value: WireValue::Bytes(bytes),
         options,
     })
+    .map_err(|error| error.located(bytes, message))
 }
 
 /// One wire value, typed by the schema.
@@ -91,7 +92,7 @@ struct ValueDeserializer<'de> {
 
 impl<'de> ValueDeserializer<'de> {
     fn bytes(&self) -> Result<&'de [u8], Error> {
-        self.value.bytes("length-delimited")
+        self.value.bytes(self.ty.name())
     }
 
     /// Whether JSON would hold `null` here: a zero `Time` (protobuf writes it empty) or an
@@ -315,7 +316,7 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
 fn check(ty: Ty, value: WireValue<'_>) -> Result<(), Error> {
     match ty {
         Ty::Bool | Ty::Int32 | Ty::Int64 | Ty::Uint32 | Ty::Uint64 => {
-            value.integer("number").map(drop)
+            value.integer(ty.name()).map(drop)
         }
         Ty::Double => value.fixed64("double").map(drop),
         Ty::Float => value.fixed32("float").map(drop),

@@ -226,7 +226,7 @@ impl ListSplitter {
         match self.place {
             Place::Envelope if self.pending.is_empty() => Ok(self.head()),
             Place::Magic => Err(Error::NoMagic),
-            _ => Err(Error::Truncated("list body")),
+            _ => Err(Error::Truncated("the list body")),
         }
     }
 

@@ -99,6 +99,30 @@ pub(crate) enum Ty {
     StringList,
 }
 
+impl Ty {
+    /// The type's name in errors, as the generated decoders name it too.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Ty::Bool => "bool",
+            Ty::Int32 => "int32",
+            Ty::Int64 => "int64",
+            Ty::Uint32 => "uint32",
+            Ty::Uint64 => "uint64",
+            Ty::Double => "double",
+            Ty::Float => "float",
+            Ty::String => "string",
+            Ty::Bytes => "bytes",
+            Ty::Message(_) => "message",
+            Ty::Time | Ty::MicroTime => "time",
+            Ty::Duration => "duration",
+            Ty::Quantity => "quantity",
+            Ty::IntOrString => "IntOrString",
+            Ty::FieldsV1 | Ty::RawExtension => "embedded JSON",
+            Ty::StringList => "string list",
+        }
+    }
+}
+
 impl Message {
     /// The protobuf name, such as `k8s.io.api.core.v1.Pod`.
     pub fn name(&self) -> &'static str {

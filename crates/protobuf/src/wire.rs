@@ -144,7 +144,7 @@ impl<'de> Reader<'de> {
             }
         }
         Err(if self.bytes.len() < 10 {
-            Error::Truncated("varint")
+            Error::Truncated("a varint")
         } else {
             Error::Malformed("a varint longer than 10 bytes")
         })
@@ -162,7 +162,7 @@ impl<'de> Reader<'de> {
 
     /// The next `N` bytes, for a fixed-width element of a packed run.
     pub(crate) fn take_fixed<const N: usize>(&mut self) -> Result<[u8; N], Error> {
-        let bytes = self.take(N, "packed fixed-width value")?;
+        let bytes = self.take(N, "a packed fixed-width value")?;
         let mut out = [0; N];
         out.copy_from_slice(bytes);
         Ok(out)
@@ -194,15 +194,15 @@ impl<'de> Reader<'de> {
                     _ => usize::try_from(self.varint()?)
                         .map_err(|_| Error::Malformed("a length out of range"))?,
                 };
-                WireValue::Bytes(self.take(len, "length-delimited value")?)
+                WireValue::Bytes(self.take(len, "a length-delimited value")?)
             }
             0 => WireValue::Varint(self.varint()?),
             1 => {
-                let bytes = self.take(8, "fixed64")?;
+                let bytes = self.take(8, "a fixed64")?;
                 WireValue::Fixed64(u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8])))
             }
             5 => {
-                let bytes = self.take(4, "fixed32")?;
+                let bytes = self.take(4, "a fixed32")?;
                 WireValue::Fixed32(u32::from_le_bytes(bytes.try_into().unwrap_or([0; 4])))
             }
             3 => {
@@ -227,20 +227,20 @@ impl<'de> Reader<'de> {
         let mut depth = 1usize;
         while depth > 0 {
             if self.bytes.is_empty() {
-                return Err(Error::Truncated("group"));
+                return Err(Error::Truncated("a group"));
             }
             let tag = self.varint()?;
             match tag & 7 {
                 0 => drop(self.varint()?),
-                1 => drop(self.take(8, "fixed64")?),
+                1 => drop(self.take(8, "a fixed64")?),
                 2 => {
                     let len = usize::try_from(self.varint()?)
                         .map_err(|_| Error::Malformed("a length out of range"))?;
-                    self.take(len, "length-delimited value")?;
+                    self.take(len, "a length-delimited value")?;
                 }
                 3 => depth += 1,
                 4 => depth -= 1,
-                5 => drop(self.take(4, "fixed32")?),
+                5 => drop(self.take(4, "a fixed32")?),
                 _ => return Err(Error::Malformed("an unknown wire type")),
             }
         }

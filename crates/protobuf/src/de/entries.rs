@@ -17,6 +17,9 @@ pub(super) enum Entries<'a, 'de> {
     Run {
         reader: &'a mut Reader<'de>,
         number: u32,
+        /// The tag of the entry read last, which errors of its value are marked with
+        /// ([`Error::at`]).
+        tag: *const u8,
     },
     /// Every entry, gathered from wherever it appeared.
     Gathered(std::vec::IntoIter<WireValue<'de>>),
@@ -25,8 +28,17 @@ pub(super) enum Entries<'a, 'de> {
 impl<'de> Entries<'_, 'de> {
     fn next(&mut self) -> Result<Option<WireValue<'de>>, Error> {
         match self {
-            Entries::Run { reader, number } if reader.peek_number() == Some(*number) => {
-                Ok(reader.field()?.map(|(_, value)| value))
+            Entries::Run {
+                reader,
+                number,
+                tag,
+            } if reader.peek_number() == Some(*number) => {
+                *tag = reader.remaining().as_ptr();
+                let tag = *tag;
+                Ok(reader
+                    .field()
+                    .map_err(|error| error.at(tag))?
+                    .map(|(_, value)| value))
             }
             Entries::Run { .. } => Ok(None),
             Entries::Gathered(values) => Ok(values.next()),
@@ -34,13 +46,21 @@ impl<'de> Entries<'_, 'de> {
     }
 
     /// How many elements of `ty` the entries still ahead hold (a packed entry holds several).
+    /// Marks `error` as one of the entry read last, when its place is known.
+    fn mark(&self, error: Error) -> Error {
+        match self {
+            Entries::Run { tag, .. } => error.at(*tag),
+            Entries::Gathered(_) => error,
+        }
+    }
+
     fn count(&self, ty: Ty) -> usize {
         let elements = |value: WireValue<'_>| match value {
             WireValue::Bytes(bytes) if is_packable(ty) => packed_len(bytes, ty),
             _ => 1,
         };
         match self {
-            Entries::Run { reader, number } => {
+            Entries::Run { reader, number, .. } => {
                 let mut ahead = **reader;
                 let mut count = 0;
                 while ahead.peek_number() == Some(*number) {
@@ -165,14 +185,18 @@ impl<'de> SeqAccess<'de> for RepeatedAccess<'_, 'de> {
         &mut self,
         seed: T,
     ) -> Result<Option<T::Value>, Error> {
-        match self.next_value()? {
+        match self
+            .next_value()
+            .map_err(|error| self.entries.mark(error))?
+        {
             Some(value) => seed
                 .deserialize(ValueDeserializer {
                     ty: self.ty,
                     value,
                     options: self.options,
                 })
-                .map(Some),
+                .map(Some)
+                .map_err(|error| self.entries.mark(error)),
             None => Ok(None),
         }
     }
@@ -251,15 +275,8 @@ impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
                 None => return Ok(None),
             },
         };
-        let mut fields = Reader::new(entry.bytes("map entry")?);
-        let (mut key, mut value) = (zero_of(self.key), zero_of(self.ty));
-        while let Some((number, field)) = fields.field()? {
-            match number {
-                1 => key = field,
-                2 => value = field,
-                _ => {}
-            }
-        }
+        let (key, value) =
+            map_entry(entry, self.key, self.ty).map_err(|error| self.entries.mark(error))?;
         self.value = Some(value);
         seed.deserialize(ValueDeserializer {
             ty: self.key,
@@ -267,6 +284,7 @@ impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
             options: self.options,
         })
         .map(Some)
+        .map_err(|error| self.entries.mark(error))
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
@@ -278,7 +296,26 @@ impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
             value,
             options: self.options,
         })
+        .map_err(|error| self.entries.mark(error))
     }
+}
+
+/// The key and value of one map entry; a missing one is its type's zero.
+fn map_entry<'de>(
+    entry: WireValue<'de>,
+    key: Ty,
+    ty: Ty,
+) -> Result<(WireValue<'de>, WireValue<'de>), Error> {
+    let mut fields = Reader::new(entry.bytes("map entry")?);
+    let (mut key, mut value) = (zero_of(key), zero_of(ty));
+    while let Some((number, field)) = fields.field()? {
+        match number {
+            1 => key = field,
+            2 => value = field,
+            _ => {}
+        }
+    }
+    Ok((key, value))
 }
 
 collection_deserializer! {

@@ -22,6 +22,9 @@ use crate::{
 pub(super) struct FieldAccess<'de> {
     fields: Fields<'de>,
     pending: Option<(&'static Field, Pending<'de>)>,
+    /// Where the pending field's tag is, to mark its errors with ([`Error::at`]); null for a
+    /// gathered field, whose errors the enclosing message marks.
+    tag: *const u8,
     /// `apiVersion` and `kind` still to present before the message's own fields; the
     /// `apiVersion` is emptied once presented.
     type_meta: Option<(&'static str, &'static str)>,
@@ -204,6 +207,7 @@ impl<'de> FieldAccess<'de> {
         Self {
             fields,
             pending: None,
+            tag: ptr::null(),
             type_meta,
             options,
         }
@@ -224,13 +228,15 @@ impl<'de> FieldAccess<'de> {
 
     /// The next field to present and its value, if any is left.
     fn next_field(&mut self) -> Result<Option<(&'static Field, Pending<'de>)>, Error> {
+        self.tag = ptr::null();
         match &mut self.fields {
             Fields::Streamed {
                 reader,
                 message,
                 outer,
             } => loop {
-                let Some((number, value)) = reader.field()? else {
+                let tag = reader.remaining().as_ptr();
+                let Some((number, value)) = reader.field().map_err(|error| error.at(tag))? else {
                     match outer.pop() {
                         Some((outer_reader, outer_message)) => {
                             *reader = outer_reader;
@@ -249,7 +255,9 @@ impl<'de> FieldAccess<'de> {
                         let Ty::Message(inner) = field.ty else {
                             return Err(Error::Malformed("an inlined field that is not a message"));
                         };
-                        let bytes = value.bytes("inlined message")?;
+                        let bytes = value
+                            .bytes("inlined message")
+                            .map_err(|error| error.at(tag))?;
                         outer.push((*reader, *message));
                         *reader = Reader::new(bytes);
                         *message = inner;
@@ -257,7 +265,7 @@ impl<'de> FieldAccess<'de> {
                     }
                     Shape::Single if field.omit_zero && value.is_zero() => {
                         // Skipped, but only when it has the field's wire type, as in Go.
-                        check(field.ty, value)?;
+                        check(field.ty, value).map_err(|error| error.at(tag))?;
                         continue;
                     }
                     _ if is_dropped(self.options, message, field) => {
@@ -266,6 +274,7 @@ impl<'de> FieldAccess<'de> {
                     }
                     _ => {}
                 }
+                self.tag = tag;
                 return Ok(Some((field, Pending::Streamed(value))));
             },
             Fields::Gathered(groups) => {
@@ -337,20 +346,24 @@ impl<'de> MapAccess<'de> for FieldAccess<'de> {
             return Err(Error::Malformed("a value asked for before its key"));
         };
         let options = self.options;
+        let tag = self.tag;
         let values = match pending {
             Pending::Streamed(value) => {
                 let (Shape::Repeated | Shape::Map(_), Fields::Streamed { reader, .. }) =
                     (field.shape, &mut self.fields)
                 else {
-                    return seed.deserialize(ValueDeserializer {
-                        ty: field.ty,
-                        value,
-                        options,
-                    });
+                    return seed
+                        .deserialize(ValueDeserializer {
+                            ty: field.ty,
+                            value,
+                            options,
+                        })
+                        .map_err(|error| error.at(tag));
                 };
                 let entries = Entries::Run {
                     reader,
                     number: field.number,
+                    tag,
                 };
                 let decoded = match field.shape {
                     Shape::Map(key) => seed.deserialize(MapDeserializer(MapEntries {

@@ -185,7 +185,7 @@ impl<T: DeserializeOwned + 'static> Decoder<T> {
             // A message other than `T`'s (a caller's mistake) gets what the serde path makes of it.
             Some((own, decode)) if ptr::eq(own, message) => {
                 let mut out: Option<T> = None;
-                decode(bytes, &options, &mut out)?;
+                decode(bytes, &options, &mut out).map_err(|error| error.located(bytes, message))?;
                 out.ok_or(Error::Malformed("a generated decoder returned nothing"))
             }
             _ => from_message(bytes, message, options),

@@ -64,14 +64,19 @@ pub(crate) fn merge<T: Merge>(
 ) -> Result<(), Error> {
     let mut reader = Reader::new(bytes);
     let mut previous = 0;
-    while let Some((number, value)) = reader.field()? {
+    loop {
+        let tag = reader.remaining().as_ptr();
+        let Some((number, value)) = reader.field().map_err(|error| error.at(tag))? else {
+            return Ok(());
+        };
         if number != previous && is_repeated::<T>(number) {
             target.reserve(number, 1 + run_after(reader, number), options);
         }
         previous = number;
-        target.merge_field(number, value, options)?;
+        target
+            .merge_field(number, value, options)
+            .map_err(|error| error.at(tag))?;
     }
-    Ok(())
 }
 
 /// Whether field `number` of `T` is one of its [`Merge::REPEATED`].

@@ -2,6 +2,7 @@
 //! they link once and run side by side.
 
 mod differential;
+mod errors;
 mod fuzz;
 mod go_semantics;
 mod list_splitter;
