@@ -147,19 +147,22 @@ pub trait Decoder<K>: Send + Sync + 'static {
 
     /// How a watch body whose `Content-Type` is `content_type` is cut into the frames
     /// [`decode_event`](Decoder::decode_event) reads: lines (JSON, the default) or
-    /// length-prefixed frames (protobuf).
+    /// length-prefixed frames (protobuf). Each frame is handed on with the framing chosen here,
+    /// so the format of a frame is what the response declared, never a guess from its bytes.
     fn framing(&self, content_type: Option<&str>) -> Framing {
         let _ = content_type;
         Framing::Lines
     }
 
-    /// Decodes one frame (a line of JSON, or a protobuf `WatchEvent`) of a watch stream.
+    /// Decodes one frame of a watch stream, cut by `framing` (what
+    /// [`framing`](Decoder::framing) chose for the response): a line of JSON, or a protobuf
+    /// `WatchEvent`.
     ///
     /// # Errors
     ///
     /// The mapped status of an `ERROR` event (see [`Error::from_status`]), [`Error::WrongKind`]
     /// for an object of another kind, [`Error::Decode`] for anything unreadable.
-    fn decode_event(&self, line: &[u8]) -> Result<WatchEvent<K>>;
+    fn decode_event(&self, frame: &[u8], framing: Framing) -> Result<WatchEvent<K>>;
 
     /// [`decode_event`](Self::decode_event), with the bytes an added or modified object was
     /// decoded from when the object holds all they hold ([`WireBytes`]): what lets a compact
@@ -168,8 +171,12 @@ pub trait Decoder<K>: Send + Sync + 'static {
     /// # Errors
     ///
     /// As [`decode_event`](Self::decode_event).
-    fn decode_event_with_wire(&self, line: &[u8]) -> Result<(WatchEvent<K>, Option<WireBytes>)> {
-        Ok((self.decode_event(line)?, None))
+    fn decode_event_with_wire(
+        &self,
+        frame: &[u8],
+        framing: Framing,
+    ) -> Result<(WatchEvent<K>, Option<WireBytes>)> {
+        Ok((self.decode_event(frame, framing)?, None))
     }
 }
 
@@ -497,7 +504,7 @@ where
         })
     }
 
-    fn decode_event(&self, line: &[u8]) -> Result<WatchEvent<K>> {
+    fn decode_event(&self, line: &[u8], _framing: Framing) -> Result<WatchEvent<K>> {
         if let Some(event) = self.decode_object_event(line) {
             return event;
         }
@@ -600,7 +607,9 @@ mod tests {
     #[test]
     fn a_watch_object_of_another_kind_is_a_wrong_kind_error() {
         let line = br#"{"type":"ADDED","object":{"kind":"Service","apiVersion":"v1","metadata":{"name":"x"}}}"#;
-        let error = pod_decoder().decode_event(line).expect_err("wrong kind");
+        let error = pod_decoder()
+            .decode_event(line, Framing::Lines)
+            .expect_err("wrong kind");
         assert!(matches!(error, Error::WrongKind { .. }), "{error}");
     }
 
@@ -613,7 +622,8 @@ mod tests {
             "the fast shape"
         );
         let generic = format!(r#"{{ "object": {pod}, "type": "MODIFIED" }}"#);
-        let decoded = |line: &str| match pod_decoder().decode_event(line.as_bytes()) {
+        let decoded = |line: &str| match pod_decoder().decode_event(line.as_bytes(), Framing::Lines)
+        {
             Ok(WatchEvent::Modified(pod)) => pod,
             other => panic!("{other:?}"),
         };
@@ -628,14 +638,14 @@ mod tests {
         ] {
             let line = format!(r#"{{"type":"ADDED","object":{object}}}"#);
             let error = pod_decoder()
-                .decode_event(line.as_bytes())
+                .decode_event(line.as_bytes(), Framing::Lines)
                 .expect_err("wrong kind");
             assert!(matches!(error, Error::WrongKind { .. }), "{error}");
         }
         // A field after the object fails the fast reading and is read the generic way.
         let trailing = format!(r#"{{"type":"ADDED","object":{pod},"extra":1}}"#);
         assert!(matches!(
-            pod_decoder().decode_event(trailing.as_bytes()),
+            pod_decoder().decode_event(trailing.as_bytes(), Framing::Lines),
             Ok(WatchEvent::Added(_))
         ));
     }
@@ -643,7 +653,9 @@ mod tests {
     #[test]
     fn a_garbage_line_is_a_decode_error_that_gives_its_size_not_its_bytes() {
         let line = vec![b'x'; 10_000];
-        let error = pod_decoder().decode_event(&line).expect_err("garbage");
+        let error = pod_decoder()
+            .decode_event(&line, Framing::Lines)
+            .expect_err("garbage");
         match &error {
             Error::Decode {
                 what, size, object, ..
@@ -662,7 +674,9 @@ mod tests {
     #[test]
     fn an_error_event_carrying_something_else_than_a_status_says_what_it_carried() {
         let line = br#"{"type":"ERROR","object":{"kind":"Secret","apiVersion":"v1","metadata":{"name":"db","namespace":"prod"},"data":{"password":"aHVudGVyMg=="}}}"#;
-        let error = pod_decoder().decode_event(line).expect_err("not a status");
+        let error = pod_decoder()
+            .decode_event(line, Framing::Lines)
+            .expect_err("not a status");
         let message = error.to_string();
         assert!(matches!(error, Error::Decode { .. }), "{message}");
         assert!(message.contains("v1/Secret prod/db"), "{message}");
@@ -673,14 +687,19 @@ mod tests {
     #[test]
     fn an_error_event_with_410_maps_to_expired() {
         let line = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}}"#;
-        let error = pod_decoder().decode_event(line).expect_err("expired");
+        let error = pod_decoder()
+            .decode_event(line, Framing::Lines)
+            .expect_err("expired");
         assert!(error.is_resource_version_unavailable(), "{error}");
     }
 
     #[test]
     fn the_initial_events_end_bookmark_is_recognised() {
         let line = br#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
-        match pod_decoder().decode_event(line).expect("bookmark") {
+        match pod_decoder()
+            .decode_event(line, Framing::Lines)
+            .expect("bookmark")
+        {
             WatchEvent::Bookmark {
                 resource_version,
                 initial_events_end,

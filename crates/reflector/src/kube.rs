@@ -15,8 +15,8 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 
 use crate::{
-    Decoder, Error, ExpectedType, JsonDecoder, KubeDecoder, ListOptions, ListPage, ListerWatcher,
-    Result, ReuseObject, VersionMatch, WatchStream, WatchStreamWithWire, WireFormat,
+    Decoder, Error, ExpectedType, Framing, JsonDecoder, KubeDecoder, ListOptions, ListPage,
+    ListerWatcher, Result, ReuseObject, VersionMatch, WatchStream, WatchStreamWithWire, WireFormat,
     arriving::decode_arriving, json_list, protobuf::ProtobufSplitter,
 };
 
@@ -570,7 +570,7 @@ where
     async fn open_watch<T: Send + 'static>(
         &self,
         options: ListOptions,
-        decode: fn(&D, &[u8]) -> Result<T>,
+        decode: fn(&D, &[u8], Framing) -> Result<T>,
     ) -> Result<BoxStream<'static, Result<T>>> {
         let request = self.watch_request(&self.scoped(options))?;
         let response = self.send(request).await?;

@@ -244,9 +244,6 @@ impl Splitter for ProtobufSplitter {
     }
 }
 
-/// The first byte of every protobuf watch frame: field 1, wire type 2.
-const PROTOBUF_EVENT_TAG: u8 = 0x0a;
-
 fn protobuf_error(what: &'static str, error: &kinformer_protobuf::Error, bytes: &[u8]) -> Error {
     Error::decode(what, format!("protobuf: {error}"), bytes)
 }
@@ -469,23 +466,23 @@ where
         }
     }
 
-    fn decode_event(&self, frame: &[u8]) -> Result<WatchEvent<K>> {
-        // A protobuf watch frame is a `WatchEvent` message, whose first byte is field 1's tag
-        // (`type`, length-delimited); anything else is a JSON line, so a line that is not JSON
-        // is reported as such, not as a malformed protobuf frame.
-        if frame.first() == Some(&PROTOBUF_EVENT_TAG) {
-            self.decode_protobuf_event(frame, false)
-                .map(|(event, _)| event)
-        } else {
-            self.json.decode_event(frame)
+    fn decode_event(&self, frame: &[u8], framing: Framing) -> Result<WatchEvent<K>> {
+        match framing {
+            Framing::LengthPrefixed => self
+                .decode_protobuf_event(frame, false)
+                .map(|(event, _)| event),
+            _ => self.json.decode_event(frame, framing),
         }
     }
 
-    fn decode_event_with_wire(&self, frame: &[u8]) -> Result<(WatchEvent<K>, Option<WireBytes>)> {
-        if frame.first() == Some(&PROTOBUF_EVENT_TAG) {
-            self.decode_protobuf_event(frame, true)
-        } else {
-            Ok((self.json.decode_event(frame)?, None))
+    fn decode_event_with_wire(
+        &self,
+        frame: &[u8],
+        framing: Framing,
+    ) -> Result<(WatchEvent<K>, Option<WireBytes>)> {
+        match framing {
+            Framing::LengthPrefixed => self.decode_protobuf_event(frame, true),
+            _ => Ok((self.json.decode_event(frame, framing)?, None)),
         }
     }
 }

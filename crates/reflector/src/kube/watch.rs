@@ -162,7 +162,7 @@ impl Framer {
 pub(super) fn watch_events<T, D>(
     chunks: BoxStream<'static, Result<Bytes>>,
     decoder: Arc<D>,
-    decode: fn(&D, &[u8]) -> Result<T>,
+    decode: fn(&D, &[u8], Framing) -> Result<T>,
     framing: Framing,
     max_line: usize,
     workers: usize,
@@ -192,14 +192,16 @@ where
     // outside a tokio runtime there is none, and frames decode where they are read.
     let runtime = tokio::runtime::Handle::try_current().ok();
     let Some(runtime) = runtime.filter(|_| workers > 0) else {
-        return frames.map(move |frame| decode(&decoder, &frame?)).boxed();
+        return frames
+            .map(move |frame| decode(&decoder, &frame?, framing))
+            .boxed();
     };
     frames
         .map(move |frame| {
             let decoder = Arc::clone(&decoder);
             let decoded = frame.map(|frame| {
                 runtime
-                    .spawn(async move { decode(&decoder, &frame) })
+                    .spawn(async move { decode(&decoder, &frame, framing) })
                     .map(|joined| {
                         joined.unwrap_or_else(|error| {
                             Err(Error::decode(

@@ -49,7 +49,10 @@ fn added_and_modified_objects_keep_the_message_they_were_decoded_from() {
     let codec = crate::ProtobufCodec::<Pod>::new().expect("Pod has a generated decoder");
     for event_type in ["ADDED", "MODIFIED"] {
         let (event, wire) = decoder
-            .decode_event_with_wire(&frame(event_type, &pod_json("web", "7")))
+            .decode_event_with_wire(
+                &frame(event_type, &pod_json("web", "7")),
+                Framing::LengthPrefixed,
+            )
             .expect("decodes");
         let (WatchEvent::Added(object) | WatchEvent::Modified(object)) = event else {
             panic!("{event_type} decoded as {event:?}");
@@ -65,12 +68,18 @@ fn added_and_modified_objects_keep_the_message_they_were_decoded_from() {
         assert!(object.metadata.managed_fields.is_some());
     }
     let (_, wire) = decoder
-        .decode_event_with_wire(&frame("DELETED", &pod_json("web", "8")))
+        .decode_event_with_wire(
+            &frame("DELETED", &pod_json("web", "8")),
+            Framing::LengthPrefixed,
+        )
         .expect("decodes");
     assert!(wire.is_none(), "a deleted object is not stored");
     // Without asking, nothing is copied.
     let event = decoder
-        .decode_event(&frame("ADDED", &pod_json("web", "7")))
+        .decode_event(
+            &frame("ADDED", &pod_json("web", "7")),
+            Framing::LengthPrefixed,
+        )
         .expect("decodes");
     assert!(matches!(event, WatchEvent::Added(_)));
 }
@@ -80,7 +89,10 @@ fn objects_decoded_without_managed_fields_keep_their_message_without_them() {
     let stripped = decoder().drop_managed_fields();
     let codec = crate::ProtobufCodec::<Pod>::new().expect("Pod has a generated decoder");
     let (event, wire) = stripped
-        .decode_event_with_wire(&frame("MODIFIED", &pod_json("web", "7")))
+        .decode_event_with_wire(
+            &frame("MODIFIED", &pod_json("web", "7")),
+            Framing::LengthPrefixed,
+        )
         .expect("decodes");
     let WatchEvent::Modified(object) = event else {
         panic!("decoded as {event:?}");
@@ -98,13 +110,18 @@ fn objects_decoded_without_managed_fields_keep_their_message_without_them() {
 fn objects_that_hold_less_than_their_message_keep_no_bytes() {
     let metadata = KubeDecoder::<PartialObjectMeta<Pod>>::metadata(WireFormat::Protobuf);
     let (_, wire) = metadata
-        .decode_event_with_wire(&frame("MODIFIED", &metadata_json("web", "7")))
+        .decode_event_with_wire(
+            &frame("MODIFIED", &metadata_json("web", "7")),
+            Framing::LengthPrefixed,
+        )
         .expect("decodes");
     assert!(wire.is_none(), "a projection is not its message");
 
     let line = serde_json::to_vec(&json!({ "type": "MODIFIED", "object": pod_json("web", "7") }))
         .expect("JSON");
-    let (_, wire) = decoder().decode_event_with_wire(&line).expect("decodes");
+    let (_, wire) = decoder()
+        .decode_event_with_wire(&line, Framing::Lines)
+        .expect("decodes");
     assert!(wire.is_none(), "a JSON line has no protobuf message");
 }
 
@@ -173,12 +190,12 @@ fn metadata_decodes_the_same_from_protobuf_and_json() {
 
     let object = metadata_json("c", "11");
     let event = decoder
-        .decode_event(&frame("MODIFIED", &object))
+        .decode_event(&frame("MODIFIED", &object), Framing::LengthPrefixed)
         .expect("a protobuf frame decodes");
     let json_line =
         serde_json::to_vec(&json!({ "type": "MODIFIED", "object": object })).expect("JSON");
     let json_event = decoder
-        .decode_event(&json_line)
+        .decode_event(&json_line, Framing::Lines)
         .expect("a JSON line decodes");
     match (event, json_event) {
         (WatchEvent::Modified(protobuf), WatchEvent::Modified(json)) => {
@@ -190,7 +207,10 @@ fn metadata_decodes_the_same_from_protobuf_and_json() {
 
     let dropping = decoder.drop_managed_fields();
     let event = dropping
-        .decode_event(&frame("ADDED", &metadata_json("d", "12")))
+        .decode_event(
+            &frame("ADDED", &metadata_json("d", "12")),
+            Framing::LengthPrefixed,
+        )
         .expect("decodes");
     let WatchEvent::Added(object) = event else {
         panic!("expected ADDED, got {event:?}");
@@ -310,7 +330,7 @@ fn a_json_answer_to_a_protobuf_request_still_decodes() {
     let line = serde_json::to_vec(&json!({ "type": "ADDED", "object": pod_json("b", "4") }))
         .expect("JSON");
     assert!(matches!(
-        decoder().decode_event(&line),
+        decoder().decode_event(&line, Framing::Lines),
         Ok(WatchEvent::Added(pod)) if pod.metadata.name.as_deref() == Some("b")
     ));
 }
@@ -319,11 +339,16 @@ fn a_json_answer_to_a_protobuf_request_still_decodes() {
 fn managed_fields_are_dropped_in_both_formats_when_asked() {
     let decoder = decoder().drop_managed_fields();
     let protobuf = decoder
-        .decode_event(&frame("ADDED", &pod_json("a", "1")))
+        .decode_event(
+            &frame("ADDED", &pod_json("a", "1")),
+            Framing::LengthPrefixed,
+        )
         .expect("decodes");
     let line = serde_json::to_vec(&json!({ "type": "ADDED", "object": pod_json("a", "1") }))
         .expect("JSON");
-    let json = decoder.decode_event(&line).expect("decodes");
+    let json = decoder
+        .decode_event(&line, Framing::Lines)
+        .expect("decodes");
     for event in [protobuf, json] {
         let WatchEvent::Added(pod) = event else {
             panic!("expected an add, got {event:?}");
@@ -337,7 +362,7 @@ fn managed_fields_are_dropped_in_both_formats_when_asked() {
 fn watch_frames_decode_to_events() {
     let decoder = decoder();
     assert!(matches!(
-        decoder.decode_event(&frame("MODIFIED", &pod_json("a", "5"))),
+        decoder.decode_event(&frame("MODIFIED", &pod_json("a", "5")), Framing::LengthPrefixed),
         Ok(WatchEvent::Modified(pod)) if pod.metadata.resource_version.as_deref() == Some("5")
     ));
     let bookmark = json!({
@@ -348,7 +373,7 @@ fn watch_frames_decode_to_events() {
         },
     });
     assert!(matches!(
-        decoder.decode_event(&frame("BOOKMARK", &bookmark)),
+        decoder.decode_event(&frame("BOOKMARK", &bookmark), Framing::LengthPrefixed),
         Ok(WatchEvent::Bookmark { resource_version, initial_events_end: true }) if resource_version == "8"
     ));
     let gone = json!({
@@ -356,7 +381,7 @@ fn watch_frames_decode_to_events() {
         "message": "too old resource version: 1 (5)", "reason": "Expired", "code": 410,
     });
     let error = decoder
-        .decode_event(&frame("ERROR", &gone))
+        .decode_event(&frame("ERROR", &gone), Framing::LengthPrefixed)
         .expect_err("an error event");
     assert!(error.is_resource_version_unavailable(), "{error}");
 }
@@ -366,21 +391,24 @@ fn bad_frames_are_decode_or_kind_errors() {
     let decoder = decoder();
     let service = json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": "s" } });
     assert!(matches!(
-        decoder.decode_event(&frame("ADDED", &service)),
+        decoder.decode_event(&frame("ADDED", &service), Framing::LengthPrefixed),
         Err(Error::WrongKind { .. })
     ));
     let mut truncated = frame("ADDED", &pod_json("a", "1"));
     truncated.truncate(truncated.len() / 2);
     assert!(matches!(
-        decoder.decode_event(&truncated),
+        decoder.decode_event(&truncated, Framing::LengthPrefixed),
         Err(Error::Decode { .. })
     ));
     assert!(matches!(
-        decoder.decode_event(&[0xff, 0xff, 0xff]),
+        decoder.decode_event(&[0xff, 0xff, 0xff], Framing::LengthPrefixed),
         Err(Error::Decode { .. })
     ));
     assert!(matches!(
-        decoder.decode_event(&frame("SURPRISE", &pod_json("a", "1"))),
+        decoder.decode_event(
+            &frame("SURPRISE", &pod_json("a", "1")),
+            Framing::LengthPrefixed
+        ),
         Err(Error::Decode { .. })
     ));
 }
@@ -392,7 +420,7 @@ fn bad_frames_are_decode_or_kind_errors() {
 fn undecodable_events_are_reported_as_what_they_are() {
     let decoder = decoder();
     let error = decoder
-        .decode_event(b"<html>bad gateway</html>")
+        .decode_event(b"<html>bad gateway</html>", Framing::Lines)
         .expect_err("not json");
     let message = error.to_string();
     assert!(
@@ -404,9 +432,36 @@ fn undecodable_events_are_reported_as_what_they_are() {
     assert!(!message.contains("gateway"), "{message}");
 
     let error = decoder
-        .decode_event(&frame("ERROR", &pod_json("a", "1")))
+        .decode_event(
+            &frame("ERROR", &pod_json("a", "1")),
+            Framing::LengthPrefixed,
+        )
         .expect_err("not a status");
     let message = error.to_string();
     assert!(message.contains("v1/Pod ns/a"), "{message}");
     assert!(message.contains("not a Status"), "{message}");
+}
+
+/// A frame's format is what the response declared, not a guess from its first byte: a
+/// protobuf `WatchEvent` whose fields come in another order decodes, and an empty frame is a
+/// protobuf error, not a JSON parser's.
+#[test]
+fn a_frame_is_read_in_the_format_its_response_declared() {
+    let decoder = decoder();
+    let in_order = frame("ADDED", &pod_json("a", "1"));
+    let type_field = 2 + "ADDED".len();
+    assert_eq!(in_order[0], 0x0a, "the type is field 1, first");
+    let mut object_first = in_order[type_field..].to_vec();
+    object_first.extend_from_slice(&in_order[..type_field]);
+    assert!(matches!(
+        decoder.decode_event(&object_first, Framing::LengthPrefixed),
+        Ok(WatchEvent::Added(pod)) if pod.metadata.name.as_deref() == Some("a")
+    ));
+
+    let message = decoder
+        .decode_event(&[], Framing::LengthPrefixed)
+        .expect_err("an empty frame")
+        .to_string();
+    assert!(message.contains("protobuf"), "{message}");
+    assert!(!message.contains("line 1 column"), "{message}");
 }

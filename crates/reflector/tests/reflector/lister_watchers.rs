@@ -155,9 +155,10 @@ impl kinformer_reflector::Decoder<Pod> for SlowDecoder {
 
     fn decode_event(
         &self,
-        line: &[u8],
+        frame: &[u8],
+        framing: kinformer_reflector::Framing,
     ) -> kinformer_reflector::Result<kinformer_reflector::WatchEvent<Pod>> {
-        self.inner.decode_event(line)
+        self.inner.decode_event(frame, framing)
     }
 }
 
@@ -249,9 +250,10 @@ impl<D: kinformer_reflector::Decoder<Pod>> kinformer_reflector::Decoder<Pod>
 
     fn decode_event(
         &self,
-        line: &[u8],
+        frame: &[u8],
+        framing: kinformer_reflector::Framing,
     ) -> kinformer_reflector::Result<kinformer_reflector::WatchEvent<Pod>> {
-        self.inner.decode_event(line)
+        self.inner.decode_event(frame, framing)
     }
 }
 
