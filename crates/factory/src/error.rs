@@ -11,8 +11,10 @@ pub enum Error {
         /// What was attempted.
         action: &'static str,
     },
-    /// `start` was called outside a tokio runtime, so there is nowhere to run the informers.
-    #[error("cannot start the informer factory outside a tokio runtime")]
+    /// `start` was called outside a tokio runtime, or an informer was requested outside one
+    /// from a factory that has started (and so starts it at once): there is nowhere to run
+    /// the informers.
+    #[error("cannot start informers outside a tokio runtime")]
     NoRuntime,
 }
 

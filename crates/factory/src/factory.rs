@@ -118,6 +118,9 @@ impl Drop for Inner {
 #[derive(Default)]
 struct State {
     informers: HashMap<InformerKey, Entry>,
+    /// [`SharedInformerFactory::start`] has been called: an informer requested since starts
+    /// at once.
+    started: bool,
     shutting_down: bool,
     /// The id the next entry gets: a key can be registered again after its informer left.
     next_id: u64,
@@ -489,23 +492,28 @@ impl SharedInformerFactory {
                 .clone();
             return Ok((informer, (key, entry.id)));
         }
+        // A factory that has started starts what it hands out since, which needs a runtime.
+        if state.started && tokio::runtime::Handle::try_current().is_err() {
+            return Err(Error::NoRuntime);
+        }
         // Built under the lock: construction is cheap and synchronous, and it is what makes
         // two racing callers share one informer.
         let informer = build(&self.inner.config, self.inner.client.clone(), &key);
         debug!(informer = %key, ?hold, "informer registered");
         let id = state.next_id;
         state.next_id += 1;
-        state.informers.insert(
-            key.clone(),
-            Entry {
-                id,
-                informer: Arc::new(informer.clone()),
-                started: false,
-                pinned: hold == Hold::Pin,
-                leases: usize::from(hold == Hold::Lease),
-                token: self.inner.token.child_token(),
-            },
-        );
+        let mut entry = Entry {
+            id,
+            informer: Arc::new(informer.clone()),
+            started: false,
+            pinned: hold == Hold::Pin,
+            leases: usize::from(hold == Hold::Lease),
+            token: self.inner.token.child_token(),
+        };
+        if state.started {
+            self.run(&key, &mut entry);
+        }
+        state.informers.insert(key.clone(), entry);
         Ok((informer, (key, id)))
     }
 
@@ -572,9 +580,9 @@ impl SharedInformerFactory {
         }
     }
 
-    /// Runs every registered informer that is not running yet, each in a task of its own
-    /// (client-go's `Start`). Idempotent: a second call starts only informers registered
-    /// since the first.
+    /// Runs every registered informer, each in a task of its own (client-go's `Start`), and
+    /// from then on every informer requested from the factory as soon as it is requested
+    /// (where client-go leaves it idle until `Start` is called again). Idempotent.
     ///
     /// # Errors
     ///
@@ -591,22 +599,29 @@ impl SharedInformerFactory {
                 action: "start informers",
             });
         }
+        state.started = true;
         for (key, entry) in state.informers.iter_mut().filter(|(_, e)| !e.started) {
-            info!(informer = %key, "starting informer");
-            let exited = {
-                let (inner, key, id) = (Arc::downgrade(&self.inner), key.clone(), entry.id);
-                Box::new(move || {
-                    if let Some(inner) = inner.upgrade() {
-                        Self::forget_gone(&inner, &key, id);
-                    }
-                })
-            };
-            entry
-                .informer
-                .spawn(&self.inner.tasks, entry.token.clone(), exited);
-            entry.started = true;
+            self.run(key, entry);
         }
         Ok(())
+    }
+
+    /// Runs the informer of `entry` in a task of the factory's; called with the registry
+    /// locked, inside a tokio runtime.
+    fn run(&self, key: &InformerKey, entry: &mut Entry) {
+        info!(informer = %key, "starting informer");
+        let exited = {
+            let (inner, key, id) = (Arc::downgrade(&self.inner), key.clone(), entry.id);
+            Box::new(move || {
+                if let Some(inner) = inner.upgrade() {
+                    Self::forget_gone(&inner, &key, id);
+                }
+            })
+        };
+        entry
+            .informer
+            .spawn(&self.inner.tasks, entry.token.clone(), exited);
+        entry.started = true;
     }
 
     /// Waits until every started informer has synced its first list, or the factory shuts
