@@ -386,14 +386,17 @@ impl<K: Object> SharedIndexInformer<K> {
             .await
     }
 
-    /// Waits until `condition` holds for what the cache holds under `key` (`None` when it
-    /// holds nothing), checking now and after every change the informer applies; returns what
-    /// the cache held then. `|object| object.is_none()` waits for a deletion and returns at
-    /// once for a key the cache never had.
+    /// Waits until the informer has synced and `condition` holds for what the cache holds under
+    /// `key` (`None` when it holds nothing), checking at sync and after every change the
+    /// informer applies; returns what the cache held then. `|object| object.is_none()` waits
+    /// for a deletion, and once the informer has synced returns at once for a key the cache
+    /// never had.
     ///
     /// # Errors
     ///
-    /// [`WaitError::TimedOut`] after `within`, [`WaitError::Cancelled`] when `token` fires,
+    /// [`WaitError::NotSynced`] when the informer has not synced by `within` (before its first
+    /// list the cache cannot answer for a key), [`WaitError::TimedOut`] when it has but the
+    /// condition does not hold by then, [`WaitError::Cancelled`] when `token` fires,
     /// [`WaitError::Stopped`] when the informer stops first.
     pub async fn wait_for_key(
         &self,
@@ -408,6 +411,7 @@ impl<K: Object> SharedIndexInformer<K> {
             .progress
             .wait_for_key(
                 cache.as_ref(),
+                self.inner.applier.processor.upstream_synced(),
                 key,
                 condition,
                 within,

@@ -18,6 +18,7 @@
 use std::{sync::Arc, time::Duration};
 
 use kinformer_fifo::{Delta, Popped};
+use kinformer_processor::UpstreamSynced;
 use kinformer_store::{CacheReader, Object};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -39,6 +40,15 @@ pub enum WaitError {
     Cancelled {
         /// What was waited for.
         what: String,
+    },
+    /// The informer had not synced by the deadline: its cache does not yet hold what the
+    /// server holds, so it cannot answer for a key (an absent key may exist).
+    #[error("the informer did not sync within {within:?}, so its cache cannot answer for {what}")]
+    NotSynced {
+        /// What was waited for.
+        what: String,
+        /// The deadline given.
+        within: Duration,
     },
     /// The informer stopped first; its cache will not change any more.
     #[error("the informer stopped before the cache reached {what}")]
@@ -130,11 +140,17 @@ impl Progress {
         finish(reached, within, token, stopped, what).await
     }
 
-    /// Waits until `condition` holds for what the cache holds under `key`, checking now and
-    /// after every applied item; returns the object it held then.
+    /// Waits until the informer has synced (`synced`) and then until `condition` holds for
+    /// what the cache holds under `key`, checking at sync and after every applied item;
+    /// returns the object it held then.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the informer's parts a wait reads, each borrowed for the wait alone"
+    )]
     pub(crate) async fn wait_for_key<K>(
         &self,
         cache: &dyn CacheReader<K>,
+        synced: &UpstreamSynced,
         key: &str,
         mut condition: impl FnMut(Option<&K>) -> bool,
         within: Duration,
@@ -144,6 +160,9 @@ impl Progress {
         let mut applied = self.applied.subscribe();
         let what = || format!("the condition on {key}");
         let holds = async {
+            // Before its first list the cache says nothing of the server: a key it lacks may
+            // exist.
+            synced.synced().await;
             loop {
                 // Marked seen before the read, so a change applied after the read wakes us.
                 applied.borrow_and_update();
@@ -154,7 +173,12 @@ impl Progress {
                 applied.changed().await?;
             }
         };
-        finish(holds, within, token, stopped, what).await
+        match finish(holds, within, token, stopped, what).await {
+            Err(WaitError::TimedOut { what, within }) if !synced.has_synced() => {
+                Err(WaitError::NotSynced { what, within })
+            }
+            outcome => outcome,
+        }
     }
 }
 

@@ -97,10 +97,51 @@ async fn waits_return_at_once_when_already_true_and_report_why_they_end() {
     let factory =
         SharedInformerFactory::new(server.client().expect("client"), FactoryOptions::from_env());
     let informer = factory.informer::<ConfigMap>().expect("informer");
-    factory.start().expect("started");
     let token = CancellationToken::new();
 
-    // A key the cache never had is absent now: no time allowed, and none needed.
+    // Before its first list the cache cannot answer for a key: a deletion is not confirmed.
+    let unsynced = informer
+        .wait_for_key(
+            "default/never",
+            |object| object.is_none(),
+            Duration::ZERO,
+            &token,
+        )
+        .await;
+    assert!(
+        matches!(unsynced, Err(WaitError::NotSynced { .. })),
+        "{unsynced:?}"
+    );
+
+    // A wait begun before the first list sees the object the list brings.
+    server
+        .create_object(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "namespace": "default", "name": "present" },
+        }))
+        .expect("a config map");
+    let present = tokio::spawn({
+        let (informer, token) = (informer.clone(), token.clone());
+        async move {
+            informer
+                .wait_for_key(
+                    "default/present",
+                    |object| object.is_some(),
+                    PATIENCE,
+                    &token,
+                )
+                .await
+        }
+    });
+
+    // Once synced, a key the cache never had is absent now: no time allowed, and none needed.
+    factory.start().expect("started");
+    let present = present.await.expect("the wait ends");
+    assert!(
+        present.as_ref().is_ok_and(|object| object.is_some()),
+        "{present:?}"
+    );
+    assert!(informer.wait_for_cache_sync(&token).await, "synced");
     let absent = informer
         .wait_for_key(
             "default/never",
