@@ -48,9 +48,10 @@ pub enum BufferPolicy {
     /// back once the handler catches up.
     #[default]
     Unbounded,
-    /// Keep at most `capacity` notifications; when full, apply `overflow`. A handler thread
-    /// moves up to 64 notifications at a time out of the buffer into its hand-off batch, so a
-    /// listener can hold that many beyond `capacity`.
+    /// Keep at most `capacity` notifications waiting for the handler, the one it is handling
+    /// aside; when full, apply `overflow`. (From an unbounded buffer a handler thread takes up
+    /// to 64 notifications at a time, to lock once per batch; from a bounded one it takes one
+    /// at a time, so none waits outside the count.)
     Bounded {
         /// The most notifications held at once.
         capacity: NonZeroUsize,
@@ -541,6 +542,11 @@ impl<K> RingBuffer<K> {
 
     pub(crate) fn capacity(&self) -> usize {
         self.items.capacity()
+    }
+
+    /// Whether the buffer holds at most a set number of notifications.
+    pub(crate) fn is_bounded(&self) -> bool {
+        matches!(self.policy, BufferPolicy::Bounded { .. })
     }
 
     /// How long a push into a full buffer may wait for room: the deadline of

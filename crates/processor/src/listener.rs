@@ -501,7 +501,8 @@ impl<K: Send + Sync + 'static> Listener<K> {
 
     /// The next notification for the handler thread. Notifications move from the shared ring
     /// to the thread's private `batch` up to [`HANDOFF_BATCH`] at a time, so a busy listener
-    /// takes the lock once per batch rather than once per notification.
+    /// takes the lock once per batch rather than once per notification; from a bounded buffer,
+    /// one at a time, so that what waits never exceeds its capacity.
     fn next_blocking(
         &self,
         batch: &mut VecDeque<(Notification<K>, Instant)>,
@@ -521,7 +522,15 @@ impl<K: Send + Sync + 'static> Listener<K> {
             if queue.closed {
                 return None;
             }
-            let available = queue.ring.len().min(HANDOFF_BATCH);
+            // A bounded buffer's capacity is what it holds in all: notifications taken into
+            // the thread's batch would no longer count against it, and make room for as many
+            // more. So its handler thread takes one at a time.
+            let batch_limit = if queue.ring.is_bounded() {
+                1
+            } else {
+                HANDOFF_BATCH
+            };
+            let available = queue.ring.len().min(batch_limit);
             if available > 0 {
                 batch.extend(std::iter::from_fn(|| queue.ring.pop()).take(available));
                 self.made_room(&queue);

@@ -225,6 +225,53 @@ async fn a_full_bounded_buffer_drops_the_newest_and_counts_it() {
     stop(token, running).await;
 }
 
+/// A bounded buffer holds at most its capacity in all, counting what its handler thread has
+/// taken from it but not handled yet: the thread takes from a bounded buffer one notification
+/// at a time, where from an unbounded one it takes a batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_buffer_never_holds_more_than_its_capacity() {
+    let processor = SharedProcessor::<String>::default();
+    let (first, second) = (Gate::new(), Gate::new());
+    let seen = Recorder::new();
+    let handler = {
+        let (first, second, seen) = (first.clone(), second.clone(), seen.clone());
+        HandlerFuncs::new().add_func(move |obj: Arc<String>, _| {
+            match obj.as_str() {
+                "0" => first.pass(),
+                "1" => second.pass(),
+                _ => {}
+            }
+            seen.push(format!("add {obj}"));
+        })
+    };
+    let reg = processor
+        .add_handler(
+            handler,
+            ListenerOptions::new()
+                .name("bounded")
+                .buffer(BufferPolicy::bounded(10, Overflow::DropNewest)),
+        )
+        .expect("added");
+    let (token, running) = start(&processor).await;
+    processor.distribute(numbered(0), Recipients::All);
+    first.wait_for_arrivals(1);
+    for n in 1..=10 {
+        processor.distribute(numbered(n), Recipients::All);
+    }
+    // The handler takes 1 and stops there, with 2 to 10 still waiting: room for one more.
+    first.open();
+    second.wait_for_arrivals(1);
+    for n in 11..=30 {
+        processor.distribute(numbered(n), Recipients::All);
+    }
+    let stats = reg.stats();
+    assert_eq!((stats.buffered, stats.dropped), (10, 19), "{stats:?}");
+    assert_eq!(stats.peak_buffered, 10, "{stats:?}");
+    second.open();
+    assert_eq!(numbers(&seen.wait_for(12)), (0..=11).collect::<Vec<_>>());
+    stop(token, running).await;
+}
+
 /// A bounded buffer that drops the oldest keeps the newest notifications; a dropped
 /// initial-list add still lets the registration sync.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
