@@ -82,6 +82,9 @@ impl FactoryOptions {
 
     /// The resync period of every informer without a custom one; zero (the default) means
     /// no resyncs.
+    ///
+    /// A non-zero period under one second is raised to one second, as client-go does, with a
+    /// warning; each handler's registration reports the period in force.
     #[doc(alias = "defaultResync")]
     #[must_use]
     pub fn default_resync(mut self, period: Duration) -> Self {
@@ -133,6 +136,9 @@ impl FactoryOptions {
     }
 
     /// The resync period of informers of type `K` (client-go's `WithCustomResyncConfig`).
+    ///
+    /// A non-zero period under one second is raised to one second, as client-go does, with a
+    /// warning; each handler's registration reports the period in force.
     #[doc(alias = "WithCustomResyncConfig")]
     #[must_use]
     pub fn resync_for<K: 'static>(mut self, period: Duration) -> Self {

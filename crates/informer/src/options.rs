@@ -121,6 +121,9 @@ impl<K> InformerOptions<K> {
 
     /// The resync period of handlers that ask for none, and the initial resync check period
     /// (client-go's `defaultEventHandlerResyncPeriod`); zero, the default, means no resyncs.
+    ///
+    /// A non-zero period under one second is raised to one second, as client-go does, with a
+    /// warning; each handler's registration reports the period in force.
     #[doc(alias = "ResyncPeriod")]
     #[must_use]
     pub fn resync_period(mut self, period: Duration) -> Self {

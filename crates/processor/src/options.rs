@@ -41,6 +41,12 @@ impl ListenerOptions {
     /// Requests resyncs at this period; zero means no resyncs. Without it the processor's
     /// default period applies (client-go's `AddEventHandler` versus
     /// `AddEventHandlerWithResyncPeriod`).
+    ///
+    /// A non-zero period under [`MINIMUM_RESYNC_PERIOD`](crate::MINIMUM_RESYNC_PERIOD) (one
+    /// second) is raised to it when the handler is added, as client-go does, with a warning;
+    /// [`Registration::requested_resync_period`](crate::Registration::requested_resync_period)
+    /// reports the period asked for after that, and
+    /// [`resync_period`](crate::Registration::resync_period) the one in force.
     #[must_use]
     pub fn resync_period(mut self, period: Duration) -> Self {
         self.resync_period = Some(period);
