@@ -52,17 +52,17 @@
 //!
 //! | what is wrong | a Pod's message (hex) | the error's message |
 //! | --- | --- | --- |
-//! | a field whose wire type is not its type's | `120c12030a016112050a01622001` | wire type varint for a field of type string (at spec.containers[1].args[0], byte 12, in a k8s.io.api.core.v1.Container) |
-//! | a known field sent as a group | `0a040b08010c` | wire type group for a field of type string (at metadata.name, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta) |
-//! | a tag whose field number is zero or negative | `0a0780808080800101` | malformed protobuf: a field number that is zero or negative (at metadata, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta) |
-//! | a wire type protobuf does not define | `0a020e00` | malformed protobuf: an unknown wire type (at metadata, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta) |
-//! | the end of a group that never started | `0a020c00` | malformed protobuf: the end of a group that never started (at metadata, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta) |
-//! | a group that never ends | `0a070a0161a3060801` | truncated protobuf: the body ends inside a group (at metadata, byte 5, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta) |
-//! | a value longer than what holds it | `0a030a0561` | truncated protobuf: the body ends inside a length-delimited value (at metadata, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta) |
-//! | a map entry cut short | `0a045a020a05` | truncated protobuf: the body ends inside a length-delimited value (at metadata.labels[0], byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta) |
-//! | a body cut short | `0a05` | truncated protobuf: the body ends inside a length-delimited value (at the message's own fields, byte 0, in a k8s.io.api.core.v1.Pod) |
-//! | a time out of Go's range | `0a0942070880a094a58d1d` | malformed protobuf: a time outside 0000-01-01T00:00:00Z to 9999-12-30T22:00:00Z (at metadata.creationTimestamp, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta) |
-//! | embedded JSON with bytes after the document | `0a1f8a011c3a1a0a187b22663a6d65746164617461223a7b7d7d67617262616765` | embedded JSON: trailing characters at line 1 column 18 (at metadata.managedFields[0].fieldsV1, byte 5, in a k8s.io.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry) |
+//! | a field whose wire type is not its type's | `120c12030a016112050a01622001` | `wire type varint for a field of type string (at spec.containers[1].args[0], byte 12, in a k8s.io.api.core.v1.Container)` |
+//! | a known field sent as a group | `0a040b08010c` | `wire type group for a field of type string (at metadata.name, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta)` |
+//! | a tag whose field number is zero or negative | `0a0780808080800101` | `malformed protobuf: a field number that is zero or negative (at metadata, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta)` |
+//! | a wire type protobuf does not define | `0a020e00` | `malformed protobuf: an unknown wire type (at metadata, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta)` |
+//! | the end of a group that never started | `0a020c00` | `malformed protobuf: the end of a group that never started (at metadata, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta)` |
+//! | a group that never ends | `0a070a0161a3060801` | `truncated protobuf: the body ends inside a group (at metadata, byte 5, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta)` |
+//! | a value longer than what holds it | `0a030a0561` | `truncated protobuf: the body ends inside a length-delimited value (at metadata, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta)` |
+//! | a map entry cut short | `0a045a020a05` | `truncated protobuf: the body ends inside a length-delimited value (at metadata.labels[0], byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta)` |
+//! | a body cut short | `0a05` | `truncated protobuf: the body ends inside a length-delimited value (at the message's own fields, byte 0, in a k8s.io.api.core.v1.Pod)` |
+//! | a time out of Go's range | `0a0942070880a094a58d1d` | `malformed protobuf: a time outside 0000-01-01T00:00:00Z to 9999-12-30T22:00:00Z (at metadata.creationTimestamp, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta)` |
+//! | embedded JSON with bytes after the document | `0a1f8a011c3a1a0a187b22663a6d65746164617461223a7b7d7d67617262616765` | `embedded JSON: trailing characters at line 1 column 18 (at metadata.managedFields[0].fieldsV1, byte 5, in a k8s.io.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry)` |
 //!
 //! # Example
 //!

@@ -57,7 +57,8 @@ fn the_crate_docs_error_table_is_what_the_decoders_say() {
             let [_, input, message] = cells[..] else {
                 return None;
             };
-            Some((input.strip_prefix('`')?.strip_suffix('`')?, message))
+            let unquote = |cell: &'static str| cell.strip_prefix('`')?.strip_suffix('`');
+            Some((unquote(input)?, unquote(message)?))
         })
         .collect();
     assert!(rows.len() >= 10, "the table has its rows: {rows:?}");
