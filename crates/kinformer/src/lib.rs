@@ -44,8 +44,9 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // An API server in this process, with two Pods. For a real cluster, build the client from
-//! // `kube_client::Config::infer()` with `default_retry` off: the reflector owns retries.
+//! // An API server in this process, with two Pods. For a real cluster, build the client with
+//! // `kinformer::reflector::informer_client(None)`: kube-client's retry layer off, since the
+//! // reflector owns retries.
 //! let server = FakeApiServer::start().await?;
 //! server.create_object(fixtures::pod(0))?;
 //! server.create_object(fixtures::pod(1))?;

@@ -39,11 +39,11 @@ type TweakListOptions = Arc<dyn Fn(&mut ListOptions) + Send + Sync>;
 /// decodes on a blocking thread, so network and decoding overlap. The namespace comes from the
 /// [`Api`]; selectors and a tweak hook narrow every list and watch.
 ///
-/// Build the [`Client`] with `Config::default_retry` off. kube-client's own retry layer (on by
-/// default in kube 5) retries 429, 503 and 504 before the reflector sees them: a list answered
-/// "too large resource version" (a 504 the reflector answers by relisting at the latest
-/// version) is then retried underneath for minutes, and a second backoff stacks under the
-/// reflector's.
+/// Build the [`Client`] with [`informer_client`](crate::informer_client), which turns off
+/// kube-client's own retry layer (on by default in kube 5): it retries 429, 503 and 504 before
+/// the reflector sees them, so a list answered "too large resource version" (a 504 the
+/// reflector answers by relisting at the latest version) is retried underneath for minutes,
+/// and a second backoff stacks under the reflector's.
 ///
 /// The Rust shape of client-go's `cache.NewFilteredListWatchFromClient`.
 #[doc(alias = "NewListWatchFromClient")]

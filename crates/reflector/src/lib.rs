@@ -6,7 +6,8 @@
 //!   or another data source can bring its own;
 //! - **[`KubeListerWatcher`]**: the implementation over kube-client, for typed resources,
 //!   [`DynamicObject`](kube_core::DynamicObject)s and metadata only, with namespace, label and
-//!   field selectors and a tweak hook;
+//!   field selectors and a tweak hook, over a client from [`informer_client`] (kube-client's
+//!   own retry layer off: the reflector owns retries);
 //! - **the [`Decoder`] seam**: response bytes to objects, with malformed input reported as
 //!   [`Error::Decode`]. [`KubeDecoder`] (the default) asks for Kubernetes protobuf for built-in
 //!   kinds (and for `PartialObjectMetadata` of any kind, [`KubeDecoder::metadata`]) and decodes
@@ -94,6 +95,7 @@
 //! ```
 
 mod arriving;
+mod client;
 mod codec;
 mod decoder;
 mod error;
@@ -108,6 +110,7 @@ mod reflector;
 mod stats;
 
 pub use crate::{
+    client::informer_client,
     codec::{JsonCodec, ProtobufCodec, compact_codec},
     decoder::{Decoder, ExpectedType, Framing, JsonDecoder},
     error::{Error, Result},

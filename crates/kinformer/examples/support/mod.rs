@@ -13,13 +13,7 @@ pub(crate) fn kubeconfig() -> Option<PathBuf> {
 }
 
 /// A client for the cluster kube-client finds (kubeconfig or in-cluster), without kube-client's
-/// retry layer: the reflector retries lists and watches itself, with backoff, and must see a
-/// 429, 503 or 504 to act on it (a "too large resource version" 504 means relisting at the
-/// latest version) rather than have it retried underneath for minutes.
+/// retry layer: the reflector owns retries.
 pub(crate) async fn client() -> Result<kube_client::Client, kube_client::Error> {
-    let mut config = kube_client::Config::infer()
-        .await
-        .map_err(kube_client::Error::InferConfig)?;
-    config.default_retry = false;
-    kube_client::Client::try_from(config)
+    kinformer::reflector::informer_client(None).await
 }

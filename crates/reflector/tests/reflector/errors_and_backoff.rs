@@ -246,6 +246,42 @@ mod over_http {
         PATIENCE, churn, converges, pods, quick, reflect, server_with_pods,
     };
 
+    /// A client from `informer_client` has no retry layer: a 503 reaches its caller after one
+    /// request, where kube-client's default client retries it underneath.
+    #[tokio::test]
+    async fn an_informer_client_leaves_retries_to_the_reflector() {
+        let server = server_with_pods(1).await;
+        let config = || kube_client::Config::new(server.url().parse().expect("the server's URL"));
+        let fail_next_list = || {
+            server.faults().inject(
+                Fault::status(503)
+                    .verb(Verb::List)
+                    .resource("pods")
+                    .times(1),
+            );
+        };
+
+        fail_next_list();
+        let client = kinformer_reflector::informer_client(Some(config()))
+            .await
+            .expect("a client");
+        let pods = kube_client::Api::<k8s_openapi::api::core::v1::Pod>::all(client);
+        let refused = pods.list(&Default::default()).await;
+        assert!(
+            matches!(&refused, Err(kube_client::Error::Api(status)) if status.code == 503),
+            "{refused:?}"
+        );
+        assert_eq!(server.faults().request_count(Verb::List, "pods"), 1);
+
+        fail_next_list();
+        let retrying = kube_client::Client::try_from(config()).expect("a client");
+        let pods = kube_client::Api::<k8s_openapi::api::core::v1::Pod>::all(retrying);
+        pods.list(&Default::default())
+            .await
+            .expect("kube-client's retry layer retries the 503");
+        assert_eq!(server.faults().request_count(Verb::List, "pods"), 3);
+    }
+
     /// 403 on list is reported, retried with backoff, and the reflector recovers once allowed.
     #[tokio::test]
     async fn forbidden_lists_are_reported_and_retried() {
