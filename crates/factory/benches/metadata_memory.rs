@@ -24,6 +24,8 @@ use kinformer_factory::{FactoryOptions, Selection, SharedInformerFactory};
 use kinformer_testing::{FakeApiServer, fixtures};
 
 const PODS: usize = 5_000;
+/// How long a measured informer may take to sync; its cache size says whether it did.
+const SYNC_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 const CHILD: &str = "KINFORMER_MEMORY_CHILD";
 const URL: &str = "KINFORMER_MEMORY_URL";
 
@@ -118,12 +120,12 @@ async fn sync_one(
     let cached = if kind.starts_with("metadata") {
         let informer = factory.metadata_informer_in::<Pod>(selection)?;
         factory.start()?;
-        factory.wait_for_cache_sync().await;
+        let _ = factory.wait_for_cache_sync(SYNC_DEADLINE).await;
         informer.cache().list_keys().len()
     } else {
         let informer = factory.informer_in::<Pod>(selection)?;
         factory.start()?;
-        factory.wait_for_cache_sync().await;
+        let _ = factory.wait_for_cache_sync(SYNC_DEADLINE).await;
         informer.cache().list_keys().len()
     };
     if cached != PODS {

@@ -22,7 +22,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{debug, info, warn};
 
 use crate::{
-    FactoryOptions, InformerLease,
+    FactoryOptions, InformerLease, SyncReport,
     error::{Error, Result},
     scope::ApiScope,
     selection::{InformerKey, Selection},
@@ -62,7 +62,8 @@ impl<K> FactoryResource for K where
 /// [`dynamic_informer`](Self::dynamic_informer), [`metadata_informer`](Self::metadata_informer),
 /// [`informer_for`](Self::informer_for)) as often as you like, from anywhere: the same key
 /// always gets the same informer. Then [`start`](Self::start) runs every informer not yet
-/// running, [`wait_for_cache_sync`](Self::wait_for_cache_sync) waits for their first lists,
+/// running (and every informer asked for afterwards as it is asked for),
+/// [`wait_for_cache_sync`](Self::wait_for_cache_sync) waits for their first lists,
 /// and [`shutdown`](Self::shutdown) stops them and waits for every task the factory started.
 ///
 /// Cloning is cheap and shares the registry. Dropping the last clone without a shutdown
@@ -624,72 +625,55 @@ impl SharedInformerFactory {
         entry.started = true;
     }
 
-    /// Waits until every started informer has synced its first list, or the factory shuts
-    /// down; reports per informer (client-go's `WaitForCacheSync`, which also covers only
-    /// started informers).
-    #[doc(alias = "WaitForCacheSync")]
-    pub async fn wait_for_cache_sync(&self) -> HashMap<InformerKey, bool> {
-        self.wait_for_cache_sync_until(&self.inner.token).await
-    }
-
-    /// As [`wait_for_cache_sync`](Self::wait_for_cache_sync), giving up after `timeout`: the
-    /// informers not synced by then report `false`.
-    pub async fn wait_for_cache_sync_timeout(
-        &self,
-        timeout: Duration,
-    ) -> HashMap<InformerKey, bool> {
-        let token = self.inner.token.child_token();
-        let deadline = tokio::spawn({
-            let token = token.clone();
-            async move {
-                tokio::time::sleep(timeout).await;
-                token.cancel();
-            }
-        });
-        let synced = self.wait_for_cache_sync_until(&token).await;
-        deadline.abort();
-        synced
-    }
-
-    /// As [`wait_for_cache_sync`](Self::wait_for_cache_sync), giving up when `token` fires.
-    pub async fn wait_for_cache_sync_until(
-        &self,
-        token: &CancellationToken,
-    ) -> HashMap<InformerKey, bool> {
-        let started: Vec<(InformerKey, Arc<dyn ErasedInformer>)> = {
-            let state = self.inner.state.lock();
-            state
-                .informers
-                .iter()
-                .filter(|(_, entry)| entry.started)
-                .map(|(key, entry)| (key.clone(), Arc::clone(&entry.informer)))
-                .collect()
-        };
-        let mut synced = HashMap::with_capacity(started.len());
-        for (key, informer) in started {
-            let done = informer.wait_for_sync(token).await || informer.has_synced();
-            synced.insert(key, done);
-        }
-        synced
-    }
-
-    /// Where every informer registered so far stands on its way to sync, with the errors that
-    /// keep it from getting there: poll it while waiting (or after
-    /// [`wait_for_cache_sync_timeout`](Self::wait_for_cache_sync_timeout) gave up) to tell a
-    /// slow start from a failing one.
+    /// Waits until every informer the factory has handed out has synced its first list, or
+    /// `timeout` passes, or the factory shuts down (client-go's `WaitForCacheSync`, with a
+    /// deadline); reports which synced and where the others stand. An informer the factory
+    /// has not started (no [`start`](Self::start) yet) cannot sync and is reported so at once.
     ///
     /// ```no_run
     /// # async fn doc(factory: kinformer_factory::SharedInformerFactory) {
     /// use std::time::Duration;
     ///
-    /// let synced = factory.wait_for_cache_sync_timeout(Duration::from_secs(30)).await;
-    /// if !synced.values().all(|synced| *synced) {
-    ///     for (informer, status) in factory.sync_status() {
-    ///         eprintln!("{}: {status}", informer.description());
-    ///     }
+    /// let report = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
+    /// if !report.all_synced() {
+    ///     eprintln!("{report}"); // one line per informer not synced, with why
     /// }
     /// # }
     /// ```
+    #[doc(alias = "WaitForCacheSync")]
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> SyncReport {
+        let informers: Vec<(InformerKey, bool, Arc<dyn ErasedInformer>)> = {
+            let state = self.inner.state.lock();
+            state
+                .informers
+                .iter()
+                .map(|(key, entry)| (key.clone(), entry.started, Arc::clone(&entry.informer)))
+                .collect()
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let token = self.inner.token.child_token();
+        let (mut synced, mut not_synced) = (Vec::new(), Vec::new());
+        for (key, started, informer) in informers {
+            let done = started
+                && (informer.has_synced()
+                    || tokio::select! {
+                        done = informer.wait_for_sync(&token) => done,
+                        () = tokio::time::sleep_until(deadline) => false,
+                    }
+                    || informer.has_synced());
+            if done {
+                synced.push(key);
+            } else {
+                not_synced.push((key, informer.sync_status()));
+            }
+        }
+        SyncReport::new(synced, not_synced)
+    }
+
+    /// Where every informer registered so far stands on its way to sync, with the errors that
+    /// keep it from getting there: poll it while waiting to tell a slow start from a failing
+    /// one ([`wait_for_cache_sync`](Self::wait_for_cache_sync)'s report holds the same for the
+    /// informers that did not sync).
     pub fn sync_status(&self) -> HashMap<InformerKey, SyncStatus> {
         let state = self.inner.state.lock();
         state

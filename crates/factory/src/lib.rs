@@ -14,9 +14,10 @@
 //!   type's metadata, or per type) that run before an object is cached;
 //! - **dynamic and metadata informers**: any resource by `ApiResource` as `DynamicObject`s
 //!   (a CRD without Rust types), or metadata only (`PartialObjectMeta<K>`) for memory;
-//! - **the lifecycle**: [`start`](SharedInformerFactory::start) (idempotent; informers added
-//!   later start at the next call), [`wait_for_cache_sync`](SharedInformerFactory::wait_for_cache_sync)
-//!   with per-informer results (and a timeout variant), and
+//! - **the lifecycle**: [`start`](SharedInformerFactory::start) (idempotent; informers asked
+//!   for later start as they are asked for),
+//!   [`wait_for_cache_sync`](SharedInformerFactory::wait_for_cache_sync) with a deadline and a
+//!   [`SyncReport`] of which informers synced and why the others did not, and
 //!   [`shutdown`](SharedInformerFactory::shutdown), which stops and awaits every task it
 //!   started; asking for an informer afterwards is an [`Error::ShutDown`].
 //!
@@ -42,8 +43,8 @@
 //! let pods = factory.informer::<Pod>()?;
 //! let lister = factory.lister::<Pod>()?; // the same informer's cache
 //! factory.start()?;
-//! let synced = factory.wait_for_cache_sync().await;
-//! assert!(synced.values().all(|&synced| synced));
+//! let report = factory.wait_for_cache_sync(std::time::Duration::from_secs(60)).await;
+//! assert!(report.all_synced(), "{report}");
 //!
 //! assert_eq!(lister.list(&Default::default()).len(), 3);
 //! assert_eq!(pods.cache().list_keys().len(), 3);
@@ -80,6 +81,7 @@ mod metrics;
 mod options;
 mod scope;
 mod selection;
+mod sync_report;
 
 pub use crate::{
     error::{Error, Result},
@@ -88,5 +90,6 @@ pub use crate::{
     options::{CACHE_ENV, FactoryOptions},
     scope::ApiScope,
     selection::{InformerKey, Selection},
+    sync_report::SyncReport,
 };
 pub use kinformer_informer::SyncStatus;

@@ -185,14 +185,14 @@ async fn main() -> Result<(), BoxError> {
         replica.factory.start()?;
         let synced = replica
             .factory
-            .wait_for_cache_sync_timeout(Duration::from_secs(60))
+            .wait_for_cache_sync(Duration::from_secs(60))
             .await;
-        if !synced.values().all(|&synced| synced) {
+        if !synced.all_synced() {
             stop_churn.cancel();
             for replica in replicas {
                 replica.stop().await;
             }
-            return Err("the informers did not sync within 60s".into());
+            return Err(synced.to_string().into());
         }
     }
     println!(

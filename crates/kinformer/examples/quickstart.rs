@@ -138,8 +138,8 @@ async fn main() -> Result<(), BoxError> {
     // debug build, a busy machine) is not reported as a failure.
     let sync_timeout = args.sync_timeout;
     let (all_synced, gave_up) = tokio::select! {
-        synced = factory.wait_for_cache_sync_timeout(sync_timeout) => (
-            synced.values().all(|synced| *synced),
+        synced = factory.wait_for_cache_sync(sync_timeout) => (
+            synced.all_synced(),
             format!("not every informer synced within {sync_timeout:.0?}"),
         ),
         _ = &mut ctrl_c => (false, "interrupted before every informer synced".to_owned()),

@@ -144,9 +144,9 @@ async fn main() -> Result<(), BoxError> {
 
     let token = CancellationToken::new();
     factory.start()?;
-    let synced = factory.wait_for_cache_sync_timeout(CONVERGE).await;
-    if !synced.values().all(|synced| *synced) {
-        return Err(format!("the informers did not sync: {:?}", factory.sync_status()).into());
+    let synced = factory.wait_for_cache_sync(CONVERGE).await;
+    if !synced.all_synced() {
+        return Err(synced.to_string().into());
     }
 
     let pause = Arc::new(RwLock::new(()));

@@ -67,7 +67,8 @@
 //! )?;
 //!
 //! factory.start()?;
-//! assert!(factory.wait_for_cache_sync().await.values().all(|&synced| synced));
+//! let report = factory.wait_for_cache_sync(std::time::Duration::from_secs(60)).await;
+//! assert!(report.all_synced(), "{report}");
 //! assert_eq!(factory.lister::<Pod>()?.list(&Default::default()).len(), 2);
 //!
 //! server.delete_object("v1", "Pod", Some("ns-1"), "pod-1")?;
@@ -108,7 +109,8 @@
 //! pods.add_indexers(Indexers::from([("by-node".to_owned(), by_node)]))?;
 //!
 //! factory.start()?;
-//! factory.wait_for_cache_sync().await;
+//! let report = factory.wait_for_cache_sync(std::time::Duration::from_secs(60)).await;
+//! assert!(report.all_synced(), "{report}");
 //!
 //! let indexer = pods.cache();
 //! let mut on_node_7: Vec<String> = indexer

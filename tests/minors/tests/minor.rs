@@ -6,6 +6,8 @@
 //! builds 1.33 without the umbrella's `simd-json` feature and 1.37 with it, so the JSON informer
 //! below runs on both of the reflector's JSON paths.
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::prelude::*;
 use kinformer::testing::FakeApiServer;
@@ -92,8 +94,8 @@ async fn syncs_three_pods(options: FactoryOptions) {
     let factory = SharedInformerFactory::new(server.client().expect("client"), options);
     let pods = factory.informer::<Pod>().expect("informer");
     factory.start().expect("started");
-    let synced = factory.wait_for_cache_sync().await;
-    assert!(synced.values().all(|synced| *synced), "{synced:?}");
+    let synced = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
+    assert!(synced.all_synced(), "{synced}");
     assert!(pods.has_synced());
 
     let lister = factory.lister::<Pod>().expect("lister").namespaced("shop");

@@ -98,8 +98,8 @@ async fn the_workqueue_controller_labels_every_deployment_with_the_ready_pods_th
         )
         .expect("the controller registers its handlers");
         factory.start().expect("the factory starts");
-        let synced = factory.wait_for_cache_sync_timeout(CONVERGE).await;
-        assert!(synced.values().all(|&synced| synced), "caches: {synced:?}");
+        let synced = factory.wait_for_cache_sync(CONVERGE).await;
+        assert!(synced.all_synced(), "caches: {synced:?}");
         let stop = CancellationToken::new();
         let workers = tokio::spawn(controller.clone().run(WORKERS, stop.clone()));
 

@@ -91,14 +91,9 @@ async fn a_namespaced_factory_syncs_built_in_types_a_crd_and_a_metadata_only_inf
             .metadata_informer::<ServiceAccount>()
             .expect("informer");
         factory.start().expect("start");
-        let synced = factory.wait_for_cache_sync_timeout(CONVERGE).await;
-        let unsynced: Vec<String> = synced
-            .iter()
-            .filter(|(_, synced)| !**synced)
-            .map(|(key, _)| key.to_string())
-            .collect();
-        assert_eq!(synced.len(), 4, "one informer per type");
-        assert!(unsynced.is_empty(), "not synced: {unsynced:?}");
+        let synced = factory.wait_for_cache_sync(CONVERGE).await;
+        assert!(synced.all_synced(), "{synced}");
+        assert_eq!(synced.synced().len(), 4, "one informer per type");
 
         converges("ConfigMaps after sync", &cm_informer, &config_maps).await;
         converges("Leases after sync", &lease_informer, &leases).await;
@@ -191,13 +186,7 @@ async fn listers_and_indexes_agree_with_the_server_after_churn() {
             .add_indexers(Indexers::from([("by-tier".to_owned(), by_tier)]))
             .expect("indexer");
         factory.start().expect("start");
-        assert!(
-            factory
-                .wait_for_cache_sync_timeout(CONVERGE)
-                .await
-                .values()
-                .all(|synced| *synced)
-        );
+        assert!(factory.wait_for_cache_sync(CONVERGE).await.all_synced());
 
         // Every third object deleted, every third moved to another tier, every third rewritten,
         // and three new ones: the index must move keys between values, not only add them.

@@ -43,13 +43,7 @@ async fn several_handlers_see_every_add_update_and_delete_once_and_in_server_ord
             .add_event_handler(config_map_recorder(&second))
             .expect("second handler");
         factory.start().expect("start");
-        assert!(
-            factory
-                .wait_for_cache_sync_timeout(CONVERGE)
-                .await
-                .values()
-                .all(|synced| *synced)
-        );
+        assert!(factory.wait_for_cache_sync(CONVERGE).await.all_synced());
 
         let a = api
             .create(&post, &config_map("a", "v1", &[]))
@@ -110,13 +104,7 @@ async fn a_handler_added_after_sync_gets_the_cache_as_initial_adds_then_live_cha
             .add_event_handler(config_map_recorder(&early))
             .expect("early handler");
         factory.start().expect("start");
-        assert!(
-            factory
-                .wait_for_cache_sync_timeout(CONVERGE)
-                .await
-                .values()
-                .all(|synced| *synced)
-        );
+        assert!(factory.wait_for_cache_sync(CONVERGE).await.all_synced());
         set_value(&api, &created[0], "v2").await;
         api.delete("cm-1", &DeleteParams::default())
             .await

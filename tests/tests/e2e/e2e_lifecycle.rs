@@ -37,8 +37,8 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_new_one_works_on
             .dynamic_informer(&resource)
             .expect("a dynamic informer");
         factory.start().expect("the factory starts");
-        let synced = factory.wait_for_cache_sync_timeout(CONVERGE).await;
-        assert!(synced.values().all(|synced| *synced), "{synced:?}");
+        let synced = factory.wait_for_cache_sync(CONVERGE).await;
+        assert!(synced.all_synced(), "{synced:?}");
         // A list at resourceVersion 0 may come from a watch cache that has not seen the widget
         // yet; the watch after it then brings it.
         eventually("the informer holds the widget", CONVERGE, || {
@@ -99,8 +99,8 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_new_one_works_on
             .expect("a new dynamic informer");
         assert!(!fresh.is_stopped(), "a new informer, not the stopped one");
         factory.start().expect("the factory starts it");
-        let synced = factory.wait_for_cache_sync_timeout(CONVERGE).await;
-        assert!(synced.values().all(|synced| *synced), "{synced:?}");
+        let synced = factory.wait_for_cache_sync(CONVERGE).await;
+        assert!(synced.all_synced(), "{synced:?}");
         // As above: a list at resourceVersion 0 may come from a watch cache that has not seen
         // the new widget yet; the watch after it then brings it.
         let expected = [format!("{}/second", ctx.namespace)];

@@ -355,10 +355,9 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
         factory.start().expect("start");
         assert!(
             factory
-                .wait_for_cache_sync_timeout(CONVERGE)
+                .wait_for_cache_sync(CONVERGE)
                 .await
-                .values()
-                .all(|synced| *synced),
+                .all_synced(),
             "the informer syncs"
         );
         // A change after sync reaches the handler through the open watch: the kill below

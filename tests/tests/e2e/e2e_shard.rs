@@ -111,7 +111,8 @@ async fn replica(identity: String) {
         .expect("the handler registers");
     let lister = factory.lister::<ConfigMap>().expect("a ConfigMap lister");
     factory.start().expect("the factory starts");
-    factory.wait_for_cache_sync().await;
+    let synced = factory.wait_for_cache_sync(Duration::from_secs(120)).await;
+    assert!(synced.all_synced(), "{synced}");
 
     // Keys that moved here are queued again whenever ownership may have changed.
     let mut changes = shard.changes();

@@ -46,8 +46,8 @@ async fn informing(
         )
         .expect("the handler is registered");
     factory.start().expect("the factory starts");
-    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
-    assert!(synced.values().all(|&s| s), "{synced:?}");
+    let synced = factory.wait_for_cache_sync(PATIENCE).await;
+    assert!(synced.all_synced(), "{synced:?}");
     eventually("every pod was handed to the handler", PATIENCE, || {
         added.lock().len() == pods
     })
@@ -128,8 +128,8 @@ async fn kept_decoded_objects_are_the_written_ones_and_metadata_informers_compac
     }
     let metadata = factory.metadata_informer::<Pod>().expect("an informer");
     factory.start().expect("the new informer starts");
-    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
-    assert!(synced.values().all(|&s| s), "{synced:?}");
+    let synced = factory.wait_for_cache_sync(PATIENCE).await;
+    assert!(synced.all_synced(), "{synced:?}");
     let mut names: Vec<String> = metadata
         .cache()
         .list()

@@ -84,11 +84,13 @@ async fn adding_updating_and_deleting_an_object_reach_the_dynamic_informer_handl
         .add_event_handler(handler)
         .expect("the handler is registered");
     factory.start().expect("the factory starts");
-    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
+    let synced = factory.wait_for_cache_sync(PATIENCE).await;
+    assert!(synced.all_synced(), "{synced}");
     assert!(
         synced
+            .synced()
             .iter()
-            .all(|(key, &synced)| synced && key.resource() == Some("apps/v1/deployments"))
+            .all(|key| key.resource() == Some("apps/v1/deployments"))
     );
 
     let created = server
@@ -138,13 +140,7 @@ async fn a_namespaced_dynamic_informer_sees_only_its_namespace() {
         .add_event_handler(handler)
         .expect("the handler is registered");
     factory.start().expect("the factory starts");
-    assert!(
-        factory
-            .wait_for_cache_sync_timeout(PATIENCE)
-            .await
-            .values()
-            .all(|&s| s)
-    );
+    assert!(factory.wait_for_cache_sync(PATIENCE).await.all_synced());
 
     server
         .create_object(deployment("ns-bar", "name-bar"))

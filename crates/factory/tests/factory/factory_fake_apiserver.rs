@@ -37,12 +37,9 @@ fn same<K: kinformer_store::Object>(
 }
 
 async fn all_synced(factory: &SharedInformerFactory) {
-    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
+    let synced = factory.wait_for_cache_sync(PATIENCE).await;
     assert!(!synced.is_empty(), "nothing was started");
-    assert!(
-        synced.values().all(|&s| s),
-        "not every informer synced: {synced:?}"
-    );
+    assert!(synced.all_synced(), "not every informer synced: {synced:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,12 +224,16 @@ async fn wait_for_cache_sync_reports_each_informer_on_its_own() {
     factory.informer::<Pod>().expect("an informer");
     factory.informer::<ConfigMap>().expect("an informer");
 
+    // Before start nothing can sync: the report says so at once, naming both.
+    let unstarted = factory.wait_for_cache_sync(PATIENCE).await;
+    assert!(unstarted.synced().is_empty(), "{unstarted}");
+    assert_eq!(unstarted.not_synced().len(), 2, "{unstarted}");
     assert!(
-        factory
-            .wait_for_cache_sync_timeout(Duration::from_millis(10))
-            .await
-            .is_empty(),
-        "only started informers are reported"
+        unstarted
+            .not_synced()
+            .iter()
+            .all(|(_, status)| !status.started),
+        "{unstarted}"
     );
     factory.start().expect("the factory starts");
     // The Pod informer syncs whenever the machine gets to it; the wait below then reports it
@@ -240,13 +241,42 @@ async fn wait_for_cache_sync_reports_each_informer_on_its_own() {
     let pods = factory.informer::<Pod>().expect("an informer");
     eventually("the Pod informer syncs", PATIENCE, || pods.has_synced()).await;
     let synced = factory
-        .wait_for_cache_sync_timeout(Duration::from_millis(100))
+        .wait_for_cache_sync(Duration::from_millis(100))
         .await;
 
-    assert_eq!(synced.len(), 2);
-    for (key, synced) in &synced {
-        assert_eq!(*synced, key.is::<Pod>(), "{key}");
-    }
+    assert!(!synced.all_synced(), "{synced}");
+    assert!(
+        matches!(synced.synced(), [key] if key.is::<Pod>()),
+        "{synced}"
+    );
+    assert!(
+        matches!(synced.not_synced(), [(key, status)] if key.is::<ConfigMap>() && status.last_error.is_some()),
+        "{synced}"
+    );
+    let report = synced.to_string();
+    assert!(
+        report.starts_with("1 of 2 informers not synced"),
+        "{report}"
+    );
+    assert!(report.contains("ConfigMap"), "{report}");
+    factory.shutdown().await;
+}
+
+/// A wait with nothing to wait for says so: it is not "all synced".
+#[tokio::test]
+async fn a_wait_with_no_informer_says_there_was_nothing_to_wait_for() {
+    let server = server_with_pods(1).await;
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::from_env(),
+    );
+    factory.start().expect("the factory starts");
+    let report = factory.wait_for_cache_sync(PATIENCE).await;
+    assert!(report.is_empty() && !report.all_synced(), "{report}");
+    assert!(
+        report.to_string().starts_with("nothing to wait for"),
+        "{report}"
+    );
     factory.shutdown().await;
 }
 

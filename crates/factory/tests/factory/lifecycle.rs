@@ -43,11 +43,8 @@ fn factory(server: &FakeApiServer) -> SharedInformerFactory {
 }
 
 async fn synced(factory: &SharedInformerFactory) {
-    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
-    assert!(
-        !synced.is_empty() && synced.values().all(|s| *s),
-        "{synced:?}"
-    );
+    let synced = factory.wait_for_cache_sync(PATIENCE).await;
+    assert!(synced.all_synced(), "{synced:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,13 +55,7 @@ async fn adding_updating_and_deleting_an_object_reach_the_metadata_informer_hand
         )
         .expect("the handler is registered");
     factory.start().expect("the factory starts");
-    assert!(
-        factory
-            .wait_for_cache_sync_timeout(PATIENCE)
-            .await
-            .values()
-            .all(|&s| s)
-    );
+    assert!(factory.wait_for_cache_sync(PATIENCE).await.all_synced());
 
     let created = server
         .create_object(json!({

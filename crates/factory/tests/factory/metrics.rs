@@ -47,13 +47,7 @@ async fn a_factory_reports_its_informers_and_handlers() {
     )
     .expect("handler");
     factory.start().expect("started");
-    assert!(
-        factory
-            .wait_for_cache_sync_timeout(PATIENCE)
-            .await
-            .values()
-            .all(|synced| *synced)
-    );
+    assert!(factory.wait_for_cache_sync(PATIENCE).await.all_synced());
     server
         .create_object(fixtures::pod(3))
         .expect("a fourth pod");

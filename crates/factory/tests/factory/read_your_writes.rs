@@ -40,13 +40,7 @@ async fn a_patch_is_in_the_lister_once_its_version_is_waited_for() {
     let informer = factory.informer::<ConfigMap>().expect("informer");
     let lister = factory.lister::<ConfigMap>().expect("lister");
     factory.start().expect("started");
-    assert!(
-        factory
-            .wait_for_cache_sync_timeout(PATIENCE)
-            .await
-            .values()
-            .all(|synced| *synced)
-    );
+    assert!(factory.wait_for_cache_sync(PATIENCE).await.all_synced());
     let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
     let token = CancellationToken::new();
 

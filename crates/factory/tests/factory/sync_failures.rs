@@ -49,10 +49,8 @@ async fn a_forbidden_list_is_reported_and_clears_once_allowed() {
             .is_some_and(|error| error.contains("forbidden (403)"))
     })
     .await;
-    let synced = factory
-        .wait_for_cache_sync_timeout(Duration::from_millis(1))
-        .await;
-    assert!(synced.values().all(|synced| !synced), "{synced:?}");
+    let synced = factory.wait_for_cache_sync(Duration::from_millis(1)).await;
+    assert!(synced.synced().is_empty() && !synced.is_empty(), "{synced}");
     let status = factory.sync_status();
     let (key, listed) = status.iter().next().expect("one informer");
     assert_eq!(key.description(), "Pod");
@@ -61,8 +59,8 @@ async fn a_forbidden_list_is_reported_and_clears_once_allowed() {
 
     // Once the server allows the list: synced, and the failures are gone.
     server.faults().clear();
-    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
-    assert!(synced.values().all(|synced| *synced), "{synced:?}");
+    let synced = factory.wait_for_cache_sync(PATIENCE).await;
+    assert!(synced.all_synced(), "{synced:?}");
     let status = pods.sync_status();
     assert_eq!(
         (status.consecutive_failures, &status.last_error),
@@ -83,10 +81,8 @@ async fn a_refused_connection_is_counted_and_named_while_waiting() {
         pods.sync_status().consecutive_failures >= 2
     })
     .await;
-    let synced = factory
-        .wait_for_cache_sync_timeout(Duration::from_millis(1))
-        .await;
-    assert!(synced.values().all(|synced| !synced), "{synced:?}");
+    let synced = factory.wait_for_cache_sync(Duration::from_millis(1)).await;
+    assert!(synced.synced().is_empty() && !synced.is_empty(), "{synced}");
     let status = pods.sync_status();
     assert!(!status.synced);
     let error = status.last_error.as_deref().expect("an error");
@@ -144,8 +140,8 @@ async fn the_factory_hands_every_informers_errors_to_one_handler() {
     assert_eq!(informer, "Pod");
     assert!(error.starts_with("forbidden (403)"), "{error}");
     // The handler replaces nothing else: the informer retries and syncs.
-    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
-    assert!(synced.values().all(|synced| *synced), "{synced:?}");
+    let synced = factory.wait_for_cache_sync(PATIENCE).await;
+    assert!(synced.all_synced(), "{synced:?}");
     factory.shutdown().await;
 }
 
@@ -175,8 +171,8 @@ async fn server_errors_reach_the_reflector_without_a_retry_layer_underneath() {
     );
     factory.informer::<Pod>().expect("informer");
     factory.start().expect("started");
-    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
-    assert!(synced.values().all(|synced| *synced), "{synced:?}");
+    let synced = factory.wait_for_cache_sync(PATIENCE).await;
+    assert!(synced.all_synced(), "{synced:?}");
     let mut seen = Vec::new();
     while let Ok(error) = errors.try_recv() {
         seen.push(error);

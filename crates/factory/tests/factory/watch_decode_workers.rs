@@ -52,8 +52,8 @@ async fn updates_arrive_in_order(format: WireFormat) {
         )
         .expect("the handler is registered");
     factory.start().expect("the factory starts");
-    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
-    assert!(synced.values().all(|&s| s), "{synced:?}");
+    let synced = factory.wait_for_cache_sync(PATIENCE).await;
+    assert!(synced.all_synced(), "{synced:?}");
 
     for round in 0..ROUNDS {
         for i in 0..PODS {

@@ -80,8 +80,8 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
         stop_operations.clone(),
     ));
     factory.start()?;
-    let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
-    assert!(synced.values().all(|&synced| synced), "caches: {synced:?}");
+    let synced = factory.wait_for_cache_sync(PATIENCE).await;
+    assert!(synced.all_synced(), "caches: {synced:?}");
 
     let stop = CancellationToken::new();
     let workers = tokio::spawn(controller.clone().run(WORKERS, stop.clone()));
@@ -308,8 +308,8 @@ impl ShardedReplica {
             shard,
         )?;
         factory.start()?;
-        let synced = factory.wait_for_cache_sync_timeout(PATIENCE).await;
-        assert!(synced.values().all(|&synced| synced), "caches: {synced:?}");
+        let synced = factory.wait_for_cache_sync(PATIENCE).await;
+        assert!(synced.all_synced(), "caches: {synced:?}");
         let workers = tokio::spawn(controller.clone().run(WORKERS, CancellationToken::new()));
         Ok(Self {
             factory,
