@@ -194,9 +194,18 @@ impl fmt::Debug for InformerKey {
     }
 }
 
+/// The description, then the API group, version and resource when known, then the selection:
+/// `Deployment (apps/v1 deployments) [namespace=shop]`, so that two informers of one kind
+/// (another resource, another scope) read apart in a status line.
 impl fmt::Display for InformerKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} [{}]", self.description, self.selection)
+        f.write_str(&self.description)?;
+        match &self.api {
+            [_, version, _] if version.is_empty() => {}
+            [group, version, plural] if group.is_empty() => write!(f, " ({version} {plural})")?,
+            [group, version, plural] => write!(f, " ({group}/{version} {plural})")?,
+        }
+        write!(f, " [{}]", self.selection)
     }
 }
 
@@ -205,6 +214,25 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
+
+    #[test]
+    fn a_key_reads_with_its_group_version_resource_and_selection() {
+        let deployments = InformerKey::new::<u8>(
+            Some("apps/v1/deployments".into()),
+            Selection::all().namespace("shop"),
+            "Deployment".into(),
+        )
+        .with_api("apps", "v1", "deployments");
+        assert_eq!(
+            deployments.to_string(),
+            "Deployment (apps/v1 deployments) [namespace=shop]"
+        );
+        let pods = InformerKey::new::<u16>(None, Selection::all(), "Pod".into())
+            .with_api("", "v1", "pods");
+        assert_eq!(pods.to_string(), "Pod (v1 pods) [all]");
+        let custom = InformerKey::new::<u32>(None, Selection::all(), "Projection".into());
+        assert_eq!(custom.to_string(), "Projection [all]");
+    }
 
     #[test]
     fn keys_differ_by_type_resource_and_selection_but_not_by_description() {

@@ -107,7 +107,7 @@ async fn a_factory_reports_its_informers_and_handlers() {
         "{text}"
     );
     // client-go's informer metrics, under its names and labels.
-    let client_go = r#"{name="Pod [all]",group="",version="v1",resource="pods"}"#;
+    let client_go = r#"{name="Pod (v1 pods) [all]",group="",version="v1",resource="pods"}"#;
     assert_eq!(
         value(&text, &format!("informer_queued_items{client_go}")),
         Some(0.0),
