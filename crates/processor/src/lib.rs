@@ -98,6 +98,7 @@
 mod buffer;
 mod error;
 mod handler;
+mod key_handler;
 mod listener;
 mod options;
 mod processor;
@@ -109,6 +110,7 @@ pub use crate::{
     buffer::{BufferPolicy, CacheSnapshot, Overflow},
     error::{Error, Result},
     handler::{FilteringHandler, HandlerFuncs, Notification, ResourceEventHandler},
+    key_handler::KeyHandler,
     listener::ListenerStats,
     options::{HandlerExecutor, ListenerOptions},
     processor::{
