@@ -130,8 +130,63 @@
 //!
 //! # 3. Hand keys to workers
 //!
-//! A controller turns notifications into keys on a [`RateLimitingQueue`](workqueue::RateLimitingQueue)
-//! and reconciles from the cache; see the `quickstart` example and the `workqueue` module.
+//! A controller turns notifications into keys on a
+//! [`RateLimitingQueue`](workqueue::RateLimitingQueue) ([`KeyHandler`](processor::KeyHandler)
+//! does it for every add, update, resync and deletion) and workers reconcile each key from the
+//! cache. Shut down in this order: the factory (no more notifications), then the queue with
+//! a drain (what is queued is worked off), then the workers (whose `get` then returns `None`).
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer::prelude::*;
+//! use kinformer_testing::{FakeApiServer, fixtures};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = FakeApiServer::start().await?;
+//! for i in 0..10 {
+//!     server.create_object(fixtures::pod(i))?;
+//! }
+//! let factory = SharedInformerFactory::new(server.client()?, FactoryOptions::default());
+//! let queue = RateLimitingQueue::new(default_controller_rate_limiter(), QueueOptions::named("pods"));
+//! let pods = factory.informer::<Pod>()?;
+//! let enqueue = queue.clone();
+//! let registration = pods.add_event_handler(KeyHandler::new(move |key| enqueue.add(key)))?;
+//! factory.start()?;
+//! let report = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
+//! assert!(report.all_synced(), "{report}");
+//!
+//! let workers: Vec<_> = (0..2)
+//!     .map(|_| {
+//!         let (queue, cache) = (queue.clone(), pods.cache());
+//!         tokio::spawn(async move {
+//!             let mut reconciled = 0;
+//!             while let Some(key) = queue.get().await {
+//!                 // The cache's state, not the event's: absent means deleted.
+//!                 if let Some(pod) = cache.get_by_key(&key) {
+//!                     reconciled += usize::from(pod.spec.is_some());
+//!                 }
+//!                 queue.forget(&key); // reconciled: no backoff left for the key
+//!                 queue.done(&key);
+//!             }
+//!             reconciled
+//!         })
+//!     })
+//!     .collect();
+//!
+//! assert!(registration.synced().await); // every initial add is on the queue
+//! factory.shutdown().await;
+//! queue.shut_down_with_drain().await;
+//! let mut reconciled = 0;
+//! for worker in workers {
+//!     reconciled += worker.await?;
+//! }
+//! assert_eq!(reconciled, 10);
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # 4. Cache less: protobuf, no managedFields, projections
 //!
@@ -243,8 +298,8 @@ pub mod prelude {
     pub use kinformer_factory::{FactoryOptions, InformerLease, Selection, SharedInformerFactory};
     pub use kinformer_informer::{InformerOptions, SharedIndexInformer};
     pub use kinformer_processor::{
-        AddKind, EventStream, HandlerExecutor, HandlerFuncs, ListenerOptions, Notification,
-        OldObject, Registration, ResourceEventHandler,
+        AddKind, EventStream, HandlerExecutor, HandlerFuncs, KeyHandler, ListenerOptions,
+        Notification, OldObject, Registration, ResourceEventHandler,
     };
     pub use kinformer_reflector::{KubeDecoder, KubeListerWatcher, ListerWatcher, WireFormat};
     // `Object` stays out: its accessors share names with `ResourceExt`'s (`labels()`,
