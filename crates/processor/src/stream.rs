@@ -19,6 +19,28 @@ use crate::{Notification, Registration};
 /// For [`Registration::has_synced`], an initial-list notification counts as processed when the
 /// consumer comes back for the next one (or drops the stream): the moment a handler would have
 /// returned.
+///
+/// It is a `futures` [`Stream`]: read it with `futures::StreamExt::next` (or
+/// `tokio_stream::StreamExt`), which your crate brings in as a dependency of its own:
+///
+/// ```no_run
+/// use futures::StreamExt as _;
+/// use kinformer_processor::{EventStream, Notification};
+///
+/// # async fn doc(mut events: EventStream<String>) {
+/// while let Some(notification) = events.next().await {
+///     if let Notification::Delete(gone) = notification {
+///         println!("deleted {}", gone.object());
+///     }
+/// }
+/// # }
+/// ```
+///
+/// Handlers ([`ResourceEventHandler`](crate::ResourceEventHandler)) or a stream? A handler is
+/// synchronous and runs on a thread of its own listener (by default,
+/// [`HandlerExecutor::Threads`](crate::HandlerExecutor::Threads)): it suits work that needs no
+/// `.await`, such as enqueueing a key ([`KeyHandler`](crate::KeyHandler)) or updating a map. A
+/// stream is consumed from a task of yours: it suits async work per notification, in order.
 #[must_use = "a stream does nothing unless polled, and its buffer grows until it is"]
 pub struct EventStream<K: Send + Sync + 'static> {
     registration: Registration<K>,
