@@ -112,6 +112,12 @@ pub(crate) enum Task {
     },
     /// re-encode the protobuf fixtures with client-go
     ProtobufFixtures,
+    /// write every library's public API to docs/public-api/
+    PublicApi {
+        /// fail if the committed listings differ instead of writing them
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 /// `cargo xtask client-go`: what it adds to its `cargo test`.

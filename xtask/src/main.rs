@@ -27,6 +27,8 @@
 //!   Go API types (needs Go, or a saved run of the generator), and its decoders generated per
 //!   k8s-openapi type, from those tables and k8s-openapi's source; `protobuf-fixtures`: its
 //!   differential fixtures, encoded by client-go, and k8s.io/api's own fixtures of every kind.
+//! - `public-api [--check]`: every library's public API, one item a line, in
+//!   `docs/public-api/` (`--check`: fail if it changed without the listings).
 //!
 //! The tidy checks (crate docs, no ignored tests, layering) live in `tidy.rs` and run as
 //! ordinary tests, so `cargo test --workspace` enforces them.
@@ -50,6 +52,7 @@ mod flags;
 mod flake;
 mod kind_image;
 mod protobuf;
+mod public_api;
 mod soak;
 #[cfg(test)]
 mod tidy;
@@ -82,6 +85,7 @@ fn run_task(task: Task) -> Result<(), String> {
         Task::Flake(flags) => flake::flake(&flags),
         Task::ProtobufSchema { check, from } => protobuf::schema(check, from),
         Task::ProtobufFixtures => protobuf::fixtures(),
+        Task::PublicApi { check } => public_api::public_api(check),
     }
 }
 
