@@ -190,59 +190,22 @@ impl<'a> Listing<'a> {
                     if id != self.root {
                         lines.insert(format!("pub mod {path}"));
                     }
-                    for child in inner["items"].as_array().into_iter().flatten() {
-                        let child = id_of(child);
-                        if let Some(item) = self.item(&child)
-                            && is_public(item)
-                        {
-                            // A re-export is named by what it brings in, under this module.
-                            let child_path = match item["name"].as_str() {
-                                Some(name)
-                                    if inner_of(item).map(|(kind, _)| kind) != Some("use") =>
-                                {
-                                    format!("{path}::{name}")
-                                }
-                                _ => path.clone(),
-                            };
-                            queue.push_back((child, child_path));
-                        }
-                    }
+                    self.enqueue_children(inner, &path, &mut queue);
                 }
                 "use" => {
                     let target = id_of(&inner["id"]);
                     let glob = inner["is_glob"].as_bool().unwrap_or(false);
                     let name = inner["name"].as_str().unwrap_or_default();
-                    let parent = path.as_str();
-                    match self.item(&target) {
-                        Some(_) if glob => {
-                            // The module's items join the parent.
-                            if let Some(module) =
-                                self.item(&target).and_then(|m| inner_of(m).map(|(_, i)| i))
-                            {
-                                for child in module["items"].as_array().into_iter().flatten() {
-                                    let child = id_of(child);
-                                    if let Some(item) = self.item(&child)
-                                        && is_public(item)
-                                    {
-                                        let child_path = match item["name"].as_str() {
-                                            Some(child_name)
-                                                if inner_of(item).map(|(kind, _)| kind)
-                                                    != Some("use") =>
-                                            {
-                                                format!("{parent}::{child_name}")
-                                            }
-                                            _ => parent.to_owned(),
-                                        };
-                                        queue.push_back((child, child_path));
-                                    }
-                                }
-                            }
+                    match self.item(&target).and_then(inner_of) {
+                        // A glob's module's items join this one.
+                        Some((_, module)) if glob => {
+                            self.enqueue_children(module, &path, &mut queue);
                         }
-                        Some(_) => queue.push_back((target, format!("{parent}::{name}"))),
+                        Some(_) => queue.push_back((target, format!("{path}::{name}"))),
                         None => {
                             let source = inner["source"].as_str().unwrap_or_default();
                             let star = if glob { "::*" } else { "" };
-                            lines.insert(format!("pub use {parent}::{name}{star} = {source}"));
+                            lines.insert(format!("pub use {path}::{name}{star} = {source}"));
                         }
                     }
                 }
@@ -250,6 +213,24 @@ impl<'a> Listing<'a> {
             }
         }
         lines
+    }
+
+    /// Queues the public items of `module` under `path`; a re-export keeps the module's path,
+    /// and is named by what it brings in.
+    fn enqueue_children(&self, module: &Value, path: &str, queue: &mut VecDeque<(String, String)>) {
+        for child in module["items"].as_array().into_iter().flatten() {
+            let child = id_of(child);
+            let Some(item) = self.item(&child).filter(|item| is_public(item)) else {
+                continue;
+            };
+            let child_path = match item["name"].as_str() {
+                Some(name) if inner_of(item).map(|(kind, _)| kind) != Some("use") => {
+                    format!("{path}::{name}")
+                }
+                _ => path.to_owned(),
+            };
+            queue.push_back((child, child_path));
+        }
     }
 
     fn item_lines(
