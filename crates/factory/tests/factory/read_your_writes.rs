@@ -128,13 +128,14 @@ async fn waits_return_at_once_when_already_true_and_report_why_they_end() {
         }
     });
 
-    // Once synced, a key the cache never had is absent now: no time allowed, and none needed.
     factory.start().expect("started");
     let present = present.await.expect("the wait ends");
     assert!(
         present.as_ref().is_ok_and(|object| object.is_some()),
         "{present:?}"
     );
+
+    // Once synced, a key the cache never had is absent now: no time allowed, and none needed.
     assert!(informer.wait_for_cache_sync(&token).await, "synced");
     let absent = informer
         .wait_for_key(
