@@ -65,7 +65,7 @@ struct Cli {
 /// What `cargo xtask ...` asks for.
 #[derive(Debug, PartialEq, Subcommand)]
 pub(crate) enum Task {
-    /// fmt check, clippy -D warnings, cargo test --workspace, the client-go tests, docs
+    /// fmt check, clippy -D warnings, cargo test --workspace, the client-go tests, docs, public API
     Ci,
     /// the differential and conformance tests against client-go (needs Go)
     ClientGo(ClientGo),

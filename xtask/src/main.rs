@@ -3,7 +3,8 @@
 //! API and dispatched below to the module that runs the task.
 //!
 //! - `ci`: what CI checks: formatting, clippy with warnings denied, every test (doc tests
-//!   included, and the client-go tests) and the docs with warnings denied.
+//!   included, and the client-go tests), the docs with warnings denied and the public-API
+//!   listings.
 //! - `client-go [ARGS] [-- TEST ARGS]`: the differential and conformance tests that drive
 //!   client-go itself (needs Go); `cargo test --workspace` leaves them out.
 //! - `bench [--quick] [--scenario NAME]... [--case LABEL]... [--runs K]`: kinformer,
@@ -150,7 +151,8 @@ fn ci() -> Result<(), String> {
     let mut doc = cargo();
     doc.args(["doc", "--workspace", "--no-deps"])
         .env("RUSTDOCFLAGS", "-D warnings");
-    run(doc)
+    run(doc)?;
+    public_api::public_api(true)
 }
 
 /// The tests that drive client-go itself (differential and conformance): they build Go programs
