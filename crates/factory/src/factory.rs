@@ -531,24 +531,24 @@ impl SharedInformerFactory {
     }
 
     /// Gives back a lease on the entry `id` under `key`. The last lease of an informer no one
-    /// pinned stops it and removes it; returns whether this did.
-    pub(crate) fn release_lease(&self, key: &InformerKey, id: u64) -> bool {
-        let removed = {
+    /// pinned stops it and removes it; returns whether this did, and if so whether the factory
+    /// had started the informer (whose task then runs until it has stopped).
+    pub(crate) fn release_lease(&self, key: &InformerKey, id: u64) -> Option<bool> {
+        let entry = {
             let mut state = self.inner.state.lock();
-            let Some(entry) = state.informers.get_mut(key).filter(|entry| entry.id == id) else {
-                return false;
-            };
+            let entry = state
+                .informers
+                .get_mut(key)
+                .filter(|entry| entry.id == id)?;
             entry.leases = entry.leases.saturating_sub(1);
             if entry.leases > 0 || entry.pinned {
-                return false;
+                return None;
             }
-            state.informers.remove(key)
+            state.informers.remove(key)?
         };
-        if let Some(entry) = removed {
-            info!(informer = %key, "last lease released; stopping the informer");
-            entry.token.cancel();
-        }
-        true
+        info!(informer = %key, "last lease released; stopping the informer");
+        entry.token.cancel();
+        Some(entry.started)
     }
 
     /// Stops the informer under `key` and removes it from the factory, however it is held

@@ -67,20 +67,26 @@ impl<K: Object> InformerLease<K> {
     /// until that informer has stopped (handlers included) and returns `true`.
     pub async fn release(mut self) -> bool {
         let informer = self.informer.clone();
-        let stopped = self.give_back();
-        if stopped && informer.has_started() {
+        let Some(started) = self.give_back() else {
+            return false;
+        };
+        // A started informer's task may not have begun to run yet; it still runs, sees its
+        // token cancelled and stops. One never started has nothing to wait for.
+        if started || informer.has_started() {
             informer.stopped().await;
         }
-        stopped
+        true
     }
 
-    fn give_back(&mut self) -> bool {
+    /// Gives the lease back: `Some` when that stopped the informer, with whether the factory
+    /// had started it.
+    fn give_back(&mut self) -> Option<bool> {
         if !std::mem::take(&mut self.held) {
-            return false;
+            return None;
         }
         self.factory
             .upgrade()
-            .is_some_and(|factory| factory.release_lease(&self.key, self.id))
+            .and_then(|factory| factory.release_lease(&self.key, self.id))
     }
 }
 

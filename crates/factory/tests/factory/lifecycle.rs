@@ -81,12 +81,30 @@ async fn a_leased_informer_stops_and_frees_its_cache_when_its_last_lease_is_rele
         "the cache was freed with the informer"
     );
 
-    // Asking again builds a new informer, which syncs from scratch.
+    // Asking again builds a new informer, which (the factory having started) runs at once and
+    // syncs from scratch.
     let again = factory.lease::<ConfigMap>().expect("a new lease");
-    assert!(!again.has_started());
-    factory.start().expect("started");
+    assert!(!again.is_stopped());
     synced(&factory).await;
+    assert!(again.has_started());
     assert_eq!(again.cache().list().len(), 2);
+    factory.shutdown().await;
+}
+
+/// A lease taken from a started factory runs at once; released before its task got going, the
+/// release still waits until the informer has stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_released_as_soon_as_taken_from_a_started_factory_stops_its_informer() {
+    let server = server_with_config_maps(&["a"]).await;
+    let factory = factory(&server);
+    factory.start().expect("started");
+    for _ in 0..20 {
+        let lease = factory.lease::<ConfigMap>().expect("a lease");
+        let informer = (*lease).clone();
+        assert!(lease.release().await, "the only lease stops the informer");
+        assert!(informer.is_stopped());
+    }
+    assert!(factory.informers().is_empty());
     factory.shutdown().await;
 }
 
@@ -126,9 +144,10 @@ async fn remove_informer_stops_a_pinned_informer_and_the_next_request_builds_a_n
         .expect("the removed informer stops");
 
     let fresh = factory.informer::<ConfigMap>().expect("a new informer");
-    assert!(!fresh.has_started() && !fresh.is_stopped());
-    factory.start().expect("started");
+    assert!(!fresh.is_stopped());
     synced(&factory).await;
+    assert!(fresh.has_started());
+    assert_eq!(fresh.cache().list().len(), 1);
     factory.shutdown().await;
 }
 
