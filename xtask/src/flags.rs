@@ -112,6 +112,8 @@ pub(crate) enum Task {
     },
     /// re-encode the protobuf fixtures with client-go
     ProtobufFixtures,
+    /// document every library alone, as docs.rs builds it, with warnings denied
+    DocsRs,
     /// write every library's public API to docs/public-api/
     PublicApi {
         /// fail if the committed listings differ instead of writing them

@@ -29,7 +29,8 @@
 //!   k8s-openapi type, from those tables and k8s-openapi's source; `protobuf-fixtures`: its
 //!   differential fixtures, encoded by client-go, and k8s.io/api's own fixtures of every kind.
 //! - `public-api [--check]`: every library's public API, one item a line, in
-//!   `docs/public-api/` (`--check`: fail if it changed without the listings).
+//!   `docs/public-api/` (`--check`: fail if it changed without the listings); `docs-rs`: every
+//!   library documented alone, as docs.rs builds it, with warnings denied.
 //!
 //! The tidy checks (crate docs, no ignored tests, layering) live in `tidy.rs` and run as
 //! ordinary tests, so `cargo test --workspace` enforces them.
@@ -86,6 +87,7 @@ fn run_task(task: Task) -> Result<(), String> {
         Task::Flake(flags) => flake::flake(&flags),
         Task::ProtobufSchema { check, from } => protobuf::schema(check, from),
         Task::ProtobufFixtures => protobuf::fixtures(),
+        Task::DocsRs => public_api::docs_rs(),
         Task::PublicApi { check } => public_api::public_api(check),
     }
 }

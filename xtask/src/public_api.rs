@@ -1,6 +1,7 @@
 //! `cargo xtask public-api`: every library's public API, one item a line, in
 //! `docs/public-api/<crate>.txt`, so that a change to the surface shows in review; `--check`
-//! rebuilds the listings and fails on any difference (CI runs it).
+//! rebuilds the listings and fails on any difference (CI runs it). Beside it, `docs-rs`
+//! documents each library alone as docs.rs would, with warnings denied.
 //!
 //! The listings come from rustdoc's JSON output (unstable, so the build sets
 //! `RUSTC_BOOTSTRAP=1`), with each library documented alone and the features its
@@ -66,6 +67,22 @@ pub(crate) fn public_api(check: bool) -> Result<(), String> {
             differ.join("\n")
         ))
     }
+}
+
+/// Documents every library alone, as docs.rs builds it (the features its
+/// `[package.metadata.docs.rs]` names, nothing else picking a Kubernetes minor), with warnings
+/// denied.
+pub(crate) fn docs_rs() -> Result<(), String> {
+    for (package, features) in libraries()? {
+        let mut doc = cargo();
+        doc.args(["doc", "--no-deps", "--locked", "-p", &package])
+            .env("RUSTDOCFLAGS", "-D warnings");
+        if !features.is_empty() {
+            doc.args(["--features", &features.join(",")]);
+        }
+        run(doc)?;
+    }
+    Ok(())
 }
 
 /// What changed in one crate's listing: the lines removed and added.
