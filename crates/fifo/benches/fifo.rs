@@ -134,7 +134,7 @@ fn delta_fifo(c: &mut Criterion) {
             || (DeltaFifo::<Pod>::default(), objects.clone()),
             |(fifo, objects)| {
                 for obj in objects {
-                    fifo.add(obj).expect("add");
+                    fifo.add(obj.into()).expect("add");
                 }
                 assert_eq!(pop_all(&runtime, &fifo, false), N);
                 fifo
@@ -148,7 +148,7 @@ fn delta_fifo(c: &mut Criterion) {
             || {
                 let fifo = DeltaFifo::<Pod>::default();
                 for obj in &objects {
-                    fifo.add(Arc::clone(obj)).expect("add");
+                    fifo.add(Arc::clone(obj).into()).expect("add");
                 }
                 fifo
             },
@@ -197,7 +197,7 @@ fn real_fifo(c: &mut Criterion) {
             || (plain(), objects.clone()),
             |(fifo, objects)| {
                 for obj in objects {
-                    fifo.add(obj).expect("add");
+                    fifo.add(obj.into()).expect("add");
                 }
                 assert_eq!(pop_all(&runtime, &fifo, false), N);
                 fifo
@@ -212,7 +212,7 @@ fn real_fifo(c: &mut Criterion) {
                 || {
                     let fifo = plain();
                     for obj in &objects {
-                        fifo.add(Arc::clone(obj)).expect("add");
+                        fifo.add(Arc::clone(obj).into()).expect("add");
                     }
                     fifo
                 },

@@ -2,7 +2,7 @@
 
 use std::{fmt, ops::Deref, sync::Arc};
 
-use kinformer_store::{ObjectOrTombstone, WireBytes};
+use kinformer_store::{Encoded, Incoming, ObjectOrTombstone};
 use smallvec::SmallVec;
 
 /// The kind of change a [`Delta`] records.
@@ -50,9 +50,9 @@ pub struct Delta<K> {
     /// The object after the change.
     pub object: ObjectOrTombstone<K>,
     /// The bytes the object was decoded from, when the watch kept them and no transformer
-    /// changed the object since ([`WireBytes`]): the cache may store them rather than encode
+    /// changed the object since ([`Encoded`]): the cache may store them rather than encode
     /// the object again.
-    pub wire: Option<WireBytes>,
+    pub encoded: Option<Encoded>,
 }
 
 impl<K> Delta<K> {
@@ -61,15 +61,23 @@ impl<K> Delta<K> {
         Self {
             kind,
             object: ObjectOrTombstone::Object(object),
-            wire: None,
+            encoded: None,
         }
     }
 
-    /// This delta, carrying the bytes its object was decoded from.
-    #[must_use]
-    pub fn with_wire(mut self, wire: Option<WireBytes>) -> Self {
-        self.wire = wire;
-        self
+    /// A delta carrying an object as it arrived, with the bytes it was decoded from.
+    pub(crate) fn arrived(kind: DeltaType, incoming: Incoming<K>) -> Self {
+        let (object, encoded) = incoming.into_parts();
+        Self {
+            kind,
+            object: ObjectOrTombstone::Object(object),
+            encoded,
+        }
+    }
+
+    /// The object as a store's write takes it: with the bytes it arrived in.
+    pub fn incoming(&self) -> Incoming<K> {
+        Incoming::new(Arc::clone(self.object()), self.encoded.clone())
     }
 
     /// The object, or the tombstone's last known state.
@@ -83,7 +91,7 @@ impl<K> Clone for Delta<K> {
         Self {
             kind: self.kind,
             object: self.object.clone(),
-            wire: self.wire.clone(),
+            encoded: self.encoded.clone(),
         }
     }
 }

@@ -5,8 +5,7 @@ use std::{collections::VecDeque, fmt, hash::BuildHasher, sync::Arc};
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use kinformer_store::{
-    DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, WireBytes,
-    default_key_func,
+    DeletedFinalStateUnknown, Incoming, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
 };
 use parking_lot::Mutex;
 
@@ -300,7 +299,9 @@ impl<K> DeltaFifo<K> {
     }
 
     fn transform(&self, obj: Arc<K>) -> Arc<K> {
-        transformed(self.transformer.as_ref(), obj, None).0
+        transformed(self.transformer.as_ref(), obj.into())
+            .into_parts()
+            .0
     }
 
     /// Wakes one waiting pop; called after the lock is released so the woken task does not
@@ -309,19 +310,15 @@ impl<K> DeltaFifo<K> {
         self.waker.wake_one();
     }
 
-    /// Queues a change; `wire` goes with it unless a transformer changes the object.
-    fn queue_change(
-        &self,
-        kind: DeltaType,
-        obj: Arc<K>,
-        wire: Option<WireBytes>,
-    ) -> StoreResult<()> {
-        let key = self.key_of(&obj)?;
-        let (obj, wire) = transformed(self.transformer.as_ref(), obj, wire);
+    /// Queues a change; the bytes `obj` arrived in go with it unless a transformer changes
+    /// the object.
+    fn queue_change(&self, kind: DeltaType, obj: Incoming<K>) -> StoreResult<()> {
+        let key = self.key_of(obj.object())?;
+        let obj = transformed(self.transformer.as_ref(), obj);
         {
             let mut state = self.state.lock();
             state.populated = true;
-            state.push(key, Delta::new(kind, obj).with_wire(wire));
+            state.push(key, Delta::arrived(kind, obj));
         }
         self.wake_one();
         Ok(())
@@ -441,20 +438,12 @@ impl<K: Send + Sync + 'static> Queue<K> for DeltaFifo<K> {
 }
 
 impl<K: Send + Sync + 'static> Store<K> for DeltaFifo<K> {
-    fn add(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Added, obj, None)
+    fn add(&self, obj: Incoming<K>) -> StoreResult<()> {
+        self.queue_change(DeltaType::Added, obj)
     }
 
-    fn update(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Updated, obj, None)
-    }
-
-    fn add_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Added, obj, wire)
-    }
-
-    fn update_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Updated, obj, wire)
+    fn update(&self, obj: Incoming<K>) -> StoreResult<()> {
+        self.queue_change(DeltaType::Updated, obj)
     }
 
     fn delete(&self, obj: Arc<K>) -> StoreResult<()> {
@@ -592,6 +581,6 @@ fn tombstoned<K>(tombstone: DeletedFinalStateUnknown<K>) -> Delta<K> {
     Delta {
         kind: DeltaType::Deleted,
         object: ObjectOrTombstone::Tombstone(tombstone),
-        wire: None,
+        encoded: None,
     }
 }

@@ -41,7 +41,7 @@
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let fifo = DeltaFifo::new(DeltaFifoOptions::new().emit_delta_type_replaced(true));
 //! fifo.replace(vec![pod("web-0"), pod("web-1")], "10")?;
-//! fifo.update(pod("web-0"))?;
+//! fifo.update(pod("web-0").into())?;
 //!
 //! let mut seen = Vec::new();
 //! let popped = fifo

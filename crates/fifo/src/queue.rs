@@ -9,7 +9,7 @@ use std::{
     },
 };
 
-use kinformer_store::{CacheReader, Store, WireBytes};
+use kinformer_store::{CacheReader, Incoming, Store};
 use tokio::sync::Notify;
 
 use kinformer_store::AddKind;
@@ -87,12 +87,11 @@ pub type Transformer<K> = Arc<dyn Fn(Arc<K>) -> Arc<K> + Send + Sync>;
 /// what they hold.
 pub(crate) fn transformed<K>(
     transformer: Option<&Transformer<K>>,
-    obj: Arc<K>,
-    wire: Option<WireBytes>,
-) -> (Arc<K>, Option<WireBytes>) {
+    obj: Incoming<K>,
+) -> Incoming<K> {
     match transformer {
-        Some(transform) => (transform(obj), None),
-        None => (obj, wire),
+        Some(transform) => transform(obj.into_parts().0).into(),
+        None => obj,
     }
 }
 

@@ -8,8 +8,7 @@ use std::{
 
 use foldhash::fast::RandomState;
 use kinformer_store::{
-    DeletedFinalStateUnknown, KeyFunc, Object, ObjectOrTombstone, Store, WireBytes,
-    default_key_func,
+    DeletedFinalStateUnknown, Incoming, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
 };
 use parking_lot::{Mutex, MutexGuard};
 
@@ -182,7 +181,7 @@ impl<K> State<K> {
             delta: Delta {
                 kind,
                 object,
-                wire: None,
+                encoded: None,
             },
         });
     }
@@ -278,7 +277,9 @@ impl<K> RealFifo<K> {
     }
 
     fn transform(&self, obj: Arc<K>) -> Arc<K> {
-        transformed(self.transformer.as_ref(), obj, None).0
+        transformed(self.transformer.as_ref(), obj.into())
+            .into_parts()
+            .0
     }
 
     fn key_of_delta(&self, delta: &Delta<K>) -> StoreResult<String> {
@@ -288,21 +289,17 @@ impl<K> RealFifo<K> {
         }
     }
 
-    /// Queues a change; `wire` goes with it unless a transformer changes the object.
-    fn queue_change(
-        &self,
-        kind: DeltaType,
-        obj: Arc<K>,
-        wire: Option<WireBytes>,
-    ) -> StoreResult<()> {
-        let key = self.key_of(&obj)?;
-        let (obj, wire) = transformed(self.transformer.as_ref(), obj, wire);
+    /// Queues a change; the bytes `obj` arrived in go with it unless a transformer changes
+    /// the object.
+    fn queue_change(&self, kind: DeltaType, obj: Incoming<K>) -> StoreResult<()> {
+        let key = self.key_of(obj.object())?;
+        let obj = transformed(self.transformer.as_ref(), obj);
         {
             let mut state = self.state.lock();
             state.populated = true;
             state.items.push_back(Entry::Delta {
                 key,
-                delta: Delta::new(kind, obj).with_wire(wire),
+                delta: Delta::arrived(kind, obj),
             });
         }
         self.waker.wake_one();
@@ -609,24 +606,16 @@ impl<K: Send + Sync + 'static> Queue<K> for RealFifo<K> {
 }
 
 impl<K: Send + Sync + 'static> Store<K> for RealFifo<K> {
-    fn add(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Added, obj, None)
+    fn add(&self, obj: Incoming<K>) -> StoreResult<()> {
+        self.queue_change(DeltaType::Added, obj)
     }
 
-    fn update(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Updated, obj, None)
-    }
-
-    fn add_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Added, obj, wire)
-    }
-
-    fn update_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Updated, obj, wire)
+    fn update(&self, obj: Incoming<K>) -> StoreResult<()> {
+        self.queue_change(DeltaType::Updated, obj)
     }
 
     fn delete(&self, obj: Arc<K>) -> StoreResult<()> {
-        self.queue_change(DeltaType::Deleted, obj, None)
+        self.queue_change(DeltaType::Deleted, obj.into())
     }
 
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> StoreResult<()> {

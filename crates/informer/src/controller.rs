@@ -90,10 +90,7 @@ impl<K: Object> Applier<K> {
                 // compact cache keeps the bytes the watch decoded the object from, if any, and
                 // hands back the replaced object still encoded: only a handler that reads it
                 // decodes it, on its own thread.
-                match self
-                    .indexer
-                    .upsert_lazy(Arc::clone(&obj), delta.wire.as_ref())?
-                {
+                match self.indexer.upsert(delta.incoming())? {
                     Some(old) if is_recreated(old.uid(), obj.uid()) => {
                         // A re-creation is rare; its tombstone needs the object itself. When
                         // the old state does not decode (the cache logs that), only the add

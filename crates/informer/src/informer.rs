@@ -126,8 +126,7 @@ impl<K: Object> SharedIndexInformer<K> {
             (Some(indexer), _) => indexer,
             (None, Some(compact)) => Arc::new(
                 CompactCache::new(options.key_func.clone(), options.indexers, compact.codec)
-                    .hot_capacity(compact.hot_capacity)
-                    .lazy_old_objects(),
+                    .hot_capacity(compact.hot_capacity),
             ),
             (None, None) => Arc::new(Cache::new(options.key_func.clone(), options.indexers)),
         };

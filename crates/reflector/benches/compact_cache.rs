@@ -115,7 +115,7 @@ fn benches(c: &mut Criterion) {
         upsert.bench_function(name, |b| {
             b.iter(|| {
                 let pod = Arc::clone(next.next().expect("cycles"));
-                black_box(cache.upsert(pod).expect("stored"))
+                black_box(cache.upsert(pod.into()).expect("stored"))
             });
         });
     }

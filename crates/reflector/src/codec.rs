@@ -4,7 +4,7 @@
 use std::{fmt, marker::PhantomData, sync::Arc};
 
 use kinformer_protobuf::{DecodeOptions, Decoder as ProtobufDecoder, Message, message_for};
-use kinformer_store::{Codec, CodecError, WireBytes};
+use kinformer_store::{Codec, CodecError, Encoded};
 use kube_core::Resource;
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -55,11 +55,8 @@ where
     /// The message an object arrived in, as it is: the decoders in this crate keep it only for
     /// an object decoded whole by the generated decoder this codec reads with, so it decodes
     /// back to that object.
-    fn adopt(&self, wire: &WireBytes) -> Option<Arc<[u8]>> {
-        match wire {
-            WireBytes::Protobuf(bytes) => Some(Arc::clone(bytes)),
-            _ => None,
-        }
+    fn adopt(&self, encoded: &Encoded) -> Option<Arc<[u8]>> {
+        (encoded.media_type() == crate::protobuf::PROTOBUF_RAW).then(|| Arc::clone(encoded.bytes()))
     }
 }
 
@@ -111,7 +108,7 @@ impl<K: Serialize + DeserializeOwned> Codec<K> for JsonCodec<K> {
 /// let mut pod = Pod::default();
 /// pod.metadata.namespace = Some("prod".into());
 /// pod.metadata.name = Some("web-0".into());
-/// cache.add(Arc::new(pod.clone()))?;
+/// cache.add(pod.clone().into())?;
 /// assert_eq!(cache.get_by_key("prod/web-0").as_deref(), Some(&pod));
 /// # Ok::<(), kinformer_store::Error>(())
 /// ```

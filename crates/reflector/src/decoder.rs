@@ -7,7 +7,7 @@
 
 use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData, sync::Arc};
 
-use kinformer_store::{Object, WireBytes};
+use kinformer_store::{Encoded, Object};
 use rayon::iter::{IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator};
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::value::RawValue;
@@ -165,7 +165,7 @@ pub trait Decoder<K>: Send + Sync + 'static {
     fn decode_event(&self, frame: &[u8], framing: Framing) -> Result<WatchEvent<K>>;
 
     /// [`decode_event`](Self::decode_event), with the bytes an added or modified object was
-    /// decoded from when the object holds all they hold ([`WireBytes`]): what lets a compact
+    /// decoded from when the object holds all they hold ([`Encoded`]): what lets a compact
     /// cache store the object without encoding it again. The default keeps none.
     ///
     /// # Errors
@@ -175,7 +175,7 @@ pub trait Decoder<K>: Send + Sync + 'static {
         &self,
         frame: &[u8],
         framing: Framing,
-    ) -> Result<(WatchEvent<K>, Option<WireBytes>)> {
+    ) -> Result<(WatchEvent<K>, Option<Encoded>)> {
         Ok((self.decode_event(frame, framing)?, None))
     }
 }

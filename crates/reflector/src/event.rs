@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use futures::{StreamExt, stream::BoxStream};
-use kinformer_store::WireBytes;
+use kinformer_store::Encoded;
 
 use crate::Result;
 
@@ -53,8 +53,8 @@ pub enum WatchEvent<K> {
 }
 
 /// A watch event, with the bytes its object was decoded from when the decoder kept them
-/// ([`WireBytes`]; only for added and modified objects).
-pub type WatchEventWithWire<K> = (WatchEvent<K>, Option<WireBytes>);
+/// ([`Encoded`]; only for added and modified objects).
+pub type WatchEventWithWire<K> = (WatchEvent<K>, Option<Encoded>);
 
 /// The stream [`ListerWatcher::watch_with_wire`](crate::ListerWatcher::watch_with_wire)
 /// returns: [`WatchStream`]'s events, each with its object's bytes when kept.

@@ -64,7 +64,7 @@ pub trait ListerWatcher<K>: Send + Sync {
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>>;
 
     /// Opens a watch whose added and modified objects come with the bytes they were decoded
-    /// from, where the decoder kept them ([`WireBytes`](kinformer_store::WireBytes)): what a
+    /// from, where the decoder kept them ([`Encoded`](kinformer_store::Encoded)): what a
     /// reflector asked for them ([`ReflectorOptions::wire_bytes`](crate::ReflectorOptions::wire_bytes))
     /// watches with, so that a compact cache downstream stores those bytes rather than
     /// encoding each object again.

@@ -10,7 +10,7 @@ use kinformer_protobuf::Decoder as ProtobufDecoder;
 use kinformer_protobuf::{
     DecodeOptions, Envelope, ListSplitter, Message, WatchFrame, without_managed_fields,
 };
-use kinformer_store::{Object, WireBytes};
+use kinformer_store::{Encoded, Object};
 use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
 
@@ -19,6 +19,10 @@ use crate::{
     arriving::Splitter,
     decoder::{BookmarkObject, Framing, decode_items},
 };
+
+/// The media type of the [`Encoded`] bytes a protobuf watch keeps: an object's message alone,
+/// the `raw` of the `runtime.Unknown` around it, without the `k8s\0` envelope.
+pub(crate) const PROTOBUF_RAW: &str = "application/vnd.kubernetes.protobuf;raw";
 
 const PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
 
@@ -319,7 +323,7 @@ where
     /// without managedFields when it dropped only those, none otherwise (a projection, type
     /// fields presented). Copied to a buffer of its own: a slice of the frame would keep the
     /// read buffer it sits in alive for as long as a cache holds the object.
-    fn wire_of(&self, object: &Envelope<'_>) -> Option<WireBytes> {
+    fn wire_of(&self, object: &Envelope<'_>) -> Option<Encoded> {
         if !self.typed().is_generated() {
             return None;
         }
@@ -331,7 +335,7 @@ where
         } else {
             return None;
         };
-        Some(WireBytes::Protobuf(bytes))
+        Some(Encoded::new(PROTOBUF_RAW, bytes))
     }
 
     /// Decodes one protobuf watch frame; with `keep_wire`, also returns an added or modified
@@ -340,7 +344,7 @@ where
         &self,
         frame: &[u8],
         keep_wire: bool,
-    ) -> Result<(WatchEvent<K>, Option<WireBytes>)> {
+    ) -> Result<(WatchEvent<K>, Option<Encoded>)> {
         let event = WatchFrame::parse(frame)
             .map_err(|error| protobuf_error("watch event", &error, frame))?;
         let object = envelope("watch object", event.object)?;
@@ -479,7 +483,7 @@ where
         &self,
         frame: &[u8],
         framing: Framing,
-    ) -> Result<(WatchEvent<K>, Option<WireBytes>)> {
+    ) -> Result<(WatchEvent<K>, Option<Encoded>)> {
         match framing {
             Framing::LengthPrefixed => self.decode_protobuf_event(frame, true),
             _ => Ok((self.json.decode_event(frame, framing)?, None)),

@@ -28,7 +28,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use kinformer_store::{Cache, CacheReader, Object, Store};
+use kinformer_store::{Cache, CacheReader, Incoming, Object, Store};
 use kinformer_wait::{BackoffManager, ErrorChain, ExponentialBackoffManager, jitter};
 use parking_lot::{Mutex, RwLock};
 use tokio::time::Instant;
@@ -691,7 +691,7 @@ where
                 }
                 item = stream.next() => item,
             };
-            let event = match item {
+            let (event, encoded) = match item {
                 None if events == 0 && started.elapsed() < VERY_SHORT_WATCH => {
                     let lasted = started.elapsed();
                     return (WatchEnd::Failed(Error::VeryShortWatch { lasted }), events);
@@ -704,21 +704,22 @@ where
                 Some(Err(error)) => return (WatchEnd::Failed(error), events),
                 Some(Ok(event)) => event,
             };
-            let (event, wire) = event;
             events += 1;
             last_event = Instant::now();
             let applied = match event {
                 WatchEvent::Added(object) => {
                     self.counters.event(EventKind::Added, last_event);
-                    self.apply(object, |store, object| store.add_with_wire(object, wire))
+                    self.apply(Incoming::new(object, encoded), |store, obj| store.add(obj))
                 }
                 WatchEvent::Modified(object) => {
                     self.counters.event(EventKind::Modified, last_event);
-                    self.apply(object, |store, object| store.update_with_wire(object, wire))
+                    self.apply(Incoming::new(object, encoded), |store, obj| {
+                        store.update(obj)
+                    })
                 }
                 WatchEvent::Deleted(object) => {
                     self.counters.event(EventKind::Deleted, last_event);
-                    self.apply(object, |store, object| store.delete(object))
+                    self.apply(object.into(), |store, obj| store.delete(obj.into_parts().0))
                 }
                 WatchEvent::Bookmark {
                     resource_version, ..
@@ -750,12 +751,12 @@ where
 
     fn apply(
         &self,
-        object: Arc<K>,
-        write: impl FnOnce(&S, Arc<K>) -> kinformer_store::Result<()>,
+        object: Incoming<K>,
+        write: impl FnOnce(&S, Incoming<K>) -> kinformer_store::Result<()>,
     ) -> Result<()> {
         // As client-go, the version moves on even when the store refuses the object; it moves
         // first so that a handler the write wakes reads a version that includes its event.
-        if let Some(version) = object.resource_version() {
+        if let Some(version) = object.object().resource_version() {
             self.set_last_sync(version);
         }
         write(&self.store, object).map_err(Error::from)?;

@@ -4,8 +4,8 @@
 use std::{fmt, sync::Arc};
 
 use crate::{
-    CacheReader, Indexer, Indexers, KeyFunc, Object, Result, Store, ThreadSafeStore,
-    default_key_func, namespace_indexers, thread_safe::ReadView,
+    CacheReader, Incoming, Indexer, Indexers, KeyFunc, Object, OldObject, Result, Store,
+    ThreadSafeStore, default_key_func, namespace_indexers, thread_safe::ReadView,
 };
 
 /// The informer's local cache: objects keyed by a key func, with secondary indexes.
@@ -62,15 +62,21 @@ impl<K> Cache<K> {
     fn key(&self, obj: &K) -> Result<String> {
         (self.key_func)(obj)
     }
+
+    /// Stores `obj` under its key, returning what it replaced.
+    fn insert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
+        let key = self.key(&obj)?;
+        Ok(self.store.upsert(&key, obj))
+    }
 }
 
 impl<K: Send + Sync> Store<K> for Cache<K> {
-    fn add(&self, obj: Arc<K>) -> Result<()> {
-        self.upsert(obj).map(drop)
+    fn add(&self, obj: Incoming<K>) -> Result<()> {
+        self.insert(obj.into_parts().0).map(drop)
     }
 
-    fn update(&self, obj: Arc<K>) -> Result<()> {
-        self.upsert(obj).map(drop)
+    fn update(&self, obj: Incoming<K>) -> Result<()> {
+        self.insert(obj.into_parts().0).map(drop)
     }
 
     fn delete(&self, obj: Arc<K>) -> Result<()> {
@@ -211,9 +217,8 @@ impl<K: Send + Sync> CacheReader<K> for CacheView<'_, '_, K> {
 }
 
 impl<K: Send + Sync> Indexer<K> for Cache<K> {
-    fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
-        let key = self.key(&obj)?;
-        Ok(self.store.upsert(&key, obj))
+    fn upsert(&self, obj: Incoming<K>) -> Result<Option<OldObject<K>>> {
+        Ok(self.insert(obj.into_parts().0)?.map(OldObject::decoded))
     }
 
     fn indexers(&self) -> Indexers<K> {
@@ -270,16 +275,16 @@ mod tests {
     #[test]
     fn a_cache_adds_updates_deletes_lists_and_replaces() {
         let store = test_cache(Indexers::new());
-        store.add(obj("foo", "bar")).unwrap();
+        store.add(obj("foo", "bar").into()).unwrap();
         assert_eq!(store.get(&obj("foo", "")).unwrap().unwrap().val, "bar");
-        store.update(obj("foo", "baz")).unwrap();
+        store.update(obj("foo", "baz").into()).unwrap();
         assert_eq!(store.get(&obj("foo", "")).unwrap().unwrap().val, "baz");
         store.delete(obj("foo", "")).unwrap();
         assert_eq!(store.get(&obj("foo", "")).unwrap(), None);
 
-        store.add(obj("a", "b")).unwrap();
-        store.add(obj("c", "d")).unwrap();
-        store.add(obj("e", "e")).unwrap();
+        store.add(obj("a", "b").into()).unwrap();
+        store.add(obj("c", "d").into()).unwrap();
+        store.add(obj("e", "e").into()).unwrap();
         assert_eq!(
             vals(&store.list()),
             BTreeSet::from(["b".into(), "d".into(), "e".into()])
@@ -302,10 +307,10 @@ mod tests {
     #[test]
     fn index_finds_every_object_sharing_the_probe_value() {
         let indexer = test_cache(by_val());
-        indexer.add(obj("a", "b")).unwrap();
-        indexer.add(obj("c", "b")).unwrap();
-        indexer.add(obj("e", "f")).unwrap();
-        indexer.add(obj("g", "h")).unwrap();
+        indexer.add(obj("a", "b").into()).unwrap();
+        indexer.add(obj("c", "b").into()).unwrap();
+        indexer.add(obj("e", "f").into()).unwrap();
+        indexer.add(obj("g", "h").into()).unwrap();
         let expected: BTreeMap<&str, BTreeSet<String>> = BTreeMap::from([
             ("b", BTreeSet::from(["a".into(), "c".into()])),
             ("f", BTreeSet::from(["e".into()])),
@@ -359,9 +364,15 @@ mod tests {
             Arc::new(meta_namespace_key_func::<Pod>),
             Indexers::from([("testmodes".to_owned(), by_foo)]),
         );
-        index.add(pod("one", &[("foo", "bar")], &[])).unwrap();
-        index.add(pod("two", &[("foo", "bar")], &[])).unwrap();
-        index.add(pod("tre", &[("foo", "biz")], &[])).unwrap();
+        index
+            .add(pod("one", &[("foo", "bar")], &[]).into())
+            .unwrap();
+        index
+            .add(pod("two", &[("foo", "bar")], &[]).into())
+            .unwrap();
+        index
+            .add(pod("tre", &[("foo", "biz")], &[]).into())
+            .unwrap();
         let mut values = index.list_index_func_values("testmodes");
         values.sort();
         assert_eq!(values, ["bar", "biz"]);
@@ -387,9 +398,9 @@ mod tests {
         let pod1 = pod("one", &[], &[("users", "ernie,bert")]);
         let pod2 = pod("two", &[], &[("users", "bert,oscar")]);
         let pod3 = pod("tre", &[], &[("users", "ernie,elmo")]);
-        index.add(Arc::clone(&pod1)).unwrap();
-        index.add(Arc::clone(&pod2)).unwrap();
-        index.add(Arc::clone(&pod3)).unwrap();
+        index.add(Arc::clone(&pod1).into()).unwrap();
+        index.add(Arc::clone(&pod2).into()).unwrap();
+        index.add(Arc::clone(&pod3).into()).unwrap();
 
         let count = |user: &str| index.by_index("byUser", user).unwrap().len();
         assert_eq!(count("ernie"), 2);
@@ -406,7 +417,7 @@ mod tests {
         assert_eq!(count("elmo"), 0);
 
         index
-            .update(pod("two", &[], &[("users", "oscar")]))
+            .update(pod("two", &[], &[("users", "oscar")]).into())
             .unwrap();
         assert_eq!(count("bert"), 1);
     }
@@ -414,11 +425,17 @@ mod tests {
     #[test]
     fn objects_the_key_func_refuses_leave_the_cache_unchanged() {
         let cache = Cache::<Pod>::with_namespace_index();
-        cache.add(pod("kept", &[], &[])).unwrap();
+        cache.add(pod("kept", &[], &[]).into()).unwrap();
         let nameless = Arc::new(Pod::default());
         let refused = Error::MissingName { namespace: None };
-        assert_eq!(cache.add(Arc::clone(&nameless)).unwrap_err(), refused);
-        assert_eq!(cache.update(Arc::clone(&nameless)).unwrap_err(), refused);
+        assert_eq!(
+            cache.add(Arc::clone(&nameless).into()).unwrap_err(),
+            refused
+        );
+        assert_eq!(
+            cache.update(Arc::clone(&nameless).into()).unwrap_err(),
+            refused
+        );
         assert_eq!(cache.delete(Arc::clone(&nameless)).unwrap_err(), refused);
         assert_eq!(cache.get(&nameless).unwrap_err(), refused);
         assert_eq!(
@@ -445,7 +462,7 @@ mod tests {
     fn reads_return_the_stored_allocation_not_a_copy() {
         let cache = Cache::<Pod>::with_namespace_index();
         let stored = pod("shared", &[], &[]);
-        cache.add(Arc::clone(&stored)).unwrap();
+        cache.add(Arc::clone(&stored).into()).unwrap();
         let got = cache.get_by_key("shared").unwrap();
         assert!(Arc::ptr_eq(&got, &stored));
         assert!(Arc::ptr_eq(

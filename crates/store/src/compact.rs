@@ -20,8 +20,8 @@ use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterato
 use table::{Inner, Slot};
 
 use crate::{
-    CacheReader, Error, Indexer, Indexers, KeyFunc, Object, OldObject, Result, Store, WireBytes,
-    default_key_func, old::Identity,
+    CacheReader, Encoded, Error, Incoming, Indexer, Indexers, KeyFunc, Object, OldObject, Result,
+    Store, default_key_func, old::Identity,
 };
 
 /// Why a [`Codec`] could not encode or decode.
@@ -47,11 +47,11 @@ pub trait Codec<K>: Send + Sync {
     /// When `bytes` do not decode.
     fn decode(&self, bytes: &[u8]) -> Result<K, CodecError>;
 
-    /// `wire` as this codec's compact form, when it already is one: the bytes an object
-    /// arrived in ([`WireBytes`]), which [`decode`](Self::decode) reads back to that object.
-    /// A cache stores them and skips [`encode`](Self::encode). The default adopts nothing.
-    fn adopt(&self, wire: &WireBytes) -> Option<Arc<[u8]>> {
-        let _ = wire;
+    /// `encoded` as this codec's compact form, when it already is one: the bytes an object
+    /// arrived in ([`Encoded`]), which [`decode`](Self::decode) reads back to that object. A
+    /// cache stores them and skips [`encode`](Self::encode). The default adopts nothing.
+    fn adopt(&self, encoded: &Encoded) -> Option<Arc<[u8]>> {
+        let _ = encoded;
         None
     }
 }
@@ -70,14 +70,14 @@ pub trait Codec<K>: Send + Sync {
 ///   costs no decode. Lists and index queries use the set but do not fill it, so a scan does
 ///   not push out what gets keep reading.
 /// - **Writes** encode outside the lock (or keep the bytes the object arrived in, when the
-///   codec adopts them: [`Codec::adopt`], [`Indexer::upsert_with_wire`]), and free what they
-///   displace (an evicted object, the replaced bytes, a relist's whole previous contents)
-///   after releasing it;
-///   [`Indexer::upsert`] returns the replaced object from the set or decoded from its bytes,
-///   which is where an informer's update gets its old object. With
-///   [`lazy_old_objects`](Self::lazy_old_objects), [`Indexer::upsert_lazy`] returns it still
-///   encoded ([`OldObject`]), so it is decoded only if a handler reads it, and
-///   [`Indexer::get_lazy`] hands over what a relist replaces the same way.
+///   codec adopts them: [`Incoming`], [`Codec::adopt`]), and free what they displace (an
+///   evicted object, the replaced bytes, a relist's whole previous contents) after releasing
+///   it.
+/// - **Replaced objects stay encoded**: each object's UID and resourceVersion are held beside
+///   its bytes (a few dozen bytes an object), so [`Indexer::upsert`], which is where an
+///   informer's update gets its old object, hands the replaced object back as an
+///   [`OldObject`] that is decoded only if a handler reads it (unless it was kept decoded),
+///   and [`Indexer::get_lazy`] hands over what a relist replaces the same way.
 ///
 /// Objects come back equal, not identical: two reads of an object the set does not hold give
 /// two `Arc`s. A decode that fails (a codec that cannot read what it wrote) is logged and
@@ -106,7 +106,7 @@ pub trait Codec<K>: Send + Sync {
 /// let mut config = ConfigMap::default();
 /// config.metadata.namespace = Some("prod".into());
 /// config.metadata.name = Some("settings".into());
-/// cache.add(Arc::new(config.clone()))?;
+/// cache.add(config.clone().into())?;
 /// assert_eq!(cache.get_by_key("prod/settings").as_deref(), Some(&config));
 /// # Ok::<(), kinformer_store::Error>(())
 /// ```
@@ -115,8 +115,8 @@ pub struct CompactCache<K> {
     codec: Arc<dyn Codec<K>>,
     inner: RwLock<Inner<K>>,
     hot: Mutex<Hot<K>>,
-    /// Reads an object's UID and resourceVersion, when the cache keeps them.
-    identity: Option<fn(&K) -> Identity>,
+    /// Reads an object's UID and resourceVersion.
+    identity: fn(&K) -> Identity,
     decode_failures: Arc<AtomicU64>,
 }
 
@@ -137,22 +137,6 @@ impl<K: Object> CompactCache<K> {
         Self::new(default_key_func(), crate::namespace_indexers::<K>(), codec)
     }
 
-    /// Holds each object's UID and resourceVersion beside its bytes (a few dozen bytes an
-    /// object), so that [`Indexer::upsert_lazy`] hands back the object it replaced still
-    /// encoded, as an [`OldObject`] decoded only if someone reads it. Without this,
-    /// `upsert_lazy` decodes the replaced object as [`Indexer::upsert`] does, unless it is
-    /// among those kept decoded.
-    #[must_use]
-    pub fn lazy_old_objects(mut self) -> Self {
-        self.identity = Some(Identity::of::<K>);
-        self
-    }
-}
-
-impl<K> CompactCache<K> {
-    /// How many objects a cache keeps decoded unless told otherwise.
-    pub const DEFAULT_HOT_CAPACITY: usize = 1024;
-
     /// A cache keyed by `key_func`, with `indexers`, holding objects with `codec`.
     pub fn new(key_func: KeyFunc<K>, indexers: Indexers<K>, codec: Arc<dyn Codec<K>>) -> Self {
         Self {
@@ -160,10 +144,15 @@ impl<K> CompactCache<K> {
             codec,
             inner: RwLock::new(Inner::empty(indexers)),
             hot: Mutex::new(Hot::new(Self::DEFAULT_HOT_CAPACITY)),
-            identity: None,
+            identity: Identity::of::<K>,
             decode_failures: Arc::new(AtomicU64::new(0)),
         }
     }
+}
+
+impl<K> CompactCache<K> {
+    /// How many objects a cache keeps decoded unless told otherwise.
+    pub const DEFAULT_HOT_CAPACITY: usize = 1024;
 
     /// Keeps at most `capacity` objects decoded ([`DEFAULT_HOT_CAPACITY`](Self::DEFAULT_HOT_CAPACITY)
     /// unless set); zero keeps none.
@@ -209,25 +198,19 @@ impl<K> CompactCache<K> {
 
     /// Stores `obj`, as the bytes it arrived in when the codec adopts them, and returns the
     /// object it replaced in the form `old` asks for.
-    fn store(
-        &self,
-        obj: Arc<K>,
-        wire: Option<&WireBytes>,
-        old: Old,
-    ) -> Result<Option<OldObject<K>>> {
+    fn store(&self, obj: Incoming<K>, old: Old) -> Result<Option<OldObject<K>>> {
+        let (obj, encoded) = obj.into_parts();
         let key = (self.key_func)(&obj)?;
-        let bytes = match wire.and_then(|wire| self.codec.adopt(wire)) {
+        let bytes = match encoded.and_then(|encoded| self.codec.adopt(&encoded)) {
             Some(bytes) => bytes,
             None => self.encode(&key, &obj)?,
         };
-        let identity = self.identity.map(|of| of(&obj));
+        let identity = (self.identity)(&obj);
         let (replaced, held_old) = {
             let mut write = self.write();
             let upserted = write.inner.upsert(&key, bytes, identity, &obj);
             let held_old = match (&upserted.replaced, old) {
-                (Some(replaced), Old::Decoded | Old::Lazy) => {
-                    write.hot.peek(upserted.slot, replaced.stamp)
-                }
+                (Some(replaced), Old::Lazy) => write.hot.peek(upserted.slot, replaced.stamp),
                 _ => None,
             };
             write.hold(upserted.slot, upserted.stamp, obj);
@@ -239,10 +222,11 @@ impl<K> CompactCache<K> {
         if let Some(held) = held_old {
             return Ok(Some(OldObject::decoded(held)));
         }
-        Ok(match (old, replaced.identity) {
-            (Old::Lazy, Some(identity)) => Some(self.lazy(replaced.key, replaced.bytes, identity)),
-            _ => self.decode(&key, &replaced.bytes).map(OldObject::decoded),
-        })
+        Ok(Some(self.lazy(
+            replaced.key,
+            replaced.bytes,
+            replaced.identity,
+        )))
     }
 
     /// `bytes`, the object under `key`, left encoded, to be decoded by this cache's codec when
@@ -315,7 +299,7 @@ impl<K: Send + Sync> CompactCache<K> {
     }
 
     /// Encodes `list` on every core, keyed, outside any lock.
-    fn encode_all(&self, list: Vec<Arc<K>>) -> Result<Vec<Encoded<K>>> {
+    fn encode_all(&self, list: Vec<Arc<K>>) -> Result<Vec<Keyed<K>>> {
         let parallel = list.len() >= PARALLEL_WRITE_ITEMS;
         on_every_core(list, parallel, |obj| {
             let key = (self.key_func)(&obj)?;
@@ -395,16 +379,14 @@ pub(crate) fn decode_counted<K>(
 }
 
 /// An object ready to store: its key, its bytes, and the object for its index funcs.
-type Encoded<K> = (String, Arc<[u8]>, Arc<K>);
+type Keyed<K> = (String, Arc<[u8]>, Arc<K>);
 
 /// What a write hands back of the object it replaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Old {
     /// Nothing: a `Store` write.
     Ignored,
-    /// The object, decoded: [`Indexer::upsert`].
-    Decoded,
-    /// The object, left encoded when the cache holds its identity: [`Indexer::upsert_lazy`].
+    /// The object, left encoded unless it is kept decoded: [`Indexer::upsert`].
     Lazy,
 }
 
@@ -420,20 +402,12 @@ enum Pending<K> {
 }
 
 impl<K: Send + Sync> Store<K> for CompactCache<K> {
-    fn add(&self, obj: Arc<K>) -> Result<()> {
-        self.store(obj, None, Old::Ignored).map(drop)
+    fn add(&self, obj: Incoming<K>) -> Result<()> {
+        self.store(obj, Old::Ignored).map(drop)
     }
 
-    fn update(&self, obj: Arc<K>) -> Result<()> {
-        self.store(obj, None, Old::Ignored).map(drop)
-    }
-
-    fn add_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> Result<()> {
-        self.store(obj, wire.as_ref(), Old::Ignored).map(drop)
-    }
-
-    fn update_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> Result<()> {
-        self.store(obj, wire.as_ref(), Old::Ignored).map(drop)
+    fn update(&self, obj: Incoming<K>) -> Result<()> {
+        self.store(obj, Old::Ignored).map(drop)
     }
 
     fn delete(&self, obj: Arc<K>) -> Result<()> {
@@ -447,8 +421,7 @@ impl<K: Send + Sync> Store<K> for CompactCache<K> {
         let indexers = self.inner.read().indexers();
         let mut fresh = Inner::empty(indexers);
         for (key, bytes, obj) in &encoded {
-            let identity = self.identity.map(|of| of(obj));
-            fresh.upsert(key, Arc::clone(bytes), identity, obj);
+            fresh.upsert(key, Arc::clone(bytes), (self.identity)(obj), obj);
         }
         let mut write = self.write();
         // Indexers added since the snapshot above must not be lost.
@@ -539,36 +512,21 @@ impl<K: Send + Sync> CacheReader<K> for CompactCache<K> {
 }
 
 impl<K: Send + Sync> Indexer<K> for CompactCache<K> {
-    fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
-        self.upsert_with_wire(obj, None)
-    }
-
-    fn upsert_with_wire(&self, obj: Arc<K>, wire: Option<&WireBytes>) -> Result<Option<Arc<K>>> {
-        let old = self.store(obj, wire, Old::Decoded)?;
-        Ok(old.and_then(|old| old.get()))
-    }
-
-    fn upsert_lazy(&self, obj: Arc<K>, wire: Option<&WireBytes>) -> Result<Option<OldObject<K>>> {
-        self.store(obj, wire, Old::Lazy)
+    fn upsert(&self, obj: Incoming<K>) -> Result<Option<OldObject<K>>> {
+        self.store(obj, Old::Lazy)
     }
 
     fn get_lazy(&self, key: &str) -> Option<OldObject<K>> {
-        let (key, bytes) = {
-            let inner = self.inner.read();
-            let slot = inner.slot(key)?;
-            let entry = inner.entry(slot);
-            // Peeked, not marked read: a relist asks for every key, and replaces the cache
-            // (emptying the decoded set) right after.
-            if let Some(held) = self.hot.lock().peek(slot, entry.stamp) {
-                return Some(OldObject::decoded(held));
-            }
-            if let Some(identity) = &entry.identity {
-                let (key, bytes) = (Arc::clone(&entry.key), Arc::clone(&entry.bytes));
-                return Some(self.lazy(key, bytes, identity.clone()));
-            }
-            (Arc::clone(&entry.key), Arc::clone(&entry.bytes))
-        };
-        self.decode(&key, &bytes).map(OldObject::decoded)
+        let inner = self.inner.read();
+        let slot = inner.slot(key)?;
+        let entry = inner.entry(slot);
+        // Peeked, not marked read: a relist asks for every key, and replaces the cache
+        // (emptying the decoded set) right after.
+        if let Some(held) = self.hot.lock().peek(slot, entry.stamp) {
+            return Some(OldObject::decoded(held));
+        }
+        let (key, bytes) = (Arc::clone(&entry.key), Arc::clone(&entry.bytes));
+        Some(self.lazy(key, bytes, entry.identity.clone()))
     }
 
     fn indexers(&self) -> Indexers<K> {

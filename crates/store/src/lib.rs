@@ -44,9 +44,9 @@
 //! }
 //!
 //! let cache = Cache::<Pod>::with_namespace_index();
-//! cache.add(pod("default", "web-0"))?;
-//! cache.add(pod("default", "web-1"))?;
-//! cache.add(pod("kube-system", "dns"))?;
+//! cache.add(pod("default", "web-0").into())?;
+//! cache.add(pod("default", "web-1").into())?;
+//! cache.add(pod("kube-system", "dns").into())?;
 //!
 //! assert!(cache.get_by_key("default/web-0").is_some());
 //! assert_eq!(cache.by_index(NAMESPACE_INDEX, "default")?.len(), 2);
@@ -78,7 +78,7 @@
 //! use kube_core::ObjectMeta;
 //!
 //! let cache = Arc::new(Cache::<Pod>::with_namespace_index());
-//! cache.add(Arc::new(Pod {
+//! cache.add(Pod {
 //!     metadata: ObjectMeta {
 //!         namespace: Some("shop".into()),
 //!         name: Some("cart-0".into()),
@@ -86,7 +86,7 @@
 //!         ..ObjectMeta::default()
 //!     },
 //!     ..Pod::default()
-//! }))?;
+//! }.into())?;
 //!
 //! let pods = Lister::<Pod>::new(cache);
 //! let carts = pods.namespaced("shop").list(&parse_selector("app in (cart,checkout)")?);
@@ -121,6 +121,7 @@ mod compact;
 mod error;
 #[cfg(test)]
 mod free_probe;
+mod incoming;
 mod intern;
 mod key;
 mod lister;
@@ -131,13 +132,13 @@ mod selector;
 mod thread_safe;
 mod tombstone;
 mod traits;
-mod wire;
 
 pub use crate::{
     add_kind::AddKind,
     cache::Cache,
     compact::{Codec, CodecError, CompactCache},
     error::{Error, Result},
+    incoming::{Encoded, Incoming},
     intern::Interned,
     key::{
         KeyFunc, default_key_func, deletion_handling_meta_namespace_key_func,
@@ -155,5 +156,4 @@ pub use crate::{
         label_index_func, label_indexers, meta_namespace_index_func, namespace_indexers,
         read_consistently,
     },
-    wire::WireBytes,
 };

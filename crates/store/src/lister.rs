@@ -272,10 +272,10 @@ mod tests {
     fn pod_lister_finds_pods_by_namespace_and_label_with_or_without_the_index() {
         for cache in caches() {
             for id in ["foo", "bar", "baz"] {
-                cache.add(pod("other", id, &[("name", id)])).unwrap();
+                cache.add(pod("other", id, &[("name", id)]).into()).unwrap();
             }
             cache
-                .add(pod("default", "quux", &[("name", "quux")]))
+                .add(pod("default", "quux", &[("name", "quux")]).into())
                 .unwrap();
             let lister = Lister::<Pod>::new(cache.clone());
 
@@ -304,8 +304,8 @@ mod tests {
     #[test]
     fn the_empty_namespace_lists_every_namespace() {
         for cache in caches() {
-            cache.add(pod("bar", "foo", &[])).unwrap();
-            cache.add(pod("hmm", "hmm", &[])).unwrap();
+            cache.add(pod("bar", "foo", &[]).into()).unwrap();
+            cache.add(pod("hmm", "hmm", &[]).into()).unwrap();
             let lister = Lister::<Pod>::new(cache);
             assert_eq!(
                 names(&lister.namespaced("").list(&Selector::default())),
@@ -332,12 +332,18 @@ mod tests {
     fn namespaced_lists_filter_by_selector_on_both_paths() {
         for cache in caches() {
             cache
-                .add(pod("a", "web-0", &[("app", "web"), ("tier", "front")]))
+                .add(pod("a", "web-0", &[("app", "web"), ("tier", "front")]).into())
                 .unwrap();
-            cache.add(pod("a", "web-1", &[("app", "web")])).unwrap();
-            cache.add(pod("a", "db-0", &[("app", "db")])).unwrap();
-            cache.add(pod("b", "web-0", &[("app", "web")])).unwrap();
-            cache.add(pod("b", "bare", &[])).unwrap();
+            cache
+                .add(pod("a", "web-1", &[("app", "web")]).into())
+                .unwrap();
+            cache
+                .add(pod("a", "db-0", &[("app", "db")]).into())
+                .unwrap();
+            cache
+                .add(pod("b", "web-0", &[("app", "web")]).into())
+                .unwrap();
+            cache.add(pod("b", "bare", &[]).into()).unwrap();
             let lister = Lister::<Pod>::new(cache);
 
             let web = parse_selector("app=web").unwrap();
@@ -370,8 +376,8 @@ mod tests {
             Arc::new(|_: &Pod| vec!["a".to_owned()]),
         );
         let cache = Arc::new(Cache::new(default_key_func(), indexers));
-        cache.add(pod("a", "mine", &[])).unwrap();
-        cache.add(pod("b", "theirs", &[])).unwrap();
+        cache.add(pod("a", "mine", &[]).into()).unwrap();
+        cache.add(pod("b", "theirs", &[]).into()).unwrap();
         let lister = Lister::<Pod>::new(cache);
         assert_eq!(
             names(&lister.namespaced("a").list(&Selector::default())),
@@ -393,12 +399,17 @@ mod tests {
             })
         };
         cache
-            .add(namespace(
-                "kube-system",
-                BTreeMap::from([("system".to_owned(), "true".to_owned())]),
-            ))
+            .add(
+                namespace(
+                    "kube-system",
+                    BTreeMap::from([("system".to_owned(), "true".to_owned())]),
+                )
+                .into(),
+            )
             .unwrap();
-        cache.add(namespace("default", BTreeMap::new())).unwrap();
+        cache
+            .add(namespace("default", BTreeMap::new()).into())
+            .unwrap();
         let lister = Lister::<Namespace>::new(cache);
 
         assert_eq!(
@@ -424,7 +435,7 @@ mod tests {
     #[test]
     fn a_namespaced_get_reports_the_namespace_it_searched() {
         let cache = Arc::new(Cache::<Pod>::with_namespace_index());
-        cache.add(pod("a", "x", &[])).unwrap();
+        cache.add(pod("a", "x", &[]).into()).unwrap();
         let lister = Lister::<Pod>::new(cache);
         let err = lister.namespaced("b").get("x").unwrap_err();
         assert_eq!(
@@ -447,7 +458,7 @@ mod tests {
         let lister = Lister::<Pod>::new(cache.clone());
         let in_a = lister.namespaced("a");
         assert!(in_a.get("late").is_err());
-        cache.add(pod("a", "late", &[])).unwrap();
+        cache.add(pod("a", "late", &[]).into()).unwrap();
         assert!(in_a.get("late").is_ok());
         let cloned = in_a.clone();
         assert_eq!(cloned.list(&Selector::default()).len(), 1);
@@ -513,8 +524,8 @@ mod tests {
                 }
                 let name = format!("pod-{id}");
                 let pod = pod(ns, &name, &labels);
-                indexed.add(Arc::clone(&pod)).unwrap();
-                scanned.add(pod).unwrap();
+                indexed.add(Arc::clone(&pod).into()).unwrap();
+                scanned.add(pod.into()).unwrap();
                 model.insert(
                     (ns.to_owned(), name),
                     labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),

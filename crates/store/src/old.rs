@@ -7,7 +7,7 @@ use std::{
 
 use crate::{Codec, Object, compact::decode_counted};
 
-/// The object an upsert replaced ([`Indexer::upsert_lazy`](crate::Indexer::upsert_lazy)):
+/// The object an upsert replaced ([`Indexer::upsert`](crate::Indexer::upsert)):
 /// either decoded already, or still in the encoded form a
 /// [`CompactCache`](crate::CompactCache) held it in, decoded the first time
 /// [`get`](Self::get) is called. Clones share that one decode, so a replaced object read by

@@ -3,7 +3,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use crate::{Object, OldObject, Result, WireBytes};
+use crate::{Incoming, Object, OldObject, Result};
 
 /// What a reflector writes into: the writer half of the store seam.
 ///
@@ -14,42 +14,22 @@ use crate::{Object, OldObject, Result, WireBytes};
 ///
 /// The writing half of client-go's `cache.Store`.
 pub trait Store<K>: Send + Sync {
-    /// Adds an object, replacing any object under the same key.
+    /// Adds an object, replacing any object under the same key. `obj` is the object with the
+    /// bytes it was decoded from, when a decoder kept them ([`Incoming`]): a store that holds
+    /// objects encoded may keep those bytes rather than encode the object again. Write an
+    /// object alone with `.into()`.
     ///
     /// # Errors
     ///
     /// When the object cannot be keyed; the store is unchanged.
-    fn add(&self, obj: Arc<K>) -> Result<()>;
+    fn add(&self, obj: Incoming<K>) -> Result<()>;
 
-    /// Updates an object (an add when the key is new).
+    /// Updates an object (an add when the key is new), as [`add`](Self::add).
     ///
     /// # Errors
     ///
     /// When the object cannot be keyed; the store is unchanged.
-    fn update(&self, obj: Arc<K>) -> Result<()>;
-
-    /// [`add`](Self::add), with the bytes `obj` was decoded from when the decoder kept them
-    /// ([`WireBytes`]). A store that holds objects encoded keeps those bytes rather than
-    /// encoding `obj` again; the default forgets them.
-    ///
-    /// # Errors
-    ///
-    /// As [`add`](Self::add).
-    fn add_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> Result<()> {
-        drop(wire);
-        self.add(obj)
-    }
-
-    /// [`update`](Self::update), with the bytes `obj` was decoded from, as
-    /// [`add_with_wire`](Self::add_with_wire).
-    ///
-    /// # Errors
-    ///
-    /// As [`update`](Self::update).
-    fn update_with_wire(&self, obj: Arc<K>, wire: Option<WireBytes>) -> Result<()> {
-        drop(wire);
-        self.update(obj)
-    }
+    fn update(&self, obj: Incoming<K>) -> Result<()>;
 
     /// Deletes the object under `obj`'s key; deleting an absent key is not an error.
     ///
@@ -207,8 +187,6 @@ pub trait CacheReader<K>: Send + Sync {
 /// it). A cache that cannot hold still is read directly.
 ///
 /// ```
-/// use std::sync::Arc;
-///
 /// use k8s_openapi::api::core::v1::Pod;
 /// use kinformer_store::{Cache, CacheReader, NAMESPACE_INDEX, Store, read_consistently};
 /// use kube_core::ObjectMeta;
@@ -220,7 +198,7 @@ pub trait CacheReader<K>: Send + Sync {
 ///         name: Some(name.into()),
 ///         ..ObjectMeta::default()
 ///     };
-///     cache.add(Arc::new(Pod { metadata, ..Pod::default() }))?;
+///     cache.add(Pod { metadata, ..Pod::default() }.into())?;
 /// }
 /// let (total, in_a) = read_consistently(&cache, |view| {
 ///     (view.len(), view.by_index(NAMESPACE_INDEX, "a").map(|pods| pods.len()))
@@ -317,41 +295,18 @@ pub trait Indexer<K>: Store<K> + CacheReader<K> {
     /// Stores `obj` under its key and returns the object it replaced: one key computation and
     /// one lock, where a `get` then an `update` would take two of each.
     ///
+    /// The replaced object comes back as an [`OldObject`]: a cache that holds objects encoded
+    /// (a [`CompactCache`](crate::CompactCache)) leaves it encoded, with its UID and
+    /// resourceVersion readable, so it is decoded only if someone reads it.
+    ///
     /// # Errors
     ///
     /// When the object cannot be keyed; the cache is unchanged.
-    fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>>;
-
-    /// [`upsert`](Self::upsert), with the bytes `obj` was decoded from when the decoder kept
-    /// them: a cache that holds objects encoded keeps those bytes rather than encoding `obj`
-    /// again. The default ignores them.
-    ///
-    /// # Errors
-    ///
-    /// As [`upsert`](Self::upsert).
-    fn upsert_with_wire(&self, obj: Arc<K>, wire: Option<&WireBytes>) -> Result<Option<Arc<K>>> {
-        let _ = wire;
-        self.upsert(obj)
-    }
-
-    /// [`upsert_with_wire`](Self::upsert_with_wire), handing back the replaced object as an
-    /// [`OldObject`]: a cache that holds objects encoded (a
-    /// [`CompactCache`](crate::CompactCache) built with
-    /// [`lazy_old_objects`](crate::CompactCache::lazy_old_objects)) leaves it encoded until
-    /// someone reads it, where `upsert` must decode it first. The default wraps what
-    /// `upsert_with_wire` returns.
-    ///
-    /// # Errors
-    ///
-    /// As [`upsert`](Self::upsert).
-    fn upsert_lazy(&self, obj: Arc<K>, wire: Option<&WireBytes>) -> Result<Option<OldObject<K>>> {
-        Ok(self.upsert_with_wire(obj, wire)?.map(OldObject::decoded))
-    }
+    fn upsert(&self, obj: Incoming<K>) -> Result<Option<OldObject<K>>>;
 
     /// The object stored under `key`, as an [`OldObject`]: what a relist is about to replace.
-    /// A cache that holds objects encoded (a [`CompactCache`](crate::CompactCache) built with
-    /// [`lazy_old_objects`](crate::CompactCache::lazy_old_objects)) hands it over still
-    /// encoded, with its UID and resourceVersion, so it is decoded only if someone reads it,
+    /// A cache that holds objects encoded (a [`CompactCache`](crate::CompactCache)) hands it
+    /// over still encoded, with its UID and resourceVersion, so it is decoded only if someone reads it,
     /// and does not count it as read. The default wraps what
     /// [`get_by_key`](CacheReader::get_by_key) returns.
     fn get_lazy(&self, key: &str) -> Option<OldObject<K>> {

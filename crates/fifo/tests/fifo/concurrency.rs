@@ -64,8 +64,8 @@ async fn run(queue: Arc<dyn Queue<Obj>>, cache: Arc<Cache<Obj>>) {
             for (i, (kind, name, val)) in script.into_iter().enumerate() {
                 let o = obj(&name, val);
                 match kind {
-                    DeltaType::Added => queue.add(o).unwrap(),
-                    DeltaType::Updated => queue.update(o).unwrap(),
+                    DeltaType::Added => queue.add(o.into()).unwrap(),
+                    DeltaType::Updated => queue.update(o.into()).unwrap(),
                     _ => queue.delete(o).unwrap(),
                 }
                 if i % 64 == 0 {
@@ -115,7 +115,7 @@ async fn run(queue: Arc<dyn Queue<Obj>>, cache: Arc<Cache<Obj>>) {
                     }
                     match delta.kind {
                         DeltaType::Deleted => cache.delete(object).unwrap(),
-                        _ => cache.update(object).unwrap(),
+                        _ => cache.update(object.into()).unwrap(),
                     }
                 }
                 Processed::Done

@@ -5,8 +5,8 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{
-    D, Obj, describe_all, expect, is_waiting, known, obj, plus_a_thousand, pop, pop_described,
-    pop_newest, queued_wire, wire,
+    D, Obj, arrived, describe_all, expect, is_waiting, known, obj, plus_a_thousand, pop,
+    pop_described, pop_newest, queued_encoded,
 };
 use kinformer_fifo::{
     DeltaFifo, DeltaFifoOptions, DeltaType::*, Deltas, Error, Popped, Processed, Queue,
@@ -32,7 +32,8 @@ async fn concurrent_producers_keep_each_producers_order() {
             let fifo = Arc::clone(&fifo);
             tokio::spawn(async move {
                 for i in 0..AMOUNT {
-                    fifo.add(obj(&format!("{prefix}{i}"), i + 1)).unwrap();
+                    fifo.add(obj(&format!("{prefix}{i}"), i + 1).into())
+                        .unwrap();
                 }
             })
         })
@@ -75,7 +76,7 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
             "added object is deleted on replace",
             false,
             |f| {
-                f.add(obj("foo", 2)).unwrap();
+                f.add(obj("foo", 2).into()).unwrap();
                 f.replace(vec![], "0").unwrap();
             },
             vec![D::Obj(Added, "foo", 2), D::Tomb(Deleted, "foo", "foo", 2)],
@@ -84,7 +85,7 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
             "replaced object gets a single delete",
             true,
             |f| {
-                f.add(obj("foo", 2)).unwrap();
+                f.add(obj("foo", 2).into()).unwrap();
                 f.replace(vec![obj("foo", 2)], "0").unwrap();
                 f.replace(vec![], "0").unwrap();
             },
@@ -98,7 +99,7 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
             "deleted object gets a single delete",
             false,
             |f| {
-                f.add(obj("foo", 2)).unwrap();
+                f.add(obj("foo", 2).into()).unwrap();
                 f.delete(obj("foo", 2)).unwrap();
                 f.replace(vec![], "0").unwrap();
             },
@@ -108,7 +109,7 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
             "synced object gets a single delete",
             false,
             |f| {
-                f.add(obj("foo", 2)).unwrap();
+                f.add(obj("foo", 2).into()).unwrap();
                 f.replace(vec![obj("foo", 2)], "0").unwrap();
                 f.replace(vec![obj("foo", 2)], "0").unwrap();
                 f.replace(vec![], "0").unwrap();
@@ -124,7 +125,7 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
             "added object gets a single delete over several replaces",
             false,
             |f| {
-                f.add(obj("foo", 2)).unwrap();
+                f.add(obj("foo", 2).into()).unwrap();
                 f.replace(vec![], "0").unwrap();
                 f.replace(vec![], "1").unwrap();
             },
@@ -134,9 +135,9 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
             "added, deleted and re-added object is deleted with its newest state",
             false,
             |f| {
-                f.add(obj("foo", 2)).unwrap();
+                f.add(obj("foo", 2).into()).unwrap();
                 f.delete(obj("foo", 2)).unwrap();
-                f.add(obj("foo", 3)).unwrap();
+                f.add(obj("foo", 3).into()).unwrap();
                 f.replace(vec![], "0").unwrap();
             },
             vec![
@@ -165,7 +166,7 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
 #[tokio::test]
 async fn a_process_function_can_requeue_what_it_popped() {
     let fifo = plain();
-    fifo.add(obj("foo", 10)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
 
     let popped = fifo
         .pop(&mut |popped, _| {
@@ -193,8 +194,8 @@ async fn a_process_function_can_requeue_what_it_popped() {
 #[tokio::test]
 async fn one_pop_delivers_every_change_to_a_key_and_the_newest_last() {
     let fifo = plain();
-    fifo.add(obj("foo", 10)).unwrap();
-    fifo.update(obj("foo", 12)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
+    fifo.update(obj("foo", 12).into()).unwrap();
     fifo.delete(obj("foo", 15)).unwrap();
     let listed: Vec<i64> = fifo
         .list()
@@ -217,9 +218,9 @@ async fn one_pop_delivers_every_change_to_a_key_and_the_newest_last() {
 #[test]
 fn without_known_objects_deleting_an_unqueued_key_does_nothing() {
     let fifo = plain();
-    fifo.add(obj("foo", 10)).unwrap();
-    fifo.update(obj("bar", 15)).unwrap();
-    fifo.add(obj("qux", 17)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
+    fifo.update(obj("bar", 15).into()).unwrap();
+    fifo.add(obj("qux", 17).into()).unwrap();
     fifo.delete(obj("qux", 18)).unwrap();
     fifo.delete(obj("baz", 20)).unwrap();
     for expected in [10, 15, 18] {
@@ -232,8 +233,8 @@ fn without_known_objects_deleting_an_unqueued_key_does_nothing() {
 #[test]
 fn deleting_a_known_key_queues_the_deletion() {
     let fifo = with_known(vec![obj("foo", 5), obj("bar", 6), obj("baz", 7)]);
-    fifo.add(obj("foo", 10)).unwrap();
-    fifo.update(obj("bar", 15)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
+    fifo.update(obj("bar", 15).into()).unwrap();
     fifo.delete(obj("baz", 20)).unwrap();
     for expected in [10, 15, 20] {
         assert_eq!(pop_newest(&fifo).val, expected);
@@ -245,7 +246,7 @@ fn deleting_a_known_key_queues_the_deletion() {
 #[tokio::test]
 async fn replace_appends_to_a_queued_key_instead_of_queueing_it_twice() {
     let fifo = plain();
-    fifo.add(obj("foo", 10)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
     fifo.replace(vec![obj("foo", 15)], "0").unwrap();
     assert_eq!(pop_newest(&fifo).val, 15);
     let mut second = Box::pin(async { fifo.pop(&mut |_, _| Processed::Done).await });
@@ -275,7 +276,7 @@ fn resync_queues_sync_for_known_objects() {
 #[test]
 fn deleting_a_queued_but_unknown_key_queues_the_deletion() {
     let fifo = with_known(vec![]);
-    fifo.add(obj("foo", 5)).unwrap();
+    fifo.add(obj("foo", 5).into()).unwrap();
     fifo.delete(obj("foo", 6)).unwrap();
     let deltas = fifo.get_by_key("foo").unwrap();
     assert_eq!(deltas.len(), 2);
@@ -298,7 +299,7 @@ fn replace_tombstones_known_and_queued_keys_missing_from_the_list() {
     );
 
     let fifo = with_known(known_three());
-    fifo.add(obj("baz", 10)).unwrap();
+    fifo.add(obj("baz", 10).into()).unwrap();
     fifo.replace(vec![obj("foo", 5)], "0").unwrap();
     assert_eq!(
         pop_described(&fifo),
@@ -312,7 +313,7 @@ fn replace_tombstones_known_and_queued_keys_missing_from_the_list() {
 
     let fifo = with_known(known_three());
     fifo.delete(obj("bar", 6)).unwrap();
-    fifo.add(obj("bar", 100)).unwrap();
+    fifo.add(obj("bar", 100).into()).unwrap();
     fifo.replace(vec![obj("foo", 5)], "0").unwrap();
     assert_eq!(
         pop_described(&fifo),
@@ -349,7 +350,7 @@ fn replace_tombstones_known_and_queued_keys_missing_from_the_list() {
     );
 
     let fifo = plain();
-    fifo.add(obj("baz", 10)).unwrap();
+    fifo.add(obj("baz", 10).into()).unwrap();
     fifo.replace(vec![obj("foo", 5)], "0").unwrap();
     assert_eq!(
         pop_described(&fifo),
@@ -392,7 +393,7 @@ fn replace_emits_replaced_when_asked_to() {
 #[test]
 fn resync_does_not_overtake_a_queued_update() {
     let fifo = with_known(vec![obj("foo", 5)]);
-    fifo.update(obj("foo", 6)).unwrap();
+    fifo.update(obj("foo", 6).into()).unwrap();
     fifo.resync().unwrap();
     assert_eq!(pop_described(&fifo), expect(&[D::Obj(Updated, "foo", 6)]));
     assert!(fifo.is_empty());
@@ -419,13 +420,13 @@ fn initial_population_counts_the_tombstones_of_the_first_replace() {
 #[test]
 fn a_key_queued_again_after_its_pop_goes_to_the_back() {
     let fifo = plain();
-    fifo.add(obj("foo", 10)).unwrap();
-    fifo.add(obj("bar", 1)).unwrap();
-    fifo.add(obj("foo", 11)).unwrap();
-    fifo.add(obj("foo", 13)).unwrap();
-    fifo.add(obj("zab", 30)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
+    fifo.add(obj("bar", 1).into()).unwrap();
+    fifo.add(obj("foo", 11).into()).unwrap();
+    fifo.add(obj("foo", 13).into()).unwrap();
+    fifo.add(obj("zab", 30).into()).unwrap();
     assert_eq!(pop_newest(&fifo).val, 13);
-    fifo.add(obj("foo", 14)).unwrap();
+    fifo.add(obj("foo", 14).into()).unwrap();
     for expected in [1, 30, 14] {
         assert_eq!(pop_newest(&fifo).val, expected);
     }
@@ -438,14 +439,14 @@ fn add_if_not_present_never_replaces_newer_deltas() {
     fifo.add_if_not_present(Deltas::new()).unwrap();
     assert!(fifo.is_empty(), "empty deltas are ignored");
 
-    fifo.add(obj("b", 3)).unwrap();
+    fifo.add(obj("b", 3).into()).unwrap();
     let b3 = common::deltas_of(pop(&fifo));
-    fifo.add(obj("c", 4)).unwrap();
+    fifo.add(obj("c", 4).into()).unwrap();
     let c4 = common::deltas_of(pop(&fifo));
     assert!(fifo.is_empty());
 
-    fifo.add(obj("a", 1)).unwrap();
-    fifo.add(obj("b", 2)).unwrap();
+    fifo.add(obj("a", 1).into()).unwrap();
+    fifo.add(obj("b", 2).into()).unwrap();
     fifo.add_if_not_present(b3).unwrap();
     fifo.add_if_not_present(c4).unwrap();
     assert_eq!(fifo.len(), 3);
@@ -464,7 +465,7 @@ fn has_synced_follows_the_initial_population() {
     };
     let cases: Vec<(Vec<Action>, bool)> = vec![
         (vec![], false),
-        (vec![|f| f.add(obj("a", 1)).unwrap()], true),
+        (vec![|f| f.add(obj("a", 1).into()).unwrap()], true),
         (vec![|f| f.replace(vec![], "0").unwrap()], true),
         (vec![replace_two], false),
         (vec![replace_two, pop_one], false),
@@ -516,8 +517,8 @@ fn the_transformer_runs_on_objects_coming_in_but_not_on_resyncs() {
             .transformer(transformer)
             .emit_delta_type_replaced(true),
     );
-    fifo.add(obj("foo", 10)).unwrap();
-    fifo.update(obj("foo", 11)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
+    fifo.update(obj("foo", 11).into()).unwrap();
     fifo.replace(vec![obj("bar", 20)], "1").unwrap();
     fifo.resync().unwrap();
     assert_eq!(
@@ -546,8 +547,8 @@ fn the_transformer_runs_on_objects_coming_in_but_not_on_resyncs() {
 #[test]
 fn an_object_without_a_name_is_refused_and_the_queue_is_untouched() {
     let fifo = with_known(vec![obj("known", 1)]);
-    fifo.add(obj("a", 1)).unwrap();
-    let error = fifo.add(obj("", 2)).unwrap_err();
+    fifo.add(obj("a", 1).into()).unwrap();
+    let error = fifo.add(obj("", 2).into()).unwrap_err();
     assert!(error.to_string().contains("no metadata.name"), "{error}");
     let error = fifo
         .replace(vec![obj("b", 1), obj("", 2)], "1")
@@ -566,7 +567,7 @@ fn a_real_deletion_beats_a_tombstone_whichever_comes_first() {
     assert_eq!(pop_described(&fifo), expect(&[D::Obj(Deleted, "foo", 2)]));
 
     let fifo = plain();
-    fifo.add(obj("foo", 1)).unwrap();
+    fifo.add(obj("foo", 1).into()).unwrap();
     fifo.delete(obj("foo", 2)).unwrap();
     fifo.replace(vec![], "1").unwrap();
     assert_eq!(
@@ -579,7 +580,7 @@ fn a_real_deletion_beats_a_tombstone_whichever_comes_first() {
 fn pops_report_whether_they_belong_to_the_initial_list() {
     let fifo = plain();
     fifo.replace(vec![obj("a", 1)], "1").unwrap();
-    fifo.add(obj("b", 1)).unwrap();
+    fifo.add(obj("b", 1).into()).unwrap();
     let mut initial = Vec::new();
     while let Some(popped) = fifo
         .try_pop(&mut |_, kind| {
@@ -596,7 +597,7 @@ fn pops_report_whether_they_belong_to_the_initial_list() {
 #[test]
 fn a_failed_process_drops_the_item_and_reports_the_failure() {
     let fifo = plain();
-    fifo.add(obj("a", 1)).unwrap();
+    fifo.add(obj("a", 1).into()).unwrap();
     let outcome = fifo.try_pop(&mut |_, _| Processed::Failed("handler broke".into()));
     assert!(matches!(outcome, Err(Error::Process { .. })));
     assert!(fifo.is_empty());
@@ -611,14 +612,14 @@ async fn a_pop_waiting_on_an_empty_queue_wakes_when_something_is_added() {
             .map(|popped| popped.deltas().len())
     });
     assert!(is_waiting(&mut waiter).await, "the pop parks first");
-    fifo.add(obj("a", 1)).unwrap();
+    fifo.add(obj("a", 1).into()).unwrap();
     assert_eq!(waiter.await.unwrap(), 1);
 }
 
 #[tokio::test]
 async fn a_closed_queue_still_hands_out_what_it_holds() {
     let fifo = plain();
-    fifo.add(obj("a", 1)).unwrap();
+    fifo.add(obj("a", 1).into()).unwrap();
     fifo.close();
     assert!(fifo.pop(&mut |_, _| Processed::Done).await.is_ok());
     assert!(matches!(
@@ -631,14 +632,14 @@ async fn a_closed_queue_still_hands_out_what_it_holds() {
 fn keys_are_found_again_after_the_index_sweeps_popped_keys() {
     let fifo = plain();
     for i in 0..3000 {
-        fifo.add(obj(&format!("k{i}"), 1)).unwrap();
+        fifo.add(obj(&format!("k{i}"), 1).into()).unwrap();
     }
     // Enough pops for the index to sweep its stale entries.
     for i in 0..2000 {
         assert_eq!(pop_newest(&fifo).name, format!("k{i}"));
     }
     for i in 0..3000 {
-        fifo.update(obj(&format!("k{i}"), 2)).unwrap();
+        fifo.update(obj(&format!("k{i}"), 2).into()).unwrap();
     }
     for i in (2000..3000).chain(0..2000) {
         let popped = pop(&fifo);
@@ -654,20 +655,20 @@ fn keys_are_found_again_after_the_index_sweeps_popped_keys() {
 }
 
 #[test]
-fn wire_bytes_travel_with_their_delta_unless_a_transformer_changes_the_object() {
+fn encoded_bytes_travel_with_their_delta_unless_a_transformer_changes_the_object() {
     let fifo = with_known(vec![obj("gone", 1)]);
-    fifo.add_with_wire(obj("a", 1), wire("a1")).unwrap();
-    fifo.update_with_wire(obj("a", 2), wire("a2")).unwrap();
-    fifo.update(obj("b", 1)).unwrap();
+    fifo.add(arrived(obj("a", 1), "a1")).unwrap();
+    fifo.update(arrived(obj("a", 2), "a2")).unwrap();
+    fifo.update(obj("b", 1).into()).unwrap();
     fifo.delete(obj("gone", 1)).unwrap();
     assert_eq!(
-        queued_wire(&fifo),
+        queued_encoded(&fifo),
         [Some(b"a1".to_vec()), Some(b"a2".to_vec()), None, None]
     );
 
     let transformer = plus_a_thousand();
     let fifo = DeltaFifo::new(DeltaFifoOptions::new().transformer(transformer));
-    fifo.add_with_wire(obj("a", 1), wire("a1")).unwrap();
-    fifo.update_with_wire(obj("a", 2), wire("a2")).unwrap();
-    assert_eq!(queued_wire(&fifo), [None, None]);
+    fifo.add(arrived(obj("a", 1), "a1")).unwrap();
+    fifo.update(arrived(obj("a", 2), "a2")).unwrap();
+    assert_eq!(queued_encoded(&fifo), [None, None]);
 }

@@ -67,7 +67,7 @@ fn apply(cache: &Cache<Obj>, deltas: &[Delta<Obj>]) {
         let object = Arc::clone(delta.object());
         match delta.kind {
             DeltaType::Deleted => cache.delete(object).unwrap(),
-            _ => cache.update(object).unwrap(),
+            _ => cache.update(object.into()).unwrap(),
         }
     }
 }
@@ -271,8 +271,8 @@ impl RealModel {
 
 fn run(queue: &dyn Queue<Obj>, op: &Op) -> Option<(Vec<String>, bool)> {
     match op {
-        Op::Add(k, v) => queue.add(obj(&key(*k), *v)).unwrap(),
-        Op::Update(k, v) => queue.update(obj(&key(*k), *v)).unwrap(),
+        Op::Add(k, v) => queue.add(obj(&key(*k), *v).into()).unwrap(),
+        Op::Update(k, v) => queue.update(obj(&key(*k), *v).into()).unwrap(),
         Op::Delete(k, v) => queue.delete(obj(&key(*k), *v)).unwrap(),
         Op::Replace(list) => queue
             .replace(list.iter().map(|(k, v)| obj(&key(*k), *v)).collect(), "1")
@@ -280,7 +280,7 @@ fn run(queue: &dyn Queue<Obj>, op: &Op) -> Option<(Vec<String>, bool)> {
         Op::Resync => queue.resync().unwrap(),
         Op::AddNameless => {
             let before = queue.list_keys();
-            assert!(queue.add(obj("", 1)).is_err());
+            assert!(queue.add(obj("", 1).into()).is_err());
             assert_eq!(queue.list_keys(), before, "a refused add changed the queue");
         }
         Op::Pop => {

@@ -8,8 +8,8 @@ use std::sync::{
 };
 
 use common::{
-    D, Obj, describe_all, expect, is_waiting, known, obj, plus_a_thousand, pop, pop_described,
-    pop_newest, queued_wire, wire,
+    D, Obj, arrived, describe_all, expect, is_waiting, known, obj, plus_a_thousand, pop,
+    pop_described, pop_newest, queued_encoded,
 };
 use kinformer_fifo::{
     DeltaType::*, Error, KnownObjects, Popped, Processed, Queue, RealFifo, RealFifoOptions,
@@ -56,7 +56,8 @@ async fn concurrent_producers_keep_each_producers_order() {
             let fifo = Arc::clone(&fifo);
             tokio::spawn(async move {
                 for i in 0..AMOUNT {
-                    fifo.add(obj(&format!("{prefix}{i}"), i + 1)).unwrap();
+                    fifo.add(obj(&format!("{prefix}{i}"), i + 1).into())
+                        .unwrap();
                 }
             })
         })
@@ -99,7 +100,7 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
         (
             "added object is deleted on replace",
             |f| {
-                f.add(obj("foo", 2)).unwrap();
+                f.add(obj("foo", 2).into()).unwrap();
                 f.replace(vec![], "0").unwrap();
             },
             vec![D::Obj(Added, "foo", 2), D::Tomb(Deleted, "foo", "foo", 2)],
@@ -107,7 +108,7 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
         (
             "deleted object gets a single delete",
             |f| {
-                f.add(obj("foo", 2)).unwrap();
+                f.add(obj("foo", 2).into()).unwrap();
                 f.delete(obj("foo", 2)).unwrap();
                 f.replace(vec![], "0").unwrap();
             },
@@ -116,7 +117,7 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
         (
             "synced object gets a single delete",
             |f| {
-                f.add(obj("foo", 2)).unwrap();
+                f.add(obj("foo", 2).into()).unwrap();
                 f.replace(vec![obj("foo", 2)], "0").unwrap();
                 f.replace(vec![obj("foo", 2)], "0").unwrap();
                 f.replace(vec![], "0").unwrap();
@@ -131,7 +132,7 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
         (
             "added object gets a single delete over several replaces",
             |f| {
-                f.add(obj("foo", 2)).unwrap();
+                f.add(obj("foo", 2).into()).unwrap();
                 f.replace(vec![], "0").unwrap();
                 f.replace(vec![], "1").unwrap();
             },
@@ -140,9 +141,9 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
         (
             "added, deleted and re-added object is deleted with its newest state",
             |f| {
-                f.add(obj("foo", 2)).unwrap();
+                f.add(obj("foo", 2).into()).unwrap();
                 f.delete(obj("foo", 2)).unwrap();
-                f.add(obj("foo", 3)).unwrap();
+                f.add(obj("foo", 3).into()).unwrap();
                 f.replace(vec![], "0").unwrap();
             },
             vec![
@@ -173,8 +174,8 @@ fn replace_makes_deletions_for_objects_only_in_the_queue() {
 #[tokio::test]
 async fn every_change_is_delivered_in_its_own_pop() {
     let fifo = empty();
-    fifo.add(obj("foo", 10)).unwrap();
-    fifo.update(obj("foo", 12)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
+    fifo.update(obj("foo", 12).into()).unwrap();
     fifo.delete(obj("foo", 15)).unwrap();
     assert_eq!(
         queued(&fifo),
@@ -197,12 +198,12 @@ async fn every_change_is_delivered_in_its_own_pop() {
 fn the_transformer_runs_once_per_object_and_never_on_tombstones() {
     let transformer = plus_a_thousand();
     let fifo = RealFifo::new(RealFifoOptions::new(known(vec![])).transformer(transformer)).unwrap();
-    fifo.add(obj("foo", 10)).unwrap();
-    fifo.add(obj("bar", 11)).unwrap();
-    fifo.update(obj("foo", 12)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
+    fifo.add(obj("bar", 11).into()).unwrap();
+    fifo.update(obj("foo", 12).into()).unwrap();
     fifo.delete(obj("foo", 15)).unwrap();
     fifo.replace(vec![], "").unwrap();
-    fifo.add(obj("bar", 16)).unwrap();
+    fifo.add(obj("bar", 16).into()).unwrap();
     fifo.replace(vec![], "").unwrap();
     assert_eq!(
         drain(&fifo),
@@ -222,9 +223,9 @@ fn the_transformer_runs_once_per_object_and_never_on_tombstones() {
 #[test]
 fn every_deletion_is_queued_even_for_unknown_keys() {
     let fifo = empty();
-    fifo.add(obj("foo", 10)).unwrap();
-    fifo.update(obj("bar", 15)).unwrap();
-    fifo.add(obj("qux", 17)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
+    fifo.update(obj("bar", 15).into()).unwrap();
+    fifo.add(obj("qux", 17).into()).unwrap();
     fifo.delete(obj("qux", 18)).unwrap();
     fifo.delete(obj("baz", 20)).unwrap();
     for expected in [10, 15, 17, 18, 20] {
@@ -237,8 +238,8 @@ fn every_deletion_is_queued_even_for_unknown_keys() {
 #[test]
 fn deleting_a_known_key_queues_the_deletion() {
     let fifo = real(known(vec![obj("foo", 5), obj("bar", 6), obj("baz", 7)]));
-    fifo.add(obj("foo", 10)).unwrap();
-    fifo.update(obj("bar", 15)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
+    fifo.update(obj("bar", 15).into()).unwrap();
     fifo.delete(obj("baz", 20)).unwrap();
     for expected in [10, 15, 20] {
         assert_eq!(pop_newest(&fifo).val, expected);
@@ -250,7 +251,7 @@ fn deleting_a_known_key_queues_the_deletion() {
 #[test]
 fn replace_queues_behind_earlier_changes_to_the_same_key() {
     let fifo = empty();
-    fifo.add(obj("foo", 10)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
     fifo.replace(vec![obj("foo", 15)], "0").unwrap();
     assert_eq!(pop_newest(&fifo).val, 10);
     assert_eq!(pop_newest(&fifo).val, 15);
@@ -278,7 +279,7 @@ fn resync_queues_sync_for_known_objects() {
 #[test]
 fn deleting_a_queued_key_appends_the_deletion() {
     let fifo = empty();
-    fifo.add(obj("foo", 5)).unwrap();
+    fifo.add(obj("foo", 5).into()).unwrap();
     fifo.delete(obj("foo", 6)).unwrap();
     assert_eq!(
         queued(&fifo),
@@ -304,7 +305,7 @@ fn replace_queues_deletions_before_the_listed_objects() {
     );
 
     let fifo = real(known_three());
-    fifo.add(obj("baz", 10)).unwrap();
+    fifo.add(obj("baz", 10).into()).unwrap();
     fifo.replace(vec![obj("foo", 5)], "0").unwrap();
     assert_eq!(
         drain(&fifo),
@@ -318,7 +319,7 @@ fn replace_queues_deletions_before_the_listed_objects() {
 
     let fifo = real(known_three());
     fifo.delete(obj("bar", 6)).unwrap();
-    fifo.add(obj("bar", 100)).unwrap();
+    fifo.add(obj("bar", 100).into()).unwrap();
     fifo.replace(vec![obj("foo", 5)], "0").unwrap();
     assert_eq!(
         drain(&fifo),
@@ -347,7 +348,7 @@ fn replace_queues_deletions_before_the_listed_objects() {
     );
 
     let fifo = empty();
-    fifo.add(obj("baz", 10)).unwrap();
+    fifo.add(obj("baz", 10).into()).unwrap();
     fifo.replace(vec![obj("foo", 5)], "0").unwrap();
     assert_eq!(
         drain(&fifo),
@@ -363,7 +364,7 @@ fn replace_queues_deletions_before_the_listed_objects() {
 #[test]
 fn resync_does_not_overtake_a_queued_update() {
     let fifo = real(known(vec![obj("foo", 5)]));
-    fifo.update(obj("foo", 6)).unwrap();
+    fifo.update(obj("foo", 6).into()).unwrap();
     fifo.resync().unwrap();
     assert_eq!(drain(&fifo), expect(&[D::Obj(Updated, "foo", 6)]));
 }
@@ -398,13 +399,13 @@ fn initial_population_counts_every_item_of_the_first_replace() {
 #[test]
 fn every_event_is_delivered_in_arrival_order() {
     let fifo = empty();
-    fifo.add(obj("foo", 10)).unwrap();
-    fifo.add(obj("bar", 1)).unwrap();
-    fifo.add(obj("foo", 11)).unwrap();
-    fifo.add(obj("foo", 13)).unwrap();
-    fifo.add(obj("zab", 30)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
+    fifo.add(obj("bar", 1).into()).unwrap();
+    fifo.add(obj("foo", 11).into()).unwrap();
+    fifo.add(obj("foo", 13).into()).unwrap();
+    fifo.add(obj("zab", 30).into()).unwrap();
     assert_eq!(pop_newest(&fifo).val, 10);
-    fifo.add(obj("foo", 14)).unwrap();
+    fifo.add(obj("foo", 14).into()).unwrap();
     for expected in [1, 11, 13, 30, 14] {
         assert_eq!(pop_newest(&fifo).val, expected);
     }
@@ -420,7 +421,7 @@ fn has_synced_follows_the_initial_population() {
     };
     let cases: Vec<(Vec<Action>, bool)> = vec![
         (vec![], false),
-        (vec![|f| f.add(obj("a", 1)).unwrap()], true),
+        (vec![|f| f.add(obj("a", 1).into()).unwrap()], true),
         (vec![|f| f.replace(vec![], "0").unwrap()], true),
         (vec![replace_two], false),
         (vec![replace_two, pop_one], false),
@@ -495,8 +496,8 @@ fn batched_pops_take_distinct_keys_and_stop_at_the_initial_list() {
         (
             "the initial list ends a batch",
             vec!["foo1", "foo2"],
-            vec![|f| f.update(obj("foo3", 5)).unwrap(), |f| {
-                f.update(obj("foo4", 5)).unwrap();
+            vec![|f| f.update(obj("foo3", 5).into()).unwrap(), |f| {
+                f.update(obj("foo4", 5).into()).unwrap();
             }],
             2,
             vec![
@@ -507,8 +508,8 @@ fn batched_pops_take_distinct_keys_and_stop_at_the_initial_list() {
         (
             "a repeated key ends a batch",
             vec!["foo1"],
-            vec![|f| f.update(obj("foo1", 5)).unwrap(), |f| {
-                f.update(obj("foo1", 5)).unwrap();
+            vec![|f| f.update(obj("foo1", 5).into()).unwrap(), |f| {
+                f.update(obj("foo1", 5).into()).unwrap();
             }],
             UNLIMITED,
             vec![
@@ -520,8 +521,8 @@ fn batched_pops_take_distinct_keys_and_stop_at_the_initial_list() {
         (
             "a repeated key at the end ends a batch",
             vec!["foo1", "foo2"],
-            vec![|f| f.update(obj("foo2", 5)).unwrap(), |f| {
-                f.update(obj("foo3", 5)).unwrap();
+            vec![|f| f.update(obj("foo2", 5).into()).unwrap(), |f| {
+                f.update(obj("foo3", 5).into()).unwrap();
             }],
             UNLIMITED,
             vec![
@@ -543,9 +544,9 @@ fn batched_pops_take_distinct_keys_and_stop_at_the_initial_list() {
             "the batch size ends a batch of later deltas",
             vec![],
             vec![
-                |f| f.update(obj("foo1", 5)).unwrap(),
-                |f| f.update(obj("foo2", 5)).unwrap(),
-                |f| f.update(obj("foo3", 5)).unwrap(),
+                |f| f.update(obj("foo1", 5).into()).unwrap(),
+                |f| f.update(obj("foo2", 5).into()).unwrap(),
+                |f| f.update(obj("foo3", 5).into()).unwrap(),
             ],
             2,
             vec![
@@ -556,7 +557,7 @@ fn batched_pops_take_distinct_keys_and_stop_at_the_initial_list() {
         (
             "initial and later items split by both limits",
             vec!["foo1", "foo2", "foo3"],
-            vec![|f| f.update(obj("foo4", 5)).unwrap()],
+            vec![|f| f.update(obj("foo4", 5).into()).unwrap()],
             2,
             vec![
                 vec![D::Obj(Replaced, "foo1", 5), D::Obj(Replaced, "foo2", 5)],
@@ -609,7 +610,7 @@ fn batched_pops_take_distinct_keys_and_stop_at_the_initial_list() {
 #[test]
 fn atomic_replace_queues_one_item_per_call_in_order() {
     let fifo = atomic();
-    fifo.add(obj("foo", 2)).unwrap();
+    fifo.add(obj("foo", 2).into()).unwrap();
     fifo.replace(vec![obj("foo", 2)], "10").unwrap();
     fifo.replace(vec![obj("foo", 2)], "20").unwrap();
     fifo.bookmark("30").unwrap();
@@ -645,7 +646,7 @@ fn atomic_resync_queues_one_sync_all_behind_queued_changes() {
     let fifo = atomic();
     fifo.resync().unwrap();
     assert!(matches!(pop(&fifo), Popped::SyncAll));
-    fifo.add(obj("foo", 2)).unwrap();
+    fifo.add(obj("foo", 2).into()).unwrap();
     fifo.resync().unwrap();
     assert_eq!(
         describe_all(pop(&fifo).deltas()),
@@ -659,7 +660,7 @@ fn atomic_resync_queues_one_sync_all_behind_queued_changes() {
 #[tokio::test]
 async fn an_atomic_replace_is_popped_whole_after_earlier_changes() {
     let fifo = atomic();
-    fifo.add(obj("foo", 10)).unwrap();
+    fifo.add(obj("foo", 10).into()).unwrap();
     fifo.replace(vec![obj("foo", 15)], "20").unwrap();
     assert_eq!(pop_newest(&fifo).val, 10);
     match fifo.pop_batch(&mut |_, _| Processed::Done).await.unwrap() {
@@ -675,10 +676,10 @@ async fn an_atomic_replace_is_popped_whole_after_earlier_changes() {
 #[test]
 fn an_atomic_item_ends_a_batch_and_is_popped_alone() {
     let fifo = atomic();
-    fifo.add(obj("a", 1)).unwrap();
-    fifo.add(obj("b", 1)).unwrap();
+    fifo.add(obj("a", 1).into()).unwrap();
+    fifo.add(obj("b", 1).into()).unwrap();
     fifo.resync().unwrap();
-    fifo.add(obj("c", 1)).unwrap();
+    fifo.add(obj("c", 1).into()).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -712,8 +713,8 @@ fn options_client_go_would_panic_on_are_refused() {
 #[test]
 fn a_requeued_item_goes_back_to_the_head() {
     let fifo = empty();
-    fifo.add(obj("a", 1)).unwrap();
-    fifo.add(obj("b", 2)).unwrap();
+    fifo.add(obj("a", 1).into()).unwrap();
+    fifo.add(obj("b", 2).into()).unwrap();
     let outcome = fifo.try_pop(&mut |_, _| Processed::Requeue).unwrap();
     assert!(outcome.is_some());
     assert_eq!(
@@ -735,7 +736,7 @@ async fn unlocking_while_processing_lets_producers_in_and_delays_has_synced() {
                 assert!(matches!(popped, Popped::ReplacedAll(_)));
                 assert!(is_in_initial_list.is_initial_list());
                 // The lock is released: a producer can queue, and has_synced waits for us.
-                fifo.add(obj("b", 2)).unwrap();
+                fifo.add(obj("b", 2).into()).unwrap();
                 assert!(!fifo.has_synced());
                 producer_got_in.store(true, Ordering::SeqCst);
                 Processed::Done
@@ -752,28 +753,28 @@ async fn unlocking_while_processing_lets_producers_in_and_delays_has_synced() {
 #[test]
 fn an_object_without_a_name_is_refused_and_the_queue_is_untouched() {
     for fifo in [empty(), atomic()] {
-        fifo.add(obj("a", 1)).unwrap();
-        assert!(fifo.add(obj("", 2)).is_err());
+        fifo.add(obj("a", 1).into()).unwrap();
+        assert!(fifo.add(obj("", 2).into()).is_err());
         assert!(fifo.replace(vec![obj("b", 1), obj("", 2)], "1").is_err());
         assert_eq!(fifo.len(), 1);
     }
 }
 
 #[test]
-fn wire_bytes_travel_with_their_delta_unless_a_transformer_changes_the_object() {
+fn encoded_bytes_travel_with_their_delta_unless_a_transformer_changes_the_object() {
     let fifo = empty();
-    fifo.add_with_wire(obj("a", 1), wire("a1")).unwrap();
-    fifo.update_with_wire(obj("a", 2), wire("a2")).unwrap();
-    fifo.update(obj("b", 1)).unwrap();
+    fifo.add(arrived(obj("a", 1), "a1")).unwrap();
+    fifo.update(arrived(obj("a", 2), "a2")).unwrap();
+    fifo.update(obj("b", 1).into()).unwrap();
     fifo.delete(obj("a", 3)).unwrap();
     assert_eq!(
-        queued_wire(&fifo),
+        queued_encoded(&fifo),
         [Some(b"a1".to_vec()), Some(b"a2".to_vec()), None, None]
     );
 
     let transformer = plus_a_thousand();
     let fifo = RealFifo::new(RealFifoOptions::new(known(vec![])).transformer(transformer)).unwrap();
-    fifo.add_with_wire(obj("a", 1), wire("a1")).unwrap();
-    fifo.update_with_wire(obj("a", 2), wire("a2")).unwrap();
-    assert_eq!(queued_wire(&fifo), [None, None]);
+    fifo.add(arrived(obj("a", 1), "a1")).unwrap();
+    fifo.update(arrived(obj("a", 2), "a2")).unwrap();
+    assert_eq!(queued_encoded(&fifo), [None, None]);
 }

@@ -16,7 +16,7 @@ use std::{
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer};
 use kinformer_reflector::{KubeListerWatcher, WireFormat, compact_codec};
-use kinformer_store::{Codec, CodecError, ObjectOrTombstone, WireBytes};
+use kinformer_store::{Codec, CodecError, Encoded, ObjectOrTombstone};
 use kinformer_testing::{FakeApiServer, eventually, fixtures};
 use kube_client::Api;
 use kube_core::ResourceExt;
@@ -44,8 +44,8 @@ impl Codec<Pod> for Counting {
         self.inner.decode(bytes)
     }
 
-    fn adopt(&self, wire: &WireBytes) -> Option<Arc<[u8]>> {
-        self.inner.adopt(wire)
+    fn adopt(&self, encoded: &Encoded) -> Option<Arc<[u8]>> {
+        self.inner.adopt(encoded)
     }
 }
 

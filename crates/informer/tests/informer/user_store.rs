@@ -12,7 +12,9 @@ use std::{
 use common::{FakeSource, Recorder};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{InformerOptions, QueueKind, SharedIndexInformer};
-use kinformer_store::{Cache, CacheReader, Error, Indexer, Indexers, Result, Store};
+use kinformer_store::{
+    Cache, CacheReader, Error, Incoming, Indexer, Indexers, OldObject, Result, Store,
+};
 use kinformer_testing::wait_until;
 use tokio_util::sync::CancellationToken;
 
@@ -39,13 +41,13 @@ impl FlakyCache {
 }
 
 impl Store<Pod> for FlakyCache {
-    fn add(&self, obj: Arc<Pod>) -> Result<()> {
-        self.check(&obj)?;
+    fn add(&self, obj: Incoming<Pod>) -> Result<()> {
+        self.check(obj.object())?;
         self.inner.add(obj)
     }
 
-    fn update(&self, obj: Arc<Pod>) -> Result<()> {
-        self.check(&obj)?;
+    fn update(&self, obj: Incoming<Pod>) -> Result<()> {
+        self.check(obj.object())?;
         self.inner.update(obj)
     }
 
@@ -101,8 +103,8 @@ impl CacheReader<Pod> for FlakyCache {
 }
 
 impl Indexer<Pod> for FlakyCache {
-    fn upsert(&self, obj: Arc<Pod>) -> Result<Option<Arc<Pod>>> {
-        self.check(&obj)?;
+    fn upsert(&self, obj: Incoming<Pod>) -> Result<Option<OldObject<Pod>>> {
+        self.check(obj.object())?;
         self.inner.upsert(obj)
     }
 

@@ -135,7 +135,7 @@ impl<K> ReflectorOptions<K> {
 
     /// Watches with [`ListerWatcher::watch_with_wire`](crate::ListerWatcher::watch_with_wire)
     /// and writes each object with the bytes it was decoded from
-    /// ([`Store::add_with_wire`](kinformer_store::Store::add_with_wire)), for a store that keeps
+    /// ([`Incoming`](kinformer_store::Incoming)), for a store that keeps
     /// objects encoded (a [`CompactCache`](kinformer_store::CompactCache) behind the queue).
     /// Off by default: keeping the bytes costs a copy of every watched object that only such
     /// a store uses.

@@ -71,7 +71,7 @@ where
                             Some(known_object) => reusable(known_object, &object).unwrap_or(object),
                             None => object,
                         };
-                        scratch.update(object).map_err(Error::from)
+                        scratch.update(object.into()).map_err(Error::from)
                     }
                     Some(Ok((WatchEvent::Deleted(object), _))) => {
                         if let Some(object_version) = object.resource_version() {

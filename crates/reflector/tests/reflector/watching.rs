@@ -381,7 +381,7 @@ mod over_http {
 
     use k8s_openapi::api::core::v1::Pod;
     use kinformer_reflector::{KubeListerWatcher, WireFormat};
-    use kinformer_store::{Store, WireBytes};
+    use kinformer_store::{Incoming, Store};
     use kinformer_testing::fixtures;
     use kube_client::Api;
 
@@ -395,35 +395,21 @@ mod over_http {
     struct WireLog(parking_lot::Mutex<Vec<(String, bool)>>);
 
     impl WireLog {
-        fn note(&self, obj: &Pod, wire: Option<&WireBytes>) {
+        fn note(&self, obj: &Incoming<Pod>) {
             self.0.lock().push((
-                obj.metadata.name.clone().unwrap_or_default(),
-                wire.is_some(),
+                obj.object().metadata.name.clone().unwrap_or_default(),
+                obj.encoded().is_some(),
             ));
         }
     }
 
     impl Store<Pod> for WireLog {
-        fn add(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
-            self.add_with_wire(obj, None)
-        }
-        fn update(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
-            self.update_with_wire(obj, None)
-        }
-        fn add_with_wire(
-            &self,
-            obj: Arc<Pod>,
-            wire: Option<WireBytes>,
-        ) -> kinformer_store::Result<()> {
-            self.note(&obj, wire.as_ref());
+        fn add(&self, obj: Incoming<Pod>) -> kinformer_store::Result<()> {
+            self.note(&obj);
             Ok(())
         }
-        fn update_with_wire(
-            &self,
-            obj: Arc<Pod>,
-            wire: Option<WireBytes>,
-        ) -> kinformer_store::Result<()> {
-            self.note(&obj, wire.as_ref());
+        fn update(&self, obj: Incoming<Pod>) -> kinformer_store::Result<()> {
+            self.note(&obj);
             Ok(())
         }
         fn delete(&self, _: Arc<Pod>) -> kinformer_store::Result<()> {

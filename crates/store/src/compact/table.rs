@@ -20,9 +20,9 @@ pub(super) type Set<T> = HashSet<T, RandomState>;
 pub(super) struct Entry {
     pub(super) key: Arc<str>,
     pub(super) bytes: Arc<[u8]>,
-    /// The object's UID and resourceVersion, when the cache keeps them
-    /// ([`CompactCache::lazy_old_objects`](super::CompactCache::lazy_old_objects)).
-    pub(super) identity: Option<Identity>,
+    /// The object's UID and resourceVersion, so an upsert can hand the replaced object back
+    /// undecoded.
+    pub(super) identity: Identity,
     /// Bumped on every write to the cache, so a decoded copy can tell which version it is.
     pub(super) stamp: u64,
     /// For each index, in [`Indexes::named`] order, the distinct values the object has.
@@ -63,7 +63,7 @@ pub(super) struct Replaced {
     pub(super) key: Arc<str>,
     pub(super) bytes: Arc<[u8]>,
     pub(super) stamp: u64,
-    pub(super) identity: Option<Identity>,
+    pub(super) identity: Identity,
 }
 
 /// Empty indexes for `indexers`, sorted by name.
@@ -146,7 +146,7 @@ impl<K> Inner<K> {
         &mut self,
         key: &str,
         bytes: Arc<[u8]>,
-        identity: Option<Identity>,
+        identity: Identity,
         obj: &K,
     ) -> Upserted {
         let stamp = self.next_stamp;

@@ -3,12 +3,42 @@
 
 use std::sync::Arc;
 
+use std::collections::BTreeMap;
+
 use super::{Codec, CodecError, CompactCache};
-use crate::WireBytes;
 use crate::{
-    CacheReader, Indexer, Indexers, Store,
+    CacheReader, Encoded, Incoming, Indexer, Indexers, Object, Store,
     free_probe::{FreeLog, Probe},
 };
+
+/// A name and nothing else, for the test objects here.
+macro_rules! named_object {
+    ($type:ty) => {
+        impl Object for $type {
+            fn name(&self) -> Option<&str> {
+                Some(&self.name)
+            }
+            fn namespace(&self) -> Option<&str> {
+                None
+            }
+            fn resource_version(&self) -> Option<&str> {
+                None
+            }
+            fn uid(&self) -> Option<&str> {
+                None
+            }
+            fn labels(&self) -> Option<&BTreeMap<String, String>> {
+                None
+            }
+        }
+    };
+}
+
+named_object!(Probe);
+named_object!(Versioned);
+
+/// What the tests' codecs adopt.
+const TEXT: &str = "text/plain";
 
 /// `name` and `version` as `name:version`.
 struct Text(Arc<FreeLog>);
@@ -37,10 +67,10 @@ fn what_a_write_displaces_is_freed_outside_the_locks() {
         cache.inner.is_locked() || cache.hot.is_locked()
     });
 
-    cache.add(probe("a", 1)).expect("stored");
-    cache.add(probe("b", 1)).expect("stored"); // evicts a
-    cache.update(probe("b", 2)).expect("stored"); // replaces b:1 in the set
-    let old = cache.upsert(probe("c", 1)).expect("stored"); // evicts b:2
+    cache.add(probe("a", 1).into()).expect("stored");
+    cache.add(probe("b", 1).into()).expect("stored"); // evicts a
+    cache.update(probe("b", 2).into()).expect("stored"); // replaces b:1 in the set
+    let old = cache.upsert(probe("c", 1).into()).expect("stored"); // evicts b:2
     assert!(old.is_none());
     let got = cache.get_by_key("a").expect("decoded"); // evicts c, keeps a:1 decoded
     drop(got);
@@ -86,11 +116,8 @@ impl Codec<Versioned> for Counting {
         })
     }
 
-    fn adopt(&self, wire: &WireBytes) -> Option<Arc<[u8]>> {
-        match wire {
-            WireBytes::Protobuf(bytes) if self.adopts => Some(Arc::clone(bytes)),
-            _ => None,
-        }
+    fn adopt(&self, encoded: &Encoded) -> Option<Arc<[u8]>> {
+        (self.adopts && encoded.media_type() == TEXT).then(|| Arc::clone(encoded.bytes()))
     }
 }
 
@@ -119,27 +146,27 @@ fn encodes(codec: &Counting) -> usize {
 #[test]
 fn bytes_the_codec_adopts_are_stored_without_an_encode() {
     let (cache, codec) = counting_cache(true);
-    let wire = |text: &str| WireBytes::Protobuf(Arc::from(text.as_bytes()));
+    let arrived =
+        |obj, text: &str| Incoming::new(obj, Some(Encoded::new(TEXT, Arc::from(text.as_bytes()))));
 
     cache
-        .add_with_wire(versioned("a", 1), Some(wire("a:1")))
+        .add(arrived(versioned("a", 1), "a:1"))
         .expect("stored");
     let old = cache
-        .upsert_with_wire(versioned("a", 2), Some(&wire("a:2")))
-        .expect("stored");
+        .upsert(arrived(versioned("a", 2), "a:2"))
+        .expect("stored")
+        .expect("replaced a:1");
     cache
-        .update_with_wire(versioned("b", 1), Some(wire("b:1")))
+        .update(arrived(versioned("b", 1), "b:1"))
         .expect("stored");
     assert_eq!(encodes(&codec), 0);
-    // What was stored is the wire bytes: the old object and reads decode from them.
-    assert_eq!(old.as_deref(), Some(&*versioned("a", 1)));
+    // What was stored is the bytes that arrived: the old object and reads decode from them.
+    assert_eq!(old.get().as_deref(), Some(&*versioned("a", 1)));
     assert_eq!(cache.get_by_key("a").as_deref(), Some(&*versioned("a", 2)));
     assert_eq!(cache.get_by_key("b").as_deref(), Some(&*versioned("b", 1)));
 
     // Without bytes, the object is encoded.
-    cache
-        .upsert_with_wire(versioned("a", 3), None)
-        .expect("stored");
+    cache.upsert(versioned("a", 3).into()).expect("stored");
     assert_eq!(encodes(&codec), 1);
     assert_eq!(cache.get_by_key("a").as_deref(), Some(&*versioned("a", 3)));
 }
@@ -147,15 +174,16 @@ fn bytes_the_codec_adopts_are_stored_without_an_encode() {
 #[test]
 fn bytes_the_codec_does_not_adopt_are_ignored_and_the_object_encoded() {
     let (cache, codec) = counting_cache(false);
-    let wire = WireBytes::Protobuf(Arc::from(&b"not what the object holds"[..]));
+    let encoded = Encoded::new(TEXT, Arc::from(&b"not what the object holds"[..]));
 
     cache
-        .add_with_wire(versioned("a", 1), Some(wire.clone()))
+        .add(Incoming::new(versioned("a", 1), Some(encoded.clone())))
         .expect("stored");
     let old = cache
-        .upsert_with_wire(versioned("a", 2), Some(&wire))
-        .expect("stored");
+        .upsert(Incoming::new(versioned("a", 2), Some(encoded)))
+        .expect("stored")
+        .expect("replaced a:1");
     assert_eq!(encodes(&codec), 2);
-    assert_eq!(old.as_deref(), Some(&*versioned("a", 1)));
+    assert_eq!(old.get().as_deref(), Some(&*versioned("a", 1)));
     assert_eq!(cache.get_by_key("a").as_deref(), Some(&*versioned("a", 2)));
 }

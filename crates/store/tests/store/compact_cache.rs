@@ -88,14 +88,14 @@ fn cache(hot: usize) -> (CompactCache<Item>, Arc<Counting>) {
 fn a_written_object_is_read_back_without_a_decode_until_it_is_evicted() {
     let (cache, codec) = cache(2);
     let first = item("a", "1");
-    cache.add(Arc::clone(&first)).unwrap();
+    cache.add(Arc::clone(&first).into()).unwrap();
     let got = cache.get_by_key("a").unwrap();
     assert!(Arc::ptr_eq(&got, &first), "kept decoded: the written Arc");
     assert_eq!(codec.decodes.load(Ordering::Relaxed), 0);
 
-    cache.add(item("b", "2")).unwrap();
-    cache.add(item("c", "3")).unwrap();
-    cache.add(item("d", "4")).unwrap();
+    cache.add(item("b", "2").into()).unwrap();
+    cache.add(item("c", "3").into()).unwrap();
+    cache.add(item("d", "4").into()).unwrap();
     assert_eq!(cache.hot_len(), 2);
     let again = cache.get_by_key("a").unwrap();
     assert_eq!(*again, *first);
@@ -109,7 +109,7 @@ fn a_written_object_is_read_back_without_a_decode_until_it_is_evicted() {
 fn scans_use_the_decoded_set_without_filling_it() {
     let (cache, codec) = cache(1);
     for name in ["a", "b", "c"] {
-        cache.add(item(name, "same")).unwrap();
+        cache.add(item(name, "same").into()).unwrap();
     }
     // "c" was written last and is the one kept.
     assert_eq!(cache.list().len(), 3);
@@ -129,9 +129,9 @@ fn scans_use_the_decoded_set_without_filling_it() {
 #[test]
 fn upsert_returns_the_replaced_object_and_moves_its_index_entry() {
     let (cache, _) = cache(0);
-    assert_eq!(cache.upsert(item("a", "1")).unwrap(), None);
-    let old = cache.upsert(item("a", "2")).unwrap().unwrap();
-    assert_eq!(*old, *item("a", "1"));
+    assert!(cache.upsert(item("a", "1").into()).unwrap().is_none());
+    let old = cache.upsert(item("a", "2").into()).unwrap().unwrap();
+    assert_eq!(old.get().as_deref(), Some(&*item("a", "1")));
     assert!(cache.by_index("value", "1").unwrap().is_empty());
     assert_eq!(
         cache.index_keys("value", "2").unwrap(),
@@ -143,8 +143,8 @@ fn upsert_returns_the_replaced_object_and_moves_its_index_entry() {
 #[test]
 fn an_object_the_codec_cannot_encode_is_refused_and_the_cache_is_unchanged() {
     let (cache, _) = cache(4);
-    cache.add(item("a", "1")).unwrap();
-    let error = cache.update(item("a", "unencodable")).unwrap_err();
+    cache.add(item("a", "1").into()).unwrap();
+    let error = cache.update(item("a", "unencodable").into()).unwrap_err();
     assert!(
         matches!(&error, Error::Encode { key, .. } if key == "a"),
         "{error}"
@@ -163,21 +163,26 @@ fn an_object_the_codec_cannot_encode_is_refused_and_the_cache_is_unchanged() {
 #[test]
 fn bytes_that_do_not_decode_are_counted_and_left_out_of_reads() {
     let (cache, _) = cache(0);
-    cache.add(item("a", "1")).unwrap();
-    cache.add(item("b", "undecodable")).unwrap();
+    cache.add(item("a", "1").into()).unwrap();
+    cache.add(item("b", "undecodable").into()).unwrap();
     assert_eq!(cache.len(), 2);
     assert!(cache.get_by_key("b").is_none());
     assert_eq!(cache.list(), vec![item("a", "1")]);
     assert_eq!(cache.decode_failures(), 2);
-    // The replaced object cannot be produced: the update reads as an add.
-    assert_eq!(cache.upsert(item("b", "2")).unwrap(), None);
+    // The replaced object is handed back, and cannot be read.
+    let old = cache
+        .upsert(item("b", "2").into())
+        .unwrap()
+        .expect("replaced");
+    assert!(old.get().is_none());
+    assert_eq!(cache.decode_failures(), 3);
     assert_eq!(*cache.get_by_key("b").unwrap(), *item("b", "2"));
 }
 
 #[test]
 fn a_replace_drops_what_was_kept_decoded_and_an_added_index_covers_every_object() {
     let (cache, _) = cache(8);
-    cache.add(item("a", "1")).unwrap();
+    cache.add(item("a", "1").into()).unwrap();
     cache
         .replace(vec![item("a", "2"), item("b", "3")], "9")
         .unwrap();
@@ -228,17 +233,16 @@ fn large_reads_and_replaces_on_the_pool_keep_every_object_in_order() {
 }
 
 #[test]
-fn upsert_lazy_hands_back_the_replaced_object_encoded_and_decodes_it_once() {
+fn upsert_hands_back_the_replaced_object_encoded_and_decodes_it_once() {
     let (cache, codec) = cache(0);
-    let cache = cache.lazy_old_objects();
     assert!(
         cache
-            .upsert_lazy(versioned("a", "1", "u1", "10"), None)
+            .upsert(versioned("a", "1", "u1", "10").into())
             .unwrap()
             .is_none()
     );
     let old = cache
-        .upsert_lazy(versioned("a", "2", "u1", "11"), None)
+        .upsert(versioned("a", "2", "u1", "11").into())
         .unwrap()
         .expect("a replaced object");
     assert!(!old.is_decoded());
@@ -270,7 +274,7 @@ fn upsert_lazy_hands_back_the_replaced_object_encoded_and_decodes_it_once() {
         .replace(vec![versioned("b", "1", "u2", "20")], "20")
         .unwrap();
     let old = cache
-        .upsert_lazy(versioned("b", "2", "u2", "21"), None)
+        .upsert(versioned("b", "2", "u2", "21").into())
         .unwrap()
         .expect("a replaced object");
     assert_eq!(old.resource_version(), Some("20"));
@@ -278,40 +282,26 @@ fn upsert_lazy_hands_back_the_replaced_object_encoded_and_decodes_it_once() {
 }
 
 #[test]
-fn upsert_lazy_decodes_only_what_it_cannot_leave_encoded() {
-    // An object kept decoded comes back as it is.
+fn upsert_hands_back_an_object_kept_decoded_as_it_is() {
     let (cache, codec) = cache(2);
-    let cache = cache.lazy_old_objects();
     let first = versioned("a", "1", "u1", "10");
-    cache.upsert_lazy(Arc::clone(&first), None).unwrap();
+    cache.upsert(Arc::clone(&first).into()).unwrap();
     let old = cache
-        .upsert_lazy(versioned("a", "2", "u1", "11"), None)
+        .upsert(versioned("a", "2", "u1", "11").into())
         .unwrap()
         .unwrap();
     assert!(old.ptr_eq(&OldObject::decoded(Arc::clone(&first))));
     assert_eq!(decodes(&codec), 0);
-
-    // Without held identities, the replaced object is decoded at once.
-    let (cache, codec) = self::cache(0);
-    cache.upsert_lazy(Arc::clone(&first), None).unwrap();
-    let old = cache
-        .upsert_lazy(versioned("a", "2", "u1", "11"), None)
-        .unwrap()
-        .unwrap();
-    assert!(old.is_decoded());
-    assert_eq!(old.get(), Some(first));
-    assert_eq!(decodes(&codec), 1);
 }
 
 #[test]
 fn an_old_object_that_does_not_decode_is_counted_and_reads_as_none() {
     let (cache, _) = cache(0);
-    let cache = cache.lazy_old_objects();
     cache
-        .add(versioned("b", "undecodable", "u1", "10"))
+        .add(versioned("b", "undecodable", "u1", "10").into())
         .unwrap();
     let old = cache
-        .upsert_lazy(versioned("b", "2", "u1", "11"), None)
+        .upsert(versioned("b", "2", "u1", "11").into())
         .unwrap()
         .expect("the replaced object, still encoded");
     assert_eq!(old.resource_version(), Some("10"));
@@ -323,12 +313,11 @@ fn an_old_object_that_does_not_decode_is_counted_and_reads_as_none() {
 #[test]
 fn get_lazy_hands_over_what_a_relist_replaces_without_decoding_or_marking_it_read() {
     let (cache, codec) = cache(1);
-    let cache = cache.lazy_old_objects();
     let kept = versioned("a", "1", "u1", "10");
     cache
         .replace(vec![versioned("b", "1", "u2", "20")], "20")
         .unwrap();
-    cache.add(Arc::clone(&kept)).unwrap();
+    cache.add(Arc::clone(&kept).into()).unwrap();
     assert_eq!(cache.hot_len(), 1);
 
     // Encoded, with its identity, shared by its clones; the kept object comes back as it is.
@@ -351,14 +340,5 @@ fn get_lazy_hands_over_what_a_relist_replaces_without_decoding_or_marking_it_rea
     assert_eq!(old.get(), Some(versioned("b", "1", "u2", "20")));
     assert!(clone.is_decoded(), "clones share the decode");
     assert_eq!(decodes(&codec), 1);
-
-    // Without held identities, the object is decoded at once, and not kept decoded.
-    let (cache, codec) = self::cache(1);
-    cache
-        .replace(vec![versioned("b", "1", "u2", "20")], "20")
-        .unwrap();
-    let old = cache.get_lazy("b").expect("cached");
-    assert!(old.is_decoded());
-    assert_eq!(decodes(&codec), 1);
-    assert_eq!(cache.hot_len(), 0);
+    assert_eq!(cache.hot_len(), 0, "not kept decoded");
 }

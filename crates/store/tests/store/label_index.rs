@@ -88,11 +88,11 @@ proptest! {
         let mut indexers: Indexers<Item> = namespace_indexers();
         indexers.extend(label_indexers());
         let indexed = Cache::new(default_key_func(), indexers);
-        let scanned = Cache::new(default_key_func(), namespace_indexers());
+        let scanned: Cache<Item> = Cache::new(default_key_func(), namespace_indexers());
         for item in items {
             let item = Arc::new(item);
-            indexed.update(Arc::clone(&item)).unwrap();
-            scanned.update(item).unwrap();
+            indexed.update(Arc::clone(&item).into()).unwrap();
+            scanned.update(item.into()).unwrap();
         }
         let selector: Selector = expressions.into_iter().collect();
         let model: Vec<Arc<Item>> = scanned

@@ -104,8 +104,8 @@ fn writer(cache: &Cache<Item>, stop: &AtomicBool, writer: usize, seed: u64) -> u
     let mut writes = 0;
     while !stop.load(Ordering::Relaxed) {
         match rng.u8(..100) {
-            0..=44 => cache.add(random_item(&mut rng, writer)).unwrap(),
-            45..=79 => cache.update(random_item(&mut rng, writer)).unwrap(),
+            0..=44 => cache.add(random_item(&mut rng, writer).into()).unwrap(),
+            45..=79 => cache.update(random_item(&mut rng, writer).into()).unwrap(),
             80..=97 => cache.delete(random_item(&mut rng, writer)).unwrap(),
             _ => {
                 // A relist: everything this writer's dice pick, plus the pinned objects.
@@ -208,7 +208,7 @@ fn assert_quiescent_state_is_consistent(cache: &Cache<Item>) {
 fn concurrent_readers_never_see_an_object_under_a_value_it_no_longer_has() {
     let cache = Arc::new(Cache::new(default_key_func(), indexers()));
     for index in 0..PINNED {
-        cache.add(pinned(index)).unwrap();
+        cache.add(pinned(index).into()).unwrap();
     }
     let stop = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicUsize::new(0));

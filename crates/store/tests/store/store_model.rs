@@ -75,23 +75,13 @@ impl Codec<Item> for ItemCodec {
     }
 }
 
-/// The cache under test: the default one, or a compact one keeping `hot` objects decoded,
-/// with `lazy` old objects or not.
-fn cache_under_test(
-    compact: Option<(usize, bool)>,
-    indexers: Indexers<Item>,
-) -> Box<dyn Indexer<Item>> {
+/// The cache under test: the default one, or a compact one keeping `hot` objects decoded.
+fn cache_under_test(compact: Option<usize>, indexers: Indexers<Item>) -> Box<dyn Indexer<Item>> {
     match compact {
         None => Box::new(Cache::new(default_key_func(), indexers)),
-        Some((hot, lazy)) => {
-            let cache = CompactCache::new(default_key_func(), indexers, Arc::new(ItemCodec))
-                .hot_capacity(hot);
-            Box::new(if lazy {
-                cache.lazy_old_objects()
-            } else {
-                cache
-            })
-        }
+        Some(hot) => Box::new(
+            CompactCache::new(default_key_func(), indexers, Arc::new(ItemCodec)).hot_capacity(hot),
+        ),
     }
 }
 
@@ -138,7 +128,6 @@ fn indexers(names: &[&str]) -> Indexers<Item> {
 enum Op {
     Add(Item),
     Update(Item),
-    UpsertLazy(Item),
     Delete(Item),
     Replace(Vec<Item>),
     AddIndexers(Vec<&'static str>),
@@ -164,8 +153,7 @@ fn item() -> impl Strategy<Value = Item> {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => item().prop_map(Op::Add),
-        4 => item().prop_map(Op::Update),
-        2 => item().prop_map(Op::UpsertLazy),
+        6 => item().prop_map(Op::Update),
         3 => item().prop_map(Op::Delete),
         1 => proptest::collection::vec(item(), 0..8).prop_map(Op::Replace),
         1 => proptest::sample::subsequence(&INDEX_NAMES[1..], 1..=2).prop_map(Op::AddIndexers),
@@ -349,7 +337,7 @@ proptest! {
     fn cache_agrees_with_a_recomputing_model_after_every_step(
         ops in proptest::collection::vec(op(), 1..40),
         probes in proptest::collection::vec(item(), 1..4),
-        compact in proptest::option::of((0..4usize, any::<bool>())),
+        compact in proptest::option::of(0..4usize),
     ) {
         let cache = cache_under_test(compact, indexers(&["namespace"]));
         let identical = compact.is_none();
@@ -358,31 +346,19 @@ proptest! {
             match op {
                 Op::Add(item) => {
                     let item = Arc::new(item);
-                    cache.add(Arc::clone(&item)).unwrap();
+                    cache.add(Arc::clone(&item).into()).unwrap();
                     model.items.insert(key(&item), item);
                 }
                 Op::Update(item) => {
                     let item = Arc::new(item);
-                    let old = cache.upsert(Arc::clone(&item)).unwrap();
-                    let want = model.items.insert(key(&item), item);
-                    match (old, want) {
-                        (None, None) => {}
-                        (Some(old), Some(want)) => {
-                            prop_assert!(same(identical, &old, &want), "upsert returns the replaced object");
-                        }
-                        (old, want) => prop_assert!(false, "upsert returned {old:?}, want {want:?}"),
-                    }
-                }
-                Op::UpsertLazy(item) => {
-                    let item = Arc::new(item);
-                    let old = cache.upsert_lazy(Arc::clone(&item), None).unwrap();
+                    let old = cache.upsert(Arc::clone(&item).into()).unwrap();
                     let want = model.items.insert(key(&item), item);
                     match (old.map(|old| old.get()), want) {
                         (None, None) => {}
                         (Some(Some(old)), Some(want)) => {
-                            prop_assert!(same(identical, &old, &want), "upsert_lazy returns the replaced object");
+                            prop_assert!(same(identical, &old, &want), "upsert returns the replaced object");
                         }
-                        (old, want) => prop_assert!(false, "upsert_lazy returned {old:?}, want {want:?}"),
+                        (old, want) => prop_assert!(false, "upsert returned {old:?}, want {want:?}"),
                     }
                 }
                 Op::Delete(item) => {

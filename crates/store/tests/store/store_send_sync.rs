@@ -42,7 +42,7 @@ fn a_cache_is_usable_as_every_seam_it_implements() {
     let as_reader: Arc<dyn CacheReader<Pod>> = as_indexer.clone();
     let mut pod = Pod::default();
     pod.metadata.name = Some("web-0".to_owned());
-    as_writer.add(Arc::new(pod)).expect("keyed");
+    as_writer.add(Arc::new(pod).into()).expect("keyed");
     let moved = std::thread::spawn(move || as_indexer.list().len()).join();
     assert_eq!(moved.ok(), Some(1));
     assert_eq!(as_reader.list_keys(), ["web-0"]);

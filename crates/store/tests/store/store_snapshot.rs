@@ -124,7 +124,9 @@ fn apply(cache: &dyn Indexer<Item>, write: &Write) {
             namespace,
             name,
             color,
-        } => cache.update(item(*namespace, *name, *color)).unwrap(),
+        } => cache
+            .update(item(*namespace, *name, *color).into())
+            .unwrap(),
         Write::Delete { namespace, name } => cache.delete(item(*namespace, *name, 0)).unwrap(),
         Write::Replace(items) => cache
             .replace(

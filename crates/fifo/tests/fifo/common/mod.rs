@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, future::Future, pin::Pin, sync::Arc, task::Poll
 use kinformer_fifo::{
     Delta, DeltaType, Deltas, KnownObjects, Popped, Processed, Queue, Transformer,
 };
-use kinformer_store::{CacheReader, Object, ObjectOrTombstone, WireBytes};
+use kinformer_store::{CacheReader, Encoded, Incoming, Object, ObjectOrTombstone};
 
 /// client-go's `testFifoObject`: a name (its key) and a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,18 +129,26 @@ pub(crate) async fn is_waiting<F: Future + Unpin>(future: &mut F) -> bool {
     std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *future).poll(cx).is_pending())).await
 }
 
-/// What each delta `fifo` holds carries as wire bytes, in pop order.
-pub(crate) fn queued_wire(fifo: &impl Queue<Obj>) -> Vec<Option<Vec<u8>>> {
+/// The bytes each delta `fifo` holds carries, in pop order.
+pub(crate) fn queued_encoded(fifo: &impl Queue<Obj>) -> Vec<Option<Vec<u8>>> {
     fifo.list()
         .iter()
         .flat_map(|deltas| deltas.iter())
-        .map(|delta| delta.wire.as_ref().map(|wire| wire.as_bytes().to_vec()))
+        .map(|delta| {
+            delta
+                .encoded
+                .as_ref()
+                .map(|encoded| encoded.bytes().to_vec())
+        })
         .collect()
 }
 
-/// `text` as the protobuf bytes an object arrived in.
-pub(crate) fn wire(text: &str) -> Option<WireBytes> {
-    Some(WireBytes::Protobuf(Arc::from(text.as_bytes())))
+/// `obj`, as if it arrived as the bytes of `text`.
+pub(crate) fn arrived(obj: Arc<Obj>, text: &str) -> Incoming<Obj> {
+    Incoming::new(
+        obj,
+        Some(Encoded::new("text/plain", Arc::from(text.as_bytes()))),
+    )
 }
 
 /// A transformer that adds 1,000 to every value.

@@ -18,7 +18,7 @@ use kinformer_reflector::{
     Error, ListOptions, ListPage, ListerWatcher, Reflector, ReflectorOptions, Result, WatchEvent,
     WatchStream,
 };
-use kinformer_store::{Cache, CacheReader, Store};
+use kinformer_store::{Cache, CacheReader, Incoming, Store};
 use kinformer_wait::ExponentialBackoffManager;
 use kube_core::ObjectMeta;
 use parking_lot::Mutex;
@@ -251,12 +251,12 @@ impl RecordingStore {
 }
 
 impl Store<Pod> for RecordingStore {
-    fn add(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
-        self.note_object(&obj);
+    fn add(&self, obj: Incoming<Pod>) -> kinformer_store::Result<()> {
+        self.note_object(obj.object());
         self.cache.add(obj)
     }
-    fn update(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
-        self.note_object(&obj);
+    fn update(&self, obj: Incoming<Pod>) -> kinformer_store::Result<()> {
+        self.note_object(obj.object());
         self.cache.update(obj)
     }
     fn delete(&self, obj: Arc<Pod>) -> kinformer_store::Result<()> {
