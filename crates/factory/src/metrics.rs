@@ -92,6 +92,7 @@ impl SharedInformerFactory {
     /// | `kinformer_informer_last_event_age_seconds` | gauge, once an event arrived |
     /// | `kinformer_informer_watch_open_seconds` | gauge, while a watch is open |
     /// | `kinformer_informer_consistency_drifts_total` | counter |
+    /// | `kinformer_informer_cache_decode_failures_total` | counter: cached objects a compact cache could not decode |
     /// | `kinformer_reflector_lists_total` | counter, `value` = `ok` or `error` |
     /// | `kinformer_reflector_list_seconds_total` | counter |
     /// | `kinformer_reflector_watches_total` | counter |
@@ -168,6 +169,7 @@ impl Collector for FactoryCollector {
         let mut last_event = Vec::new();
         let mut watch_open = Vec::new();
         let mut drifts = Vec::new();
+        let mut undecodable = Vec::new();
         let mut lists = Vec::new();
         let mut list_seconds = Vec::new();
         let mut watches = Vec::new();
@@ -224,6 +226,10 @@ impl Collector for FactoryCollector {
                 watch_open.push((base.clone(), ConstGauge::new(open.as_secs_f64())));
             }
             drifts.push((base.clone(), ConstCounter::new(health.consistency.drifts)));
+            undecodable.push((
+                base.clone(),
+                ConstCounter::new(health.cache_decode_failures),
+            ));
             lists.push((with("ok"), ConstCounter::new(reflector.lists)));
             lists.push((with("error"), ConstCounter::new(reflector.failed_lists)));
             list_seconds.push((base.clone(), ConstCounter::new(reflector.list_seconds)));
@@ -313,6 +319,12 @@ impl Collector for FactoryCollector {
             "kinformer_informer_consistency_drifts",
             "Consistency checks that found the cache different from the server.",
             &drifts,
+        )?;
+        family(
+            e,
+            "kinformer_informer_cache_decode_failures",
+            "Cached objects a compact cache could not decode.",
+            &undecodable,
         )?;
         family(e, "kinformer_reflector_lists", "Lists, by result.", &lists)?;
         family(

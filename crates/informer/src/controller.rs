@@ -93,7 +93,7 @@ impl<K: Object> Applier<K> {
                 match self.indexer.upsert(delta.incoming())? {
                     Some(old) if is_recreated(old.uid(), obj.uid()) => {
                         // A re-creation is rare; its tombstone needs the object itself. When
-                        // the old state does not decode (the cache logs that), only the add
+                        // the old state does not decode (the cache reports that), only the add
                         // is left to tell.
                         if let Some(old) = old.get() {
                             let tombstone = self.tombstone(old)?;
@@ -129,7 +129,7 @@ impl<K: Object> Applier<K> {
             // a resync or a re-creation needs only its UID and resourceVersion.
             let mut old = self.indexer.get_lazy(&key);
             // The name was deleted and created again while no watch saw it: the old object
-            // goes with the other deletions (unless it does not decode, which the cache logs),
+            // goes with the other deletions (unless it does not decode, which the cache reports),
             // the new one arrives as an add.
             if let Some(recreated) = old.take_if(|old| is_recreated(old.uid(), obj.uid()))
                 && let Some(recreated) = recreated.get()

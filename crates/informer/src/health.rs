@@ -1,12 +1,18 @@
 //! [`InformerHealth`]: everything an operator asks of a running informer, in one read; and
 //! [`SyncStatus`], the part that says whether it has synced and why not.
 
-use std::fmt;
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
 
 use kinformer_processor::ListenerStats;
-use kinformer_reflector::ReflectorStats;
+use kinformer_reflector::{Error as ReflectorError, ReflectorStats};
 
-use crate::{ConsistencyStats, LatencyHistogram};
+use crate::{ConsistencyStats, LatencyHistogram, options::WatchErrorHandler};
 
 /// A running informer's state, for health checks and metrics
 /// ([`SharedIndexInformer::health`](crate::SharedIndexInformer::health)).
@@ -34,6 +40,9 @@ pub struct InformerHealth {
     pub cache_version: Option<u64>,
     /// What the consistency checks found, when they run.
     pub consistency: ConsistencyStats,
+    /// Objects the informer's compact cache held but could not decode, each also handed to
+    /// the watch error handler; 0 for any other cache.
+    pub cache_decode_failures: u64,
 }
 
 /// Where an informer stands on its way to sync, from
@@ -78,6 +87,23 @@ impl fmt::Display for SyncStatus {
                     "s"
                 }
             ),
+        }
+    }
+}
+
+/// What the informer's compact cache does with an object it cannot decode: counts it in
+/// [`InformerHealth::cache_decode_failures`] and hands the typed error to the watch error
+/// handler, or logs it with the informer's name when there is none.
+pub(crate) fn report_decode_failure(
+    name: String,
+    failures: Arc<AtomicU64>,
+    handler: Option<WatchErrorHandler>,
+) -> impl Fn(&kinformer_store::Error) + Send + Sync + 'static {
+    move |error| {
+        failures.fetch_add(1, Ordering::Relaxed);
+        match &handler {
+            Some(handler) => handler(&ReflectorError::Store(error.clone())),
+            None => tracing::error!(informer = %name, %error, "a cached object does not decode"),
         }
     }
 }

@@ -2,7 +2,10 @@
 
 use std::{
     fmt,
-    sync::{Arc, OnceLock},
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -25,6 +28,7 @@ use crate::{
     ConsistencyStats, Error, InformerHealth, InformerOptions, QueueKind, Result, SyncStatus,
     checker::{Checker, Counters},
     controller::Applier,
+    health,
     latency::LatencyRecorder,
     options::WatchErrorHandler,
     progress::{Progress, WaitError},
@@ -72,6 +76,8 @@ struct Inner<K> {
     stopped: CancellationToken,
     checks: Arc<Counters>,
     latency: LatencyRecorder,
+    /// Objects the informer's own compact cache could not decode.
+    cache_decode_failures: Arc<AtomicU64>,
 }
 
 /// A cache of one kind of object kept in step with the API server by one list+watch, with
@@ -122,11 +128,17 @@ impl<K: Object> SharedIndexInformer<K> {
             .name
             .unwrap_or_else(|| lister_watcher.type_description());
         let compact = options.indexer.is_none() && options.compact.is_some();
+        let cache_decode_failures = Arc::<AtomicU64>::default();
         let indexer: Arc<dyn Indexer<K>> = match (options.indexer, options.compact) {
             (Some(indexer), _) => indexer,
             (None, Some(compact)) => Arc::new(
                 CompactCache::new(options.key_func.clone(), options.indexers, compact.codec)
-                    .hot_capacity(compact.hot_capacity),
+                    .hot_capacity(compact.hot_capacity)
+                    .on_decode_failure(health::report_decode_failure(
+                        name.clone(),
+                        Arc::clone(&cache_decode_failures),
+                        options.watch_error_handler.clone(),
+                    )),
             ),
             (None, None) => Arc::new(Cache::new(options.key_func.clone(), options.indexers)),
         };
@@ -175,6 +187,7 @@ impl<K: Object> SharedIndexInformer<K> {
                 stopped: CancellationToken::new(),
                 checks: Arc::default(),
                 latency: LatencyRecorder::default(),
+                cache_decode_failures,
             }),
         }
     }
@@ -438,6 +451,7 @@ impl<K: Object> SharedIndexInformer<K> {
             processing_latency: self.inner.latency.snapshot(),
             cache_version: self.cache_version(),
             consistency: self.consistency_stats(),
+            cache_decode_failures: self.inner.cache_decode_failures.load(Ordering::Relaxed),
         }
     }
 

@@ -159,11 +159,11 @@ pub trait ResourceEventHandler<K>: Send + 'static {
     /// leaves it encoded until [`OldObject::get`] decodes it. The default decodes it and calls
     /// [`on_update`](Self::on_update); a handler that never reads the old state overrides this
     /// to skip that decode ([`HandlerFuncs::update_new_func`] does). If the old state cannot
-    /// be decoded (the cache logs and counts that), the default skips the notification.
+    /// be decoded (the cache reports that to the informer's watch error handler and counts
+    /// it), the update is still delivered, with the new state as the old one too.
     fn on_update_lazy(&mut self, old: OldObject<K>, new: Arc<K>) {
-        if let Some(old) = old.get() {
-            self.on_update(old, new);
-        }
+        let old = old.get().unwrap_or_else(|| Arc::clone(&new));
+        self.on_update(old, new);
     }
 
     /// An object was deleted. When the informer inferred the deletion from a relist, the final
@@ -305,9 +305,9 @@ impl<K: 'static> ResourceEventHandler<K> for HandlerFuncs<K> {
     fn on_update_lazy(&mut self, old: OldObject<K>, new: Arc<K>) {
         match &mut self.update {
             Some(UpdateFn::OldAndNew(update)) => {
-                if let Some(old) = old.get() {
-                    update(old, new);
-                }
+                // An old state that does not decode was reported by the cache; the update is
+                // delivered all the same, as the trait's default does.
+                update(old.get().unwrap_or_else(|| Arc::clone(&new)), new);
             }
             Some(UpdateFn::NewOnly(update)) => update(new),
             None => {}

@@ -80,8 +80,10 @@ pub trait Codec<K>: Send + Sync {
 ///   and [`Indexer::get_lazy`] hands over what a relist replaces the same way.
 ///
 /// Objects come back equal, not identical: two reads of an object the set does not hold give
-/// two `Arc`s. A decode that fails (a codec that cannot read what it wrote) is logged and
-/// counted ([`decode_failures`](Self::decode_failures)), and the read leaves that object out.
+/// two `Arc`s. A decode that fails (a codec that cannot read what it wrote) is counted
+/// ([`decode_failures`](Self::decode_failures)) and reported as an [`Error::Decode`] naming
+/// the key ([`on_decode_failure`](Self::on_decode_failure); logged without one), and the read
+/// leaves that object out.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -117,7 +119,28 @@ pub struct CompactCache<K> {
     hot: Mutex<Hot<K>>,
     /// Reads an object's UID and resourceVersion.
     identity: fn(&K) -> Identity,
-    decode_failures: Arc<AtomicU64>,
+    decode_failures: Arc<DecodeFailures>,
+}
+
+/// What a compact cache hands each decode failure to.
+type ReportDecodeFailure = Box<dyn Fn(&Error) + Send + Sync>;
+
+/// Where a compact cache counts and reports the bytes it could not decode.
+#[derive(Default)]
+pub(crate) struct DecodeFailures {
+    count: AtomicU64,
+    report: Option<ReportDecodeFailure>,
+}
+
+impl DecodeFailures {
+    /// Counts `error` and hands it to the reporter, or logs it when there is none.
+    fn report(&self, error: &Error) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        match &self.report {
+            Some(report) => report(error),
+            None => tracing::error!(%error, "a compact cache could not decode an object"),
+        }
+    }
 }
 
 impl<K> fmt::Debug for CompactCache<K> {
@@ -145,7 +168,7 @@ impl<K: Object> CompactCache<K> {
             inner: RwLock::new(Inner::empty(indexers)),
             hot: Mutex::new(Hot::new(Self::DEFAULT_HOT_CAPACITY)),
             identity: Identity::of::<K>,
-            decode_failures: Arc::new(AtomicU64::new(0)),
+            decode_failures: Arc::default(),
         }
     }
 }
@@ -174,7 +197,20 @@ impl<K> CompactCache<K> {
 
     /// How many reads found bytes their codec could not decode.
     pub fn decode_failures(&self) -> u64 {
-        self.decode_failures.load(Ordering::Relaxed)
+        self.decode_failures.count.load(Ordering::Relaxed)
+    }
+
+    /// Hands every decode failure to `report`, as an [`Error::Decode`] naming the key and what
+    /// the codec said, instead of logging it; [`decode_failures`](Self::decode_failures)
+    /// counts them either way. An informer passes them to its watch error handler. `report`
+    /// runs on the reading thread, outside the cache's locks.
+    #[must_use]
+    pub fn on_decode_failure(mut self, report: impl Fn(&Error) + Send + Sync + 'static) -> Self {
+        self.decode_failures = Arc::new(DecodeFailures {
+            count: AtomicU64::new(self.decode_failures()),
+            report: Some(Box::new(report)),
+        });
+        self
     }
 
     /// The key func this cache uses.
@@ -361,18 +397,20 @@ fn on_every_core<T: Send, R: Send>(
     items.into_par_iter().with_min_len(4).map(f).collect()
 }
 
-/// `bytes` decoded by `codec`; a failure is logged with `key` and counted in `failures`.
+/// `bytes` decoded by `codec`; a failure is counted and reported with `key`.
 pub(crate) fn decode_counted<K>(
     codec: &dyn Codec<K>,
-    failures: &AtomicU64,
+    failures: &DecodeFailures,
     key: &str,
     bytes: &[u8],
 ) -> Option<Arc<K>> {
     match codec.decode(bytes) {
         Ok(obj) => Some(Arc::new(obj)),
         Err(error) => {
-            failures.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(key, %error, "a compact cache could not decode an object it holds");
+            failures.report(&Error::Decode {
+                key: key.to_owned(),
+                reason: error.to_string(),
+            });
             None
         }
     }

@@ -60,6 +60,17 @@ pub enum Error {
         /// What the codec reported.
         reason: String,
     },
+    /// A [`CompactCache`](crate::CompactCache)'s codec could not decode the bytes it holds for
+    /// an object: a read leaves the object out, and an update hands its handlers the new state
+    /// as the old one. The cache keeps the bytes (the next write of the key replaces them) and
+    /// reports every such failure ([`CompactCache::on_decode_failure`](crate::CompactCache::on_decode_failure)).
+    #[error("the compact cache cannot decode the object it holds under key {key:?}: {reason}")]
+    Decode {
+        /// The object's key.
+        key: String,
+        /// What the codec reported.
+        reason: String,
+    },
     /// A custom key function refused an object.
     #[error("key function failed: {reason}")]
     KeyFunc {

@@ -2,10 +2,13 @@
 
 use std::{
     fmt,
-    sync::{Arc, OnceLock, atomic::AtomicU64},
+    sync::{Arc, OnceLock},
 };
 
-use crate::{Codec, Object, compact::decode_counted};
+use crate::{
+    Codec, Object,
+    compact::{DecodeFailures, decode_counted},
+};
 
 /// The object an upsert replaced ([`Indexer::upsert`](crate::Indexer::upsert)):
 /// either decoded already, or still in the encoded form a
@@ -43,8 +46,8 @@ struct Encoded<K> {
     bytes: Arc<[u8]>,
     identity: Identity,
     codec: Arc<dyn Codec<K>>,
-    /// The cache's count of objects it could not decode.
-    failures: Arc<AtomicU64>,
+    /// Where the cache counts and reports the objects it could not decode.
+    failures: Arc<DecodeFailures>,
     decoded: OnceLock<Option<Arc<K>>>,
 }
 
@@ -78,7 +81,7 @@ impl<K> OldObject<K> {
         bytes: Arc<[u8]>,
         identity: Identity,
         codec: Arc<dyn Codec<K>>,
-        failures: Arc<AtomicU64>,
+        failures: Arc<DecodeFailures>,
     ) -> Self {
         Self(Repr::Encoded(Arc::new(Encoded {
             key,
@@ -91,8 +94,9 @@ impl<K> OldObject<K> {
     }
 
     /// The object, decoded on the first call of any clone. `None` only when its bytes do not
-    /// decode; the cache that held them logs that with the key and counts it in
-    /// [`CompactCache::decode_failures`](crate::CompactCache::decode_failures).
+    /// decode; the cache that held them reports that with the key
+    /// ([`CompactCache::on_decode_failure`](crate::CompactCache::on_decode_failure)) and counts
+    /// it in [`CompactCache::decode_failures`](crate::CompactCache::decode_failures).
     pub fn get(&self) -> Option<Arc<K>> {
         match &self.0 {
             Repr::Decoded(obj) => Some(Arc::clone(obj)),

@@ -15,8 +15,8 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer};
-use kinformer_reflector::{KubeListerWatcher, WireFormat, compact_codec};
-use kinformer_store::{Codec, CodecError, Encoded, ObjectOrTombstone};
+use kinformer_reflector::{Error as ReflectorError, KubeListerWatcher, WireFormat, compact_codec};
+use kinformer_store::{Codec, CodecError, Encoded, Error as StoreError, ObjectOrTombstone};
 use kinformer_testing::{FakeApiServer, eventually, fixtures};
 use kube_client::Api;
 use kube_core::ResourceExt;
@@ -434,4 +434,93 @@ async fn a_relist_decodes_only_the_old_objects_someone_reads() {
             deleted: names(3..4),
         }
     );
+}
+
+/// kinformer's codec for Pods, except that it cannot read back a Pod labelled `poison=yes`.
+struct Poisoned(Arc<dyn Codec<Pod>>);
+
+impl Codec<Pod> for Poisoned {
+    fn encode(&self, obj: &Pod) -> Result<Vec<u8>, CodecError> {
+        self.0.encode(obj)
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Pod, CodecError> {
+        let pod = self.0.decode(bytes)?;
+        match pod.labels().get("poison").map(String::as_str) {
+            Some("yes") => Err("a poisoned Pod".into()),
+            _ => Ok(pod),
+        }
+    }
+
+    fn adopt(&self, encoded: &Encoded) -> Option<Arc<[u8]>> {
+        self.0.adopt(encoded)
+    }
+}
+
+/// A cached object whose bytes do not decode is never dropped silently: the update that
+/// replaces it reaches the handlers (with the new state as the old one), the watch error
+/// handler gets the typed error naming the key, the informer's health counts it, and the
+/// cache holds the new state.
+#[tokio::test]
+async fn an_old_object_that_does_not_decode_is_reported_and_its_update_still_delivered() {
+    let server = server_with_pods(1).await;
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let options = InformerOptions::default()
+        .compact_cache(Arc::new(Poisoned(compact_codec::<Pod>())), 0)
+        .watch_error_handler({
+            let errors = Arc::clone(&errors);
+            move |error| {
+                errors.lock().push(match error {
+                    ReflectorError::Store(StoreError::Decode { key, reason }) => {
+                        (key.clone(), reason.clone())
+                    }
+                    other => (String::new(), other.to_string()),
+                });
+            }
+        });
+    let lister_watcher = KubeListerWatcher::new(Api::<Pod>::all(server.client().expect("client")))
+        .wire_format(WireFormat::Protobuf);
+    let informer = SharedIndexInformer::new(lister_watcher, options);
+    let updates: Updates = Updates::default();
+    informer
+        .add_event_handler(HandlerFuncs::new().update_func({
+            let updates = Arc::clone(&updates);
+            move |old: Arc<Pod>, new: Arc<Pod>| updates.lock().push((Some(old), new))
+        }))
+        .expect("the handler is registered");
+    let running = Running::synced(&informer).await;
+
+    relabel(&server, 0, "poison", "yes");
+    eventually("the poisoned update was handled", PATIENCE, || {
+        updates.lock().len() == 1
+    })
+    .await;
+    relabel(&server, 0, "poison", "no");
+    eventually("the update over it was handled", PATIENCE, || {
+        updates.lock().len() == 2
+    })
+    .await;
+
+    let (old, new) = updates.lock()[1].clone();
+    assert!(
+        Arc::ptr_eq(&old.expect("an old object"), &new),
+        "the new state stands in for the old one"
+    );
+    assert_eq!(new.labels()["poison"], "no");
+    let key = format!(
+        "{}/{}",
+        fixtures::namespace_of(0),
+        fixtures::pod(0)["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+    );
+    let errors = errors.lock().clone();
+    assert_eq!(errors, [(key.clone(), "a poisoned Pod".to_owned())]);
+    assert_eq!(informer.health().cache_decode_failures, 1);
+    let cached = informer
+        .cache()
+        .get_by_key(&key)
+        .expect("the new state is cached");
+    assert_eq!(cached.labels()["poison"], "no");
+    running.stop().await;
 }

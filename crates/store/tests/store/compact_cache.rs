@@ -163,6 +163,11 @@ fn an_object_the_codec_cannot_encode_is_refused_and_the_cache_is_unchanged() {
 #[test]
 fn bytes_that_do_not_decode_are_counted_and_left_out_of_reads() {
     let (cache, _) = cache(0);
+    let reported = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let cache = cache.on_decode_failure({
+        let reported = Arc::clone(&reported);
+        move |error| reported.lock().push(error.clone())
+    });
     cache.add(item("a", "1").into()).unwrap();
     cache.add(item("b", "undecodable").into()).unwrap();
     assert_eq!(cache.len(), 2);
@@ -176,6 +181,15 @@ fn bytes_that_do_not_decode_are_counted_and_left_out_of_reads() {
         .expect("replaced");
     assert!(old.get().is_none());
     assert_eq!(cache.decode_failures(), 3);
+    // Each failure was reported, naming the key and what the codec said.
+    let reported = std::mem::take(&mut *reported.lock());
+    assert_eq!(reported.len(), 3);
+    for error in &reported {
+        assert!(
+            matches!(error, Error::Decode { key, reason } if key == "b" && reason.contains("cannot be decoded")),
+            "{error:?}"
+        );
+    }
     assert_eq!(*cache.get_by_key("b").unwrap(), *item("b", "2"));
 }
 
