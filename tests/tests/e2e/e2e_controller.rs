@@ -25,7 +25,6 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Pod, ServiceAccount},
 };
-use kinformer::reflector::WireFormat;
 use kinformer::{
     factory::{FactoryOptions, SharedInformerFactory},
     store::Lister,
@@ -83,8 +82,7 @@ async fn the_workqueue_controller_labels_every_deployment_with_the_ready_pods_th
 
         let factory = SharedInformerFactory::new(
             client.clone(),
-            FactoryOptions::default()
-                .wire_format(WireFormat::from_env())
+            FactoryOptions::from_env()
                 .namespace(ctx.namespace.clone())
                 .resync_for::<Deployment>(RESYNC),
         );

@@ -16,7 +16,7 @@ use crate::informers;
 use std::{collections::BTreeMap, sync::Arc};
 
 use config_maps::config_map;
-use e2e_support::{Ctx, create_widget, create_widget_crd, eventually, run};
+use e2e_support::{Ctx, cache_from_env, create_widget, create_widget_crd, eventually, run};
 use informers::{
     CONVERGE, Log, config_maps, converges, lines, named, push, server_state, set_value,
     spawn_informer, stop_informer, synced_within, versioned_key,
@@ -80,9 +80,7 @@ async fn a_namespaced_factory_syncs_built_in_types_a_crd_and_a_metadata_only_inf
 
         let factory = SharedInformerFactory::new(
             ctx.client(),
-            FactoryOptions::default()
-                .wire_format(WireFormat::from_env())
-                .namespace(ctx.namespace.clone()),
+            FactoryOptions::from_env().namespace(ctx.namespace.clone()),
         );
         let cm_informer = factory.informer::<ConfigMap>().expect("informer");
         let lease_informer = factory.informer::<Lease>().expect("informer");
@@ -168,9 +166,7 @@ async fn listers_and_indexes_agree_with_the_server_after_churn() {
         }
         let factory = SharedInformerFactory::new(
             ctx.client(),
-            FactoryOptions::default()
-                .wire_format(WireFormat::from_env())
-                .namespace(ctx.namespace.clone()),
+            FactoryOptions::from_env().namespace(ctx.namespace.clone()),
         );
         let informer = factory.informer::<ConfigMap>().expect("informer");
         let by_tier: IndexFunc<ConfigMap> = Arc::new(|object: &ConfigMap| {
@@ -269,7 +265,7 @@ fn config_map_informer(
     let errors = errors.clone();
     SharedIndexInformer::new(
         KubeListerWatcher::new(api).wire_format(WireFormat::from_env()),
-        InformerOptions::new()
+        cache_from_env(InformerOptions::new())
             .name(if streaming { "streaming" } else { "paged" })
             .use_watch_list(streaming)
             .watch_error_handler(move |error: &ReflectorError| push(&errors, error.to_string())),

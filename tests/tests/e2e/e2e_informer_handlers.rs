@@ -15,7 +15,6 @@ use informers::{
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::factory::{FactoryOptions, SharedInformerFactory};
-use kinformer::reflector::WireFormat;
 use kube_client::api::{DeleteParams, PostParams};
 
 #[tokio::test]
@@ -30,9 +29,7 @@ async fn several_handlers_see_every_add_update_and_delete_once_and_in_server_ord
         watch_cache_has(&api, &before).await;
         let factory = SharedInformerFactory::new(
             ctx.client(),
-            FactoryOptions::default()
-                .wire_format(WireFormat::from_env())
-                .namespace(ctx.namespace.clone()),
+            FactoryOptions::from_env().namespace(ctx.namespace.clone()),
         );
         let informer = factory.informer::<ConfigMap>().expect("informer");
         let (first, second) = (Log::default(), Log::default());
@@ -94,9 +91,7 @@ async fn a_handler_added_after_sync_gets_the_cache_as_initial_adds_then_live_cha
         watch_cache_has(&api, &created[3]).await;
         let factory = SharedInformerFactory::new(
             ctx.client(),
-            FactoryOptions::default()
-                .wire_format(WireFormat::from_env())
-                .namespace(ctx.namespace.clone()),
+            FactoryOptions::from_env().namespace(ctx.namespace.clone()),
         );
         let informer = factory.informer::<ConfigMap>().expect("informer");
         let early = Log::default();

@@ -19,7 +19,7 @@ use std::{
 
 use async_trait::async_trait;
 use config_maps::config_map;
-use e2e_support::{Ctx, eventually, run};
+use e2e_support::{Ctx, cache_from_env, eventually, run};
 use futures::StreamExt as _;
 use informers::{
     CONVERGE, Log, config_maps, converges, lines, name_recorder, named, push, spawn_informer,
@@ -134,11 +134,11 @@ async fn after_a_compaction_the_informer_relists_and_reports_deletions_missed_as
         let reported = errors.clone();
         let informer = SharedIndexInformer::new(
             Arc::clone(&lister_watcher),
-            InformerOptions::new().name("secrets").watch_error_handler(
-                move |error: &ReflectorError| {
+            cache_from_env(InformerOptions::new())
+                .name("secrets")
+                .watch_error_handler(move |error: &ReflectorError| {
                     push(&reported, error.to_string());
-                },
-            ),
+                }),
         );
         let log = Log::default();
         informer
@@ -301,7 +301,7 @@ async fn a_forbidden_list_reaches_the_watch_error_handler_and_is_retried_with_ba
         let informer = SharedIndexInformer::new(
             KubeListerWatcher::new(Api::<ConfigMap>::namespaced(client, &ctx.namespace))
                 .wire_format(WireFormat::from_env()),
-            InformerOptions::new()
+            cache_from_env(InformerOptions::new())
                 .name("forbidden")
                 .watch_error_handler(move |error: &ReflectorError| {
                     let forbidden = matches!(error, ReflectorError::Forbidden { .. });

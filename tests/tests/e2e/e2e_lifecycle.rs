@@ -31,7 +31,7 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_new_one_works_on
 
         let factory = SharedInformerFactory::new(
             ctx.client(),
-            FactoryOptions::default().namespace(ctx.namespace.clone()),
+            FactoryOptions::from_env().namespace(ctx.namespace.clone()),
         );
         let informer = factory
             .dynamic_informer(&resource)

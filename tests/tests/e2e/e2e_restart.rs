@@ -322,7 +322,7 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
 
         let attempts = Arc::new(Attempts::default());
         let errors: Arc<Mutex<Vec<(Instant, String)>>> = Arc::default();
-        let factory = SharedInformerFactory::new(ctx.client(), FactoryOptions::default().wire_format(WireFormat::from_env())
+        let factory = SharedInformerFactory::new(ctx.client(), FactoryOptions::from_env()
             .namespace(ctx.namespace.clone()));
         // The factory's own ConfigMap informer, but over a ListerWatcher that counts requests
         // (client-go's InformerFor).

@@ -79,7 +79,7 @@ async fn replica(identity: String) {
 
     let factory = SharedInformerFactory::new(
         client,
-        FactoryOptions::default()
+        FactoryOptions::from_env()
             .namespace(namespace)
             .labels(format!("{LABEL}=object")),
     );

@@ -11,6 +11,7 @@ mod informers;
 #[path = "e2e_support/processes.rs"]
 mod processes;
 
+mod e2e_cache;
 mod e2e_conformance;
 mod e2e_controller;
 mod e2e_informer;

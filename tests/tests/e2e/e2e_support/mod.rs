@@ -715,3 +715,25 @@ impl Backend {
         .unwrap_or_else(|err| panic!("could not {what} kube-apiserver: {err}"));
     }
 }
+
+/// `options` with a compact cache when `KINFORMER_CACHE` is `compact`, as
+/// `FactoryOptions::from_env` gives the factory's informers: `.ci/run` runs the suite against
+/// the local control plane both ways.
+pub(crate) fn cache_from_env<K>(
+    options: kinformer::informer::InformerOptions<K>,
+) -> kinformer::informer::InformerOptions<K>
+where
+    K: kube_client::Resource<DynamicType = ()>
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    match std::env::var(kinformer::factory::CACHE_ENV) {
+        Ok(kind) if kind.eq_ignore_ascii_case("compact") => {
+            options.compact_cache(kinformer::reflector::compact_codec::<K>(), 0)
+        }
+        _ => options,
+    }
+}
