@@ -31,8 +31,8 @@ use crate::{
 /// A typed resource the factory can inform on by itself: any k8s-openapi type or
 /// `#[derive(CustomResource)]` type, namespaced or cluster-scoped.
 ///
-/// `Serialize` is what a compact cache ([`FactoryOptions::compact_cache`]) encodes with; every
-/// k8s-openapi and `CustomResource` type has it.
+/// `Serialize` is what the factory's compact caches encode with (where the watch did not keep
+/// the bytes an object arrived in); every k8s-openapi and `CustomResource` type has it.
 pub trait FactoryResource:
     Resource<DynamicType = (), Scope: ApiScope>
     + Clone
@@ -413,7 +413,7 @@ impl SharedInformerFactory {
             let options = config
                 .options::<DynamicObject>(key)
                 .stop_when_resource_gone();
-            SharedIndexInformer::new(lister_watcher, options)
+            SharedIndexInformer::new(lister_watcher, config.cached_dynamic(options))
         })
     }
 

@@ -14,6 +14,14 @@
 //!   type's metadata, or per type) that run before an object is cached;
 //! - **dynamic and metadata informers**: any resource by `ApiResource` as `DynamicObject`s
 //!   (a CRD without Rust types), or metadata only (`PartialObjectMeta<K>`) for memory;
+//! - **the caches**: every informer's cache is a compact one
+//!   ([`CompactCache`](kinformer_store::CompactCache)): each object held as the bytes it
+//!   arrived in (protobuf for built-in kinds, JSON otherwise), keys and index entries held
+//!   directly, and a bounded set of recently written or fetched objects kept decoded, for a
+//!   fraction of a decoded object's memory. A read of an object not kept decoded costs a
+//!   decode; a type whose readers fetch thousands of objects at a time is better served by a
+//!   decoded cache ([`FactoryOptions::decoded_cache_for`]). Handlers and listers get `Arc<K>`
+//!   either way;
 //! - **the lifecycle**: [`start`](SharedInformerFactory::start) (idempotent; informers asked
 //!   for later start as they are asked for),
 //!   [`wait_for_cache_sync`](SharedInformerFactory::wait_for_cache_sync) with a deadline and a

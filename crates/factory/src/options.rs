@@ -3,7 +3,7 @@
 
 use std::{
     any::{Any, TypeId},
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     fmt,
     sync::Arc,
     time::Duration,
@@ -11,11 +11,11 @@ use std::{
 
 use kinformer_informer::{HandlerExecutor, InformerOptions};
 use kinformer_reflector::{
-    Decoder, Error as ReflectorError, JsonDecoder, KubeListerWatcher, ListOptions, WireFormat,
-    compact_codec,
+    Decoder, Error as ReflectorError, JsonCodec, JsonDecoder, KubeListerWatcher, ListOptions,
+    WireFormat, compact_codec,
 };
-use kinformer_store::{Codec, CompactCache};
-use kube_core::{ObjectMeta, Resource};
+use kinformer_store::CompactCache;
+use kube_core::{DynamicObject, ObjectMeta, Resource};
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::selection::{InformerKey, Selection};
@@ -57,15 +57,16 @@ pub struct FactoryOptions {
     custom_resync: HashMap<TypeId, Duration>,
     meta_transform: Option<MetaTransform>,
     transforms: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
-    /// Type to the `Arc<dyn Codec<K>>` its compact cache encodes with.
-    compact: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
-    compact_all: bool,
+    /// The types whose informers cache decoded objects rather than compact ones.
+    decoded: HashSet<TypeId>,
+    decoded_all: bool,
     hot_capacity: usize,
     watch_error_handler: Option<FactoryWatchErrorHandler>,
     handler_executor: HandlerExecutor,
 }
 
-/// The environment variable [`FactoryOptions::from_env`] reads: `compact` for compact caches.
+/// The environment variable [`FactoryOptions::from_env`] reads: `decoded` for decoded caches
+/// ([`FactoryOptions::decoded_cache`]); anything else leaves the compact default.
 pub const CACHE_ENV: &str = "KINFORMER_CACHE";
 
 type FactoryWatchErrorHandler = Arc<dyn Fn(&InformerKey, &ReflectorError) + Send + Sync>;
@@ -203,40 +204,34 @@ impl FactoryOptions {
     }
 
     /// The defaults, with the wire format from `KINFORMER_WIRE_FORMAT`
-    /// ([`WireFormat::from_env`]) and compact caches for every typed and metadata informer when
-    /// [`CACHE_ENV`] is `compact`. Like `WireFormat::from_env`, a switch for running a whole
+    /// ([`WireFormat::from_env`]) and decoded caches for every typed and metadata informer when
+    /// [`CACHE_ENV`] is `decoded`. Like `WireFormat::from_env`, a switch for running a whole
     /// test suite each way, not a configuration API.
     pub fn from_env() -> Self {
         let options = Self::default().wire_format(WireFormat::from_env());
         match std::env::var(CACHE_ENV) {
-            Ok(kind) if kind.eq_ignore_ascii_case("compact") => options.compact_cache(),
+            Ok(kind) if kind.eq_ignore_ascii_case("decoded") => options.decoded_cache(),
             _ => options,
         }
     }
 
-    /// Caches every typed and metadata informer's objects in a compact cache, as
-    /// [`compact_cache_for`](Self::compact_cache_for) does for one type. Dynamic informers
-    /// keep the default cache.
+    /// Caches every typed and metadata informer's objects decoded, in a
+    /// [`Cache`](kinformer_store::Cache), as [`decoded_cache_for`](Self::decoded_cache_for)
+    /// does for one type.
     #[must_use]
-    pub fn compact_cache(mut self) -> Self {
-        self.compact_all = true;
+    pub fn decoded_cache(mut self) -> Self {
+        self.decoded_all = true;
         self
     }
 
-    /// Caches objects of type `K` in a compact cache
-    /// ([`CompactCache`](kinformer_store::CompactCache)): each held encoded, protobuf for
-    /// built-in kinds and JSON for the rest (metadata-only `PartialObjectMeta<K>`, custom
-    /// resources), with a bounded set kept decoded
-    /// ([`compact_hot_capacity`](Self::compact_hot_capacity)). Full objects for a fraction of
-    /// the memory; reads and each update's old object cost a decode. Handlers still receive
-    /// the objects the watch decoded.
+    /// Caches objects of type `K` decoded, in a [`Cache`](kinformer_store::Cache), rather than
+    /// in the default compact cache: several times the memory of a compact cache, for reads
+    /// that never decode. The choice for a type whose readers fetch many objects at a time
+    /// (a controller listing thousands of objects per reconcile), which a compact cache
+    /// decodes on every read that misses the objects it keeps decoded.
     #[must_use]
-    pub fn compact_cache_for<K>(mut self) -> Self
-    where
-        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
-    {
-        let codec: Arc<dyn Codec<K>> = compact_codec::<K>();
-        self.compact.insert(TypeId::of::<K>(), Arc::new(codec));
+    pub fn decoded_cache_for<K: 'static>(mut self) -> Self {
+        self.decoded.insert(TypeId::of::<K>());
         self
     }
 
@@ -276,8 +271,8 @@ impl Default for FactoryOptions {
             custom_resync: HashMap::new(),
             meta_transform: None,
             transforms: HashMap::new(),
-            compact: HashMap::new(),
-            compact_all: false,
+            decoded: HashSet::new(),
+            decoded_all: false,
             hot_capacity: CompactCache::<()>::DEFAULT_HOT_CAPACITY,
             watch_error_handler: None,
             handler_executor: HandlerExecutor::default(),
@@ -298,8 +293,8 @@ impl fmt::Debug for FactoryOptions {
             .field("custom_resync", &self.custom_resync.len())
             .field("meta_transform", &self.meta_transform.is_some())
             .field("transforms", &self.transforms.len())
-            .field("compact_caches", &self.compact.len())
-            .field("compact_all", &self.compact_all)
+            .field("decoded_caches", &self.decoded.len())
+            .field("decoded_all", &self.decoded_all)
             .field("hot_capacity", &self.hot_capacity)
             .field("watch_error_handler", &self.watch_error_handler.is_some())
             .field("handler_executor", &self.handler_executor)
@@ -358,23 +353,29 @@ impl FactoryOptions {
         self.with_factory_wide(options, key)
     }
 
-    /// `options` with the compact cache when the factory was asked for one for `K`.
+    /// `options` with a compact cache for `K`, unless the factory was asked for a decoded one.
     pub(crate) fn cached<K>(&self, options: InformerOptions<K>) -> InformerOptions<K>
     where
         K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
     {
-        let chosen = self
-            .compact
-            .get(&TypeId::of::<K>())
-            .and_then(|any| any.downcast_ref::<Arc<dyn Codec<K>>>())
-            .cloned();
-        match chosen {
-            Some(codec) => options.compact_cache(codec, self.hot_capacity),
-            None if self.compact_all => {
-                options.compact_cache(compact_codec::<K>(), self.hot_capacity)
-            }
-            None => options,
+        if self.decoded_all || self.decoded.contains(&TypeId::of::<K>()) {
+            return options;
         }
+        options.compact_cache(compact_codec::<K>(), self.hot_capacity)
+    }
+
+    /// [`cached`](Self::cached) for dynamic objects, which are held as JSON.
+    pub(crate) fn cached_dynamic(
+        &self,
+        options: InformerOptions<DynamicObject>,
+    ) -> InformerOptions<DynamicObject> {
+        if self.decoded_all || self.decoded.contains(&TypeId::of::<DynamicObject>()) {
+            return options;
+        }
+        options.compact_cache(
+            Arc::new(JsonCodec::<DynamicObject>::new()),
+            self.hot_capacity,
+        )
     }
 
     /// `options` with what the factory sets for every informer: the handler executor, and

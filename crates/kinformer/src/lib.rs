@@ -190,6 +190,11 @@
 //!
 //! # 4. Cache less: protobuf, no managedFields, projections
 //!
+//! The factory's informers cache compactly by default: each object is held as the bytes it
+//! arrived in, a bounded set of recently written or fetched objects kept decoded, and a read of
+//! any other object decodes it ([`CompactCache`](store::CompactCache)). A type whose readers
+//! fetch thousands of objects at a time does better with a decoded cache
+//! ([`FactoryOptions::decoded_cache_for`](factory::FactoryOptions::decoded_cache_for)).
 //! Built-in kinds travel in protobuf by default ([`WireFormat`](reflector::WireFormat)).
 //! [`FactoryOptions::drop_managed_fields`](factory::FactoryOptions::drop_managed_fields) skips
 //! `managedFields` on the wire. To cache far less, declare the fields a controller reads as a

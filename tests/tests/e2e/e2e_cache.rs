@@ -3,9 +3,9 @@
 //! API, so with the server's defaults and its managedFields, cached whole; cached without their
 //! managedFields when the factory drops them; and cached as a projection that keeps only what a
 //! controller reads. Each cache is compared field by field with what the server returns, after
-//! the initial list and after an update and a delete arrive by the watch. With
-//! `KINFORMER_CACHE=compact` the factory's caches are compact ones (`.ci/run` runs the suite
-//! against the local control plane both ways). docs/e2e.md lists what each test proves.
+//! the initial list and after an update and a delete arrive by the watch. The factory's caches
+//! are compact ones unless `KINFORMER_CACHE=decoded` (`.ci/run` runs the suite against the
+//! local control plane both ways). docs/e2e.md lists what each test proves.
 
 use crate::config_maps;
 use crate::e2e_support;

@@ -1,8 +1,9 @@
-//! Informers with a compact cache ([`FactoryOptions::compact_cache_for`]) against
-//! kinformer-testing's API server over real HTTP: what the cache gives back is equal to what
-//! the handlers were given but decoded from the compact form, and an update's old object comes
-//! from that form too. The rest of the factory's suite runs with compact caches when
-//! `KINFORMER_CACHE=compact` (see `.ci/run`).
+//! The factory's caches against kinformer-testing's API server over real HTTP: compact by
+//! default, where what the cache gives back is equal to what the handlers were given but
+//! decoded from the compact form and an update's old object comes from that form too; decoded
+//! when asked ([`FactoryOptions::decoded_cache_for`]), sharing the handlers' objects. The rest
+//! of the factory's suite runs with decoded caches when `KINFORMER_CACHE=decoded` (see
+//! `.ci/run`).
 
 use std::{sync::Arc, time::Duration};
 
@@ -65,9 +66,7 @@ fn cached(lister: &Lister<Pod>, pod: &Pod) -> Arc<Pod> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compact_cache_reads_back_equal_objects_decoded_from_its_compact_form() {
-    let options = FactoryOptions::default()
-        .compact_cache_for::<Pod>()
-        .compact_hot_capacity(0);
+    let options = FactoryOptions::default().compact_hot_capacity(0);
     let (server, factory, added, updates) = informing(20, options).await;
     let lister = factory.lister::<Pod>().expect("a lister");
     for pod in added.lock().iter() {
@@ -104,9 +103,12 @@ async fn a_compact_cache_reads_back_equal_objects_decoded_from_its_compact_form(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_default_cache_hands_out_the_objects_the_handlers_got() {
-    // The contrast that makes the test above mean something: the default cache shares.
-    let (_server, factory, added, _) = informing(5, FactoryOptions::default()).await;
+async fn a_decoded_cache_hands_out_the_objects_the_handlers_got() {
+    // The contrast that makes the test above mean something: a decoded cache shares.
+    let options = FactoryOptions::default()
+        .compact_hot_capacity(0)
+        .decoded_cache_for::<Pod>();
+    let (_server, factory, added, _) = informing(5, options).await;
     let lister = factory.lister::<Pod>().expect("a lister");
     for pod in added.lock().iter() {
         let cached = cached(&lister, pod);
@@ -117,9 +119,7 @@ async fn the_default_cache_hands_out_the_objects_the_handlers_got() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kept_decoded_objects_are_the_written_ones_and_metadata_informers_compact_too() {
-    let options = FactoryOptions::default()
-        .compact_cache()
-        .compact_hot_capacity(100);
+    let options = FactoryOptions::default().compact_hot_capacity(100);
     let (_server, factory, added, _) = informing(10, options).await;
     let lister = factory.lister::<Pod>().expect("a lister");
     for pod in added.lock().iter() {

@@ -716,7 +716,7 @@ impl Backend {
     }
 }
 
-/// `options` with a compact cache when `KINFORMER_CACHE` is `compact`, as
+/// `options` with a compact cache unless `KINFORMER_CACHE` is `decoded`, as
 /// `FactoryOptions::from_env` gives the factory's informers: `.ci/run` runs the suite against
 /// the local control plane both ways.
 pub(crate) fn cache_from_env<K>(
@@ -731,9 +731,7 @@ where
         + 'static,
 {
     match std::env::var(kinformer::factory::CACHE_ENV) {
-        Ok(kind) if kind.eq_ignore_ascii_case("compact") => {
-            options.compact_cache(kinformer::reflector::compact_codec::<K>(), 0)
-        }
-        _ => options,
+        Ok(kind) if kind.eq_ignore_ascii_case("decoded") => options,
+        _ => options.compact_cache(kinformer::reflector::compact_codec::<K>(), 0),
     }
 }

@@ -53,9 +53,11 @@ impl Peer for Kinformer {
         views: &Arc<Views>,
     ) -> Result<Lookup, String> {
         // Protobuf is kinformer's default for built-in kinds, so `memory` measures it too.
+        // The cache is named either way: the suite's "compact cache" cases set it, the others
+        // measure the decoded cache its rows were first measured with.
         let mut options = FactoryOptions::default();
-        if args.compact_cache {
-            options = options.compact_cache();
+        if !args.compact_cache {
+            options = options.decoded_cache();
         }
         if let Some(workers) = args.decode_workers {
             options = options.watch_decode_workers(workers);
