@@ -571,15 +571,32 @@ impl<K: Send + Sync> Indexer<K> for CompactCache<K> {
         self.inner.read().indexers()
     }
 
+    /// An object whose bytes do not decode cannot be indexed: the indexes added leave it out
+    /// until a write replaces it, and the failure is reported once the lock is released.
     fn add_indexers(&self, indexers: Indexers<K>) -> Result<()> {
-        let mut inner = self.inner.write();
-        let names = inner.index_names();
-        if let Some(name) = indexers.keys().filter(|name| names.contains(name)).min() {
-            return Err(Error::IndexerConflict { name: name.clone() });
+        let mut failed = Vec::new();
+        {
+            let mut inner = self.inner.write();
+            let names = inner.index_names();
+            if let Some(name) = indexers.keys().filter(|name| names.contains(name)).min() {
+                return Err(Error::IndexerConflict { name: name.clone() });
+            }
+            // Every object is decoded once under the write lock: an index added to a running
+            // informer is rare, and its entries must appear together.
+            inner.add_indexers(indexers, |entry| match self.codec.decode(&entry.bytes) {
+                Ok(obj) => Some(Arc::new(obj)),
+                Err(error) => {
+                    failed.push(Error::Decode {
+                        key: entry.key.to_string(),
+                        reason: error.to_string(),
+                    });
+                    None
+                }
+            });
         }
-        // Every object is decoded once under the write lock: an index added to a running
-        // informer is rare, and its entries must appear together.
-        inner.add_indexers(indexers, |entry| self.decode(&entry.key, &entry.bytes));
+        for error in &failed {
+            self.decode_failures.report(error);
+        }
         Ok(())
     }
 }

@@ -61,9 +61,10 @@ pub enum Error {
         reason: String,
     },
     /// A [`CompactCache`](crate::CompactCache)'s codec could not decode the bytes it holds for
-    /// an object: a read leaves the object out, and an update hands its handlers the new state
-    /// as the old one. The cache keeps the bytes (the next write of the key replaces them) and
-    /// reports every such failure ([`CompactCache::on_decode_failure`](crate::CompactCache::on_decode_failure)).
+    /// an object: a read leaves the object out, an index added meanwhile cannot index it, and
+    /// an informer hands the update that replaces it to its handlers with the new state as the
+    /// old one. The cache keeps the bytes (the next write of the key replaces them) and reports
+    /// every such failure ([`CompactCache::on_decode_failure`](crate::CompactCache::on_decode_failure)).
     #[error("the compact cache cannot decode the object it holds under key {key:?}: {reason}")]
     Decode {
         /// The object's key.

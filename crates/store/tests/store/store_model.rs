@@ -5,7 +5,9 @@
 //! Random sequences of add, update, delete, replace and add_indexers run against both; after
 //! every step every read (list, list_keys, get_by_key, by_index, index_keys, index,
 //! list_index_func_values, indexers) must agree with the model. The index funcs are
-//! multi-valued and may return no value, duplicates, or the empty string.
+//! multi-valued and may return no value, duplicates, or the empty string. A compact cache whose
+//! codec cannot read some objects runs against the same model, which says what its reads leave
+//! out and what it reports.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -14,7 +16,7 @@ use std::{
 
 use kinformer_store::{
     Cache, CacheReader, Codec, CodecError, CompactCache, Error, IndexFunc, Indexer, Indexers,
-    Object, ThreadSafeStore, default_key_func, meta_namespace_key_func,
+    Object, OldObject, ThreadSafeStore, default_key_func, meta_namespace_key_func,
 };
 use proptest::prelude::*;
 
@@ -326,6 +328,157 @@ fn check(
     Ok(())
 }
 
+/// What an update's upsert handed back, and what the model says it replaced.
+type Replaced = (Option<OldObject<Item>>, Option<Arc<Item>>);
+
+/// Applies `op` to `cache` and `model`; an update hands back what [`Replaced`] says.
+fn step(
+    cache: &dyn Indexer<Item>,
+    model: &mut Model,
+    op: Op,
+) -> Result<Option<Replaced>, TestCaseError> {
+    match op {
+        Op::Add(item) => {
+            let item = Arc::new(item);
+            cache.add(Arc::clone(&item).into()).unwrap();
+            model.items.insert(key(&item), item);
+        }
+        Op::Update(item) => {
+            let item = Arc::new(item);
+            let old = cache.upsert(Arc::clone(&item).into()).unwrap();
+            return Ok(Some((old, model.items.insert(key(&item), item))));
+        }
+        Op::Delete(item) => {
+            model.items.remove(&key(&item));
+            cache.delete(Arc::new(item)).unwrap();
+        }
+        Op::Replace(items) => {
+            let items: Vec<Arc<Item>> = items.into_iter().map(Arc::new).collect();
+            cache.replace(items.clone(), "7").unwrap();
+            model.items = items.into_iter().map(|item| (key(&item), item)).collect();
+        }
+        Op::AddIndexers(names) => {
+            let result = cache.add_indexers(indexers(&names));
+            match names
+                .iter()
+                .filter(|name| model.indexes.contains(*name))
+                .min()
+            {
+                Some(taken) => prop_assert_eq!(
+                    result,
+                    Err(Error::IndexerConflict {
+                        name: (*taken).to_owned()
+                    })
+                ),
+                None => {
+                    prop_assert_eq!(result, Ok(()));
+                    model.indexes.extend(names);
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// [`ItemCodec`], except that it cannot read back an item whose generation is a multiple of 4.
+struct Fragile;
+
+impl Fragile {
+    fn breaks(item: &Item) -> bool {
+        item.generation.is_multiple_of(4)
+    }
+}
+
+impl Codec<Item> for Fragile {
+    fn encode(&self, item: &Item) -> Result<Vec<u8>, CodecError> {
+        ItemCodec.encode(item)
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Item, CodecError> {
+        let item = ItemCodec.decode(bytes)?;
+        if Self::breaks(&item) {
+            return Err("a fragile item".into());
+        }
+        Ok(item)
+    }
+}
+
+/// A compact cache whose codec cannot read some of what it holds, against the model: reads
+/// leave out exactly those objects, key listings and index keys keep them (but an index added
+/// while one could not be read leaves it out until it is written again), an update over one
+/// hands back an old object that reads as `None`, and every failed decode is counted and
+/// reported with its key.
+fn undecodable_objects_agree_with_the_model(
+    cache: &CompactCache<Item>,
+    model: &Model,
+    unindexed: &BTreeSet<(String, &'static str)>,
+    reported: &parking_lot::Mutex<Vec<String>>,
+) -> Result<(), TestCaseError> {
+    // The reads below report what they cannot decode: each report must name a fragile item.
+    let before = reported.lock().len();
+    let readable: BTreeMap<&String, &Arc<Item>> = model
+        .items
+        .iter()
+        .filter(|(_, item)| !Fragile::breaks(item))
+        .collect();
+    let readable_keys: Vec<String> = readable.keys().map(|key| (*key).clone()).collect();
+    prop_assert_eq!(sorted_keys(&cache.list()), readable_keys, "list");
+    let mut keys = CacheReader::list_keys(cache);
+    keys.sort();
+    prop_assert_eq!(
+        keys,
+        model.items.keys().cloned().collect::<Vec<_>>(),
+        "list_keys"
+    );
+    for key in every_key() {
+        let got = CacheReader::get_by_key(cache, &key);
+        prop_assert_eq!(
+            got.as_deref(),
+            readable.get(&key).map(|item| &***item),
+            "get_by_key {}",
+            key
+        );
+    }
+    for name in &model.indexes {
+        for (value, keys) in model.index(name) {
+            let keys: BTreeSet<String> = keys
+                .into_iter()
+                .filter(|key| !unindexed.contains(&(key.clone(), *name)))
+                .collect();
+            let want: Vec<String> = keys
+                .iter()
+                .filter(|key| readable.contains_key(key))
+                .cloned()
+                .collect();
+            prop_assert_eq!(
+                sorted_keys(&cache.by_index(name, &value).unwrap()),
+                want,
+                "by_index"
+            );
+            let mut index_keys = cache.index_keys(name, &value).unwrap();
+            index_keys.sort();
+            prop_assert_eq!(
+                index_keys,
+                keys.into_iter().collect::<Vec<_>>(),
+                "index_keys"
+            );
+        }
+    }
+    let reported = reported.lock();
+    prop_assert_eq!(cache.decode_failures(), reported.len() as u64);
+    for key in &reported[before..] {
+        prop_assert!(
+            model
+                .items
+                .get(key)
+                .is_some_and(|item| Fragile::breaks(item)),
+            "{} was reported, and does not hold a fragile item",
+            key
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 192,
@@ -343,46 +496,13 @@ proptest! {
         let identical = compact.is_none();
         let mut model = Model { items: BTreeMap::new(), indexes: BTreeSet::from(["namespace"]) };
         for op in ops {
-            match op {
-                Op::Add(item) => {
-                    let item = Arc::new(item);
-                    cache.add(Arc::clone(&item).into()).unwrap();
-                    model.items.insert(key(&item), item);
+            match step(&*cache, &mut model, op)? {
+                Some((None, None)) | None => {}
+                Some((Some(old), Some(want))) => {
+                    let old = old.get().expect("every object decodes");
+                    prop_assert!(same(identical, &old, &want), "upsert returns the replaced object");
                 }
-                Op::Update(item) => {
-                    let item = Arc::new(item);
-                    let old = cache.upsert(Arc::clone(&item).into()).unwrap();
-                    let want = model.items.insert(key(&item), item);
-                    match (old.map(|old| old.get()), want) {
-                        (None, None) => {}
-                        (Some(Some(old)), Some(want)) => {
-                            prop_assert!(same(identical, &old, &want), "upsert returns the replaced object");
-                        }
-                        (old, want) => prop_assert!(false, "upsert returned {old:?}, want {want:?}"),
-                    }
-                }
-                Op::Delete(item) => {
-                    model.items.remove(&key(&item));
-                    cache.delete(Arc::new(item)).unwrap();
-                }
-                Op::Replace(items) => {
-                    let items: Vec<Arc<Item>> = items.into_iter().map(Arc::new).collect();
-                    cache.replace(items.clone(), "7").unwrap();
-                    model.items = items.into_iter().map(|item| (key(&item), item)).collect();
-                }
-                Op::AddIndexers(names) => {
-                    let result = cache.add_indexers(indexers(&names));
-                    match names.iter().filter(|name| model.indexes.contains(*name)).min() {
-                        Some(taken) => prop_assert_eq!(
-                            result,
-                            Err(Error::IndexerConflict { name: (*taken).to_owned() })
-                        ),
-                        None => {
-                            prop_assert_eq!(result, Ok(()));
-                            model.indexes.extend(names);
-                        }
-                    }
-                }
+                Some((old, want)) => prop_assert!(false, "upsert returned {old:?}, want {want:?}"),
             }
             check(&*cache, identical, &model, &probes)?;
         }
@@ -413,6 +533,66 @@ proptest! {
             let mut got = store.index_keys("tags", tag).unwrap();
             got.sort();
             prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn a_compact_cache_leaves_out_and_reports_exactly_what_it_cannot_decode(
+        ops in proptest::collection::vec(op(), 1..40),
+    ) {
+        let reported = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let cache = CompactCache::new(default_key_func(), indexers(&["namespace"]), Arc::new(Fragile))
+            .hot_capacity(0)
+            .on_decode_failure({
+                let reported = Arc::clone(&reported);
+                move |error| match error {
+                    Error::Decode { key, reason } if reason == "a fragile item" => {
+                        reported.lock().push(key.clone());
+                    }
+                    other => panic!("not a decode failure: {other:?}"),
+                }
+            });
+        let mut model = Model { items: BTreeMap::new(), indexes: BTreeSet::from(["namespace"]) };
+        // Objects an index added later could not index: undecodable then, not written since.
+        let mut unindexed: BTreeSet<(String, &'static str)> = BTreeSet::new();
+        for op in ops {
+            let failures = reported.lock().len();
+            let indexes_before = model.indexes.clone();
+            match &op {
+                Op::Add(item) | Op::Update(item) | Op::Delete(item) => {
+                    unindexed.retain(|(held, _)| *held != key(item));
+                }
+                Op::Replace(_) => unindexed.clear(),
+                Op::AddIndexers(_) => {}
+            }
+            let adds_indexes = matches!(op, Op::AddIndexers(_));
+            match step(&cache, &mut model, op)? {
+                Some((None, None)) | None => {}
+                Some((Some(old), Some(want))) => {
+                    let got = old.get();
+                    if Fragile::breaks(&want) {
+                        prop_assert!(got.is_none(), "an old object that does not decode reads as None");
+                        let new_reports = reported.lock()[failures..].to_vec();
+                        prop_assert_eq!(new_reports, vec![key(&want)], "and is reported");
+                    } else {
+                        prop_assert_eq!(got.as_deref(), Some(&*want), "upsert returns the replaced object");
+                    }
+                }
+                Some((old, want)) => prop_assert!(false, "upsert returned {old:?}, want {want:?}"),
+            }
+            let added: Vec<&'static str> = model.indexes.difference(&indexes_before).copied().collect();
+            if adds_indexes && !added.is_empty() {
+                // Each undecodable object is reported once, and left out of the new indexes.
+                let fragile: Vec<String> = model.items.iter()
+                    .filter(|(_, item)| Fragile::breaks(item))
+                    .map(|(key, _)| key.clone())
+                    .collect();
+                let mut new_reports = reported.lock()[failures..].to_vec();
+                new_reports.sort();
+                prop_assert_eq!(&new_reports, &fragile, "add_indexers reports what it cannot index");
+                unindexed.extend(fragile.iter().flat_map(|key| added.iter().map(move |name| (key.clone(), *name))));
+            }
+            undecodable_objects_agree_with_the_model(&cache, &model, &unindexed, &reported)?;
         }
     }
 }
