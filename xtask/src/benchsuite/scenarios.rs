@@ -392,9 +392,14 @@ pub(super) fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             "sync-real",
             "7. Initial sync from a real kube-apiserver",
             "Pods seeded into the e2e control plane (kube-apiserver v1.37 + etcd); the \
-             row where client-go can get protobuf.",
+             row where client-go can get protobuf, and where objects carry what a real server \
+             gives them (its defaults, managedFields).",
             sizes.real_objects,
-            json_cases(true),
+            {
+                let mut cases = json_cases(true);
+                cases.insert(2, compact("protobuf"));
+                cases
+            },
             sync_metrics,
         )
         .on_a_real_server(),
