@@ -151,9 +151,9 @@ fn apply(cache: &Cache<Pod>, popped: &Popped<Pod>) -> kinformer_fifo::Result<()>
             DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
                 let obj = Arc::clone(delta.object());
                 if cache.get(&obj)?.is_some() {
-                    cache.update(obj)?;
+                    cache.update(obj.into())?;
                 } else {
-                    cache.add(obj)?;
+                    cache.add(obj.into())?;
                 }
             }
             DeltaType::Deleted => match &delta.object {
@@ -252,10 +252,13 @@ impl RustRun {
             .to_owned();
         let mut result = StepResult::new(step, &name, false);
         let outcome: Result<(), String> = match op {
-            Op::Add { object } => self.queue.add(object.to_pod()).map_err(|e| e.to_string()),
+            Op::Add { object } => self
+                .queue
+                .add(object.to_pod().into())
+                .map_err(|e| e.to_string()),
             Op::Update { object } => self
                 .queue
-                .update(object.to_pod())
+                .update(object.to_pod().into())
                 .map_err(|e| e.to_string()),
             Op::Delete { object } => self
                 .queue
@@ -714,7 +717,7 @@ fn nameless_objects_are_refused_where_client_go_keys_them_as_empty() {
     assert_eq!(popped.deltas[0].key, "ns/");
 
     let fifo = DeltaFifo::<Pod>::new(DeltaFifoOptions::new());
-    let refused = fifo.add(nameless.to_pod());
+    let refused = fifo.add(nameless.to_pod().into());
     assert!(
         matches!(refused, Err(kinformer_store::Error::MissingName { .. })),
         "{refused:?}"

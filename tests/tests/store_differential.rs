@@ -127,8 +127,8 @@ fn step(cache: &Cache<Pod>, step: u32, op: &StoreOp) -> StoreResult {
     };
     let outcome: kinformer_store::Result<()> = (|| {
         match op {
-            StoreOp::Add { object } => cache.add(object.to_pod())?,
-            StoreOp::Update { object } => cache.update(object.to_pod())?,
+            StoreOp::Add { object } => cache.add(object.to_pod().into())?,
+            StoreOp::Update { object } => cache.update(object.to_pod().into())?,
             StoreOp::Delete { object } => cache.delete(object.to_pod())?,
             StoreOp::Replace { objects, rv } => {
                 cache.replace(objects.iter().map(ObjectSpec::to_pod).collect(), rv)?;
