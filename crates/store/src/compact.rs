@@ -397,6 +397,17 @@ fn on_every_core<T: Send, R: Send>(
     items.into_par_iter().with_min_len(4).map(f).collect()
 }
 
+/// `bytes`, the object under `key`, decoded by `codec`.
+fn decode<K>(codec: &dyn Codec<K>, key: &str, bytes: &[u8]) -> Result<Arc<K>> {
+    codec
+        .decode(bytes)
+        .map(Arc::new)
+        .map_err(|error| Error::Decode {
+            key: key.to_owned(),
+            reason: error.to_string(),
+        })
+}
+
 /// `bytes` decoded by `codec`; a failure is counted and reported with `key`.
 pub(crate) fn decode_counted<K>(
     codec: &dyn Codec<K>,
@@ -404,16 +415,9 @@ pub(crate) fn decode_counted<K>(
     key: &str,
     bytes: &[u8],
 ) -> Option<Arc<K>> {
-    match codec.decode(bytes) {
-        Ok(obj) => Some(Arc::new(obj)),
-        Err(error) => {
-            failures.report(&Error::Decode {
-                key: key.to_owned(),
-                reason: error.to_string(),
-            });
-            None
-        }
-    }
+    decode(codec, key, bytes)
+        .map_err(|error| failures.report(&error))
+        .ok()
 }
 
 /// An object ready to store: its key, its bytes, and the object for its index funcs.
@@ -583,15 +587,10 @@ impl<K: Send + Sync> Indexer<K> for CompactCache<K> {
             }
             // Every object is decoded once under the write lock: an index added to a running
             // informer is rare, and its entries must appear together.
-            inner.add_indexers(indexers, |entry| match self.codec.decode(&entry.bytes) {
-                Ok(obj) => Some(Arc::new(obj)),
-                Err(error) => {
-                    failed.push(Error::Decode {
-                        key: entry.key.to_string(),
-                        reason: error.to_string(),
-                    });
-                    None
-                }
+            inner.add_indexers(indexers, |entry| {
+                decode(&*self.codec, &entry.key, &entry.bytes)
+                    .map_err(|error| failed.push(error))
+                    .ok()
             });
         }
         for error in &failed {

@@ -4,11 +4,21 @@
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use crate::ProjectedMeta;
+
 /// An object that reports its own free to its [`FreeLog`].
 pub(crate) struct Probe {
-    pub(crate) name: String,
+    pub(crate) metadata: ProjectedMeta,
     pub(crate) version: u8,
     log: Arc<FreeLog>,
+}
+
+crate::impl_object!(Probe, metadata);
+
+impl Probe {
+    pub(crate) fn name_str(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
 }
 
 impl Drop for Probe {
@@ -16,7 +26,7 @@ impl Drop for Probe {
         let Some(locked) = self.log.locked.get().and_then(|locked| locked()) else {
             return;
         };
-        let label = format!("{}:{}", self.name, self.version);
+        let label = format!("{}:{}", self.name_str(), self.version);
         self.log
             .freed
             .lock()
@@ -43,7 +53,10 @@ impl FreeLog {
     /// A probe named `name:version`.
     pub(crate) fn probe(self: &Arc<Self>, name: &str, version: u8) -> Probe {
         Probe {
-            name: name.to_owned(),
+            metadata: ProjectedMeta {
+                name: Some(name.to_owned()),
+                ..ProjectedMeta::default()
+            },
             version,
             log: Arc::clone(self),
         }

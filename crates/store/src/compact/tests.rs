@@ -3,39 +3,11 @@
 
 use std::sync::Arc;
 
-use std::collections::BTreeMap;
-
 use super::{Codec, CodecError, CompactCache};
 use crate::{
-    CacheReader, Encoded, Incoming, Indexer, Indexers, Object, Store,
+    CacheReader, Encoded, Incoming, Indexer, Indexers, ProjectedMeta, Store, default_key_func,
     free_probe::{FreeLog, Probe},
 };
-
-/// A name and nothing else, for the test objects here.
-macro_rules! named_object {
-    ($type:ty) => {
-        impl Object for $type {
-            fn name(&self) -> Option<&str> {
-                Some(&self.name)
-            }
-            fn namespace(&self) -> Option<&str> {
-                None
-            }
-            fn resource_version(&self) -> Option<&str> {
-                None
-            }
-            fn uid(&self) -> Option<&str> {
-                None
-            }
-            fn labels(&self) -> Option<&BTreeMap<String, String>> {
-                None
-            }
-        }
-    };
-}
-
-named_object!(Probe);
-named_object!(Versioned);
 
 /// What the tests' codecs adopt.
 const TEXT: &str = "text/plain";
@@ -45,7 +17,7 @@ struct Text(Arc<FreeLog>);
 
 impl Codec<Probe> for Text {
     fn encode(&self, probe: &Probe) -> Result<Vec<u8>, CodecError> {
-        Ok(format!("{}:{}", probe.name, probe.version).into_bytes())
+        Ok(format!("{}:{}", probe.name_str(), probe.version).into_bytes())
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<Probe, CodecError> {
@@ -59,10 +31,9 @@ impl Codec<Probe> for Text {
 fn what_a_write_displaces_is_freed_outside_the_locks() {
     let log = FreeLog::new();
     let probe = |name: &str, version| Arc::new(log.probe(name, version));
-    let key: crate::KeyFunc<Probe> = Arc::new(|probe: &Probe| Ok(probe.name.clone()));
-    let cache = Arc::new(
-        CompactCache::new(key, Indexers::new(), Arc::new(Text(Arc::clone(&log)))).hot_capacity(1),
-    );
+    let codec = Arc::new(Text(Arc::clone(&log)));
+    let cache =
+        Arc::new(CompactCache::new(default_key_func(), Indexers::new(), codec).hot_capacity(1));
     log.watch(&cache, |cache| {
         cache.inner.is_locked() || cache.hot.is_locked()
     });
@@ -89,9 +60,11 @@ fn what_a_write_displaces_is_freed_outside_the_locks() {
 /// An object the wire tests store: a name and a version, written `name:version`.
 #[derive(Debug, Clone, PartialEq)]
 struct Versioned {
-    name: String,
+    metadata: ProjectedMeta,
     version: u8,
 }
+
+crate::impl_object!(Versioned, metadata);
 
 /// `name:version`, counting its encodes; with `adopts`, keeps protobuf wire bytes as they are.
 struct Counting {
@@ -103,17 +76,15 @@ impl Codec<Versioned> for Counting {
     fn encode(&self, obj: &Versioned) -> Result<Vec<u8>, CodecError> {
         self.encodes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(format!("{}:{}", obj.name, obj.version).into_bytes())
+        let name = obj.metadata.name.as_deref().unwrap_or_default();
+        Ok(format!("{name}:{}", obj.version).into_bytes())
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<Versioned, CodecError> {
         let (name, version) = std::str::from_utf8(bytes)?
             .split_once(':')
             .ok_or("no version")?;
-        Ok(Versioned {
-            name: name.to_owned(),
-            version: version.parse()?,
-        })
+        Ok(unshared(name, version.parse()?))
     }
 
     fn adopt(&self, encoded: &Encoded) -> Option<Arc<[u8]>> {
@@ -121,11 +92,18 @@ impl Codec<Versioned> for Counting {
     }
 }
 
-fn versioned(name: &str, version: u8) -> Arc<Versioned> {
-    Arc::new(Versioned {
-        name: name.to_owned(),
+fn unshared(name: &str, version: u8) -> Versioned {
+    Versioned {
+        metadata: ProjectedMeta {
+            name: Some(name.to_owned()),
+            ..ProjectedMeta::default()
+        },
         version,
-    })
+    }
+}
+
+fn versioned(name: &str, version: u8) -> Arc<Versioned> {
+    Arc::new(unshared(name, version))
 }
 
 /// A cache keeping nothing decoded, so every read decodes what the cache holds.
@@ -134,8 +112,8 @@ fn counting_cache(adopts: bool) -> (CompactCache<Versioned>, Arc<Counting>) {
         encodes: std::sync::atomic::AtomicUsize::new(0),
         adopts,
     });
-    let key: crate::KeyFunc<Versioned> = Arc::new(|obj: &Versioned| Ok(obj.name.clone()));
-    let cache = CompactCache::new(key, Indexers::new(), Arc::clone(&codec) as _).hot_capacity(0);
+    let cache = CompactCache::new(default_key_func(), Indexers::new(), Arc::clone(&codec) as _)
+        .hot_capacity(0);
     (cache, codec)
 }
 
