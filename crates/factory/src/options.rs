@@ -14,7 +14,7 @@ use kinformer_reflector::{
     Decoder, Error as ReflectorError, JsonCodec, JsonDecoder, KubeListerWatcher, ListOptions,
     WireFormat, compact_codec,
 };
-use kinformer_store::CompactCache;
+use kinformer_store::{Codec, CompactCache};
 use kube_core::{DynamicObject, ObjectMeta, Resource};
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -358,10 +358,7 @@ impl FactoryOptions {
     where
         K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
     {
-        if self.decoded_all || self.decoded.contains(&TypeId::of::<K>()) {
-            return options;
-        }
-        options.compact_cache(compact_codec::<K>(), self.hot_capacity)
+        self.compact_unless_decoded(options, compact_codec::<K>)
     }
 
     /// [`cached`](Self::cached) for dynamic objects, which are held as JSON.
@@ -369,13 +366,20 @@ impl FactoryOptions {
         &self,
         options: InformerOptions<DynamicObject>,
     ) -> InformerOptions<DynamicObject> {
-        if self.decoded_all || self.decoded.contains(&TypeId::of::<DynamicObject>()) {
+        self.compact_unless_decoded(options, || Arc::new(JsonCodec::<DynamicObject>::new()))
+    }
+
+    /// `options` with a compact cache holding objects with `codec`, unless the factory was
+    /// asked for a decoded one for `K`.
+    fn compact_unless_decoded<K: 'static>(
+        &self,
+        options: InformerOptions<K>,
+        codec: impl FnOnce() -> Arc<dyn Codec<K>>,
+    ) -> InformerOptions<K> {
+        if self.decoded_all || self.decoded.contains(&TypeId::of::<K>()) {
             return options;
         }
-        options.compact_cache(
-            Arc::new(JsonCodec::<DynamicObject>::new()),
-            self.hot_capacity,
-        )
+        options.compact_cache(codec(), self.hot_capacity)
     }
 
     /// `options` with what the factory sets for every informer: the handler executor, and
