@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use config_maps::config_map;
 use e2e_support::{Ctx, eventually, run};
-use informers::{CONVERGE, config_maps, set_value, stop_informer};
+use informers::{CONVERGE, ROOT_CA, config_maps, set_value, stop_informer};
 use k8s_openapi::{
     api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,
 };
@@ -79,7 +79,7 @@ async fn server_view<T>(
         .items
         .into_iter()
         // kube-controller-manager's root CA ConfigMap, where it runs, is not the test's.
-        .filter(|object| object.name_any() != "kube-root-ca.crt")
+        .filter(|object| object.name_any() != ROOT_CA)
         .map(|object| (key(&object.namespace(), &object.name_any()), view(object)))
         .collect())
 }
@@ -139,7 +139,7 @@ async fn a_factory_cache_holds_what_the_server_returns(ctx: Ctx, drop_managed_fi
             .cache()
             .list()
             .into_iter()
-            .filter(|object| object.name_any() != "kube-root-ca.crt")
+            .filter(|object| object.name_any() != ROOT_CA)
             .map(|object| {
                 (
                     key(&object.namespace(), &object.name_any()),
@@ -243,9 +243,7 @@ async fn a_projection_cache_holds_the_projected_fields_of_every_object() {
                 .cache()
                 .list()
                 .into_iter()
-                .filter(|object| {
-                    kinformer::store::Object::name(&**object) != Some("kube-root-ca.crt")
-                })
+                .filter(|object| kinformer::store::Object::name(&**object) != Some(ROOT_CA))
                 .map(|object| {
                     let key = format!(
                         "{}/{}",
