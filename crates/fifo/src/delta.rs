@@ -1,6 +1,6 @@
 //! What the queues carry: [`Delta`], [`Deltas`], and what a pop hands over, [`Popped`].
 
-use std::{fmt, ops::Deref, sync::Arc};
+use std::{collections::HashSet, fmt, ops::Deref, sync::Arc};
 
 use kinformer_store::{Encoded, Incoming, ObjectOrTombstone};
 use smallvec::SmallVec;
@@ -229,6 +229,18 @@ impl<K> Clone for ReplacedAll<K> {
     }
 }
 
+/// The end of a list a [`RealFifo`](crate::RealFifo) built with atomic events took in parts
+/// ([`Store::replace_in_parts`](kinformer_store::Store::replace_in_parts)): its objects were
+/// popped before it as `Replaced` deltas; the consumer deletes every object it holds under a
+/// key the list did not name.
+#[derive(Debug, Clone)]
+pub struct ListEnd {
+    /// The resource version the list was taken at.
+    pub resource_version: String,
+    /// The key of every listed object.
+    pub listed: Arc<HashSet<String>>,
+}
+
 /// What one pop hands to the process function and then returns.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -239,6 +251,9 @@ pub enum Popped<K> {
     Batch(Vec<Delta<K>>),
     /// A whole relist (RealFIFO with atomic events): replace the store with it.
     ReplacedAll(ReplacedAll<K>),
+    /// The end of a list taken in parts (RealFIFO with atomic events): delete what it did
+    /// not name.
+    ListEnd(ListEnd),
     /// A resync of everything the consumer knows (RealFIFO with atomic events).
     #[doc(alias = "SyncAllInfo")]
     SyncAll,
@@ -259,7 +274,7 @@ impl<K> Popped<K> {
         match self {
             Self::Deltas(deltas) => deltas,
             Self::Batch(batch) => batch,
-            Self::ReplacedAll(_) | Self::SyncAll | Self::Bookmark { .. } => &[],
+            Self::ReplacedAll(_) | Self::ListEnd(_) | Self::SyncAll | Self::Bookmark { .. } => &[],
         }
     }
 
@@ -267,7 +282,11 @@ impl<K> Popped<K> {
     pub(crate) fn queue_items(&self) -> usize {
         match self {
             Self::Batch(batch) => batch.len(),
-            Self::Deltas(_) | Self::ReplacedAll(_) | Self::SyncAll | Self::Bookmark { .. } => 1,
+            Self::Deltas(_)
+            | Self::ReplacedAll(_)
+            | Self::ListEnd(_)
+            | Self::SyncAll
+            | Self::Bookmark { .. } => 1,
         }
     }
 }
@@ -278,6 +297,7 @@ impl<K> Clone for Popped<K> {
             Self::Deltas(deltas) => Self::Deltas(deltas.clone()),
             Self::Batch(batch) => Self::Batch(batch.clone()),
             Self::ReplacedAll(all) => Self::ReplacedAll(all.clone()),
+            Self::ListEnd(end) => Self::ListEnd(end.clone()),
             Self::SyncAll => Self::SyncAll,
             Self::Bookmark { resource_version } => Self::Bookmark {
                 resource_version: resource_version.clone(),

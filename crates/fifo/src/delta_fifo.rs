@@ -1,11 +1,17 @@
 //! [`DeltaFifo`]: per-key accumulated deltas, popped a key at a time.
 
-use std::{collections::VecDeque, fmt, hash::BuildHasher, sync::Arc};
+use std::{
+    collections::{HashSet, VecDeque},
+    fmt,
+    hash::BuildHasher,
+    sync::Arc,
+};
 
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use kinformer_store::{
-    DeletedFinalStateUnknown, Incoming, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
+    DeletedFinalStateUnknown, Incoming, KeyFunc, ListInParts, Object, ObjectOrTombstone, Store,
+    default_key_func,
 };
 use parking_lot::Mutex;
 
@@ -304,6 +310,15 @@ impl<K> DeltaFifo<K> {
             .0
     }
 
+    /// The delta type a listed object is queued with.
+    fn replaced_kind(&self) -> DeltaType {
+        if self.emit_delta_type_replaced {
+            DeltaType::Replaced
+        } else {
+            DeltaType::Sync
+        }
+    }
+
     /// Wakes one waiting pop; called after the lock is released so the woken task does not
     /// run straight into it.
     fn wake_one(&self) {
@@ -475,11 +490,7 @@ impl<K: Send + Sync + 'static> Store<K> for DeltaFifo<K> {
             .into_iter()
             .map(|obj| Ok((self.key_of(&obj)?, self.transform(obj))))
             .collect::<StoreResult<Vec<_>>>()?;
-        let kind = if self.emit_delta_type_replaced {
-            DeltaType::Replaced
-        } else {
-            DeltaType::Sync
-        };
+        let kind = self.replaced_kind();
 
         let mut state = self.state.lock();
         state.reserve(keyed.len());
@@ -550,6 +561,19 @@ impl<K: Send + Sync + 'static> Store<K> for DeltaFifo<K> {
         Ok(())
     }
 
+    fn replace_in_parts(&self) -> Option<Box<dyn ListInParts<K> + '_>> {
+        let generation = {
+            let mut state = self.state.lock();
+            state.generation += 1;
+            state.generation
+        };
+        Some(Box::new(PartsIntoDeltaFifo {
+            fifo: self,
+            generation,
+            listed: HashSet::default(),
+        }))
+    }
+
     fn resync(&self) -> StoreResult<()> {
         let Some(known) = &self.known_objects else {
             return Ok(());
@@ -572,6 +596,111 @@ impl<K: Send + Sync + 'static> Store<K> for DeltaFifo<K> {
         }
         if queued {
             self.waker.wake_all();
+        }
+        Ok(())
+    }
+}
+
+/// A list queued part by part ([`Store::replace_in_parts`]): each part queues `Replaced` (or
+/// `Sync`) deltas as [`replace`](Store::replace) does, and the end queues the tombstones.
+struct PartsIntoDeltaFifo<'a, K> {
+    fifo: &'a DeltaFifo<K>,
+    /// The replace generation this list marks its queued slots with.
+    generation: u64,
+    /// Every key listed so far: a listed object may be popped into the known objects before
+    /// the list ends, and must not be tombstoned then.
+    listed: HashSet<String, RandomState>,
+}
+
+impl<K: Send + Sync + 'static> ListInParts<K> for PartsIntoDeltaFifo<'_, K> {
+    fn part(&mut self, items: Vec<Incoming<K>>) -> StoreResult<()> {
+        let fifo = self.fifo;
+        let keyed = items
+            .into_iter()
+            .map(|obj| {
+                let key = fifo.key_of(obj.object())?;
+                let obj = transformed(fifo.transformer.as_ref(), obj);
+                // The consumer holds the transformed object under its own key.
+                let held = match fifo.transformer {
+                    Some(_) => fifo.key_of(obj.object())?,
+                    None => key.clone(),
+                };
+                Ok((key, held, obj))
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        let kind = fifo.replaced_kind();
+        {
+            let mut state = fifo.state.lock();
+            state.reserve(keyed.len());
+            for (key, held, obj) in keyed {
+                self.listed.insert(held);
+                let (at, new) = state.push(key, Delta::arrived(kind, obj));
+                state.slots[at].listed_in = self.generation;
+                // Until the list ends, every queued key is one of the initial population.
+                if new && !state.populated {
+                    state.initial_population_count += 1;
+                }
+            }
+        }
+        fifo.waker.wake_all();
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, _resource_version: &str) -> StoreResult<()> {
+        let fifo = self.fifo;
+        let mut state = fifo.state.lock();
+        let generation = self.generation;
+        let vanished: Vec<(usize, DeletedFinalStateUnknown<K>)> = state
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| slot.listed_in != generation)
+            .filter_map(|(at, slot)| {
+                let newest = slot.deltas.newest()?;
+                Some((
+                    at,
+                    DeletedFinalStateUnknown {
+                        key: slot.key.clone(),
+                        obj: Arc::clone(newest.object()),
+                    },
+                ))
+            })
+            .collect();
+        let queued_deletions = vanished.len();
+        for (at, tombstone) in vanished {
+            state.append_at(at, tombstoned(tombstone));
+        }
+        let mut new_slots = 0;
+        if let Some(known) = &fifo.known_objects {
+            for key in known.list_keys() {
+                if self.listed.contains(&key) || state.has_deltas(&key) {
+                    continue;
+                }
+                let Some(obj) = known.get_by_key(&key) else {
+                    continue;
+                };
+                let tombstone = DeletedFinalStateUnknown {
+                    key: key.clone(),
+                    obj,
+                };
+                state.push(key, tombstoned(tombstone));
+                new_slots += 1;
+            }
+        }
+        if !state.populated {
+            state.populated = true;
+            state.initial_population_count += new_slots;
+        }
+        let queued = state.slots.len();
+        drop(state);
+        tracing::debug!(
+            listed = self.listed.len(),
+            queued_deletions = queued_deletions + new_slots,
+            queued,
+            "DeltaFIFO replace in parts finished"
+        );
+        if queued > 0 {
+            fifo.waker.wake_all();
         }
         Ok(())
     }

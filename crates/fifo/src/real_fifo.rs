@@ -8,12 +8,13 @@ use std::{
 
 use foldhash::fast::RandomState;
 use kinformer_store::{
-    DeletedFinalStateUnknown, Incoming, KeyFunc, Object, ObjectOrTombstone, Store, default_key_func,
+    DeletedFinalStateUnknown, Incoming, KeyFunc, ListInParts, Object, ObjectOrTombstone, Store,
+    default_key_func,
 };
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::{
-    BoxFuture, Delta, DeltaType, Deltas, Error, KnownObjects, Popped, ProcessFn, Queue,
+    BoxFuture, Delta, DeltaType, Deltas, Error, KnownObjects, ListEnd, Popped, ProcessFn, Queue,
     ReplacedAll, Result, Transformer,
     queue::{Waker, add_kind, transformed},
 };
@@ -150,6 +151,7 @@ pub struct RealFifo<K> {
 enum Entry<K> {
     Delta { key: String, delta: Delta<K> },
     ReplacedAll(ReplacedAll<K>),
+    ListEnd(ListEnd),
     SyncAll,
     Bookmark(String),
 }
@@ -158,7 +160,7 @@ impl<K> Entry<K> {
     fn key(&self) -> Option<&str> {
         match self {
             Self::Delta { key, .. } => Some(key),
-            Self::ReplacedAll(_) | Self::SyncAll | Self::Bookmark(_) => None,
+            Self::ReplacedAll(_) | Self::ListEnd(_) | Self::SyncAll | Self::Bookmark(_) => None,
         }
     }
 }
@@ -313,6 +315,7 @@ impl<K> RealFifo<K> {
             return match state.items.pop_front() {
                 Some(Entry::Delta { delta, .. }) => Popped::Deltas(Deltas::one(delta)),
                 Some(Entry::ReplacedAll(all)) => Popped::ReplacedAll(all),
+                Some(Entry::ListEnd(end)) => Popped::ListEnd(end),
                 Some(Entry::Bookmark(resource_version)) => Popped::Bookmark { resource_version },
                 Some(Entry::SyncAll) | None => Popped::SyncAll,
             };
@@ -323,7 +326,10 @@ impl<K> RealFifo<K> {
                 .drain(..take)
                 .filter_map(|entry| match entry {
                     Entry::Delta { delta, .. } => Some(delta),
-                    Entry::ReplacedAll(_) | Entry::SyncAll | Entry::Bookmark(_) => None,
+                    Entry::ReplacedAll(_)
+                    | Entry::ListEnd(_)
+                    | Entry::SyncAll
+                    | Entry::Bookmark(_) => None,
                 })
                 .collect(),
         )
@@ -400,6 +406,7 @@ impl<K> RealFifo<K> {
                 }
             }
             Popped::ReplacedAll(all) => state.items.push_front(Entry::ReplacedAll(all.clone())),
+            Popped::ListEnd(end) => state.items.push_front(Entry::ListEnd(end.clone())),
             Popped::SyncAll => state.items.push_front(Entry::SyncAll),
             Popped::Bookmark { resource_version } => {
                 state
@@ -643,6 +650,18 @@ impl<K: Send + Sync + 'static> Store<K> for RealFifo<K> {
         Ok(())
     }
 
+    /// With atomic events, the initial list is taken in parts: nothing reads the consumer's
+    /// store as whole before it has synced. A relist stays one atomic item.
+    fn replace_in_parts(&self) -> Option<Box<dyn ListInParts<K> + '_>> {
+        if !self.atomic_events || self.state.lock().populated {
+            return None;
+        }
+        Some(Box::new(PartsIntoRealFifo {
+            fifo: self,
+            listed: HashSet::default(),
+        }))
+    }
+
     fn resync(&self) -> StoreResult<()> {
         {
             let mut state = self.state.lock();
@@ -673,6 +692,65 @@ impl<K: Send + Sync + 'static> Store<K> for RealFifo<K> {
             }
         }
         self.waker.wake_all();
+        Ok(())
+    }
+}
+
+/// The initial list queued part by part: each object as a `Replaced` delta, then one
+/// [`ListEnd`] that deletes what the list did not name (objects an abandoned list brought).
+struct PartsIntoRealFifo<'a, K> {
+    fifo: &'a RealFifo<K>,
+    listed: HashSet<String>,
+}
+
+impl<K: Send + Sync + 'static> ListInParts<K> for PartsIntoRealFifo<'_, K> {
+    fn part(&mut self, items: Vec<Incoming<K>>) -> StoreResult<()> {
+        let fifo = self.fifo;
+        let keyed = items
+            .into_iter()
+            .map(|obj| {
+                let key = fifo.key_of(obj.object())?;
+                let obj = transformed(fifo.transformer.as_ref(), obj);
+                // The consumer holds the transformed object under its own key.
+                let held = match fifo.transformer {
+                    Some(_) => fifo.key_of(obj.object())?,
+                    None => key.clone(),
+                };
+                Ok((key, held, obj))
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        {
+            let mut state = fifo.state.lock();
+            state.items.reserve(keyed.len());
+            for (key, held, obj) in keyed {
+                self.listed.insert(held);
+                state.items.push_back(Entry::Delta {
+                    key,
+                    delta: Delta::arrived(DeltaType::Replaced, obj),
+                });
+                if !state.populated {
+                    state.initial_population_count += 1;
+                }
+            }
+        }
+        fifo.waker.wake_all();
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, resource_version: &str) -> StoreResult<()> {
+        let fifo = self.fifo;
+        {
+            let mut state = fifo.state.lock();
+            state.items.push_back(Entry::ListEnd(ListEnd {
+                resource_version: resource_version.to_owned(),
+                listed: Arc::new(self.listed),
+            }));
+            if !state.populated {
+                state.populated = true;
+                state.initial_population_count += 1;
+            }
+        }
+        fifo.waker.wake_all();
         Ok(())
     }
 }

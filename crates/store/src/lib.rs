@@ -152,8 +152,8 @@ pub use crate::{
     thread_safe::ThreadSafeStore,
     tombstone::{DeletedFinalStateUnknown, ObjectOrTombstone},
     traits::{
-        CacheReader, IndexFunc, Indexer, Indexers, LABEL_INDEX, NAMESPACE_INDEX, Store,
-        label_index_func, label_indexers, meta_namespace_index_func, namespace_indexers,
+        CacheReader, IndexFunc, Indexer, Indexers, LABEL_INDEX, ListInParts, NAMESPACE_INDEX,
+        Store, label_index_func, label_indexers, meta_namespace_index_func, namespace_indexers,
         read_consistently,
     },
 };

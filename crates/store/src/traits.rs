@@ -45,12 +45,45 @@ pub trait Store<K>: Send + Sync {
     /// When an object cannot be keyed; the store is unchanged.
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<()>;
 
+    /// Starts a replace that takes the list in parts, as it arrives, so that the whole list
+    /// is never held at once: [`ListInParts::part`] takes each part, [`ListInParts::finish`]
+    /// ends the list. `None`, the default, when the store takes a list only whole, through
+    /// [`replace`](Self::replace); a reflector then collects the list first.
+    ///
+    /// A queue takes the initial list in parts, so that a consumer drains it while the rest is
+    /// still on the wire; a cache that readers see whole needs no parts.
+    fn replace_in_parts(&self) -> Option<Box<dyn ListInParts<K> + '_>> {
+        None
+    }
+
     /// Asks a queue to re-deliver what it knows; a plain cache has nothing to do.
     ///
     /// # Errors
     ///
     /// When the implementation cannot resync.
     fn resync(&self) -> Result<()>;
+}
+
+/// A list a [`Store`] takes in parts ([`Store::replace_in_parts`]).
+///
+/// Each part is applied as it comes: objects listed so far are in the store before the list
+/// ends. Dropping it without [`finish`](Self::finish) abandons the list (it failed on the
+/// way): what the parts brought stays, and nothing is deleted.
+pub trait ListInParts<K>: Send {
+    /// Takes the next listed objects.
+    ///
+    /// # Errors
+    ///
+    /// When an object cannot be keyed; none of this part is taken.
+    fn part(&mut self, items: Vec<Incoming<K>>) -> Result<()>;
+
+    /// Ends the list, taken at `resource_version`: whatever the store holds under a key no
+    /// part listed is deleted, as [`Store::replace`] would.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot complete the replace.
+    fn finish(self: Box<Self>, resource_version: &str) -> Result<()>;
 }
 
 /// A read-only view of a cache: what listers, handlers, controllers and a queue's "known

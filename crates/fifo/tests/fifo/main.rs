@@ -4,5 +4,6 @@
 mod common;
 mod concurrency;
 mod delta_fifo;
+mod in_parts;
 mod model;
 mod real_fifo;

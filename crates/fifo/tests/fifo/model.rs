@@ -24,6 +24,9 @@ enum Op {
     Update(u8, i64),
     Delete(u8, i64),
     Replace(Vec<(u8, i64)>),
+    /// A replace handed over in parts of this many objects where the queue takes parts; the
+    /// model treats it as a whole replace, so the two must be indistinguishable.
+    ReplaceInParts(Vec<(u8, i64)>, usize),
     Resync,
     Pop,
     AddNameless,
@@ -40,7 +43,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (k.clone(), v.clone()).prop_map(|(k, v)| Op::Add(k, v)),
         2 => (k.clone(), v.clone()).prop_map(|(k, v)| Op::Update(k, v)),
         2 => (k.clone(), v.clone()).prop_map(|(k, v)| Op::Delete(k, v)),
-        1 => prop::collection::vec((k, v), 0..5).prop_map(Op::Replace),
+        1 => prop::collection::vec((k.clone(), v.clone()), 0..5).prop_map(Op::Replace),
+        1 => (prop::collection::vec((k, v), 0..5), 1usize..3)
+            .prop_map(|(list, size)| Op::ReplaceInParts(list, size)),
         1 => Just(Op::Resync),
         4 => Just(Op::Pop),
         1 => Just(Op::AddNameless),
@@ -123,7 +128,7 @@ impl DeltaModel {
                     self.push(&key, (DeltaType::Deleted, None, key.clone(), *v));
                 }
             }
-            Op::Replace(list) => {
+            Op::Replace(list) | Op::ReplaceInParts(list, _) => {
                 let kind = if self.emit_replaced {
                     DeltaType::Replaced
                 } else {
@@ -205,7 +210,7 @@ impl RealModel {
                 self.populated = true;
                 self.items.push((key(*k), (kind, None, key(*k), *v)));
             }
-            Op::Replace(list) => {
+            Op::Replace(list) | Op::ReplaceInParts(list, _) => {
                 let listed: HashSet<String> = list.iter().map(|(k, _)| key(*k)).collect();
                 let mut order: Vec<String> = Vec::new();
                 for (k, _) in &self.items {
@@ -277,6 +282,18 @@ fn run(queue: &dyn Queue<Obj>, op: &Op) -> Option<(Vec<String>, bool)> {
         Op::Replace(list) => queue
             .replace(list.iter().map(|(k, v)| obj(&key(*k), *v)).collect(), "1")
             .unwrap(),
+        Op::ReplaceInParts(list, size) => match queue.replace_in_parts() {
+            Some(mut parts) => {
+                for part in list.chunks(*size) {
+                    let part = part.iter().map(|(k, v)| obj(&key(*k), *v).into()).collect();
+                    parts.part(part).unwrap();
+                }
+                parts.finish("1").unwrap();
+            }
+            None => queue
+                .replace(list.iter().map(|(k, v)| obj(&key(*k), *v)).collect(), "1")
+                .unwrap(),
+        },
         Op::Resync => queue.resync().unwrap(),
         Op::AddNameless => {
             let before = queue.list_keys();
@@ -378,7 +395,7 @@ proptest! {
                 Op::Delete(k, _) => {
                     truth.remove(&key(*k));
                 }
-                Op::Replace(list) => {
+                Op::Replace(list) | Op::ReplaceInParts(list, _) => {
                     truth = list.iter().map(|(k, v)| (key(*k), *v)).collect();
                 }
                 Op::Resync | Op::Pop | Op::AddNameless => {}
@@ -418,7 +435,7 @@ proptest! {
             .map(|o| (o.name.clone(), o.val))
             .collect();
         prop_assert_eq!(cached, truth);
-        let wrote = ops.iter().any(|op| matches!(op, Op::Add(..) | Op::Update(..) | Op::Delete(..) | Op::Replace(_)));
+        let wrote = ops.iter().any(|op| matches!(op, Op::Add(..) | Op::Update(..) | Op::Delete(..) | Op::Replace(_) | Op::ReplaceInParts(..)));
         prop_assert_eq!(queue.has_synced(), wrote, "drained queue reports synced once populated");
     }
 }

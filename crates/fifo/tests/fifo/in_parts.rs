@@ -1,0 +1,125 @@
+//! Lists taken in parts (`Store::replace_in_parts`): what each queue hands its consumer as the
+//! parts arrive, when it reports synced, and what the end of the list deletes. The model tests
+//! also run every queue's parts against a whole replace.
+
+use crate::common;
+
+use std::sync::Arc;
+
+use common::{D, Obj, arrived, expect, known, obj, pop, pop_described, queued_encoded};
+use kinformer_fifo::{
+    DeltaFifo, DeltaFifoOptions, DeltaType::*, Popped, Processed, Queue, RealFifo,
+    RealFifoOptions,
+};
+use kinformer_store::Store;
+
+fn atomic() -> RealFifo<Obj> {
+    RealFifo::new(RealFifoOptions::atomic().unlock_while_processing(false)).unwrap()
+}
+
+fn empty() -> RealFifo<Obj> {
+    RealFifo::new(RealFifoOptions::new(known(vec![]))).unwrap()
+}
+
+/// A list in parts: objects popped into the known objects before the list ends are not
+/// tombstoned by its end, known keys it never named are, and the queue syncs only once the
+/// end's tombstones are popped too.
+#[test]
+fn a_list_in_parts_tombstones_only_what_it_never_named() {
+    let cache = Arc::new(kinformer_store::Cache::<Obj>::default());
+    cache.add(obj("old", 1).into()).unwrap();
+    let fifo = DeltaFifo::new(DeltaFifoOptions::new().known_objects(cache.clone()));
+    let mut parts = fifo.replace_in_parts().expect("a DeltaFIFO takes parts");
+    parts.part(vec![obj("a", 2).into()]).unwrap();
+    assert!(!fifo.has_synced());
+    let popped = pop(&fifo);
+    cache
+        .add(Arc::clone(popped.deltas()[0].object()).into())
+        .unwrap();
+    parts.part(vec![obj("b", 3).into()]).unwrap();
+    parts.finish("5").unwrap();
+    assert!(!fifo.has_synced());
+    assert_eq!(pop_described(&fifo), expect(&[D::Obj(Sync, "b", 3)]));
+    assert!(!fifo.has_synced());
+    assert_eq!(
+        pop_described(&fifo),
+        expect(&[D::Tomb(Deleted, "old", "old", 1)])
+    );
+    assert!(fifo.has_synced());
+    assert!(fifo.is_empty());
+}
+
+/// With atomic events, the initial list goes in parts: each object pops as a `Replaced` delta
+/// of the initial list as soon as its part is in, with the bytes it arrived in, the end pops
+/// as one `ListEnd` naming every listed key, and only then has the queue synced. A relist after
+/// that is one atomic item again.
+#[test]
+fn an_atomic_fifo_takes_the_initial_list_in_parts() {
+    let fifo = atomic();
+    let mut parts = fifo
+        .replace_in_parts()
+        .expect("the initial list goes in parts");
+    parts
+        .part(vec![arrived(obj("a", 1), "a1"), obj("b", 2).into()])
+        .unwrap();
+    assert!(!fifo.has_synced());
+    assert_eq!(queued_encoded(&fifo), [Some(b"a1".to_vec()), None]);
+    assert_eq!(pop_described(&fifo), expect(&[D::Obj(Replaced, "a", 1)]));
+    parts.part(vec![obj("c", 3).into()]).unwrap();
+    parts.finish("7").unwrap();
+    assert!(
+        !fifo.has_synced(),
+        "two objects and the end are still queued"
+    );
+    let mut initial = Vec::new();
+    for _ in 0..2 {
+        fifo.try_pop(&mut |_, kind| {
+            initial.push(kind.is_initial_list());
+            Processed::Done
+        })
+        .unwrap();
+    }
+    assert_eq!(initial, [true, true]);
+    match pop(&fifo) {
+        Popped::ListEnd(end) => {
+            assert_eq!(end.resource_version, "7");
+            let mut listed: Vec<&str> = end.listed.iter().map(String::as_str).collect();
+            listed.sort_unstable();
+            assert_eq!(listed, ["a", "b", "c"]);
+        }
+        other => panic!("expected ListEnd, got {other:?}"),
+    }
+    assert!(fifo.has_synced());
+    assert!(
+        fifo.replace_in_parts().is_none(),
+        "a relist is one atomic item"
+    );
+}
+
+/// An abandoned list (its parts dropped unfinished) leaves what it queued and does not sync
+/// the queue; the list that follows names only its own keys, so the consumer drops the rest.
+#[test]
+fn an_abandoned_list_in_parts_leaves_its_objects_and_the_next_one_ends_it() {
+    let fifo = atomic();
+    let mut parts = fifo.replace_in_parts().unwrap();
+    parts.part(vec![obj("gone", 1).into()]).unwrap();
+    drop(parts);
+    assert!(!fifo.has_synced());
+    let mut parts = fifo.replace_in_parts().expect("still the initial list");
+    parts.part(vec![obj("kept", 2).into()]).unwrap();
+    parts.finish("9").unwrap();
+    assert_eq!(pop_described(&fifo), expect(&[D::Obj(Replaced, "gone", 1)]));
+    assert_eq!(pop_described(&fifo), expect(&[D::Obj(Replaced, "kept", 2)]));
+    match pop(&fifo) {
+        Popped::ListEnd(end) => assert_eq!(*end.listed, ["kept".to_owned()].into()),
+        other => panic!("expected ListEnd, got {other:?}"),
+    }
+    assert!(fifo.has_synced());
+}
+
+/// Without atomic events a RealFIFO reconciles a list against its known objects in one step,
+/// so it takes lists only whole.
+#[test]
+fn a_real_fifo_without_atomic_events_takes_lists_whole() {
+    assert!(empty().replace_in_parts().is_none());
+}
