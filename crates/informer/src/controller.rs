@@ -3,7 +3,7 @@
 
 use std::{collections::HashSet, sync::Arc};
 
-use kinformer_fifo::{AddKind, Delta, DeltaType, Popped, ReplacedAll};
+use kinformer_fifo::{AddKind, Delta, DeltaType, ListEnd, Popped, ReplacedAll};
 use kinformer_processor::{DistributionBatch, Notification, Recipients, SharedProcessor};
 use kinformer_store::{DeletedFinalStateUnknown, Indexer, KeyFunc, Object, OldObject};
 use tracing::{debug, trace};
@@ -53,6 +53,10 @@ impl<K: Object> Applier<K> {
                 first_error.map_or(Ok(()), Err)
             }
             Popped::ReplacedAll(replaced) => self.apply_replaced_all(replaced, kind, &out),
+            Popped::ListEnd(end) => {
+                self.apply_list_end(end, &out);
+                Ok(())
+            }
             Popped::SyncAll => {
                 for obj in self.indexer.list() {
                     out.distribute(
@@ -166,6 +170,27 @@ impl<K: Object> Applier<K> {
 }
 
 impl<K: Object> Applier<K> {
+    /// The end of a list taken in parts, whose objects were applied as they came: every
+    /// cached key it did not name goes, with a tombstone, as in a whole relist.
+    fn apply_list_end(&self, end: &ListEnd, out: &DistributionBatch<'_, K>) {
+        for key in self.indexer.list_keys() {
+            if end.listed.contains(&key) {
+                continue;
+            }
+            let Some(obj) = self.indexer.get_by_key(&key) else {
+                continue;
+            };
+            if let Err(error) = self.indexer.delete(Arc::clone(&obj)) {
+                debug!(%key, error = %error, "a key the list did not name could not be deleted");
+                continue;
+            }
+            out.distribute(
+                Notification::delete(DeletedFinalStateUnknown { key, obj }),
+                Recipients::All,
+            );
+        }
+    }
+
     /// The tombstone of `old`, a cached object whose deletion no watch event reported.
     fn tombstone(&self, old: Arc<K>) -> kinformer_store::Result<DeletedFinalStateUnknown<K>> {
         Ok(DeletedFinalStateUnknown {

@@ -218,6 +218,7 @@ fn version_of<K: Object>(popped: &Popped<K>) -> Option<u64> {
         Popped::Deltas(deltas) => deltas.iter().filter_map(of_delta).max(),
         Popped::Batch(batch) => batch.iter().filter_map(of_delta).max(),
         Popped::ReplacedAll(replaced) => parse_version(&replaced.resource_version),
+        Popped::ListEnd(end) => parse_version(&end.resource_version),
         Popped::Bookmark { resource_version } => parse_version(resource_version),
         _ => None,
     }

@@ -8,8 +8,10 @@ use http_body_util::BodyExt;
 use kube_client::client::Body;
 use tokio::sync::{mpsc, oneshot};
 
+use kinformer_store::Incoming;
+
 use crate::{
-    Decoder, Error, ListPage, Result, ReuseObject,
+    Decoder, Error, ListPage, PartSink, Result, ReuseObject,
     decoder::{PARALLEL_ITEMS, decode_items},
 };
 
@@ -39,19 +41,32 @@ pub(crate) trait Splitter: Send + 'static {
 /// further (a chunk is what hyper read at once, up to a few hundred KiB).
 const CHUNKS_IN_FLIGHT: usize = 32;
 
+/// How many decoded batches may wait for the store before decoding pauses: a store that takes
+/// the list in parts bounds how much of it is decoded and not yet taken.
+const PARTS_IN_FLIGHT: usize = 1;
+
+/// Where the objects of a list go: into the page, or to a store part by part.
+pub(crate) enum Items<'a, K> {
+    /// Collected into the returned page.
+    Collect,
+    /// Handed over in parts as they are decoded; the returned page has no items.
+    Parts(&'a mut PartSink<'a, K>),
+}
+
 /// Decodes a list response as its bytes arrive: a blocking thread cuts the body into items with
 /// `splitter` and decodes each with `decode_item`, in batches (a batch of [`PARALLEL_ITEMS`] on
 /// every core), while this task reads the connection, so only the objects and a batch of item
-/// bytes are ever in memory. `prefetch` is handed the page's `continue` token as soon as the
-/// head before the items has it (kube-apiserver writes `metadata` first), so the next page
-/// travels meanwhile.
+/// bytes are ever in memory; with [`Items::Parts`], only a batch or two of the objects.
+/// `prefetch` is handed the page's `continue` token as soon as the head before the items has
+/// it (kube-apiserver writes `metadata` first), so the next page travels meanwhile.
 pub(crate) async fn decode_arriving<K, D, S>(
     decoder: Arc<D>,
     splitter: S,
-    decode_item: fn(&D, &[u8]) -> Result<Arc<K>>,
+    decode_item: impl Fn(&D, &[u8]) -> Result<Incoming<K>> + Send + Sync + 'static,
     mut body: Body,
     reuse: Option<Arc<ReuseObject<K>>>,
     prefetch: impl FnOnce(String) -> Result<bool>,
+    mut items: Items<'_, K>,
 ) -> Result<ListPage<K>>
 where
     K: Send + Sync + 'static,
@@ -60,6 +75,13 @@ where
 {
     let (chunks, arriving) = mpsc::channel::<Bytes>(CHUNKS_IN_FLIGHT);
     let (token_sender, mut token) = oneshot::channel::<String>();
+    let (parts, mut decoded) = match items {
+        Items::Parts(_) => {
+            let (sender, receiver) = mpsc::channel(PARTS_IN_FLIGHT);
+            (Some(sender), Some(receiver))
+        }
+        Items::Collect => (None, None),
+    };
     let worker = tokio::task::spawn_blocking(move || {
         split_and_decode(
             &*decoder,
@@ -68,8 +90,13 @@ where
             arriving,
             token_sender,
             reuse.as_deref(),
+            parts.as_ref(),
         )
     });
+    let mut hand_over = |part: Vec<Incoming<K>>| match &mut items {
+        Items::Parts(sink) => sink(part),
+        Items::Collect => Ok(()),
+    };
     let mut prefetch = Some(prefetch);
     let mut token_pending = true;
     let forwarded = loop {
@@ -78,6 +105,11 @@ where
                 token_pending = false;
                 if let (Ok(next), Some(prefetch)) = (received, prefetch.take()) {
                     prefetch(next)?;
+                }
+            }
+            Some(part) = next_part(&mut decoded) => {
+                if let Err(error) = hand_over(part) {
+                    break Err(error);
                 }
             }
             frame = body.frame() => match frame {
@@ -95,12 +127,24 @@ where
         }
     };
     drop(chunks);
+    let mut handed = forwarded;
+    if let (Ok(()), Some(receiver)) = (&handed, &mut decoded) {
+        while let Some(part) = receiver.recv().await {
+            if let Err(error) = hand_over(part) {
+                handed = Err(error);
+                break;
+            }
+        }
+    }
+    // A store that refused a part stops the decoding thread: its sends fail from now on.
+    drop(decoded);
     let page = worker.await.map_err(|source| Error::Task {
         what: "the decode of an arriving list",
         source,
     })?;
-    // A connection that broke explains an incomplete body better than the decode does.
-    forwarded?;
+    // A connection that broke (or a store that refused a part) explains an incomplete body
+    // better than the decode does.
+    handed?;
     let page = page?;
     // The body may have ended before the head's token was read (a fast server, or metadata
     // after the items): the next page is still asked for before this one is returned.
@@ -110,29 +154,53 @@ where
     Ok(page)
 }
 
-/// The blocking half of [`decode_arriving`].
+/// The next decoded part, or never when parts are not handed over.
+async fn next_part<K>(
+    decoded: &mut Option<mpsc::Receiver<Vec<Incoming<K>>>>,
+) -> Option<Vec<Incoming<K>>> {
+    match decoded {
+        Some(receiver) => receiver.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The blocking half of [`decode_arriving`]: the page, with its items unless `parts` takes
+/// them.
 fn split_and_decode<K, D, S>(
     decoder: &D,
     mut splitter: S,
-    decode_item: fn(&D, &[u8]) -> Result<Arc<K>>,
+    decode_item: impl Fn(&D, &[u8]) -> Result<Incoming<K>> + Sync,
     mut arriving: mpsc::Receiver<Bytes>,
     token: oneshot::Sender<String>,
     reuse: Option<&ReuseObject<K>>,
+    parts: Option<&mpsc::Sender<Vec<Incoming<K>>>>,
 ) -> Result<ListPage<K>>
 where
     K: Send + Sync,
     D: Decoder<K>,
     S: Splitter,
 {
-    let decode = |raw: &S::Item| -> Result<Arc<K>> {
-        let object = decode_item(decoder, raw.as_ref())?;
+    let decode = |raw: &S::Item| -> Result<Incoming<K>> {
+        let incoming = decode_item(decoder, raw.as_ref())?;
         Ok(match reuse {
-            Some(reuse) => reuse(object),
-            None => object,
+            Some(reuse) => reused(incoming, reuse),
+            None => incoming,
         })
     };
-    let mut token = Some(token);
     let mut items = Vec::new();
+    let mut deliver = |decoded: Vec<Incoming<K>>| -> Result<()> {
+        match parts {
+            // Refused only once the other half has stopped, with an error of its own.
+            Some(parts) => parts
+                .blocking_send(decoded)
+                .map_err(|_| Error::decode("list", "the rest of the list was not taken", &[])),
+            None => {
+                items.extend(decoded.into_iter().map(|item| item.into_parts().0));
+                Ok(())
+            }
+        }
+    };
+    let mut token = Some(token);
     let mut batch: Vec<S::Item> = Vec::new();
     while let Some(chunk) = arriving.blocking_recv() {
         splitter.feed(&chunk)?;
@@ -149,13 +217,24 @@ where
         }
         batch.append(&mut splitter.take_items());
         if batch.len() >= PARALLEL_ITEMS {
-            items.extend(decode_items(&batch, decode)?);
+            deliver(decode_items(&batch, decode)?)?;
             batch.clear();
         }
     }
     batch.append(&mut splitter.take_items());
-    items.extend(decode_items(&batch, decode)?);
+    deliver(decode_items(&batch, decode)?)?;
     let mut page = decoder.decode_list(&splitter.finish()?)?;
     page.items = items;
     Ok(page)
+}
+
+/// `incoming` with its object mapped by `reuse`; the bytes go with a replaced object.
+pub(crate) fn reused<K>(incoming: Incoming<K>, reuse: &ReuseObject<K>) -> Incoming<K> {
+    let (object, encoded) = incoming.into_parts();
+    let kept = reuse(Arc::clone(&object));
+    if Arc::ptr_eq(&kept, &object) {
+        Incoming::new(kept, encoded)
+    } else {
+        kept.into()
+    }
 }

@@ -7,7 +7,7 @@
 
 use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData, sync::Arc};
 
-use kinformer_store::{Encoded, Object};
+use kinformer_store::{Encoded, Incoming, Object};
 use rayon::iter::{IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator};
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::value::RawValue;
@@ -32,10 +32,10 @@ pub(crate) const PARALLEL_ITEMS: usize = 2048;
 ///
 /// The pool's threads live as long as the process, so their allocator heaps are warm: a thread
 /// spawned per page would start each page with an empty heap and pay for it in page faults.
-pub(crate) fn decode_items<T: Sync, K: Send + Sync>(
+pub(crate) fn decode_items<T: Sync, O: Send>(
     items: &[T],
-    decode: impl Fn(&T) -> Result<Arc<K>> + Sync,
-) -> Result<Vec<Arc<K>>> {
+    decode: impl Fn(&T) -> Result<O> + Sync,
+) -> Result<Vec<O>> {
     if items.len() < PARALLEL_ITEMS || rayon::current_num_threads() < 2 {
         return items.iter().map(decode).collect();
     }
@@ -125,12 +125,15 @@ pub trait Decoder<K>: Send + Sync + 'static {
     }
 
     /// Decodes one item message of a protobuf list (see
-    /// [`protobuf_items_field`](Decoder::protobuf_items_field)).
+    /// [`protobuf_items_field`](Decoder::protobuf_items_field)). With `keep_encoded`, the
+    /// object comes with the bytes it decodes back from, where the decoder can keep them (see
+    /// [`decode_event_with_wire`](Decoder::decode_event_with_wire)).
     ///
     /// # Errors
     ///
     /// [`Error::Decode`] when the item is not a `K`; the default refuses every item.
-    fn decode_protobuf_list_item(&self, item: &[u8]) -> Result<Arc<K>> {
+    fn decode_protobuf_list_item(&self, item: &[u8], keep_encoded: bool) -> Result<Incoming<K>> {
+        let _ = keep_encoded;
         Err(Error::decode(
             "list item",
             "this decoder reads protobuf list bodies whole",

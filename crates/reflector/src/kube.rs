@@ -16,9 +16,13 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     Decoder, Error, ExpectedType, Framing, JsonDecoder, KubeDecoder, ListOptions, ListPage,
-    ListerWatcher, Result, ReuseObject, VersionMatch, WatchStream, WatchStreamWithWire, WireFormat,
-    arriving::decode_arriving, json_list, protobuf::ProtobufSplitter,
+    ListerWatcher, PartSink, Result, ReuseObject, VersionMatch, WatchStream, WatchStreamWithWire,
+    WireFormat,
+    arriving::{Items, decode_arriving},
+    json_list,
+    protobuf::ProtobufSplitter,
 };
+use kinformer_store::Incoming;
 
 /// A list body at least this large is decoded on a blocking thread, so decoding a big page does
 /// not stall the runtime thread that drives the other connections.
@@ -383,6 +387,8 @@ where
         &self,
         options: ListOptions,
         reuse: Option<Arc<ReuseObject<K>>>,
+        keep_encoded: bool,
+        items: Items<'_, K>,
     ) -> Result<ListPage<K>> {
         let options = self.scoped(options);
         let body = match self.list_body(&options).await? {
@@ -393,13 +399,35 @@ where
                 return match format {
                     Arriving::Json => {
                         let splitter = json_list::ListSplitter::new();
-                        let decode_item = D::decode_list_item;
-                        decode_arriving(decoder, splitter, decode_item, body, reuse, prefetch).await
+                        let decode_item = |decoder: &D, item: &[u8]| {
+                            decoder.decode_list_item(item).map(Into::into)
+                        };
+                        decode_arriving(
+                            decoder,
+                            splitter,
+                            decode_item,
+                            body,
+                            reuse,
+                            prefetch,
+                            items,
+                        )
+                        .await
                     }
                     Arriving::Protobuf(items_field) => {
                         let splitter = ProtobufSplitter::new(items_field);
-                        let decode_item = D::decode_protobuf_list_item;
-                        decode_arriving(decoder, splitter, decode_item, body, reuse, prefetch).await
+                        let decode_item = move |decoder: &D, item: &[u8]| {
+                            decoder.decode_protobuf_list_item(item, keep_encoded)
+                        };
+                        decode_arriving(
+                            decoder,
+                            splitter,
+                            decode_item,
+                            body,
+                            reuse,
+                            prefetch,
+                            items,
+                        )
+                        .await
                     }
                 };
             }
@@ -411,16 +439,21 @@ where
         };
         // While the next page is in flight, decode on a blocking thread even a small page: inline,
         // the spawned request would wait for this task to yield.
-        if body.len() < DECODE_OFF_TASK_THRESHOLD && !prefetching {
-            return decode(&self.decoder, &body);
+        let mut page = if body.len() < DECODE_OFF_TASK_THRESHOLD && !prefetching {
+            decode(&self.decoder, &body)?
+        } else {
+            let decoder = Arc::clone(&self.decoder);
+            tokio::task::spawn_blocking(move || decode(&decoder, &body))
+                .await
+                .map_err(|source| Error::Task {
+                    what: "the list page's decode",
+                    source,
+                })??
+        };
+        if let Items::Parts(part) = items {
+            part(page.items.drain(..).map(Incoming::from).collect())?;
         }
-        let decoder = Arc::clone(&self.decoder);
-        tokio::task::spawn_blocking(move || decode(&decoder, &body))
-            .await
-            .map_err(|source| Error::Task {
-                what: "the list page's decode",
-                source,
-            })?
+        Ok(page)
     }
 }
 
@@ -533,7 +566,7 @@ where
     D: Decoder<K>,
 {
     async fn list(&self, options: ListOptions) -> Result<ListPage<K>> {
-        self.list_page(options, None).await
+        self.list_page(options, None, false, Items::Collect).await
     }
 
     async fn list_reusing(
@@ -541,7 +574,18 @@ where
         options: ListOptions,
         reuse: Arc<ReuseObject<K>>,
     ) -> Result<ListPage<K>> {
-        self.list_page(options, Some(reuse)).await
+        self.list_page(options, Some(reuse), false, Items::Collect)
+            .await
+    }
+
+    async fn list_in_parts(
+        &self,
+        options: ListOptions,
+        keep_encoded: bool,
+        part: &mut PartSink<'_, K>,
+    ) -> Result<ListPage<K>> {
+        self.list_page(options, None, keep_encoded, Items::Parts(part))
+            .await
     }
 
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>> {

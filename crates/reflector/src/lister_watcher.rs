@@ -4,11 +4,17 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use kinformer_store::Incoming;
+
 use crate::{ListOptions, ListPage, Result, WatchStream, WatchStreamWithWire, event::without_wire};
 
 /// Maps a freshly decoded object to the one to keep: itself, or an equal copy the consumer
 /// already holds (see [`ListerWatcher::list_reusing`]).
 pub type ReuseObject<K> = dyn Fn(Arc<K>) -> Arc<K> + Send + Sync;
+
+/// Takes a list's objects part by part ([`ListerWatcher::list_in_parts`]); an error stops the
+/// list.
+pub type PartSink<'a, K> = dyn FnMut(Vec<Incoming<K>>) -> Result<()> + Send + 'a;
 
 /// Lists and watches one kind of object.
 ///
@@ -52,6 +58,35 @@ pub trait ListerWatcher<K>: Send + Sync {
     {
         let mut page = self.list(options).await?;
         page.items = page.items.into_iter().map(|item| reuse(item)).collect();
+        Ok(page)
+    }
+
+    /// Lists one page, handing its objects to `part` as they are decoded, so that the page is
+    /// never held decoded whole: what a reflector whose store takes lists in parts
+    /// ([`Store::replace_in_parts`](kinformer_store::Store::replace_in_parts)) lists with.
+    /// With `keep_encoded`, each object comes with the bytes it was decoded from where the
+    /// decoder keeps them, as [`watch_with_wire`](ListerWatcher::watch_with_wire) does. The
+    /// returned page has no items.
+    ///
+    /// The default lists the page, then hands it over as one part: correct, but without the
+    /// memory saving. [`KubeListerWatcher`](crate::KubeListerWatcher) hands over each decoded
+    /// batch as the body arrives.
+    ///
+    /// # Errors
+    ///
+    /// As for [`list`](ListerWatcher::list), and the first error `part` returns.
+    async fn list_in_parts(
+        &self,
+        options: ListOptions,
+        keep_encoded: bool,
+        part: &mut PartSink<'_, K>,
+    ) -> Result<ListPage<K>>
+    where
+        K: 'static,
+    {
+        let _ = keep_encoded;
+        let mut page = self.list(options).await?;
+        part(page.items.drain(..).map(Incoming::from).collect())?;
         Ok(page)
     }
 
@@ -110,6 +145,15 @@ where
         reuse: Arc<ReuseObject<K>>,
     ) -> Result<ListPage<K>> {
         (**self).list_reusing(options, reuse).await
+    }
+
+    async fn list_in_parts(
+        &self,
+        options: ListOptions,
+        keep_encoded: bool,
+        part: &mut PartSink<'_, K>,
+    ) -> Result<ListPage<K>> {
+        (**self).list_in_parts(options, keep_encoded, part).await
     }
 
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>> {

@@ -10,7 +10,7 @@ use kinformer_protobuf::Decoder as ProtobufDecoder;
 use kinformer_protobuf::{
     DecodeOptions, Envelope, ListSplitter, Message, WatchFrame, without_managed_fields,
 };
-use kinformer_store::{Encoded, Object};
+use kinformer_store::{Encoded, Incoming, Object};
 use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
 
@@ -319,19 +319,28 @@ where
     }
 
     /// The message `object` holds, as bytes that decode back to exactly what this decoder
-    /// made of it: the message itself when the generated decoder kept everything, the message
-    /// without managedFields when it dropped only those, none otherwise (a projection, type
-    /// fields presented). Copied to a buffer of its own: a slice of the frame would keep the
-    /// read buffer it sits in alive for as long as a cache holds the object.
+    /// made of it (see [`encoded`](Self::encoded)).
     fn wire_of(&self, object: &Envelope<'_>) -> Option<Encoded> {
+        self.encoded(object.raw, || object.message().ok())
+    }
+
+    /// `raw`, a message of `message`'s type, as bytes that decode back to exactly what this
+    /// decoder made of it: the message itself when the generated decoder kept everything, the
+    /// message without managedFields when it dropped only those, none otherwise (a
+    /// projection, type fields presented). Copied to a buffer of its own: a slice of the body
+    /// would keep the read buffer it sits in alive for as long as a cache holds the object.
+    fn encoded(
+        &self,
+        raw: &[u8],
+        message: impl FnOnce() -> Option<&'static Message>,
+    ) -> Option<Encoded> {
         if !self.typed().is_generated() {
             return None;
         }
         let bytes: Arc<[u8]> = if self.options == DecodeOptions::default() {
-            Arc::from(object.raw)
+            Arc::from(raw)
         } else if self.options == DecodeOptions::default().drop_managed_fields() {
-            let message = object.message().ok()?;
-            without_managed_fields(object.raw, message).ok()??.into()
+            without_managed_fields(raw, message()?).ok()??.into()
         } else {
             return None;
         };
@@ -448,7 +457,7 @@ where
         self.protobuf_items.map(|(field, _)| field)
     }
 
-    fn decode_protobuf_list_item(&self, item: &[u8]) -> Result<Arc<K>> {
+    fn decode_protobuf_list_item(&self, item: &[u8], keep_encoded: bool) -> Result<Incoming<K>> {
         let Some((_, message)) = self.protobuf_items else {
             return Err(Error::decode(
                 "list item",
@@ -456,10 +465,17 @@ where
                 item,
             ));
         };
-        self.typed()
+        let object = self
+            .typed()
             .decode(item, message, self.options)
             .map(Arc::new)
-            .map_err(|error| protobuf_error("list item", &error, item))
+            .map_err(|error| protobuf_error("list item", &error, item))?;
+        let encoded = if keep_encoded {
+            self.encoded(item, || Some(message))
+        } else {
+            None
+        };
+        Ok(Incoming::new(object, encoded))
     }
 
     fn decode_list_reusing(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {

@@ -28,7 +28,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use kinformer_store::{Cache, CacheReader, Incoming, Object, Store};
+use kinformer_store::{Cache, CacheReader, Incoming, ListInParts, Object, Store};
 use kinformer_wait::{BackoffManager, ErrorChain, ExponentialBackoffManager, jitter};
 use parking_lot::{Mutex, RwLock};
 use tokio::time::Instant;
@@ -37,6 +37,7 @@ use tracing::{Instrument, debug, error_span, info, warn};
 
 mod options;
 mod status;
+mod list;
 mod watch_list;
 
 pub use self::{
@@ -45,8 +46,9 @@ pub use self::{
 };
 
 use crate::{
-    Error, ListOptions, ListerWatcher, ReflectorStats, Result, ReuseObject, VersionMatch,
+    Error, ListOptions, ListPage, ListerWatcher, ReflectorStats, Result, ReuseObject, VersionMatch,
     WatchEvent, WatchStreamWithWire,
+    arriving::reused,
     event::without_wire,
     stats::{Counters, EventKind},
 };
@@ -434,131 +436,6 @@ where
         jitter(self.min_watch_timeout, 1.0).max(Duration::from_secs(1))
     }
 
-    /// Lists everything and replaces the store's contents; `false` when the token fired first.
-    async fn list(&self, token: &CancellationToken) -> Result<bool> {
-        let resource_version = self.relist_resource_version();
-        let started = Instant::now();
-        info!(resource_version = %resource_version, "list started");
-        let listed = tokio::select! {
-            () = token.cancelled() => return Ok(false),
-            listed = self.paged_list(resource_version.clone()) => listed,
-        };
-        let listed = match listed {
-            Err(error) if error.is_resource_version_unavailable() => {
-                self.set_unavailable(true);
-                info!(error = %ErrorChain(&error), reason = "resource version unavailable", "relisting from a consistent read");
-                tokio::select! {
-                    () = token.cancelled() => return Ok(false),
-                    listed = self.paged_list(self.relist_resource_version()) => listed,
-                }
-            }
-            other => other,
-        };
-        let (items, list_version, paginated) = match listed {
-            Ok(listed) => listed,
-            Err(error) => {
-                debug!(error = %ErrorChain(&error), elapsed = ?started.elapsed(), "list failed");
-                self.counters.list_failed();
-                // A version seen means the resource was served once: a 404 now means it went away.
-                let served_before = !self.versions.read().last_sync.is_empty();
-                if self.stop_when_gone && error.is_not_found() && served_before {
-                    return Err(Error::ResourceGone {
-                        resource: self.type_description.clone(),
-                        message: match error {
-                            Error::Api { message, .. } => message,
-                            other => other.to_string(),
-                        },
-                    });
-                }
-                return Err(error);
-            }
-        };
-        if resource_version == "0" && paginated {
-            *self.paginated_result.lock() = true;
-        }
-        self.set_unavailable(false);
-        let count = items.len();
-        self.replace_store(items, &list_version)?;
-        self.counters.listed(started.elapsed());
-        info!(items = count, resource_version = %list_version, duration = ?started.elapsed(), "list finished");
-        Ok(true)
-    }
-
-    /// client-go's pager: follows `continue` tokens, and when a continuation page has expired,
-    /// lists everything at once at the version first asked for.
-    async fn paged_list(&self, resource_version: String) -> Result<(Vec<Arc<K>>, String, bool)> {
-        let limit = match self.page_size {
-            Some(size) => Some(size),
-            None if *self.paginated_result.lock() => Some(DEFAULT_PAGE_SIZE),
-            // A list at a known version without a limit can come from the watch cache.
-            None if !resource_version.is_empty() && resource_version != "0" => None,
-            None => Some(DEFAULT_PAGE_SIZE),
-        };
-        let first = ListOptions {
-            resource_version: Some(resource_version),
-            limit,
-            ..ListOptions::default()
-        };
-        let mut options = first.clone();
-        let mut items: Vec<Arc<K>> = Vec::new();
-        let mut paginated = false;
-        let reuse = self.reuse_function();
-        let list = |options: ListOptions| async {
-            match &reuse {
-                Some(reuse) => {
-                    self.lister_watcher
-                        .list_reusing(options, Arc::clone(reuse))
-                        .await
-                }
-                None => self.lister_watcher.list(options).await,
-            }
-        };
-        loop {
-            let page = match list(options.clone()).await {
-                Ok(page) => page,
-                Err(error @ Error::Expired { .. }) if options.continue_token.is_some() => {
-                    info!(error = %ErrorChain(&error), "a continuation page expired, listing everything at once");
-                    drop(items);
-                    let full = ListOptions {
-                        limit: None,
-                        ..first
-                    };
-                    let page = list(full).await?;
-                    return Ok((page.items, page.resource_version, paginated));
-                }
-                Err(error) => return Err(error),
-            };
-            let next = page.next_page_token().map(str::to_owned);
-            if !paginated && next.is_none() {
-                return Ok((page.items, page.resource_version, false));
-            }
-            if items.is_empty() {
-                items = page.items;
-            } else {
-                items.extend(page.items);
-            }
-            match next {
-                None => return Ok((items, page.resource_version, paginated)),
-                Some(token) => {
-                    debug!(items = items.len(), "list page received");
-                    paginated = true;
-                    options.continue_token = Some(token);
-                    options.resource_version = None;
-                    options.resource_version_match = None;
-                }
-            }
-        }
-    }
-
-    /// Maps a listed object to the consumer's own copy when it holds one at the same version
-    /// (see [`ReflectorOptions::reuse_known_objects`]).
-    fn reuse_function(&self) -> Option<Arc<ReuseObject<K>>> {
-        let known_object = self.known_object.clone()?;
-        Some(Arc::new(move |listed: Arc<K>| {
-            reusable(&known_object, &listed).unwrap_or(listed)
-        }))
-    }
-
     /// Opens a watch at the last synced version; `None` when the token fired first.
     async fn open_watch(&self, token: &CancellationToken) -> Result<Option<OpenWatch<K>>> {
         loop {
@@ -772,14 +649,6 @@ where
         }
         Ok(())
     }
-}
-
-/// The consumer's copy of `listed`, when it has one at the same non-empty resourceVersion.
-fn reusable<K: Object>(known_object: &KnownObject<K>, listed: &Arc<K>) -> Option<Arc<K>> {
-    let version = listed
-        .resource_version()
-        .filter(|version| !version.is_empty())?;
-    known_object(listed).filter(|known| known.resource_version() == Some(version))
 }
 
 fn relist_reason(error: &Error) -> &'static str {

@@ -246,6 +246,33 @@ async fn the_transform_runs_before_the_cache_and_the_handlers() {
     stop(running).await;
 }
 
+/// An initial list that breaks off after handing some objects over leaves them applied (the
+/// queue takes the list in parts), and the list that completes removes the one it no longer
+/// has, with a tombstone, before the informer reports synced; on both queues.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_initial_list_that_breaks_off_is_ended_by_the_next_one() {
+    for queue in [QueueKind::InOrder, QueueKind::DeltaFifo] {
+        let source = FakeSource::new();
+        source.add("pod1");
+        source.add("pod2");
+        source.break_off_next_list_and_delete("pod1");
+        let informer = informer(&source, InformerOptions::new().queue(queue));
+        let recorder = Recorder::new();
+        informer.add_event_handler(recorder.handler()).unwrap();
+        let running = start(&informer);
+        synced(&informer).await;
+        assert_eq!(informer.cache().list_keys(), ["default/pod2"], "{queue:?}");
+        assert!(
+            wait_until(WAIT, || recorder.of_kind("tombstone") == ["pod1"]).await,
+            "{queue:?}: got {:?}",
+            recorder.events()
+        );
+        assert_eq!(recorder.of_kind("initial"), ["pod1", "pod2"], "{queue:?}");
+        assert!(recorder.of_kind("delete").is_empty(), "{queue:?}");
+        stop(running).await;
+    }
+}
+
 /// A relist that no longer has some objects deletes exactly those, with tombstones, on both
 /// queues.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

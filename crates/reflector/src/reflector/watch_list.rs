@@ -5,7 +5,7 @@
     clippy::wildcard_imports,
     reason = "a part of the reflector module, with its imports"
 )]
-use super::*;
+use super::{list::reusable, *};
 
 impl<K, S> Reflector<K, S>
 where

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::{
     ExpectedType, KubeDecoder, KubeListerWatcher, ListOptions, ListerWatcher, WireFormat,
 };
-use kinformer_store::CacheReader;
+use kinformer_store::{CacheReader, Incoming};
 use kinformer_testing::{Fault, Verb, eventually, fixtures};
 use kube_client::Api;
 use kube_core::ApiResource;
@@ -236,9 +236,13 @@ impl<D: kinformer_reflector::Decoder<Pod>> kinformer_reflector::Decoder<Pod>
         self.inner.protobuf_items_field()
     }
 
-    fn decode_protobuf_list_item(&self, item: &[u8]) -> kinformer_reflector::Result<Arc<Pod>> {
+    fn decode_protobuf_list_item(
+        &self,
+        item: &[u8],
+        keep_encoded: bool,
+    ) -> kinformer_reflector::Result<Incoming<Pod>> {
         self.items.count(true);
-        self.inner.decode_protobuf_list_item(item)
+        self.inner.decode_protobuf_list_item(item, keep_encoded)
     }
 
     fn decode_list(

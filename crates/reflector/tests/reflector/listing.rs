@@ -382,11 +382,14 @@ mod over_http {
 
     use k8s_openapi::api::core::v1::Pod;
 
-    use kinformer_store::{Cache, CacheReader};
+    use kinformer_reflector::{KubeListerWatcher, WireFormat};
+    use kinformer_store::{Cache, CacheReader, Incoming, Store};
     use kinformer_testing::{Fault, Verb, eventually, fixtures};
+    use kube_client::Api;
 
     use crate::common::fake_server::{
-        PATIENCE, churn, converges, pods, quick, reflect, server_with_pods, start, watch_settles,
+        PATIENCE, churn, client, converges, pods, quick, reflect, server_with_pods, start,
+        watch_settles,
     };
 
     /// Ported from client-go's TestReflectorListAndWatch, over HTTP: list, replace, then every
@@ -503,5 +506,96 @@ mod over_http {
             changed.metadata.resource_version
         );
         running.stop().await;
+    }
+
+    /// What a store taking lists in parts was handed: each part's size and how many of its
+    /// objects came with their bytes, then the version the list ended at.
+    #[derive(Default)]
+    struct PartLog {
+        parts: parking_lot::Mutex<Vec<(usize, usize)>>,
+        ended_at: parking_lot::Mutex<Option<String>>,
+    }
+
+    struct LogParts<'a>(&'a PartLog);
+
+    impl kinformer_store::ListInParts<Pod> for LogParts<'_> {
+        fn part(&mut self, items: Vec<Incoming<Pod>>) -> kinformer_store::Result<()> {
+            let encoded = items.iter().filter(|item| item.encoded().is_some()).count();
+            self.0.parts.lock().push((items.len(), encoded));
+            Ok(())
+        }
+
+        fn finish(self: Box<Self>, resource_version: &str) -> kinformer_store::Result<()> {
+            *self.0.ended_at.lock() = Some(resource_version.to_owned());
+            Ok(())
+        }
+    }
+
+    impl Store<Pod> for PartLog {
+        fn add(&self, _: Incoming<Pod>) -> kinformer_store::Result<()> {
+            Ok(())
+        }
+        fn update(&self, _: Incoming<Pod>) -> kinformer_store::Result<()> {
+            Ok(())
+        }
+        fn delete(&self, _: Arc<Pod>) -> kinformer_store::Result<()> {
+            Ok(())
+        }
+        fn replace(&self, _: Vec<Arc<Pod>>, _: &str) -> kinformer_store::Result<()> {
+            panic!("a store that takes parts is never handed a whole list")
+        }
+        fn replace_in_parts(&self) -> Option<Box<dyn kinformer_store::ListInParts<Pod> + '_>> {
+            Some(Box::new(LogParts(self)))
+        }
+        fn resync(&self) -> kinformer_store::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The parts `store` was handed for a list of `count` Pods read as `format`, and the
+    /// version the list ended at, against the server's.
+    async fn listed_in_parts(
+        count: usize,
+        format: WireFormat,
+        wire_bytes: bool,
+    ) -> (Vec<(usize, usize)>, Option<String>, String) {
+        let server = server_with_pods(count).await;
+        let store = Arc::new(PartLog::default());
+        let lister_watcher =
+            KubeListerWatcher::new(Api::<Pod>::all(client(&server))).wire_format(format);
+        let running = start(lister_watcher, &store, quick().wire_bytes(wire_bytes));
+        eventually("the list ended", PATIENCE, || {
+            store.ended_at.lock().is_some()
+        })
+        .await;
+        running.stop().await;
+        let parts = std::mem::take(&mut *store.parts.lock());
+        let ended_at = store.ended_at.lock().take();
+        (parts, ended_at, server.resource_version().to_string())
+    }
+
+    /// A store that takes lists in parts gets a large list (served whole, at version "0") as
+    /// it is decoded, in more than one part, never whole; over protobuf each object comes with
+    /// its bytes exactly when the reflector asked for them, over JSON never.
+    #[tokio::test]
+    async fn a_store_that_takes_parts_gets_the_list_as_it_is_decoded() {
+        // More than one batch of the decoder's (2,048 objects).
+        const PODS: usize = 2_500;
+        for (format, wire_bytes, with_bytes) in [
+            (WireFormat::Protobuf, true, PODS),
+            (WireFormat::Protobuf, false, 0),
+            (WireFormat::Json, true, 0),
+        ] {
+            let (parts, ended_at, server_version) = listed_in_parts(PODS, format, wire_bytes).await;
+            let case = format!("{format:?}, wire bytes {wire_bytes}");
+            assert!(parts.len() > 1, "{case}: one part of {:?}", parts);
+            assert_eq!(parts.iter().map(|(n, _)| n).sum::<usize>(), PODS, "{case}");
+            assert_eq!(
+                parts.iter().map(|(_, e)| e).sum::<usize>(),
+                with_bytes,
+                "{case}"
+            );
+            assert_eq!(ended_at, Some(server_version), "{case}");
+        }
     }
 }

@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{AddKind, HandlerFuncs, InformerOptions, ResourceEventHandler};
 use kinformer_reflector::{
-    Error, ListOptions, ListPage, ListerWatcher, Result, WatchEvent, WatchStream, compact_codec,
+    Error, ListOptions, ListPage, ListerWatcher, PartSink, Result, WatchEvent, WatchStream,
+    compact_codec,
 };
 use kinformer_store::ObjectOrTombstone;
 use kube_core::ObjectMeta;
@@ -58,6 +59,8 @@ struct State {
     compacted: u64,
     watchers: Vec<Watcher>,
     list_error: Option<String>,
+    /// The next list hands its objects over, then loses this object and breaks off.
+    break_off_next_list: Option<String>,
     lists: usize,
 }
 
@@ -148,6 +151,12 @@ impl FakeSource {
         self.state.lock().unwrap().list_error = message.map(str::to_owned);
     }
 
+    /// The next list, taken in parts, hands every object over, then fails; meanwhile `name`
+    /// is deleted without an event, so only the list that follows can tell.
+    pub(crate) fn break_off_next_list_and_delete(&self, name: &str) {
+        self.state.lock().unwrap().break_off_next_list = Some(name.to_owned());
+    }
+
     pub(crate) fn names(&self) -> Vec<String> {
         self.state.lock().unwrap().objects.keys().cloned().collect()
     }
@@ -168,6 +177,24 @@ impl ListerWatcher<Pod> for FakeSource {
             resource_version: state.revision.to_string(),
             continue_token: None,
         })
+    }
+
+    async fn list_in_parts(
+        &self,
+        options: ListOptions,
+        _keep_encoded: bool,
+        part: &mut PartSink<'_, Pod>,
+    ) -> Result<ListPage<Pod>> {
+        let break_off = self.state.lock().unwrap().break_off_next_list.take();
+        let mut page = self.list(options).await?;
+        part(page.items.drain(..).map(Into::into).collect())?;
+        if let Some(name) = break_off {
+            self.state.lock().unwrap().objects.remove(&name);
+            return Err(Error::Forbidden {
+                message: "the list broke off".to_owned(),
+            });
+        }
+        Ok(page)
     }
 
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<Pod>> {
