@@ -3,7 +3,9 @@
 use std::{
     collections::{HashSet, VecDeque},
     fmt,
+    future::Future,
     hash::BuildHasher,
+    pin::Pin,
     sync::Arc,
 };
 
@@ -34,6 +36,7 @@ pub struct DeltaFifoOptions<K> {
     known_objects: Option<KnownObjects<K>>,
     emit_delta_type_replaced: bool,
     transformer: Option<Transformer<K>>,
+    list_backlog: Option<usize>,
 }
 
 impl<K: Object> Default for DeltaFifoOptions<K> {
@@ -50,6 +53,7 @@ impl<K: Object> DeltaFifoOptions<K> {
             known_objects: None,
             emit_delta_type_replaced: false,
             transformer: None,
+            list_backlog: None,
         }
     }
 }
@@ -83,6 +87,16 @@ impl<K> DeltaFifoOptions<K> {
         self.transformer = Some(transformer);
         self
     }
+
+    /// Bounds a list taken in parts: before it takes the next part, it waits until at most
+    /// `keys` keys are queued ([`ListInParts::ready`]). Unbounded by default: only a consumer
+    /// that pops while the list arrives, as an informer does, may bound it; one that pops only
+    /// after the list would wait forever.
+    #[must_use]
+    pub fn list_backlog(mut self, keys: usize) -> Self {
+        self.list_backlog = Some(keys);
+        self
+    }
 }
 
 impl<K> fmt::Debug for DeltaFifoOptions<K> {
@@ -91,6 +105,7 @@ impl<K> fmt::Debug for DeltaFifoOptions<K> {
             .field("known_objects", &self.known_objects.is_some())
             .field("emit_delta_type_replaced", &self.emit_delta_type_replaced)
             .field("transformer", &self.transformer.is_some())
+            .field("list_backlog", &self.list_backlog)
             .finish_non_exhaustive()
     }
 }
@@ -117,6 +132,9 @@ pub struct DeltaFifo<K> {
     known_objects: Option<KnownObjects<K>>,
     emit_delta_type_replaced: bool,
     transformer: Option<Transformer<K>>,
+    list_backlog: Option<usize>,
+    /// Wakes a list waiting for the consumer to pop ([`DeltaFifoOptions::list_backlog`]).
+    room: Waker,
 }
 
 struct State<K> {
@@ -286,6 +304,8 @@ impl<K> DeltaFifo<K> {
             known_objects: options.known_objects,
             emit_delta_type_replaced: options.emit_delta_type_replaced,
             transformer: options.transformer,
+            list_backlog: options.list_backlog,
+            room: Waker::default(),
         }
     }
 
@@ -380,6 +400,7 @@ impl<K> DeltaFifo<K> {
             // Pass the wake-up on: a push wakes one waiter, and this pop took one item.
             self.wake_one();
         }
+        self.room.wake_all();
         Some(outcome)
     }
 }
@@ -441,6 +462,7 @@ impl<K: Send + Sync + 'static> Queue<K> for DeltaFifo<K> {
     fn close(&self) {
         self.state.lock().closed = true;
         self.waker.wake_all();
+        self.room.wake_all();
     }
 
     fn is_closed(&self) -> bool {
@@ -644,6 +666,20 @@ impl<K: Send + Sync + 'static> ListInParts<K> for PartsIntoDeltaFifo<'_, K> {
         }
         fifo.waker.wake_all();
         Ok(())
+    }
+
+    fn ready(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        let fifo = self.fifo;
+        let Some(backlog) = fifo.list_backlog else {
+            return Box::pin(std::future::ready(()));
+        };
+        Box::pin(async move {
+            let roomy = || {
+                let state = fifo.state.lock();
+                (state.slots.len() <= backlog || state.closed).then_some(Ok(()))
+            };
+            let _ = fifo.room.wait_until(roomy).await;
+        })
     }
 
     fn finish(self: Box<Self>, _resource_version: &str) -> StoreResult<()> {

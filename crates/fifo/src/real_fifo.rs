@@ -3,6 +3,8 @@
 use std::{
     collections::{HashMap, HashSet, VecDeque},
     fmt,
+    future::Future,
+    pin::Pin,
     sync::Arc,
 };
 
@@ -41,6 +43,7 @@ pub struct RealFifoOptions<K> {
     unlock_while_processing: bool,
     emit_bookmarks: bool,
     batch_size: usize,
+    list_backlog: Option<usize>,
 }
 
 impl<K: Object> RealFifoOptions<K> {
@@ -55,6 +58,7 @@ impl<K: Object> RealFifoOptions<K> {
             unlock_while_processing: false,
             emit_bookmarks: false,
             batch_size: DEFAULT_BATCH_SIZE,
+            list_backlog: None,
         }
     }
 
@@ -68,6 +72,7 @@ impl<K: Object> RealFifoOptions<K> {
             unlock_while_processing: true,
             emit_bookmarks: true,
             batch_size: DEFAULT_BATCH_SIZE,
+            list_backlog: None,
         }
     }
 }
@@ -109,6 +114,16 @@ impl<K> RealFifoOptions<K> {
         self.batch_size = batch_size;
         self
     }
+
+    /// Bounds an initial list taken in parts: before it takes the next part, it waits until at
+    /// most `items` items are queued ([`ListInParts::ready`]). Unbounded by default: only a
+    /// consumer that pops while the list arrives, as an informer does, may bound it; one that
+    /// pops only after the list would wait forever.
+    #[must_use]
+    pub fn list_backlog(mut self, items: usize) -> Self {
+        self.list_backlog = Some(items);
+        self
+    }
 }
 
 impl<K> fmt::Debug for RealFifoOptions<K> {
@@ -120,6 +135,7 @@ impl<K> fmt::Debug for RealFifoOptions<K> {
             .field("unlock_while_processing", &self.unlock_while_processing)
             .field("emit_bookmarks", &self.emit_bookmarks)
             .field("batch_size", &self.batch_size)
+            .field("list_backlog", &self.list_backlog)
             .finish_non_exhaustive()
     }
 }
@@ -146,6 +162,9 @@ pub struct RealFifo<K> {
     unlock_while_processing: bool,
     emit_bookmarks: bool,
     batch_size: usize,
+    list_backlog: Option<usize>,
+    /// Wakes a list waiting for the consumer to pop ([`RealFifoOptions::list_backlog`]).
+    room: Waker,
 }
 
 enum Entry<K> {
@@ -255,6 +274,8 @@ impl<K> RealFifo<K> {
             unlock_while_processing: options.unlock_while_processing,
             emit_bookmarks: options.emit_bookmarks && options.atomic_events,
             batch_size: options.batch_size,
+            list_backlog: options.list_backlog,
+            room: Waker::default(),
         })
     }
 
@@ -389,6 +410,7 @@ impl<K> RealFifo<K> {
         if more {
             self.waker.wake_one();
         }
+        self.room.wake_all();
         Some(outcome)
     }
 
@@ -601,6 +623,7 @@ impl<K: Send + Sync + 'static> Queue<K> for RealFifo<K> {
     fn close(&self) {
         self.state.lock().closed = true;
         self.waker.wake_all();
+        self.room.wake_all();
     }
 
     fn is_closed(&self) -> bool {
@@ -735,6 +758,20 @@ impl<K: Send + Sync + 'static> ListInParts<K> for PartsIntoRealFifo<'_, K> {
         }
         fifo.waker.wake_all();
         Ok(())
+    }
+
+    fn ready(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        let fifo = self.fifo;
+        let Some(backlog) = fifo.list_backlog else {
+            return Box::pin(std::future::ready(()));
+        };
+        Box::pin(async move {
+            let roomy = || {
+                let state = fifo.state.lock();
+                (state.items.len() <= backlog || state.closed).then_some(Ok(()))
+            };
+            let _ = fifo.room.wait_until(roomy).await;
+        })
     }
 
     fn finish(self: Box<Self>, resource_version: &str) -> StoreResult<()> {

@@ -1,7 +1,7 @@
 //! The seams between layers: [`Store`] (writes), [`CacheReader`] (reads) and [`Indexer`]
 //! (both, and the index registry).
 
-use std::{collections::HashMap, sync::Arc};
+use std::{collections::HashMap, future::Future, pin::Pin, sync::Arc};
 
 use crate::{Incoming, Object, OldObject, Result};
 
@@ -76,6 +76,13 @@ pub trait ListInParts<K>: Send {
     ///
     /// When an object cannot be keyed; none of this part is taken.
     fn part(&mut self, items: Vec<Incoming<K>>) -> Result<()>;
+
+    /// Resolves once the store wants the next part: a queue bounded for lists waits until its
+    /// consumer has worked through most of what it holds, so that a list is decoded no faster
+    /// than it is consumed. The default is ready at once.
+    fn ready(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::ready(()))
+    }
 
     /// Ends the list, taken at `resource_version`: whatever the store holds under a key no
     /// part listed is deleted, as [`Store::replace`] would.

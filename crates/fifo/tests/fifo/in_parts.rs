@@ -6,10 +6,9 @@ use crate::common;
 
 use std::sync::Arc;
 
-use common::{D, Obj, arrived, expect, known, obj, pop, pop_described, queued_encoded};
+use common::{D, Obj, arrived, expect, is_waiting, known, obj, pop, pop_described, queued_encoded};
 use kinformer_fifo::{
-    DeltaFifo, DeltaFifoOptions, DeltaType::*, Popped, Processed, Queue, RealFifo,
-    RealFifoOptions,
+    DeltaFifo, DeltaFifoOptions, DeltaType::*, Popped, Processed, Queue, RealFifo, RealFifoOptions,
 };
 use kinformer_store::Store;
 
@@ -122,4 +121,49 @@ fn an_abandoned_list_in_parts_leaves_its_objects_and_the_next_one_ends_it() {
 #[test]
 fn a_real_fifo_without_atomic_events_takes_lists_whole() {
     assert!(empty().replace_in_parts().is_none());
+}
+
+/// Waits on a bounded list's readiness for the next part: it is pending while the queue holds
+/// more than the bound, ready once pops bring it down, and ready on a closed queue.
+async fn a_bounded_list_waits_for_its_consumer(fifo: &dyn Queue<Obj>) {
+    let mut parts = fifo.replace_in_parts().expect("the list goes in parts");
+    parts
+        .part(vec![
+            obj("a", 1).into(),
+            obj("b", 2).into(),
+            obj("c", 3).into(),
+        ])
+        .unwrap();
+    {
+        let mut ready = parts.ready();
+        assert!(is_waiting(&mut ready).await, "three queued, a bound of one");
+        pop(fifo);
+        assert!(is_waiting(&mut ready).await, "two queued");
+        pop(fifo);
+        ready.await;
+    }
+    parts.part(vec![obj("d", 4).into()]).unwrap();
+    let mut ready = parts.ready();
+    assert!(is_waiting(&mut ready).await, "two queued again");
+    fifo.close();
+    ready.await;
+}
+
+#[tokio::test]
+async fn a_bounded_list_waits_for_the_consumer_before_its_next_part() {
+    let atomic = RealFifo::new(RealFifoOptions::atomic().list_backlog(1)).unwrap();
+    a_bounded_list_waits_for_its_consumer(&atomic).await;
+    let delta = DeltaFifo::new(DeltaFifoOptions::new().list_backlog(1));
+    a_bounded_list_waits_for_its_consumer(&delta).await;
+}
+
+/// Without a bound, a list never waits: a consumer that pops only after the list is safe.
+#[tokio::test]
+async fn an_unbounded_list_never_waits() {
+    let fifo = atomic();
+    let mut parts = fifo.replace_in_parts().unwrap();
+    let many = (0..100).map(|i| obj(&format!("o{i}"), i).into()).collect();
+    parts.part(many).unwrap();
+    let mut ready = parts.ready();
+    assert!(!is_waiting(&mut ready).await);
 }
