@@ -38,6 +38,10 @@ use crate::{
 /// `has_synced` at least this often, since an empty first list may queue nothing to pop.
 const SYNC_POLL_INTERVAL: Duration = Duration::from_millis(10);
 
+/// How many items the queue may hold before a list taken in parts waits for the process loop:
+/// the part of a list that is decoded and not yet in the cache stays a small share of it.
+const LIST_BACKLOG: usize = 1024;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Idle,
@@ -688,7 +692,9 @@ impl<K: Object> SharedIndexInformer<K> {
         let key_func = Arc::clone(&self.inner.applier.key_func);
         Ok(match settings.queue {
             QueueKind::InOrder => {
-                let mut options = RealFifoOptions::atomic().key_func(key_func);
+                let mut options = RealFifoOptions::atomic()
+                    .key_func(key_func)
+                    .list_backlog(LIST_BACKLOG);
                 if let Some(transform) = &settings.transform {
                     options = options.transformer(Arc::clone(transform));
                 }
@@ -699,7 +705,8 @@ impl<K: Object> SharedIndexInformer<K> {
                 let mut options = DeltaFifoOptions::new()
                     .key_func(key_func)
                     .known_objects(known)
-                    .emit_delta_type_replaced(true);
+                    .emit_delta_type_replaced(true)
+                    .list_backlog(LIST_BACKLOG);
                 if let Some(transform) = &settings.transform {
                     options = options.transformer(Arc::clone(transform));
                 }
@@ -708,7 +715,8 @@ impl<K: Object> SharedIndexInformer<K> {
         })
     }
 
-    /// Pops until the queue closes (client-go's `processLoop`).
+    /// Pops until the queue closes (client-go's `processLoop`); the list that fills the queue
+    /// waits for it ([`LIST_BACKLOG`]).
     async fn process_loop(&self, queue: &dyn Queue<K>, retry_on_error: bool) {
         let applier = &self.inner.applier;
         let block_deltas = &self.inner.block_deltas;

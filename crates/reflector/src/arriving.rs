@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use kinformer_store::Incoming;
 
 use crate::{
-    Decoder, Error, ListPage, PartSink, Result, ReuseObject,
+    Decoder, Error, ListPage, ListSink, Result, ReuseObject,
     decoder::{PARALLEL_ITEMS, decode_items},
 };
 
@@ -41,16 +41,19 @@ pub(crate) trait Splitter: Send + 'static {
 /// further (a chunk is what hyper read at once, up to a few hundred KiB).
 const CHUNKS_IN_FLIGHT: usize = 32;
 
-/// How many decoded batches may wait for the store before decoding pauses: a store that takes
-/// the list in parts bounds how much of it is decoded and not yet taken.
+/// How many decoded parts may wait for the store before decoding pauses.
 const PARTS_IN_FLIGHT: usize = 1;
+
+/// The objects of one part handed to a store that takes parts: enough for two cores to decode
+/// side by side, few enough that a part in flight is a small share of the cache.
+const PART_ITEMS: usize = 512;
 
 /// Where the objects of a list go: into the page, or to a store part by part.
 pub(crate) enum Items<'a, K> {
     /// Collected into the returned page.
     Collect,
     /// Handed over in parts as they are decoded; the returned page has no items.
-    Parts(&'a mut PartSink<'a, K>),
+    Parts(&'a mut dyn ListSink<K>),
 }
 
 /// Decodes a list response as its bytes arrive: a blocking thread cuts the body into items with
@@ -93,10 +96,6 @@ where
             parts.as_ref(),
         )
     });
-    let mut hand_over = |part: Vec<Incoming<K>>| match &mut items {
-        Items::Parts(sink) => sink(part),
-        Items::Collect => Ok(()),
-    };
     let mut prefetch = Some(prefetch);
     let mut token_pending = true;
     let forwarded = loop {
@@ -108,7 +107,10 @@ where
                 }
             }
             Some(part) = next_part(&mut decoded) => {
-                if let Err(error) = hand_over(part) {
+                // Nothing more is read while the store makes room for this part.
+                if let Items::Parts(sink) = &mut items
+                    && let Err(error) = sink.part(part).await
+                {
                     break Err(error);
                 }
             }
@@ -128,9 +130,9 @@ where
     };
     drop(chunks);
     let mut handed = forwarded;
-    if let (Ok(()), Some(receiver)) = (&handed, &mut decoded) {
+    if let (Ok(()), Some(receiver), Items::Parts(sink)) = (&handed, &mut decoded, &mut items) {
         while let Some(part) = receiver.recv().await {
-            if let Err(error) = hand_over(part) {
+            if let Err(error) = sink.part(part).await {
                 handed = Err(error);
                 break;
             }
@@ -200,6 +202,12 @@ where
             }
         }
     };
+    // A part is a smaller batch: it bounds how much of the list is decoded and not yet taken.
+    let batch_items = if parts.is_some() {
+        PART_ITEMS
+    } else {
+        PARALLEL_ITEMS
+    };
     let mut token = Some(token);
     let mut batch: Vec<S::Item> = Vec::new();
     while let Some(chunk) = arriving.blocking_recv() {
@@ -216,13 +224,13 @@ where
             }
         }
         batch.append(&mut splitter.take_items());
-        if batch.len() >= PARALLEL_ITEMS {
-            deliver(decode_items(&batch, decode)?)?;
+        if batch.len() >= batch_items {
+            deliver(decode_items(&batch, batch_items, decode)?)?;
             batch.clear();
         }
     }
     batch.append(&mut splitter.take_items());
-    deliver(decode_items(&batch, decode)?)?;
+    deliver(decode_items(&batch, batch_items, decode)?)?;
     let mut page = decoder.decode_list(&splitter.finish()?)?;
     page.items = items;
     Ok(page)

@@ -27,16 +27,18 @@ mod json_event;
 /// one after another while the next is fetched.
 pub(crate) const PARALLEL_ITEMS: usize = 2048;
 
-/// Decodes a page's `items` in order: on rayon's pool when there are at least
-/// [`PARALLEL_ITEMS`] (a `resourceVersion=0` list is served whole), otherwise on this thread.
+/// Decodes a page's `items` in order: on rayon's pool when there are at least `parallel_from`
+/// ([`PARALLEL_ITEMS`] for a page; a `resourceVersion=0` list is served whole), otherwise on
+/// this thread.
 ///
 /// The pool's threads live as long as the process, so their allocator heaps are warm: a thread
 /// spawned per page would start each page with an empty heap and pay for it in page faults.
 pub(crate) fn decode_items<T: Sync, O: Send>(
     items: &[T],
+    parallel_from: usize,
     decode: impl Fn(&T) -> Result<O> + Sync,
 ) -> Result<Vec<O>> {
-    if items.len() < PARALLEL_ITEMS || rayon::current_num_threads() < 2 {
+    if items.len() < parallel_from || rayon::current_num_threads() < 2 {
         return items.iter().map(decode).collect();
     }
     // Contiguous runs of at least a few hundred items keep the split cheap; `collect` keeps the
@@ -45,7 +47,7 @@ pub(crate) fn decode_items<T: Sync, O: Send>(
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         items
             .par_iter()
-            .with_min_len(PARALLEL_ITEMS / 8)
+            .with_min_len((parallel_from / 8).max(64))
             .map(&decode)
             .collect::<Result<Vec<_>>>()
     }))
@@ -494,7 +496,7 @@ where
         let list: RawList<'_> = serde_json::from_slice(body)
             .map_err(|error| Error::decode("list", error.to_string(), body))?;
         self.check_kind(&list.types, true)?;
-        let items = decode_items(&list.items.unwrap_or_default(), |raw| {
+        let items = decode_items(&list.items.unwrap_or_default(), PARALLEL_ITEMS, |raw| {
             self.decode_object(raw, "list item").map(reuse)
         })?;
         Ok(ListPage {

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     Decoder, Error, ExpectedType, Framing, JsonDecoder, KubeDecoder, ListOptions, ListPage,
-    ListerWatcher, PartSink, Result, ReuseObject, VersionMatch, WatchStream, WatchStreamWithWire,
+    ListSink, ListerWatcher, Result, ReuseObject, VersionMatch, WatchStream, WatchStreamWithWire,
     WireFormat,
     arriving::{Items, decode_arriving},
     json_list,
@@ -450,8 +450,9 @@ where
                     source,
                 })??
         };
-        if let Items::Parts(part) = items {
-            part(page.items.drain(..).map(Incoming::from).collect())?;
+        if let Items::Parts(sink) = items {
+            sink.part(page.items.drain(..).map(Incoming::from).collect())
+                .await?;
         }
         Ok(page)
     }
@@ -582,9 +583,9 @@ where
         &self,
         options: ListOptions,
         keep_encoded: bool,
-        part: &mut PartSink<'_, K>,
+        sink: &mut dyn ListSink<K>,
     ) -> Result<ListPage<K>> {
-        self.list_page(options, None, keep_encoded, Items::Parts(part))
+        self.list_page(options, None, keep_encoded, Items::Parts(sink))
             .await
     }
 

@@ -119,7 +119,7 @@ pub use crate::{
         WatchStreamWithWire,
     },
     kube::{KubeListerWatcher, MAX_WATCH_LINE},
-    lister_watcher::{ListerWatcher, PartSink, ReuseObject},
+    lister_watcher::{ListSink, ListerWatcher, ReuseObject},
     options::{ListOptions, VersionMatch},
     protobuf::{KubeDecoder, WIRE_FORMAT_ENV, WireFormat},
     reflector::{

@@ -12,9 +12,17 @@ use crate::{ListOptions, ListPage, Result, WatchStream, WatchStreamWithWire, eve
 /// already holds (see [`ListerWatcher::list_reusing`]).
 pub type ReuseObject<K> = dyn Fn(Arc<K>) -> Arc<K> + Send + Sync;
 
-/// Takes a list's objects part by part ([`ListerWatcher::list_in_parts`]); an error stops the
-/// list.
-pub type PartSink<'a, K> = dyn FnMut(Vec<Incoming<K>>) -> Result<()> + Send + 'a;
+/// Where [`ListerWatcher::list_in_parts`] hands a list's objects, part by part.
+#[async_trait]
+pub trait ListSink<K>: Send {
+    /// Takes the next part, once the store wants it: a lister waits for this before it reads
+    /// on, so a store that takes parts slower than they are decoded slows the list down.
+    ///
+    /// # Errors
+    ///
+    /// An error stops the list with it.
+    async fn part(&mut self, items: Vec<Incoming<K>>) -> Result<()>;
+}
 
 /// Lists and watches one kind of object.
 ///
@@ -61,7 +69,7 @@ pub trait ListerWatcher<K>: Send + Sync {
         Ok(page)
     }
 
-    /// Lists one page, handing its objects to `part` as they are decoded, so that the page is
+    /// Lists one page, handing its objects to `sink` as they are decoded, so that the page is
     /// never held decoded whole: what a reflector whose store takes lists in parts
     /// ([`Store::replace_in_parts`](kinformer_store::Store::replace_in_parts)) lists with.
     /// With `keep_encoded`, each object comes with the bytes it was decoded from where the
@@ -74,19 +82,20 @@ pub trait ListerWatcher<K>: Send + Sync {
     ///
     /// # Errors
     ///
-    /// As for [`list`](ListerWatcher::list), and the first error `part` returns.
+    /// As for [`list`](ListerWatcher::list), and the first error `sink` returns.
     async fn list_in_parts(
         &self,
         options: ListOptions,
         keep_encoded: bool,
-        part: &mut PartSink<'_, K>,
+        sink: &mut dyn ListSink<K>,
     ) -> Result<ListPage<K>>
     where
-        K: 'static,
+        K: Send + Sync + 'static,
     {
         let _ = keep_encoded;
         let mut page = self.list(options).await?;
-        part(page.items.drain(..).map(Incoming::from).collect())?;
+        sink.part(page.items.drain(..).map(Incoming::from).collect())
+            .await?;
         Ok(page)
     }
 
@@ -151,9 +160,12 @@ where
         &self,
         options: ListOptions,
         keep_encoded: bool,
-        part: &mut PartSink<'_, K>,
-    ) -> Result<ListPage<K>> {
-        (**self).list_in_parts(options, keep_encoded, part).await
+        sink: &mut dyn ListSink<K>,
+    ) -> Result<ListPage<K>>
+    where
+        K: Send + Sync + 'static,
+    {
+        (**self).list_in_parts(options, keep_encoded, sink).await
     }
 
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>> {

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use crate::{
     Decoder, Error, ExpectedType, JsonDecoder, ListPage, Result, ReuseObject, WatchEvent,
     arriving::Splitter,
-    decoder::{BookmarkObject, Framing, decode_items},
+    decoder::{BookmarkObject, Framing, PARALLEL_ITEMS, decode_items},
 };
 
 /// The media type of the [`Encoded`] bytes a protobuf watch keeps: an object's message alone,
@@ -310,7 +310,7 @@ where
                 .map(|object| reuse(Arc::new(object)))
                 .map_err(|error| protobuf_error("list item", &error, item))
         };
-        let decoded = decode_items(&items.bytes, decode_item)?;
+        let decoded = decode_items(&items.bytes, PARALLEL_ITEMS, decode_item)?;
         Ok(ListPage {
             items: decoded,
             resource_version: metadata.resource_version.unwrap_or_default(),

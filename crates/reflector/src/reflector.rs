@@ -35,9 +35,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error_span, info, warn};
 
+mod list;
 mod options;
 mod status;
-mod list;
 mod watch_list;
 
 pub use self::{
@@ -46,8 +46,8 @@ pub use self::{
 };
 
 use crate::{
-    Error, ListOptions, ListPage, ListerWatcher, ReflectorStats, Result, ReuseObject, VersionMatch,
-    WatchEvent, WatchStreamWithWire,
+    Error, ListOptions, ListPage, ListSink, ListerWatcher, ReflectorStats, Result, ReuseObject,
+    VersionMatch, WatchEvent, WatchStreamWithWire,
     arriving::reused,
     event::without_wire,
     stats::{Counters, EventKind},

@@ -154,21 +154,14 @@ where
     ) -> Result<ListPage<K>> {
         let reuse = self.reuse_function();
         if let Some(parts) = parts {
-            let count = &mut listed.count;
-            let mut part = |items: Vec<Incoming<K>>| -> Result<()> {
-                *count += items.len();
-                let items = match &reuse {
-                    Some(reuse) => items
-                        .into_iter()
-                        .map(|item| reused(item, &**reuse))
-                        .collect(),
-                    None => items,
-                };
-                parts.part(items).map_err(Error::from)
+            let mut sink = IntoParts {
+                parts: &mut **parts,
+                reuse,
+                count: &mut listed.count,
             };
             return self
                 .lister_watcher
-                .list_in_parts(options, self.wire_bytes, &mut part)
+                .list_in_parts(options, self.wire_bytes, &mut sink)
                 .await;
         }
         let mut page = match reuse {
@@ -205,9 +198,35 @@ struct Listed<K> {
 }
 
 /// The consumer's copy of `listed`, when it has one at the same non-empty resourceVersion.
-pub(super) fn reusable<K: Object>(known_object: &KnownObject<K>, listed: &Arc<K>) -> Option<Arc<K>> {
+pub(super) fn reusable<K: Object>(
+    known_object: &KnownObject<K>,
+    listed: &Arc<K>,
+) -> Option<Arc<K>> {
     let version = listed
         .resource_version()
         .filter(|version| !version.is_empty())?;
     known_object(listed).filter(|known| known.resource_version() == Some(version))
+}
+
+/// Hands listed parts to a store that takes them, each once the store is ready for it.
+struct IntoParts<'a, 'b, K> {
+    parts: &'a mut (dyn ListInParts<K> + 'b),
+    reuse: Option<Arc<ReuseObject<K>>>,
+    count: &'a mut usize,
+}
+
+#[async_trait::async_trait]
+impl<K: Send + Sync + 'static> ListSink<K> for IntoParts<'_, '_, K> {
+    async fn part(&mut self, items: Vec<Incoming<K>>) -> Result<()> {
+        self.parts.ready().await;
+        *self.count += items.len();
+        let items = match &self.reuse {
+            Some(reuse) => items
+                .into_iter()
+                .map(|item| reused(item, &**reuse))
+                .collect(),
+            None => items,
+        };
+        self.parts.part(items).map_err(Error::from)
+    }
 }

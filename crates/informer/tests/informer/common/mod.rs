@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{AddKind, HandlerFuncs, InformerOptions, ResourceEventHandler};
 use kinformer_reflector::{
-    Error, ListOptions, ListPage, ListerWatcher, PartSink, Result, WatchEvent, WatchStream,
+    Error, ListOptions, ListPage, ListSink, ListerWatcher, Result, WatchEvent, WatchStream,
     compact_codec,
 };
 use kinformer_store::ObjectOrTombstone;
@@ -183,11 +183,12 @@ impl ListerWatcher<Pod> for FakeSource {
         &self,
         options: ListOptions,
         _keep_encoded: bool,
-        part: &mut PartSink<'_, Pod>,
+        sink: &mut dyn ListSink<Pod>,
     ) -> Result<ListPage<Pod>> {
         let break_off = self.state.lock().unwrap().break_off_next_list.take();
         let mut page = self.list(options).await?;
-        part(page.items.drain(..).map(Into::into).collect())?;
+        sink.part(page.items.drain(..).map(Into::into).collect())
+            .await?;
         if let Some(name) = break_off {
             self.state.lock().unwrap().objects.remove(&name);
             return Err(Error::Forbidden {
