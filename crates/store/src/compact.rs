@@ -66,7 +66,8 @@ pub trait Codec<K>: Send + Sync {
 ///   decoding outside the lock, so a large read never holds up the writer. A read with more
 ///   than a few objects to decode, and a large replace, spread over rayon's pool.
 /// - **Kept decoded**: a bounded set of objects recently written or fetched by key
-///   ([`hot_capacity`](Self::hot_capacity), evicted by the clock policy); a get of one of them
+///   ([`hot_capacity`](Self::hot_capacity), at most one in 64 of the objects, evicted by the
+///   clock policy); a get of one of them
 ///   costs no decode. Lists and index queries use the set but do not fill it, so a scan does
 ///   not push out what gets keep reading.
 /// - **Writes** encode outside the lock (or keep the bytes the object arrived in, when the
@@ -178,7 +179,8 @@ impl<K> CompactCache<K> {
     pub const DEFAULT_HOT_CAPACITY: usize = 1024;
 
     /// Keeps at most `capacity` objects decoded ([`DEFAULT_HOT_CAPACITY`](Self::DEFAULT_HOT_CAPACITY)
-    /// unless set); zero keeps none.
+    /// unless set), and at most one in 64 of the cached objects (but 64 at least): a decoded
+    /// object weighs about ten times its bytes. Zero keeps none.
     #[must_use]
     pub fn hot_capacity(self, capacity: usize) -> Self {
         *self.hot.lock() = Hot::new(capacity);
@@ -615,6 +617,8 @@ struct Write<'a, K> {
 /// What a [`Write`] lets go of.
 struct Retired<K> {
     object: Option<Arc<K>>,
+    /// Objects a shrinking set let go of ([`Hot::fit`]).
+    evicted: Vec<Arc<K>>,
     bytes: Option<Arc<[u8]>>,
     relisted: Option<(Inner<K>, Vec<Arc<K>>)>,
 }
@@ -623,6 +627,7 @@ impl<K> Default for Retired<K> {
     fn default() -> Self {
         Self {
             object: None,
+            evicted: Vec::new(),
             bytes: None,
             relisted: None,
         }
@@ -632,6 +637,8 @@ impl<K> Default for Retired<K> {
 impl<K> Write<'_, K> {
     /// Keeps `obj` decoded as the version of `slot` stamped `stamp`.
     fn hold(&mut self, slot: Slot, stamp: u64, obj: Arc<K>) {
+        let evicted = self.hot.fit(self.inner.len());
+        self.retired.evicted.extend(evicted);
         let displaced = self.hot.insert(slot, stamp, obj);
         self.retire(displaced);
     }

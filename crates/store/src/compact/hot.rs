@@ -13,9 +13,17 @@ struct Held<K> {
     referenced: bool,
 }
 
-/// At most `capacity` decoded objects by slot, with the clock's queue of slots.
+/// A cache keeps at most one object in this many decoded ([`Hot::fit`]).
+const SHARE: usize = 64;
+
+/// ... but never fewer than this many, capacity allowing.
+const FLOOR: usize = 64;
+
+/// At most `limit` decoded objects by slot, with the clock's queue of slots.
 pub(super) struct Hot<K> {
     capacity: usize,
+    /// The capacity, or less in a small cache ([`fit`](Self::fit)).
+    limit: usize,
     held: Map<Slot, Held<K>>,
     /// Every slot in `held`, once, oldest first; the clock hand is its front.
     clock: VecDeque<Slot>,
@@ -25,6 +33,7 @@ impl<K> Hot<K> {
     pub(super) fn new(capacity: usize) -> Self {
         Self {
             capacity,
+            limit: capacity,
             held: Map::default(),
             clock: VecDeque::new(),
         }
@@ -36,6 +45,23 @@ impl<K> Hot<K> {
 
     pub(super) fn len(&self) -> usize {
         self.held.len()
+    }
+
+    /// Sizes the set for a cache of `cached` objects: one in [`SHARE`], at least [`FLOOR`], at
+    /// most the capacity. A decoded object weighs about ten times its bytes, so a fixed count
+    /// would cost a small cache of large objects more than the rest of it. Returns the objects
+    /// this evicts, for the caller to drop once it has released its locks.
+    #[must_use = "the evicted objects are dropped by the caller, outside its locks"]
+    pub(super) fn fit(&mut self, cached: usize) -> Vec<Arc<K>> {
+        self.limit = self.capacity.min((cached / SHARE).max(FLOOR));
+        let mut evicted = Vec::new();
+        while self.held.len() > self.limit {
+            match self.evict_one() {
+                Some(obj) => evicted.push(obj),
+                None => break,
+            }
+        }
+        evicted
     }
 
     /// The object held for `slot`, if it is the version stamped `stamp`.
@@ -81,7 +107,7 @@ impl<K> Hot<K> {
             return Some(replaced.obj);
         }
         let mut evicted = None;
-        while self.held.len() >= self.capacity {
+        while self.held.len() >= self.limit.max(1) {
             evicted = self.evict_one().or(evicted);
         }
         self.held.insert(
@@ -163,6 +189,27 @@ mod tests {
         assert_eq!(replaced.as_deref(), Some(&"v5"));
         assert_eq!(hot.get(1, 6).as_deref(), Some(&"v6"));
         assert_eq!(hot.len(), 1);
+    }
+
+    #[test]
+    fn the_set_holds_one_in_sixty_four_of_the_cache_and_at_least_sixty_four() {
+        let mut hot = Hot::new(1024);
+        assert!(hot.fit(6_400).is_empty());
+        for slot in 0..200 {
+            let _ = hot.insert(slot, 1, Arc::new(slot));
+        }
+        assert_eq!(hot.len(), 100, "a cache of 6,400 keeps 100 decoded");
+        assert_eq!(
+            hot.fit(1_000).len(),
+            36,
+            "shrunk to the floor of 64, evictions returned"
+        );
+        assert_eq!(hot.len(), 64);
+        assert!(hot.fit(1_000_000).is_empty());
+        for slot in 1_000..3_000 {
+            let _ = hot.insert(slot, 1, Arc::new(slot));
+        }
+        assert_eq!(hot.len(), 1024, "never more than the capacity");
     }
 
     #[test]
