@@ -17,7 +17,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use kinformer_fifo::{Delta, Popped};
+use kinformer_fifo::{Delta, DeltaType, Popped};
 use kinformer_processor::UpstreamSynced;
 use kinformer_store::{CacheReader, Object};
 use tokio::sync::watch;
@@ -212,8 +212,17 @@ pub(crate) fn parse_version(version: &str) -> Option<u64> {
 }
 
 /// The highest resource version `popped` carries, for an applier that applies in order.
+///
+/// A listed object (`Replaced`, from a list taken in parts) carries none: a list holds its
+/// objects in key order, not version order, so one of them applied says nothing of the rest.
+/// The list's own version comes with its end ([`Popped::ListEnd`]).
 fn version_of<K: Object>(popped: &Popped<K>) -> Option<u64> {
-    let of_delta = |delta: &Delta<K>| delta.object().resource_version().and_then(parse_version);
+    let of_delta = |delta: &Delta<K>| {
+        if delta.kind == DeltaType::Replaced {
+            return None;
+        }
+        delta.object().resource_version().and_then(parse_version)
+    };
     match popped {
         Popped::Deltas(deltas) => deltas.iter().filter_map(of_delta).max(),
         Popped::Batch(batch) => batch.iter().filter_map(of_delta).max(),
@@ -226,7 +235,46 @@ fn version_of<K: Object>(popped: &Popped<K>) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_version;
+    use std::sync::Arc;
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kinformer_fifo::{Delta, DeltaType, ListEnd, Popped};
+    use kube_core::ObjectMeta;
+
+    use super::{Progress, parse_version};
+
+    fn pod(name: &str, version: &str) -> Arc<Pod> {
+        Arc::new(Pod {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                resource_version: Some(version.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        })
+    }
+
+    /// A list in parts moves the cache's version only at its end: a listed object of a high
+    /// version applied before one of a lower version must not release a wait for the lower.
+    #[test]
+    fn a_list_in_parts_moves_the_version_only_at_its_end() {
+        let progress = Progress::new(true);
+        progress.applied(&Popped::Batch(vec![
+            Delta::new(DeltaType::Replaced, pod("b", "90")),
+            Delta::new(DeltaType::Replaced, pod("a", "10")),
+        ]));
+        assert_eq!(progress.version(), Some(0));
+        progress.applied(&Popped::<Pod>::ListEnd(ListEnd {
+            resource_version: "100".to_owned(),
+            listed: Arc::default(),
+        }));
+        assert_eq!(progress.version(), Some(100));
+        progress.applied(&Popped::Batch(vec![Delta::new(
+            DeltaType::Updated,
+            pod("a", "101"),
+        )]));
+        assert_eq!(progress.version(), Some(101), "a watched change moves it");
+    }
 
     #[test]
     fn only_decimal_integers_are_versions() {
