@@ -18,10 +18,9 @@ where
         let resource_version = self.relist_resource_version();
         let started = Instant::now();
         info!(resource_version = %resource_version, "list started");
-        let mut parts = self.store.replace_in_parts();
         let listed = tokio::select! {
             () = token.cancelled() => return Ok(false),
-            listed = self.paged_list(resource_version.clone(), parts.as_deref_mut()) => listed,
+            listed = self.paged_list(resource_version.clone()) => listed,
         };
         let listed = match listed {
             Err(error) if error.is_resource_version_unavailable() => {
@@ -29,7 +28,7 @@ where
                 info!(error = %ErrorChain(&error), reason = "resource version unavailable", "relisting from a consistent read");
                 tokio::select! {
                     () = token.cancelled() => return Ok(false),
-                    listed = self.paged_list(self.relist_resource_version(), parts.as_deref_mut()) => listed,
+                    listed = self.paged_list(self.relist_resource_version()) => listed,
                 }
             }
             other => other,
@@ -58,7 +57,7 @@ where
         }
         self.set_unavailable(false);
         let count = listed.count;
-        match parts {
+        match listed.parts {
             Some(parts) => self.finish_parts(parts, &listed.resource_version)?,
             None => self.replace_store(listed.items, &listed.resource_version)?,
         }
@@ -84,13 +83,10 @@ where
     }
 
     /// client-go's pager: follows `continue` tokens, and when a continuation page has expired,
-    /// lists everything at once at the version first asked for. The objects go to `parts` as
-    /// they are decoded when it is given, else into the result.
-    async fn paged_list(
-        &self,
-        resource_version: String,
-        mut parts: Option<&mut (dyn ListInParts<K> + '_)>,
-    ) -> Result<Listed<K>> {
+    /// lists everything at once at the version first asked for. The objects go to the store
+    /// as they are decoded when it takes lists in parts (the result then holds the unfinished
+    /// list), else into the result.
+    async fn paged_list(&self, resource_version: String) -> Result<Listed<'_, K>> {
         let limit = match self.page_size {
             Some(size) => Some(size),
             None if *self.paginated_result.lock() => Some(DEFAULT_PAGE_SIZE),
@@ -109,23 +105,25 @@ where
             count: 0,
             resource_version: String::new(),
             paginated: false,
+            parts: self.store.replace_in_parts(),
         };
         loop {
-            let page = match self
-                .list_page(options.clone(), &mut parts, &mut listed)
-                .await
-            {
+            let page = match self.list_page(options.clone(), &mut listed).await {
                 Ok(page) => page,
                 Err(error @ Error::Expired { .. }) if options.continue_token.is_some() => {
                     info!(error = %ErrorChain(&error), "a continuation page expired, listing everything at once");
-                    // A store taking parts keeps what it took: the full list names it again.
+                    // The full list is another snapshot: what the store took of this one stays
+                    // unless the new list names it, so it is a new list in parts.
                     listed.items = Vec::new();
                     listed.count = 0;
+                    if listed.parts.take().is_some() {
+                        listed.parts = self.store.replace_in_parts();
+                    }
                     let full = ListOptions {
                         limit: None,
                         ..first
                     };
-                    let page = self.list_page(full, &mut parts, &mut listed).await?;
+                    let page = self.list_page(full, &mut listed).await?;
                     listed.resource_version = page.resource_version;
                     return Ok(listed);
                 }
@@ -145,15 +143,15 @@ where
         }
     }
 
-    /// Lists one page into `parts` or `listed`; the page comes back without its items.
+    /// Lists one page into the store's parts or `listed`; the page comes back without its
+    /// items.
     async fn list_page(
         &self,
         options: ListOptions,
-        parts: &mut Option<&mut (dyn ListInParts<K> + '_)>,
-        listed: &mut Listed<K>,
+        listed: &mut Listed<'_, K>,
     ) -> Result<ListPage<K>> {
         let reuse = self.reuse_function();
-        if let Some(parts) = parts {
+        if let Some(parts) = &mut listed.parts {
             let mut sink = IntoParts {
                 parts: &mut **parts,
                 reuse,
@@ -189,12 +187,14 @@ where
 
 /// What a list brought: its objects unless a store took them in parts, how many, and at which
 /// version.
-struct Listed<K> {
+struct Listed<'a, K> {
     items: Vec<Arc<K>>,
     count: usize,
     resource_version: String,
     /// Whether it took more than one page.
     paginated: bool,
+    /// The store's list in parts, to finish once the list is complete.
+    parts: Option<Box<dyn ListInParts<K> + 'a>>,
 }
 
 /// The consumer's copy of `listed`, when it has one at the same non-empty resourceVersion.

@@ -127,6 +127,104 @@ mod in_memory {
         running.stop().await;
     }
 
+    /// A store that takes lists in parts as a consumer would apply them: each part into a map,
+    /// and a list's end deletes what that list did not name.
+    #[derive(Default)]
+    struct AppliedParts(Mutex<BTreeMap<String, String>>);
+
+    struct ApplyingParts<'a> {
+        store: &'a AppliedParts,
+        listed: Vec<String>,
+    }
+
+    impl kinformer_store::ListInParts<Pod> for ApplyingParts<'_> {
+        fn part(
+            &mut self,
+            items: Vec<kinformer_store::Incoming<Pod>>,
+        ) -> kinformer_store::Result<()> {
+            let mut map = self.store.0.lock();
+            for item in items {
+                let pod = item.object();
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                self.listed.push(name.clone());
+                map.insert(
+                    name,
+                    pod.metadata.resource_version.clone().unwrap_or_default(),
+                );
+            }
+            Ok(())
+        }
+
+        fn finish(self: Box<Self>, _: &str) -> kinformer_store::Result<()> {
+            self.store
+                .0
+                .lock()
+                .retain(|name, _| self.listed.contains(name));
+            Ok(())
+        }
+    }
+
+    impl kinformer_store::Store<Pod> for AppliedParts {
+        fn add(&self, _: kinformer_store::Incoming<Pod>) -> kinformer_store::Result<()> {
+            Ok(())
+        }
+        fn update(&self, _: kinformer_store::Incoming<Pod>) -> kinformer_store::Result<()> {
+            Ok(())
+        }
+        fn delete(&self, _: Arc<Pod>) -> kinformer_store::Result<()> {
+            Ok(())
+        }
+        fn replace(&self, _: Vec<Arc<Pod>>, _: &str) -> kinformer_store::Result<()> {
+            panic!("a store that takes parts is never handed a whole list")
+        }
+        fn replace_in_parts(&self) -> Option<Box<dyn kinformer_store::ListInParts<Pod> + '_>> {
+            Some(Box::new(ApplyingParts {
+                store: self,
+                listed: Vec::new(),
+            }))
+        }
+        fn resync(&self) -> kinformer_store::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// When a continuation page expires and the reflector lists everything at once, the full
+    /// list is a new list in parts: an object only the first pages had (deleted before the
+    /// full list) is gone from the store when it ends, not kept as listed.
+    #[tokio::test(start_paused = true)]
+    async fn a_full_list_after_an_expired_page_is_a_new_list_in_parts() {
+        let lister_watcher = Scripted::new(
+            |options, _| match (options.continue_token.as_deref(), options.limit) {
+                (None, Some(_)) => Ok(page(
+                    "10",
+                    vec![pod("a", "1"), pod("gone", "2")],
+                    Some("C1"),
+                )),
+                (Some("C1"), _) => Err(Error::Expired {
+                    message: "continue token expired".into(),
+                }),
+                (None, None) => Ok(page("20", vec![pod("a", "1"), pod("b", "15")], None)),
+                other => panic!("unexpected list {other:?}"),
+            },
+            |_, _| pending_watch(),
+        );
+        let store = Arc::new(AppliedParts::default());
+        let reflector = Arc::new(Reflector::new(
+            Arc::clone(&lister_watcher),
+            Arc::clone(&store),
+            ReflectorOptions::default().page_size(2),
+        ));
+        let running = spawn(&reflector);
+        eventually("the watch opens after the list", PATIENCE, || {
+            !lister_watcher.watch_calls().is_empty()
+        })
+        .await;
+        let names: Vec<String> = store.0.lock().keys().cloned().collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(running.reflector.last_sync_resource_version(), "20");
+        running.stop().await;
+    }
+
     /// Ported from client-go's TestReflectorNotPaginatingNotConsistentReads and
     /// TestReflectorResyncWithResourceVersion: a relist at a known version asks for everything at
     /// once (so the watch cache can serve it) and never goes back in time.
