@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use crate::{
     BoxFuture, Delta, DeltaType, Deltas, Error, KnownObjects, Popped, ProcessFn, Queue, Result,
     Transformer,
-    queue::{Waker, add_kind, transformed},
+    queue::{Waker, add_kind, keyed_part, room_for_part, transformed},
 };
 
 type StoreResult<T> = kinformer_store::Result<T>;
@@ -235,6 +235,33 @@ impl<K> State<K> {
         let deltas = &mut self.slots[at].deltas;
         deltas.push(delta);
         dedup_deletions(deltas);
+    }
+
+    /// Appends a tombstone to every queued key the list of `generation` did not name: it was
+    /// deleted while the watch was down, and its newest queued state is the best guess of its
+    /// final state. Returns how many.
+    fn tombstone_unlisted(&mut self, generation: u64) -> usize {
+        let vanished: Vec<(usize, DeletedFinalStateUnknown<K>)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| slot.listed_in != generation)
+            .filter_map(|(at, slot)| {
+                let newest = slot.deltas.newest()?;
+                Some((
+                    at,
+                    DeletedFinalStateUnknown {
+                        key: slot.key.clone(),
+                        obj: Arc::clone(newest.object()),
+                    },
+                ))
+            })
+            .collect();
+        let count = vanished.len();
+        for (at, tombstone) in vanished {
+            self.append_at(at, tombstoned(tombstone));
+        }
+        count
     }
 
     fn pop_front(&mut self) -> Option<Slot<K>> {
@@ -528,28 +555,7 @@ impl<K: Send + Sync + 'static> Store<K> for DeltaFifo<K> {
             }
         }
 
-        // Keys queued but absent from the list were deleted while the watch was down; the
-        // newest queued state is the best guess of their final state.
-        let vanished: Vec<(usize, DeletedFinalStateUnknown<K>)> = state
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(_, slot)| slot.listed_in != generation)
-            .filter_map(|(at, slot)| {
-                let newest = slot.deltas.newest()?;
-                Some((
-                    at,
-                    DeletedFinalStateUnknown {
-                        key: slot.key.clone(),
-                        obj: Arc::clone(newest.object()),
-                    },
-                ))
-            })
-            .collect();
-        let mut queued_deletions = vanished.len();
-        for (at, tombstone) in vanished {
-            state.append_at(at, tombstoned(tombstone));
-        }
+        let mut queued_deletions = state.tombstone_unlisted(generation);
 
         if let Some(known) = &self.known_objects {
             // Every listed key is queued by now, so "queued" covers "listed" as well.
@@ -637,19 +643,7 @@ struct PartsIntoDeltaFifo<'a, K> {
 impl<K: Send + Sync + 'static> ListInParts<K> for PartsIntoDeltaFifo<'_, K> {
     fn part(&mut self, items: Vec<Incoming<K>>) -> StoreResult<()> {
         let fifo = self.fifo;
-        let keyed = items
-            .into_iter()
-            .map(|obj| {
-                let key = fifo.key_of(obj.object())?;
-                let obj = transformed(fifo.transformer.as_ref(), obj);
-                // The consumer holds the transformed object under its own key.
-                let held = match fifo.transformer {
-                    Some(_) => fifo.key_of(obj.object())?,
-                    None => key.clone(),
-                };
-                Ok((key, held, obj))
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
+        let keyed = keyed_part(items, &fifo.key_func, fifo.transformer.as_ref())?;
         let kind = fifo.replaced_kind();
         {
             let mut state = fifo.state.lock();
@@ -670,42 +664,16 @@ impl<K: Send + Sync + 'static> ListInParts<K> for PartsIntoDeltaFifo<'_, K> {
 
     fn ready(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         let fifo = self.fifo;
-        let Some(backlog) = fifo.list_backlog else {
-            return Box::pin(std::future::ready(()));
-        };
-        Box::pin(async move {
-            let roomy = || {
-                let state = fifo.state.lock();
-                (state.slots.len() <= backlog || state.closed).then_some(Ok(()))
-            };
-            let _ = fifo.room.wait_until(roomy).await;
+        room_for_part(&fifo.room, fifo.list_backlog, move || {
+            let state = fifo.state.lock();
+            (state.slots.len(), state.closed)
         })
     }
 
     fn finish(self: Box<Self>, _resource_version: &str) -> StoreResult<()> {
         let fifo = self.fifo;
         let mut state = fifo.state.lock();
-        let generation = self.generation;
-        let vanished: Vec<(usize, DeletedFinalStateUnknown<K>)> = state
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(_, slot)| slot.listed_in != generation)
-            .filter_map(|(at, slot)| {
-                let newest = slot.deltas.newest()?;
-                Some((
-                    at,
-                    DeletedFinalStateUnknown {
-                        key: slot.key.clone(),
-                        obj: Arc::clone(newest.object()),
-                    },
-                ))
-            })
-            .collect();
-        let queued_deletions = vanished.len();
-        for (at, tombstone) in vanished {
-            state.append_at(at, tombstoned(tombstone));
-        }
+        let queued_deletions = state.tombstone_unlisted(self.generation);
         let mut new_slots = 0;
         if let Some(known) = &fifo.known_objects {
             for key in known.list_keys() {

@@ -9,7 +9,7 @@ use std::{
     },
 };
 
-use kinformer_store::{CacheReader, Incoming, Store};
+use kinformer_store::{CacheReader, Incoming, KeyFunc, Store};
 use tokio::sync::Notify;
 
 use kinformer_store::AddKind;
@@ -93,6 +93,47 @@ pub(crate) fn transformed<K>(
         Some(transform) => transform(obj.into_parts().0).into(),
         None => obj,
     }
+}
+
+/// A part of a list keyed and transformed on its way into a queue: for each object, the key
+/// it is queued under, the key the consumer will hold the transformed object under (the same
+/// unless a transformer changes it), and the transformed object.
+pub(crate) fn keyed_part<K>(
+    items: Vec<Incoming<K>>,
+    key_func: &KeyFunc<K>,
+    transformer: Option<&Transformer<K>>,
+) -> kinformer_store::Result<Vec<(String, String, Incoming<K>)>> {
+    items
+        .into_iter()
+        .map(|obj| {
+            let key = key_func(obj.object())?;
+            let obj = transformed(transformer, obj);
+            let held = match transformer {
+                Some(_) => key_func(obj.object())?,
+                None => key.clone(),
+            };
+            Ok((key, held, obj))
+        })
+        .collect()
+}
+
+/// Resolves once `queued` (how many items a queue holds, and whether it is closed) is within
+/// `backlog` or closed, woken through `room`; at once without a backlog.
+pub(crate) fn room_for_part<'a>(
+    room: &'a Waker,
+    backlog: Option<usize>,
+    queued: impl Fn() -> (usize, bool) + Send + Sync + 'a,
+) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+    let Some(backlog) = backlog else {
+        return Box::pin(std::future::ready(()));
+    };
+    Box::pin(async move {
+        let roomy = || {
+            let (len, closed) = queued();
+            (len <= backlog || closed).then_some(Ok(()))
+        };
+        let _ = room.wait_until(roomy).await;
+    })
 }
 
 /// The consumer's cache as a queue sees it: a read-only view, of which the queue asks its keys

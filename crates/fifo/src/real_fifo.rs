@@ -18,7 +18,7 @@ use parking_lot::{Mutex, MutexGuard};
 use crate::{
     BoxFuture, Delta, DeltaType, Deltas, Error, KnownObjects, ListEnd, Popped, ProcessFn, Queue,
     ReplacedAll, Result, Transformer,
-    queue::{Waker, add_kind, transformed},
+    queue::{Waker, add_kind, keyed_part, room_for_part, transformed},
 };
 
 type StoreResult<T> = kinformer_store::Result<T>;
@@ -729,19 +729,7 @@ struct PartsIntoRealFifo<'a, K> {
 impl<K: Send + Sync + 'static> ListInParts<K> for PartsIntoRealFifo<'_, K> {
     fn part(&mut self, items: Vec<Incoming<K>>) -> StoreResult<()> {
         let fifo = self.fifo;
-        let keyed = items
-            .into_iter()
-            .map(|obj| {
-                let key = fifo.key_of(obj.object())?;
-                let obj = transformed(fifo.transformer.as_ref(), obj);
-                // The consumer holds the transformed object under its own key.
-                let held = match fifo.transformer {
-                    Some(_) => fifo.key_of(obj.object())?,
-                    None => key.clone(),
-                };
-                Ok((key, held, obj))
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
+        let keyed = keyed_part(items, &fifo.key_func, fifo.transformer.as_ref())?;
         {
             let mut state = fifo.state.lock();
             state.items.reserve(keyed.len());
@@ -762,15 +750,9 @@ impl<K: Send + Sync + 'static> ListInParts<K> for PartsIntoRealFifo<'_, K> {
 
     fn ready(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         let fifo = self.fifo;
-        let Some(backlog) = fifo.list_backlog else {
-            return Box::pin(std::future::ready(()));
-        };
-        Box::pin(async move {
-            let roomy = || {
-                let state = fifo.state.lock();
-                (state.items.len() <= backlog || state.closed).then_some(Ok(()))
-            };
-            let _ = fifo.room.wait_until(roomy).await;
+        room_for_part(&fifo.room, fifo.list_backlog, move || {
+            let state = fifo.state.lock();
+            (state.items.len(), state.closed)
         })
     }
 
