@@ -20,7 +20,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_fifo::{Delta, DeltaType, Deltas, Popped};
 use kinformer_informer::{AddKind, HandlerFuncs, InformerOptions, SharedIndexInformer};
-use kinformer_reflector::{ListOptions, ListPage, ListerWatcher, Result, WatchStream};
+use kinformer_reflector::{ListOptions, ListPage, ListSink, ListerWatcher, Result, WatchStream};
 use kube_core::ObjectMeta;
 use tokio_util::sync::CancellationToken;
 
@@ -31,9 +31,8 @@ struct NoSource;
 
 #[async_trait::async_trait]
 impl ListerWatcher<Pod> for NoSource {
-    async fn list(&self, _options: ListOptions) -> Result<ListPage<Pod>> {
+    async fn list(&self, _options: ListOptions, _sink: &mut dyn ListSink<Pod>) -> Result<ListPage> {
         Ok(ListPage {
-            items: Vec::new(),
             resource_version: "0".into(),
             continue_token: None,
         })

@@ -17,8 +17,10 @@ use std::{
     time::Duration,
 };
 
-use kinformer_reflector::{Error as ReflectorError, ListOptions, ListerWatcher, VersionMatch};
-use kinformer_store::{KeyFunc, Object};
+use kinformer_reflector::{
+    Error as ReflectorError, ListOptions, ListSink, ListerWatcher, VersionMatch,
+};
+use kinformer_store::{Incoming, KeyFunc, Object};
 use kinformer_wait::ErrorChain;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -142,16 +144,17 @@ impl<K: Object> Checker<K> {
             limit: Some(CHECK_PAGE_SIZE),
             ..ListOptions::default()
         };
-        let mut server = HashMap::new();
+        let mut server = Identities {
+            key_func: &self.key_func,
+            server: HashMap::new(),
+        };
         loop {
-            let page = self.lister_watcher.list(options.clone()).await?;
-            for object in &page.items {
-                if let Ok(key) = (self.key_func)(object) {
-                    server.insert(key, identity(object.as_ref()));
-                }
-            }
+            let page = self
+                .lister_watcher
+                .list(options.clone(), &mut server)
+                .await?;
             match page.next_page_token() {
-                None => return Ok(server),
+                None => return Ok(server.server),
                 Some(token) => {
                     options.continue_token = Some(token.to_owned());
                     options.resource_version = None;
@@ -159,6 +162,24 @@ impl<K: Object> Checker<K> {
                 }
             }
         }
+    }
+}
+
+/// Keeps the key and identity of each listed object, and nothing else of it.
+struct Identities<'a, K> {
+    key_func: &'a KeyFunc<K>,
+    server: HashMap<String, Identity>,
+}
+
+#[async_trait::async_trait]
+impl<K: Object> ListSink<K> for Identities<'_, K> {
+    async fn part(&mut self, items: Vec<Incoming<K>>) -> Result<(), ReflectorError> {
+        for item in items {
+            if let Ok(key) = (self.key_func)(item.object()) {
+                self.server.insert(key, identity(&**item.object()));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -663,8 +663,6 @@ impl<K: Object> SharedIndexInformer<K> {
                 warn!(error = %ErrorChain(&error), resource_version, "queue refused a bookmark");
             }
         });
-        // A compact cache stores the bytes each watched object arrived in, if it has them.
-        options = options.wire_bytes(settings.compact);
         // A relist keeps the cached Arc of every object that did not change, so it holds the
         // changed objects twice rather than the whole cache. Not under a transform: the queue
         // would transform a cached object a second time, and transforms need not be idempotent.

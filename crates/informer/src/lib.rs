@@ -36,7 +36,7 @@
 //! use async_trait::async_trait;
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer_informer::{AddKind, InformerOptions, SharedIndexInformer};
-//! use kinformer_reflector::{ListOptions, ListPage, ListerWatcher, Result, WatchStream};
+//! use kinformer_reflector::{ListOptions, ListPage, ListSink, ListerWatcher, Result, WatchStream};
 //! use kube_core::ObjectMeta;
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -44,7 +44,7 @@
 //!
 //! #[async_trait]
 //! impl ListerWatcher<Pod> for TwoPods {
-//!     async fn list(&self, _options: ListOptions) -> Result<ListPage<Pod>> {
+//!     async fn list(&self, _options: ListOptions, sink: &mut dyn ListSink<Pod>) -> Result<ListPage> {
 //!         let pod = |name: &str| {
 //!             let metadata = ObjectMeta {
 //!                 namespace: Some("default".into()),
@@ -52,9 +52,10 @@
 //!                 resource_version: Some("7".into()),
 //!                 ..ObjectMeta::default()
 //!             };
-//!             Arc::new(Pod { metadata, ..Pod::default() })
+//!             Arc::new(Pod { metadata, ..Pod::default() }).into()
 //!         };
-//!         Ok(ListPage { items: vec![pod("a"), pod("b")], resource_version: "7".into(), continue_token: None })
+//!         sink.part(vec![pod("a"), pod("b")]).await?;
+//!         Ok(ListPage { resource_version: "7".into(), continue_token: None })
 //!     }
 //!
 //!     async fn watch(&self, _options: ListOptions) -> Result<WatchStream<Pod>> {

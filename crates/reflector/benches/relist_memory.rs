@@ -23,8 +23,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::{
-    Decoder, Error, ExpectedType, JsonDecoder, ListOptions, ListPage, ListerWatcher, Reflector,
-    ReflectorOptions, Result, WatchStream,
+    Decoder, Error, ExpectedType, JsonDecoder, ListOptions, ListPage, ListSink, ListerWatcher,
+    Reflector, ReflectorOptions, Result, WatchStream,
 };
 use kinformer_store::{Cache, CacheReader};
 use tokio_util::sync::CancellationToken;
@@ -56,7 +56,7 @@ struct GeneratedPods {
 
 #[async_trait]
 impl ListerWatcher<Pod> for GeneratedPods {
-    async fn list(&self, options: ListOptions) -> Result<ListPage<Pod>> {
+    async fn list(&self, options: ListOptions, sink: &mut dyn ListSink<Pod>) -> Result<ListPage> {
         let start: usize = options
             .continue_token
             .as_deref()
@@ -82,9 +82,11 @@ impl ListerWatcher<Pod> for GeneratedPods {
             body.push_str(&pod_json(i));
         }
         body.push_str("]}");
-        let page = self.decoder.decode_list(body.as_bytes());
+        let decoded = self.decoder.decode_list(body.as_bytes());
         drop(body);
-        page
+        let (page, items) = decoded?;
+        sink.part(items).await?;
+        Ok(page)
     }
 
     async fn watch(&self, _options: ListOptions) -> Result<WatchStream<Pod>> {

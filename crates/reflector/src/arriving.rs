@@ -10,10 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use kinformer_store::Incoming;
 
-use crate::{
-    Decoder, Error, ListPage, ListSink, Result, ReuseObject,
-    decoder::{PARALLEL_ITEMS, decode_items},
-};
+use crate::{Decoder, Error, ListPage, ListSink, Result, decoder::decode_items};
 
 /// Cuts a list body, fed in chunks of any size, into its items and its *head*: the same list
 /// with no items, which the decoder's `decode_list` reads for the kind, the resourceVersion and
@@ -48,18 +45,10 @@ const PARTS_IN_FLIGHT: usize = 1;
 /// side by side, few enough that a part in flight is a small share of the cache.
 const PART_ITEMS: usize = 512;
 
-/// Where the objects of a list go: into the page, or to a store part by part.
-pub(crate) enum Items<'a, K> {
-    /// Collected into the returned page.
-    Collect,
-    /// Handed over in parts as they are decoded; the returned page has no items.
-    Parts(&'a mut dyn ListSink<K>),
-}
-
 /// Decodes a list response as its bytes arrive: a blocking thread cuts the body into items with
-/// `splitter` and decodes each with `decode_item`, in batches (a batch of [`PARALLEL_ITEMS`] on
-/// every core), while this task reads the connection, so only the objects and a batch of item
-/// bytes are ever in memory; with [`Items::Parts`], only a batch or two of the objects.
+/// `splitter` and decodes each with `decode_item`, in parts of [`PART_ITEMS`] (decoded on every
+/// core), while this task reads the connection and hands each part to `sink` once it is ready,
+/// so only a part or two of the objects and a batch of item bytes are ever in memory.
 /// `prefetch` is handed the page's `continue` token as soon as the head before the items has
 /// it (kube-apiserver writes `metadata` first), so the next page travels meanwhile.
 pub(crate) async fn decode_arriving<K, D, S>(
@@ -67,10 +56,9 @@ pub(crate) async fn decode_arriving<K, D, S>(
     splitter: S,
     decode_item: impl Fn(&D, &[u8]) -> Result<Incoming<K>> + Send + Sync + 'static,
     mut body: Body,
-    reuse: Option<Arc<ReuseObject<K>>>,
     prefetch: impl FnOnce(String) -> Result<bool>,
-    mut items: Items<'_, K>,
-) -> Result<ListPage<K>>
+    sink: &mut dyn ListSink<K>,
+) -> Result<ListPage>
 where
     K: Send + Sync + 'static,
     D: Decoder<K>,
@@ -78,13 +66,7 @@ where
 {
     let (chunks, arriving) = mpsc::channel::<Bytes>(CHUNKS_IN_FLIGHT);
     let (token_sender, mut token) = oneshot::channel::<String>();
-    let (parts, mut decoded) = match items {
-        Items::Parts(_) => {
-            let (sender, receiver) = mpsc::channel(PARTS_IN_FLIGHT);
-            (Some(sender), Some(receiver))
-        }
-        Items::Collect => (None, None),
-    };
+    let (parts, mut decoded) = mpsc::channel(PARTS_IN_FLIGHT);
     let worker = tokio::task::spawn_blocking(move || {
         split_and_decode(
             &*decoder,
@@ -92,8 +74,7 @@ where
             decode_item,
             arriving,
             token_sender,
-            reuse.as_deref(),
-            parts.as_ref(),
+            &parts,
         )
     });
     let mut prefetch = Some(prefetch);
@@ -106,11 +87,9 @@ where
                     prefetch(next)?;
                 }
             }
-            Some(part) = next_part(&mut decoded) => {
+            Some(part) = decoded.recv() => {
                 // Nothing more is read while the store makes room for this part.
-                if let Items::Parts(sink) = &mut items
-                    && let Err(error) = sink.part(part).await
-                {
+                if let Err(error) = sink.part(part).await {
                     break Err(error);
                 }
             }
@@ -130,8 +109,8 @@ where
     };
     drop(chunks);
     let mut handed = forwarded;
-    if let (Ok(()), Some(receiver), Items::Parts(sink)) = (&handed, &mut decoded, &mut items) {
-        while let Some(part) = receiver.recv().await {
+    if handed.is_ok() {
+        while let Some(part) = decoded.recv().await {
             if let Err(error) = sink.part(part).await {
                 handed = Err(error);
                 break;
@@ -156,57 +135,26 @@ where
     Ok(page)
 }
 
-/// The next decoded part, or never when parts are not handed over.
-async fn next_part<K>(
-    decoded: &mut Option<mpsc::Receiver<Vec<Incoming<K>>>>,
-) -> Option<Vec<Incoming<K>>> {
-    match decoded {
-        Some(receiver) => receiver.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The blocking half of [`decode_arriving`]: the page, with its items unless `parts` takes
-/// them.
+/// The blocking half of [`decode_arriving`]: the page; its items go to `parts`.
 fn split_and_decode<K, D, S>(
     decoder: &D,
     mut splitter: S,
     decode_item: impl Fn(&D, &[u8]) -> Result<Incoming<K>> + Sync,
     mut arriving: mpsc::Receiver<Bytes>,
     token: oneshot::Sender<String>,
-    reuse: Option<&ReuseObject<K>>,
-    parts: Option<&mpsc::Sender<Vec<Incoming<K>>>>,
-) -> Result<ListPage<K>>
+    parts: &mpsc::Sender<Vec<Incoming<K>>>,
+) -> Result<ListPage>
 where
     K: Send + Sync,
     D: Decoder<K>,
     S: Splitter,
 {
-    let decode = |raw: &S::Item| -> Result<Incoming<K>> {
-        let incoming = decode_item(decoder, raw.as_ref())?;
-        Ok(match reuse {
-            Some(reuse) => reused(incoming, reuse),
-            None => incoming,
-        })
-    };
-    let mut items = Vec::new();
-    let mut deliver = |decoded: Vec<Incoming<K>>| -> Result<()> {
-        match parts {
-            // Refused only once the other half has stopped, with an error of its own.
-            Some(parts) => parts
-                .blocking_send(decoded)
-                .map_err(|_| Error::decode("list", "the rest of the list was not taken", &[])),
-            None => {
-                items.extend(decoded.into_iter().map(|item| item.into_parts().0));
-                Ok(())
-            }
-        }
-    };
-    // A part is a smaller batch: it bounds how much of the list is decoded and not yet taken.
-    let batch_items = if parts.is_some() {
-        PART_ITEMS
-    } else {
-        PARALLEL_ITEMS
+    let decode = |raw: &S::Item| decode_item(decoder, raw.as_ref());
+    // Refused only once the other half has stopped, with an error of its own.
+    let deliver = |decoded: Vec<Incoming<K>>| {
+        parts
+            .blocking_send(decoded)
+            .map_err(|_| Error::decode("list", "the rest of the list was not taken", &[]))
     };
     let mut token = Some(token);
     let mut batch: Vec<S::Item> = Vec::new();
@@ -218,31 +166,19 @@ where
             // The kind is checked before any item is decoded, once: the sender goes whether or
             // not the head names a next page, so no later chunk reads the head again.
             let sender = token.take();
-            let early = decoder.decode_list(&head)?;
+            let (early, _) = decoder.decode_list(&head)?;
             if let (Some(sender), Some(next)) = (sender, early.continue_token) {
                 let _ = sender.send(next);
             }
         }
         batch.append(&mut splitter.take_items());
-        if batch.len() >= batch_items {
-            deliver(decode_items(&batch, batch_items, decode)?)?;
+        if batch.len() >= PART_ITEMS {
+            deliver(decode_items(&batch, PART_ITEMS, decode)?)?;
             batch.clear();
         }
     }
     batch.append(&mut splitter.take_items());
-    deliver(decode_items(&batch, batch_items, decode)?)?;
-    let mut page = decoder.decode_list(&splitter.finish()?)?;
-    page.items = items;
+    deliver(decode_items(&batch, PART_ITEMS, decode)?)?;
+    let (page, _) = decoder.decode_list(&splitter.finish()?)?;
     Ok(page)
-}
-
-/// `incoming` with its object mapped by `reuse`; the bytes go with a replaced object.
-pub(crate) fn reused<K>(incoming: Incoming<K>, reuse: &ReuseObject<K>) -> Incoming<K> {
-    let (object, encoded) = incoming.into_parts();
-    let kept = reuse(Arc::clone(&object));
-    if Arc::ptr_eq(&kept, &object) {
-        Incoming::new(kept, encoded)
-    } else {
-        kept.into()
-    }
 }

@@ -7,12 +7,12 @@
 
 use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData, sync::Arc};
 
-use kinformer_store::{Encoded, Incoming, Object};
+use kinformer_store::{Incoming, Object};
 use rayon::iter::{IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator};
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::value::RawValue;
 
-use crate::{Error, INITIAL_EVENTS_END_ANNOTATION, ListPage, Result, ReuseObject, WatchEvent};
+use crate::{Error, INITIAL_EVENTS_END_ANNOTATION, ListPage, Result, WatchEvent};
 
 #[cfg(feature = "simd-json")]
 pub(crate) mod fast_json;
@@ -73,26 +73,14 @@ pub trait Decoder<K>: Send + Sync + 'static {
         self.accept()
     }
 
-    /// Decodes one list response body.
+    /// Decodes one list response body: what the list says besides its objects, and the
+    /// objects, each with the bytes it decodes back from where the decoder keeps them.
     ///
     /// # Errors
     ///
     /// [`Error::Decode`] when the body is not a list of `K`; [`Error::WrongKind`] when it is a
     /// list of another kind.
-    fn decode_list(&self, body: &[u8]) -> Result<ListPage<K>>;
-
-    /// Decodes one list response body, passing each object through `reuse` as soon as it is
-    /// decoded (see [`ListerWatcher::list_reusing`](crate::ListerWatcher::list_reusing)). The
-    /// default decodes the whole list first; override it to free replaced copies early.
-    ///
-    /// # Errors
-    ///
-    /// As for [`decode_list`](Decoder::decode_list).
-    fn decode_list_reusing(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {
-        let mut page = self.decode_list(body)?;
-        page.items = page.items.into_iter().map(reuse).collect();
-        Ok(page)
-    }
+    fn decode_list(&self, body: &[u8]) -> Result<(ListPage, Vec<Incoming<K>>)>;
 
     /// Whether a JSON list body may be decoded as it arrives: cut into its items, each read by
     /// [`decode_list_item`](Decoder::decode_list_item) and dropped, and the rest (the list with
@@ -127,15 +115,13 @@ pub trait Decoder<K>: Send + Sync + 'static {
     }
 
     /// Decodes one item message of a protobuf list (see
-    /// [`protobuf_items_field`](Decoder::protobuf_items_field)). With `keep_encoded`, the
-    /// object comes with the bytes it decodes back from, where the decoder can keep them (see
-    /// [`decode_event_with_wire`](Decoder::decode_event_with_wire)).
+    /// [`protobuf_items_field`](Decoder::protobuf_items_field)), with the bytes it decodes
+    /// back from where the decoder keeps them.
     ///
     /// # Errors
     ///
     /// [`Error::Decode`] when the item is not a `K`; the default refuses every item.
-    fn decode_protobuf_list_item(&self, item: &[u8], keep_encoded: bool) -> Result<Incoming<K>> {
-        let _ = keep_encoded;
+    fn decode_protobuf_list_item(&self, item: &[u8]) -> Result<Incoming<K>> {
         Err(Error::decode(
             "list item",
             "this decoder reads protobuf list bodies whole",
@@ -168,21 +154,6 @@ pub trait Decoder<K>: Send + Sync + 'static {
     /// The mapped status of an `ERROR` event (see [`Error::from_status`]), [`Error::WrongKind`]
     /// for an object of another kind, [`Error::Decode`] for anything unreadable.
     fn decode_event(&self, frame: &[u8], framing: Framing) -> Result<WatchEvent<K>>;
-
-    /// [`decode_event`](Self::decode_event), with the bytes an added or modified object was
-    /// decoded from when the object holds all they hold ([`Encoded`]): what lets a compact
-    /// cache store the object without encoding it again. The default keeps none.
-    ///
-    /// # Errors
-    ///
-    /// As [`decode_event`](Self::decode_event).
-    fn decode_event_with_wire(
-        &self,
-        frame: &[u8],
-        framing: Framing,
-    ) -> Result<(WatchEvent<K>, Option<Encoded>)> {
-        Ok((self.decode_event(frame, framing)?, None))
-    }
 }
 
 /// How a watch body is cut into events.
@@ -442,8 +413,8 @@ where
     fn decode_object_event(&self, line: &[u8]) -> Option<Result<WatchEvent<K>>> {
         let (event_type, object) = json_event::split(line)?;
         let event: fn(Arc<K>) -> WatchEvent<K> = match event_type {
-            "ADDED" => WatchEvent::Added,
-            "MODIFIED" => WatchEvent::Modified,
+            "ADDED" => |object| WatchEvent::Added(object.into()),
+            "MODIFIED" => |object| WatchEvent::Modified(object.into()),
             "DELETED" => WatchEvent::Deleted,
             _ => return None,
         };
@@ -480,10 +451,6 @@ where
             .filter(|token| !token.is_empty())
     }
 
-    fn decode_list(&self, body: &[u8]) -> Result<ListPage<K>> {
-        self.decode_list_reusing(body, &|item| item)
-    }
-
     fn decodes_json_items(&self) -> bool {
         true
     }
@@ -492,21 +459,21 @@ where
         self.decode_object_bytes(item, "list item")
     }
 
-    fn decode_list_reusing(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {
+    fn decode_list(&self, body: &[u8]) -> Result<(ListPage, Vec<Incoming<K>>)> {
         let list: RawList<'_> = serde_json::from_slice(body)
             .map_err(|error| Error::decode("list", error.to_string(), body))?;
         self.check_kind(&list.types, true)?;
         let items = decode_items(&list.items.unwrap_or_default(), PARALLEL_ITEMS, |raw| {
-            self.decode_object(raw, "list item").map(reuse)
+            self.decode_object(raw, "list item").map(Incoming::from)
         })?;
-        Ok(ListPage {
-            items,
+        let page = ListPage {
             resource_version: list.metadata.resource_version.unwrap_or_default(),
             continue_token: list
                 .metadata
                 .continue_token
                 .filter(|token| !token.is_empty()),
-        })
+        };
+        Ok((page, items))
     }
 
     fn decode_event(&self, line: &[u8], _framing: Framing) -> Result<WatchEvent<K>> {
@@ -527,8 +494,8 @@ where
             self.decode_object(object, what)
         };
         match event.event_type.as_ref() {
-            "ADDED" => Ok(WatchEvent::Added(decode("ADDED object")?)),
-            "MODIFIED" => Ok(WatchEvent::Modified(decode("MODIFIED object")?)),
+            "ADDED" => Ok(WatchEvent::Added(decode("ADDED object")?.into())),
+            "MODIFIED" => Ok(WatchEvent::Modified(decode("MODIFIED object")?.into())),
             "DELETED" => Ok(WatchEvent::Deleted(decode("DELETED object")?)),
             "BOOKMARK" => {
                 let bookmark: BookmarkObject =
@@ -583,13 +550,12 @@ mod tests {
     fn a_list_page_decodes_with_its_resource_version_and_continue_token() {
         let body = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"12","continue":"abc"},
             "items":[{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"}},{"metadata":{"name":"b"}}]}"#;
-        let page = pod_decoder().decode_list(body).expect("valid list");
+        let (page, items) = pod_decoder().decode_list(body).expect("valid list");
         assert_eq!(page.resource_version, "12");
         assert_eq!(page.continue_token.as_deref(), Some("abc"));
-        let names: Vec<_> = page
-            .items
+        let names: Vec<_> = items
             .iter()
-            .map(|pod| pod.metadata.name.clone().unwrap_or_default())
+            .map(|pod| pod.object().metadata.name.clone().unwrap_or_default())
             .collect();
         assert_eq!(names, ["a", "b"]);
     }
@@ -597,8 +563,8 @@ mod tests {
     #[test]
     fn an_empty_continue_token_means_the_last_page() {
         let body = br#"{"metadata":{"resourceVersion":"3","continue":""},"items":null}"#;
-        let page = pod_decoder().decode_list(body).expect("valid list");
-        assert!(page.items.is_empty());
+        let (page, items) = pod_decoder().decode_list(body).expect("valid list");
+        assert!(items.is_empty());
         assert_eq!(page.continue_token, None);
     }
 
@@ -629,7 +595,7 @@ mod tests {
         let generic = format!(r#"{{ "object": {pod}, "type": "MODIFIED" }}"#);
         let decoded = |line: &str| match pod_decoder().decode_event(line.as_bytes(), Framing::Lines)
         {
-            Ok(WatchEvent::Modified(pod)) => pod,
+            Ok(WatchEvent::Modified(pod)) => pod.into_parts().0,
             other => panic!("{other:?}"),
         };
         assert_eq!(decoded(&fast), decoded(&generic));

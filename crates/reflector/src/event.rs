@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use futures::{StreamExt, stream::BoxStream};
-use kinformer_store::Encoded;
+use futures::stream::BoxStream;
+use kinformer_store::Incoming;
 
 use crate::Result;
 
@@ -11,18 +11,17 @@ use crate::Result;
 #[doc(alias = "InitialEventsAnnotationKey")]
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 
-/// One page of a list response.
-#[derive(Debug, Clone)]
-pub struct ListPage<K> {
-    /// The objects of this page, already shared so the store takes them without copying.
-    pub items: Vec<Arc<K>>,
+/// What a list response says besides its objects, which a
+/// [`ListerWatcher`](crate::ListerWatcher) hands to a [`ListSink`](crate::ListSink).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListPage {
     /// `metadata.resourceVersion` of the list.
     pub resource_version: String,
     /// `metadata.continue`: the token of the next page, `None` on the last one.
     pub continue_token: Option<String>,
 }
 
-impl<K> ListPage<K> {
+impl ListPage {
     /// The token to ask for the next page with; `None` on the last page, which the API server
     /// (and client-go's pager) marks with an absent or an empty `continue`. Asking again with
     /// `""` would start the list over, forever.
@@ -37,10 +36,11 @@ impl<K> ListPage<K> {
 #[derive(Debug, Clone)]
 #[doc(alias = "Event")]
 pub enum WatchEvent<K> {
-    /// An object was created (or is part of a streaming list's initial state).
-    Added(Arc<K>),
-    /// An object changed.
-    Modified(Arc<K>),
+    /// An object was created (or is part of a streaming list's initial state), with the bytes
+    /// it was decoded from when the decoder kept them.
+    Added(Incoming<K>),
+    /// An object changed, with the bytes it was decoded from when the decoder kept them.
+    Modified(Incoming<K>),
     /// An object was deleted; this is its last state.
     Deleted(Arc<K>),
     /// The server's progress marker: nothing changed up to `resource_version`.
@@ -50,19 +50,6 @@ pub enum WatchEvent<K> {
         /// Whether it carries `k8s.io/initial-events-end: "true"`, ending a streaming list.
         initial_events_end: bool,
     },
-}
-
-/// A watch event, with the bytes its object was decoded from when the decoder kept them
-/// ([`Encoded`]; only for added and modified objects).
-pub type WatchEventWithWire<K> = (WatchEvent<K>, Option<Encoded>);
-
-/// The stream [`ListerWatcher::watch_with_wire`](crate::ListerWatcher::watch_with_wire)
-/// returns: [`WatchStream`]'s events, each with its object's bytes when kept.
-pub type WatchStreamWithWire<K> = BoxStream<'static, Result<WatchEventWithWire<K>>>;
-
-/// `events` as a stream of events with no bytes kept.
-pub(crate) fn without_wire<K: 'static>(events: WatchStream<K>) -> WatchStreamWithWire<K> {
-    events.map(|event| event.map(|event| (event, None))).boxed()
 }
 
 /// The stream a [`ListerWatcher::watch`](crate::ListerWatcher::watch) returns. It ends when the

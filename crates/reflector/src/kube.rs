@@ -4,7 +4,7 @@ use std::{fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt, stream::BoxStream};
+use futures::{StreamExt, TryStreamExt};
 use http_body_util::BodyExt;
 use kube_client::{Api, Client, client::Body};
 use kube_core::{
@@ -15,14 +15,10 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 
 use crate::{
-    Decoder, Error, ExpectedType, Framing, JsonDecoder, KubeDecoder, ListOptions, ListPage,
-    ListSink, ListerWatcher, Result, ReuseObject, VersionMatch, WatchStream, WatchStreamWithWire,
-    WireFormat,
-    arriving::{Items, decode_arriving},
-    json_list,
-    protobuf::ProtobufSplitter,
+    Decoder, Error, ExpectedType, JsonDecoder, KubeDecoder, ListOptions, ListPage, ListSink,
+    ListerWatcher, Result, VersionMatch, WatchStream, WireFormat, arriving::decode_arriving,
+    json_list, protobuf::ProtobufSplitter,
 };
-use kinformer_store::Incoming;
 
 /// A list body at least this large is decoded on a blocking thread, so decoding a big page does
 /// not stall the runtime thread that drives the other connections.
@@ -386,10 +382,8 @@ where
     async fn list_page(
         &self,
         options: ListOptions,
-        reuse: Option<Arc<ReuseObject<K>>>,
-        keep_encoded: bool,
-        items: Items<'_, K>,
-    ) -> Result<ListPage<K>> {
+        sink: &mut dyn ListSink<K>,
+    ) -> Result<ListPage> {
         let options = self.scoped(options);
         let body = match self.list_body(&options).await? {
             ListBody::Whole(body) => body,
@@ -402,44 +396,22 @@ where
                         let decode_item = |decoder: &D, item: &[u8]| {
                             decoder.decode_list_item(item).map(Into::into)
                         };
-                        decode_arriving(
-                            decoder,
-                            splitter,
-                            decode_item,
-                            body,
-                            reuse,
-                            prefetch,
-                            items,
-                        )
-                        .await
+                        decode_arriving(decoder, splitter, decode_item, body, prefetch, sink).await
                     }
                     Arriving::Protobuf(items_field) => {
                         let splitter = ProtobufSplitter::new(items_field);
-                        let decode_item = move |decoder: &D, item: &[u8]| {
-                            decoder.decode_protobuf_list_item(item, keep_encoded)
-                        };
-                        decode_arriving(
-                            decoder,
-                            splitter,
-                            decode_item,
-                            body,
-                            reuse,
-                            prefetch,
-                            items,
-                        )
-                        .await
+                        let decode_item =
+                            |decoder: &D, item: &[u8]| decoder.decode_protobuf_list_item(item);
+                        decode_arriving(decoder, splitter, decode_item, body, prefetch, sink).await
                     }
                 };
             }
         };
         let prefetching = self.prefetch_next_page(&options, &body)?;
-        let decode = move |decoder: &D, body: &[u8]| match &reuse {
-            Some(reuse) => decoder.decode_list_reusing(body, &**reuse),
-            None => decoder.decode_list(body),
-        };
+        let decode = |decoder: &D, body: &[u8]| decoder.decode_list(body);
         // While the next page is in flight, decode on a blocking thread even a small page: inline,
         // the spawned request would wait for this task to yield.
-        let mut page = if body.len() < DECODE_OFF_TASK_THRESHOLD && !prefetching {
+        let (page, items) = if body.len() < DECODE_OFF_TASK_THRESHOLD && !prefetching {
             decode(&self.decoder, &body)?
         } else {
             let decoder = Arc::clone(&self.decoder);
@@ -450,10 +422,7 @@ where
                     source,
                 })??
         };
-        if let Items::Parts(sink) = items {
-            sink.part(page.items.drain(..).map(Incoming::from).collect())
-                .await?;
-        }
+        sink.part(items).await?;
         Ok(page)
     }
 }
@@ -566,35 +535,12 @@ where
     K: Send + Sync + 'static,
     D: Decoder<K>,
 {
-    async fn list(&self, options: ListOptions) -> Result<ListPage<K>> {
-        self.list_page(options, None, false, Items::Collect).await
-    }
-
-    async fn list_reusing(
-        &self,
-        options: ListOptions,
-        reuse: Arc<ReuseObject<K>>,
-    ) -> Result<ListPage<K>> {
-        self.list_page(options, Some(reuse), false, Items::Collect)
-            .await
-    }
-
-    async fn list_in_parts(
-        &self,
-        options: ListOptions,
-        keep_encoded: bool,
-        sink: &mut dyn ListSink<K>,
-    ) -> Result<ListPage<K>> {
-        self.list_page(options, None, keep_encoded, Items::Parts(sink))
-            .await
+    async fn list(&self, options: ListOptions, sink: &mut dyn ListSink<K>) -> Result<ListPage> {
+        self.list_page(options, sink).await
     }
 
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>> {
-        self.open_watch(options, D::decode_event).await
-    }
-
-    async fn watch_with_wire(&self, options: ListOptions) -> Result<WatchStreamWithWire<K>> {
-        self.open_watch(options, D::decode_event_with_wire).await
+        self.open_watch(options).await
     }
 
     fn type_description(&self) -> String {
@@ -611,12 +557,8 @@ where
     K: Send + Sync + 'static,
     D: Decoder<K>,
 {
-    /// Opens a watch and decodes its frames with `decode`, on the decode workers.
-    async fn open_watch<T: Send + 'static>(
-        &self,
-        options: ListOptions,
-        decode: fn(&D, &[u8], Framing) -> Result<T>,
-    ) -> Result<BoxStream<'static, Result<T>>> {
+    /// Opens a watch and decodes its frames on the decode workers.
+    async fn open_watch(&self, options: ListOptions) -> Result<WatchStream<K>> {
         let request = self.watch_request(&self.scoped(options))?;
         let response = self.send(request).await?;
         let content_type = response
@@ -632,7 +574,7 @@ where
         Ok(watch_events(
             chunks,
             Arc::clone(&self.decoder),
-            decode,
+            D::decode_event,
             framing,
             MAX_WATCH_LINE,
             self.decode_workers,

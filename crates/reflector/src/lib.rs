@@ -46,7 +46,8 @@
 //! use async_trait::async_trait;
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer_reflector::{
-//!     ListOptions, ListPage, ListerWatcher, Reflector, ReflectorOptions, Result, WatchStream,
+//!     ListOptions, ListPage, ListSink, ListerWatcher, Reflector, ReflectorOptions, Result,
+//!     WatchStream,
 //! };
 //! use kinformer_store::{Cache, CacheReader};
 //! use kube_core::ObjectMeta;
@@ -56,16 +57,14 @@
 //!
 //! #[async_trait]
 //! impl ListerWatcher<Pod> for TwoPods {
-//!     async fn list(&self, _options: ListOptions) -> Result<ListPage<Pod>> {
+//!     async fn list(&self, _options: ListOptions, sink: &mut dyn ListSink<Pod>) -> Result<ListPage> {
 //!         let pod = |name: &str| {
 //!             let metadata = ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() };
-//!             Arc::new(Pod { metadata, ..Pod::default() })
+//!             Arc::new(Pod { metadata, ..Pod::default() }).into()
 //!         };
-//!         Ok(ListPage {
-//!             items: vec![pod("a"), pod("b")],
-//!             resource_version: "7".into(),
-//!             continue_token: None,
-//!         })
+//!         // The objects go to the sink, in as many parts as suit the source.
+//!         sink.part(vec![pod("a"), pod("b")]).await?;
+//!         Ok(ListPage { resource_version: "7".into(), continue_token: None })
 //!     }
 //!
 //!     async fn watch(&self, _options: ListOptions) -> Result<WatchStream<Pod>> {
@@ -114,12 +113,9 @@ pub use crate::{
     codec::{JsonCodec, ProtobufCodec, compact_codec},
     decoder::{Decoder, ExpectedType, Framing, JsonDecoder},
     error::{Error, Result},
-    event::{
-        INITIAL_EVENTS_END_ANNOTATION, ListPage, WatchEvent, WatchEventWithWire, WatchStream,
-        WatchStreamWithWire,
-    },
+    event::{INITIAL_EVENTS_END_ANNOTATION, ListPage, WatchEvent, WatchStream},
     kube::{KubeListerWatcher, MAX_WATCH_LINE},
-    lister_watcher::{ListSink, ListerWatcher, ReuseObject},
+    lister_watcher::{ListSink, ListerWatcher},
     options::{ListOptions, VersionMatch},
     protobuf::{KubeDecoder, WIRE_FORMAT_ENV, WireFormat},
     reflector::{

@@ -15,7 +15,7 @@ use kube_core::{PartialObjectMeta, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::{
-    Decoder, Error, ExpectedType, JsonDecoder, ListPage, Result, ReuseObject, WatchEvent,
+    Decoder, Error, ExpectedType, JsonDecoder, ListPage, Result, WatchEvent,
     arriving::Splitter,
     decoder::{BookmarkObject, Framing, PARALLEL_ITEMS, decode_items},
 };
@@ -292,7 +292,7 @@ where
         self.typed.get_or_init(ProtobufDecoder::new)
     }
 
-    fn decode_protobuf_list(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {
+    fn decode_protobuf_list(&self, body: &[u8]) -> Result<(ListPage, Vec<Incoming<K>>)> {
         let list = envelope("list", body)?;
         self.check_kind(&list, true)?;
         let message = list
@@ -304,18 +304,24 @@ where
         let ListOnlyMeta { metadata } = list
             .decode(DecodeOptions::default())
             .map_err(|error| protobuf_error("list metadata", &error, body))?;
-        let decode_item = |item: &&[u8]| -> Result<Arc<K>> {
-            self.typed()
-                .decode(item, items.message, self.options)
-                .map(|object| reuse(Arc::new(object)))
-                .map_err(|error| protobuf_error("list item", &error, item))
-        };
+        let decode_item = |item: &&[u8]| self.decode_item(item, items.message);
         let decoded = decode_items(&items.bytes, PARALLEL_ITEMS, decode_item)?;
-        Ok(ListPage {
-            items: decoded,
+        let page = ListPage {
             resource_version: metadata.resource_version.unwrap_or_default(),
             continue_token: metadata.continue_token.filter(|token| !token.is_empty()),
-        })
+        };
+        Ok((page, decoded))
+    }
+
+    /// Decodes one item message of a list, with the bytes it decodes back from where this
+    /// decoder can keep them.
+    fn decode_item(&self, item: &[u8], message: &'static Message) -> Result<Incoming<K>> {
+        let object = self
+            .typed()
+            .decode(item, message, self.options)
+            .map(Arc::new)
+            .map_err(|error| protobuf_error("list item", &error, item))?;
+        Ok(Incoming::new(object, self.encoded(item, || Some(message))))
     }
 
     /// The message `object` holds, as bytes that decode back to exactly what this decoder
@@ -347,13 +353,9 @@ where
         Some(Encoded::new(PROTOBUF_RAW, bytes))
     }
 
-    /// Decodes one protobuf watch frame; with `keep_wire`, also returns an added or modified
-    /// object's message ([`wire_of`](Self::wire_of)).
-    fn decode_protobuf_event(
-        &self,
-        frame: &[u8],
-        keep_wire: bool,
-    ) -> Result<(WatchEvent<K>, Option<Encoded>)> {
+    /// Decodes one protobuf watch frame; an added or modified object comes with its message
+    /// ([`wire_of`](Self::wire_of)).
+    fn decode_protobuf_event(&self, frame: &[u8]) -> Result<WatchEvent<K>> {
         let event = WatchFrame::parse(frame)
             .map_err(|error| protobuf_error("watch event", &error, frame))?;
         let object = envelope("watch object", event.object)?;
@@ -364,22 +366,18 @@ where
                 .map(Arc::new)
                 .map_err(|error| protobuf_error(what, &error, event.object))
         };
-        let wire = || {
-            if keep_wire {
-                self.wire_of(&object)
-            } else {
-                None
-            }
+        let incoming = |what| -> Result<Incoming<K>> {
+            Ok(Incoming::new(decode(what)?, self.wire_of(&object)))
         };
         match event.event_type {
-            "ADDED" => Ok((WatchEvent::Added(decode("ADDED object")?), wire())),
-            "MODIFIED" => Ok((WatchEvent::Modified(decode("MODIFIED object")?), wire())),
-            "DELETED" => Ok((WatchEvent::Deleted(decode("DELETED object")?), None)),
+            "ADDED" => Ok(WatchEvent::Added(incoming("ADDED object")?)),
+            "MODIFIED" => Ok(WatchEvent::Modified(incoming("MODIFIED object")?)),
+            "DELETED" => Ok(WatchEvent::Deleted(decode("DELETED object")?)),
             "BOOKMARK" => {
                 let bookmark: BookmarkObject = object
                     .decode(DecodeOptions::default().drop_managed_fields())
                     .map_err(|error| protobuf_error("bookmark", &error, event.object))?;
-                Ok((bookmark.into_event(), None))
+                Ok(bookmark.into_event())
             }
             "ERROR" => {
                 if (object.api_version, object.kind) != ("v1", "Status") {
@@ -441,8 +439,12 @@ where
         metadata.continue_token.filter(|token| !token.is_empty())
     }
 
-    fn decode_list(&self, body: &[u8]) -> Result<ListPage<K>> {
-        self.decode_list_reusing(body, &|item| item)
+    fn decode_list(&self, body: &[u8]) -> Result<(ListPage, Vec<Incoming<K>>)> {
+        if body.starts_with(kinformer_protobuf::MAGIC) {
+            self.decode_protobuf_list(body)
+        } else {
+            self.json.decode_list(body)
+        }
     }
 
     fn decodes_json_items(&self) -> bool {
@@ -457,7 +459,7 @@ where
         self.protobuf_items.map(|(field, _)| field)
     }
 
-    fn decode_protobuf_list_item(&self, item: &[u8], keep_encoded: bool) -> Result<Incoming<K>> {
+    fn decode_protobuf_list_item(&self, item: &[u8]) -> Result<Incoming<K>> {
         let Some((_, message)) = self.protobuf_items else {
             return Err(Error::decode(
                 "list item",
@@ -465,44 +467,13 @@ where
                 item,
             ));
         };
-        let object = self
-            .typed()
-            .decode(item, message, self.options)
-            .map(Arc::new)
-            .map_err(|error| protobuf_error("list item", &error, item))?;
-        let encoded = if keep_encoded {
-            self.encoded(item, || Some(message))
-        } else {
-            None
-        };
-        Ok(Incoming::new(object, encoded))
-    }
-
-    fn decode_list_reusing(&self, body: &[u8], reuse: &ReuseObject<K>) -> Result<ListPage<K>> {
-        if body.starts_with(kinformer_protobuf::MAGIC) {
-            self.decode_protobuf_list(body, reuse)
-        } else {
-            self.json.decode_list_reusing(body, reuse)
-        }
+        self.decode_item(item, message)
     }
 
     fn decode_event(&self, frame: &[u8], framing: Framing) -> Result<WatchEvent<K>> {
         match framing {
-            Framing::LengthPrefixed => self
-                .decode_protobuf_event(frame, false)
-                .map(|(event, _)| event),
+            Framing::LengthPrefixed => self.decode_protobuf_event(frame),
             _ => self.json.decode_event(frame, framing),
-        }
-    }
-
-    fn decode_event_with_wire(
-        &self,
-        frame: &[u8],
-        framing: Framing,
-    ) -> Result<(WatchEvent<K>, Option<Encoded>)> {
-        match framing {
-            Framing::LengthPrefixed => self.decode_protobuf_event(frame, true),
-            _ => Ok((self.json.decode_event(frame, framing)?, None)),
         }
     }
 }

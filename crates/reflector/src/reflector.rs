@@ -46,10 +46,9 @@ pub use self::{
 };
 
 use crate::{
-    Error, ListOptions, ListPage, ListSink, ListerWatcher, ReflectorStats, Result, ReuseObject,
-    VersionMatch, WatchEvent, WatchStreamWithWire,
-    arriving::reused,
-    event::without_wire,
+    Error, ListOptions, ListPage, ListSink, ListerWatcher, ReflectorStats, Result, VersionMatch,
+    WatchEvent, WatchStream,
+    lister_watcher::ReuseObject,
     stats::{Counters, EventKind},
 };
 
@@ -104,7 +103,6 @@ where
             known_object: options.known_object,
             min_watch_timeout: options.min_watch_timeout,
             stop_when_gone: options.stop_when_gone,
-            wire_bytes: options.wire_bytes,
             gone: AtomicBool::new(false),
             backoff: Mutex::new(
                 options
@@ -151,7 +149,6 @@ pub struct Reflector<K, S: ?Sized> {
     min_watch_timeout: Duration,
     stop_when_gone: bool,
     /// Whether watches keep each object's bytes for the store.
-    wire_bytes: bool,
     /// Set once the resource was found gone; the reflector has stopped for good.
     gone: AtomicBool,
     backoff: Mutex<Box<dyn BackoffManager>>,
@@ -195,7 +192,7 @@ enum WatchEnd {
 
 /// A watch in progress: its stream, when it started and when it is presumed dead.
 struct OpenWatch<K> {
-    stream: WatchStreamWithWire<K>,
+    stream: WatchStream<K>,
     started: Instant,
     deadline: Instant,
 }
@@ -449,7 +446,7 @@ where
             let started = Instant::now();
             let opened = tokio::select! {
                 () = token.cancelled() => return Ok(None),
-                opened = self.watch_events(options) => opened,
+                opened = self.lister_watcher.watch(options) => opened,
             };
             match opened {
                 Ok(stream) => {
@@ -568,7 +565,7 @@ where
                 }
                 item = stream.next() => item,
             };
-            let (event, encoded) = match item {
+            let event = match item {
                 None if events == 0 && started.elapsed() < VERY_SHORT_WATCH => {
                     let lasted = started.elapsed();
                     return (WatchEnd::Failed(Error::VeryShortWatch { lasted }), events);
@@ -586,13 +583,11 @@ where
             let applied = match event {
                 WatchEvent::Added(object) => {
                     self.counters.event(EventKind::Added, last_event);
-                    self.apply(Incoming::new(object, encoded), |store, obj| store.add(obj))
+                    self.apply(object, |store, obj| store.add(obj))
                 }
                 WatchEvent::Modified(object) => {
                     self.counters.event(EventKind::Modified, last_event);
-                    self.apply(Incoming::new(object, encoded), |store, obj| {
-                        store.update(obj)
-                    })
+                    self.apply(object, |store, obj| store.update(obj))
                 }
                 WatchEvent::Deleted(object) => {
                     self.counters.event(EventKind::Deleted, last_event);
@@ -615,15 +610,6 @@ where
                 self.report(&error);
             }
         }
-    }
-
-    /// Opens a watch whose events carry their objects' bytes when the store asked for them
-    /// ([`ReflectorOptions::wire_bytes`]).
-    async fn watch_events(&self, options: ListOptions) -> Result<WatchStreamWithWire<K>> {
-        if self.wire_bytes {
-            return self.lister_watcher.watch_with_wire(options).await;
-        }
-        Ok(without_wire(self.lister_watcher.watch(options).await?))
     }
 
     fn apply(

@@ -95,6 +95,17 @@ impl<K> Incoming<K> {
     }
 }
 
+/// An `Incoming` reads as its object, as the `Arc` it holds does: a watch event's
+/// `WatchEvent::Added(pod)` is read as `pod.metadata`, its bytes through
+/// [`encoded`](Incoming::encoded).
+impl<K> std::ops::Deref for Incoming<K> {
+    type Target = K;
+
+    fn deref(&self) -> &K {
+        &self.object
+    }
+}
+
 impl<K> From<Arc<K>> for Incoming<K> {
     fn from(object: Arc<K>) -> Self {
         Self::new(object, None)

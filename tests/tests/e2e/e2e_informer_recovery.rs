@@ -33,7 +33,7 @@ use kinformer::reflector::WireFormat;
 use kinformer::{
     informer::{InformerOptions, SharedIndexInformer},
     reflector::{
-        Error as ReflectorError, KubeListerWatcher, ListOptions, ListPage, ListerWatcher,
+        Error as ReflectorError, KubeListerWatcher, ListOptions, ListPage, ListSink, ListerWatcher,
         Result as ReflectorResult, WatchStream,
     },
 };
@@ -78,9 +78,13 @@ where
     K: Send + Sync + 'static,
     L: ListerWatcher<K>,
 {
-    async fn list(&self, options: ListOptions) -> ReflectorResult<ListPage<K>> {
+    async fn list(
+        &self,
+        options: ListOptions,
+        sink: &mut dyn ListSink<K>,
+    ) -> ReflectorResult<ListPage> {
         self.lists.fetch_add(1, Ordering::SeqCst);
-        self.inner.list(options).await
+        self.inner.list(options, sink).await
     }
 
     async fn watch(&self, options: ListOptions) -> ReflectorResult<WatchStream<K>> {

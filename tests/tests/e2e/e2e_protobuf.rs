@@ -366,11 +366,10 @@ async fn metadata_only_lists_decode_the_same_in_protobuf_as_in_json() {
                     "{content_type}"
                 ),
             }
-            let page = decoder
+            let (_, page) = decoder
                 .decode_list(&body)
                 .unwrap_or_else(|error| panic!("{format:?}: {error}"));
             let mut items: Vec<_> = page
-                .items
                 .iter()
                 .map(|item| (item.types.clone(), item.metadata.clone()))
                 .collect();

@@ -30,7 +30,7 @@ use kinformer::{
     informer::SharedIndexInformer,
     processor::HandlerFuncs,
     reflector::{
-        Error as ReflectorError, KubeListerWatcher, ListOptions, ListPage, ListerWatcher,
+        Error as ReflectorError, KubeListerWatcher, ListOptions, ListPage, ListSink, ListerWatcher,
         Result as ReflectorResult, WatchStream,
     },
     store::ObjectOrTombstone,
@@ -121,9 +121,13 @@ where
     K: Send + Sync + 'static,
     L: ListerWatcher<K>,
 {
-    async fn list(&self, options: ListOptions) -> ReflectorResult<ListPage<K>> {
+    async fn list(
+        &self,
+        options: ListOptions,
+        sink: &mut dyn ListSink<K>,
+    ) -> ReflectorResult<ListPage> {
         let attempt = self.attempts.start("list");
-        let page = self.inner.list(options).await;
+        let page = self.inner.list(options, sink).await;
         self.attempts.done(attempt, page.is_ok());
         page
     }

@@ -98,7 +98,7 @@ async fn a_refused_connection_is_counted_and_named_while_waiting() {
 async fn a_refused_connection_keeps_kube_clients_error_as_its_source() {
     let api = Api::<Pod>::all(client_for_a_closed_port().await);
     let error = KubeListerWatcher::new(api)
-        .list(ListOptions::default())
+        .list(ListOptions::default(), &mut Vec::new())
         .await
         .expect_err("nothing listens");
     assert!(

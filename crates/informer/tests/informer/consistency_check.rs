@@ -19,8 +19,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{Error, InformerOptions, QueueKind, SharedIndexInformer};
 use kinformer_reflector::{
-    Error as ReflectorError, KubeListerWatcher, ListOptions, ListPage, ListerWatcher, Result,
-    WatchEvent, WatchStream, WireFormat,
+    Error as ReflectorError, KubeListerWatcher, ListOptions, ListPage, ListSink, ListerWatcher,
+    Result, WatchEvent, WatchStream, WireFormat,
 };
 use kinformer_testing::{FakeApiServer, fixtures, wait_until};
 use kube_client::Api;
@@ -40,8 +40,8 @@ struct Lossy {
 
 #[async_trait]
 impl ListerWatcher<Pod> for Lossy {
-    async fn list(&self, options: ListOptions) -> Result<ListPage<Pod>> {
-        self.inner.list(options).await
+    async fn list(&self, options: ListOptions, sink: &mut dyn ListSink<Pod>) -> Result<ListPage> {
+        self.inner.list(options, sink).await
     }
 
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<Pod>> {

@@ -254,7 +254,9 @@ mod tests {
             workers,
         )
         .map(|event| match event? {
-            WatchEvent::Added(object) => Ok(object.metadata.name.clone().unwrap_or_default()),
+            WatchEvent::Added(object) => {
+                Ok(object.object().metadata.name.clone().unwrap_or_default())
+            }
             other => Ok(format!("{other:?}")),
         })
         .collect()

@@ -43,20 +43,26 @@ fn it_asks_for_protobuf_only_for_kinds_that_have_it() {
     );
 }
 
+/// An added or modified event's object and the bytes kept with it.
+fn kept(event: WatchEvent<Pod>) -> (Arc<Pod>, Option<Encoded>) {
+    match event {
+        WatchEvent::Added(incoming) | WatchEvent::Modified(incoming) => incoming.into_parts(),
+        other => panic!("decoded as {other:?}"),
+    }
+}
+
 #[test]
 fn added_and_modified_objects_keep_the_message_they_were_decoded_from() {
     let decoder = decoder();
     let codec = crate::ProtobufCodec::<Pod>::new().expect("Pod has a generated decoder");
     for event_type in ["ADDED", "MODIFIED"] {
-        let (event, wire) = decoder
-            .decode_event_with_wire(
+        let event = decoder
+            .decode_event(
                 &frame(event_type, &pod_json("web", "7")),
                 Framing::LengthPrefixed,
             )
             .expect("decodes");
-        let (WatchEvent::Added(object) | WatchEvent::Modified(object)) = event else {
-            panic!("{event_type} decoded as {event:?}");
-        };
+        let (object, wire) = kept(event);
         let wire = wire.expect("the message is kept");
         // The kept bytes are the object's message: the cache's codec takes them as they
         // are, and they decode back to the very object the watch handed on.
@@ -67,36 +73,27 @@ fn added_and_modified_objects_keep_the_message_they_were_decoded_from() {
         );
         assert!(object.metadata.managed_fields.is_some());
     }
-    let (_, wire) = decoder
-        .decode_event_with_wire(
+    // A deleted object is not stored: its event carries the object alone.
+    let event = decoder
+        .decode_event(
             &frame("DELETED", &pod_json("web", "8")),
             Framing::LengthPrefixed,
         )
         .expect("decodes");
-    assert!(wire.is_none(), "a deleted object is not stored");
-    // Without asking, nothing is copied.
-    let event = decoder
-        .decode_event(
-            &frame("ADDED", &pod_json("web", "7")),
-            Framing::LengthPrefixed,
-        )
-        .expect("decodes");
-    assert!(matches!(event, WatchEvent::Added(_)));
+    assert!(matches!(event, WatchEvent::Deleted(_)), "{event:?}");
 }
 
 #[test]
 fn objects_decoded_without_managed_fields_keep_their_message_without_them() {
     let stripped = decoder().drop_managed_fields();
     let codec = crate::ProtobufCodec::<Pod>::new().expect("Pod has a generated decoder");
-    let (event, wire) = stripped
-        .decode_event_with_wire(
+    let event = stripped
+        .decode_event(
             &frame("MODIFIED", &pod_json("web", "7")),
             Framing::LengthPrefixed,
         )
         .expect("decodes");
-    let WatchEvent::Modified(object) = event else {
-        panic!("decoded as {event:?}");
-    };
+    let (object, wire) = kept(event);
     assert!(object.metadata.managed_fields.is_none());
     let wire = wire.expect("the message is kept, cut");
     let adopted = kinformer_store::Codec::adopt(&codec, &wire).expect("adopted");
@@ -109,19 +106,26 @@ fn objects_decoded_without_managed_fields_keep_their_message_without_them() {
 #[test]
 fn objects_that_hold_less_than_their_message_keep_no_bytes() {
     let metadata = KubeDecoder::<PartialObjectMeta<Pod>>::metadata(WireFormat::Protobuf);
-    let (_, wire) = metadata
-        .decode_event_with_wire(
+    let event = metadata
+        .decode_event(
             &frame("MODIFIED", &metadata_json("web", "7")),
             Framing::LengthPrefixed,
         )
         .expect("decodes");
-    assert!(wire.is_none(), "a projection is not its message");
+    let WatchEvent::Modified(incoming) = event else {
+        panic!("decoded as {event:?}");
+    };
+    assert!(
+        incoming.encoded().is_none(),
+        "a projection is not its message"
+    );
 
     let line = serde_json::to_vec(&json!({ "type": "MODIFIED", "object": pod_json("web", "7") }))
         .expect("JSON");
-    let (_, wire) = decoder()
-        .decode_event_with_wire(&line, Framing::Lines)
+    let event = decoder()
+        .decode_event(&line, Framing::Lines)
         .expect("decodes");
+    let (_, wire) = kept(event);
     assert!(wire.is_none(), "a JSON line has no protobuf message");
 }
 
@@ -166,15 +170,15 @@ fn metadata_decodes_the_same_from_protobuf_and_json() {
         "metadata": { "resourceVersion": "12" },
         "items": [metadata_json("a", "7"), metadata_json("b", "9")],
     });
-    let from_json = decoder
+    let (_, from_json) = decoder
         .decode_list(&serde_json::to_vec(&list).expect("JSON"))
         .expect("the JSON list decodes");
-    let from_protobuf = decoder
+    let (page, from_protobuf) = decoder
         .decode_list(&encode_object(&list).expect("encodes"))
         .expect("the protobuf list decodes");
-    assert_eq!(from_protobuf.resource_version, "12");
-    assert_eq!(from_protobuf.items.len(), 2);
-    for (protobuf, json) in from_protobuf.items.iter().zip(&from_json.items) {
+    assert_eq!(page.resource_version, "12");
+    assert_eq!(from_protobuf.len(), 2);
+    for (protobuf, json) in from_protobuf.iter().zip(&from_json) {
         assert_eq!(protobuf.metadata, json.metadata);
         assert!(protobuf.metadata.managed_fields.is_some());
         // The items of a protobuf list carry no type; the decoder presents the JSON's.
@@ -231,7 +235,7 @@ fn framing_follows_the_response_content_type() {
 }
 
 #[test]
-fn a_protobuf_list_decodes_with_its_metadata_and_reuses_objects() {
+fn a_protobuf_list_decodes_with_its_metadata_and_keeps_each_message() {
     let list = json!({
         "apiVersion": "v1", "kind": "PodList",
         "metadata": { "resourceVersion": "12", "continue": "next" },
@@ -239,27 +243,24 @@ fn a_protobuf_list_decodes_with_its_metadata_and_reuses_objects() {
     });
     let body = encode_object(&list).expect("encodes");
     assert_eq!(decoder().continue_token(&body).as_deref(), Some("next"));
-    let kept = Arc::new(serde_json::from_value::<Pod>(pod_json("a", "7")).expect("pod"));
-    let reuse = {
-        let kept = Arc::clone(&kept);
-        move |pod: Arc<Pod>| {
-            if pod.metadata.name.as_deref() == Some("a") {
-                Arc::clone(&kept)
-            } else {
-                pod
-            }
-        }
-    };
-    let page = decoder()
-        .decode_list_reusing(&body, &reuse)
-        .expect("decodes");
+    let (page, items) = decoder().decode_list(&body).expect("decodes");
     assert_eq!(page.resource_version, "12");
     assert_eq!(page.continue_token.as_deref(), Some("next"));
-    assert!(Arc::ptr_eq(&page.items[0], &kept));
-    assert_eq!(
-        page.items[1].metadata.resource_version.as_deref(),
-        Some("9")
-    );
+    let codec = crate::ProtobufCodec::<Pod>::new().expect("Pod has a generated decoder");
+    for (item, (name, version)) in items.iter().zip([("a", "7"), ("b", "9")]) {
+        assert_eq!(item.object().metadata.name.as_deref(), Some(name));
+        assert_eq!(
+            item.object().metadata.resource_version.as_deref(),
+            Some(version)
+        );
+        // Each item keeps its message, which decodes back to the very object.
+        let wire = item.encoded().expect("the message is kept");
+        let adopted = kinformer_store::Codec::adopt(&codec, wire).expect("adopted");
+        assert_eq!(
+            &kinformer_store::Codec::decode(&codec, &adopted).expect("decodes"),
+            &**item.object()
+        );
+    }
 }
 
 #[test]
@@ -275,27 +276,12 @@ fn a_page_large_enough_to_decode_on_every_core_keeps_its_order() {
     let protobuf = encode_object(&list).expect("encodes");
     let json = serde_json::to_vec(&list).expect("encodes");
     for (format, body) in [("protobuf", protobuf), ("JSON", json)] {
-        let reused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let reuse = {
-            let reused = Arc::clone(&reused);
-            move |pod: Arc<Pod>| {
-                reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                pod
-            }
-        };
-        let page = decoder()
-            .decode_list_reusing(&body, &reuse)
-            .expect("decodes");
-        assert_eq!(page.items.len(), count, "{format}");
+        let (page, items) = decoder().decode_list(&body).expect("decodes");
+        assert_eq!(items.len(), count, "{format}");
         assert_eq!(page.resource_version, "99", "{format}");
-        assert_eq!(
-            reused.load(std::sync::atomic::Ordering::Relaxed),
-            count,
-            "{format}: every item passed through reuse once"
-        );
-        for (i, pod) in page.items.iter().enumerate() {
+        for (i, pod) in items.iter().enumerate() {
             assert_eq!(
-                pod.metadata.name.as_deref(),
+                pod.object().metadata.name.as_deref(),
                 Some(format!("pod-{i}").as_str()),
                 "{format}"
             );
@@ -325,8 +311,8 @@ fn a_json_answer_to_a_protobuf_request_still_decodes() {
         "items": [pod_json("a", "2")],
     }))
     .expect("JSON");
-    let page = decoder().decode_list(&body).expect("decodes");
-    assert_eq!(page.items.len(), 1);
+    let (_, items) = decoder().decode_list(&body).expect("decodes");
+    assert_eq!(items.len(), 1);
     let line = serde_json::to_vec(&json!({ "type": "ADDED", "object": pod_json("b", "4") }))
         .expect("JSON");
     assert!(matches!(

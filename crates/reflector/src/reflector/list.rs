@@ -143,36 +143,17 @@ where
         }
     }
 
-    /// Lists one page into the store's parts or `listed`; the page comes back without its
-    /// items.
+    /// Lists one page into the store's parts or `listed`.
     async fn list_page(
         &self,
         options: ListOptions,
         listed: &mut Listed<'_, K>,
-    ) -> Result<ListPage<K>> {
-        let reuse = self.reuse_function();
-        if let Some(parts) = &mut listed.parts {
-            let mut sink = IntoParts {
-                parts: &mut **parts,
-                reuse,
-                count: &mut listed.count,
-            };
-            return self
-                .lister_watcher
-                .list_in_parts(options, self.wire_bytes, &mut sink)
-                .await;
-        }
-        let mut page = match reuse {
-            Some(reuse) => self.lister_watcher.list_reusing(options, reuse).await?,
-            None => self.lister_watcher.list(options).await?,
+    ) -> Result<ListPage> {
+        let mut sink = IntoListed {
+            listed,
+            reuse: self.reuse_function(),
         };
-        listed.count += page.items.len();
-        if listed.items.is_empty() {
-            listed.items = std::mem::take(&mut page.items);
-        } else {
-            listed.items.append(&mut page.items);
-        }
-        Ok(page)
+        self.lister_watcher.list(options, &mut sink).await
     }
 
     /// Maps a listed object to the consumer's own copy when it holds one at the same version
@@ -208,25 +189,50 @@ pub(super) fn reusable<K: Object>(
     known_object(listed).filter(|known| known.resource_version() == Some(version))
 }
 
-/// Hands listed parts to a store that takes them, each once the store is ready for it.
-struct IntoParts<'a, 'b, K> {
-    parts: &'a mut (dyn ListInParts<K> + 'b),
+/// Hands listed parts to a store that takes them, each once the store is ready for it, or
+/// collects them for a store that takes lists whole (without their bytes: a whole replace
+/// takes objects alone).
+struct IntoListed<'a, 'b, K> {
+    listed: &'a mut Listed<'b, K>,
     reuse: Option<Arc<ReuseObject<K>>>,
-    count: &'a mut usize,
 }
 
 #[async_trait::async_trait]
-impl<K: Send + Sync + 'static> ListSink<K> for IntoParts<'_, '_, K> {
+impl<K: Send + Sync + 'static> ListSink<K> for IntoListed<'_, '_, K> {
     async fn part(&mut self, items: Vec<Incoming<K>>) -> Result<()> {
-        self.parts.ready().await;
-        *self.count += items.len();
-        let items = match &self.reuse {
-            Some(reuse) => items
-                .into_iter()
-                .map(|item| reused(item, &**reuse))
-                .collect(),
-            None => items,
-        };
-        self.parts.part(items).map_err(Error::from)
+        let listed = &mut *self.listed;
+        listed.count += items.len();
+        let reuse = self.reuse.as_deref();
+        match &mut listed.parts {
+            Some(parts) => {
+                parts.ready().await;
+                let items = match reuse {
+                    Some(reuse) => items.into_iter().map(|item| reused(item, reuse)).collect(),
+                    None => items,
+                };
+                parts.part(items).map_err(Error::from)
+            }
+            None => {
+                listed.items.extend(items.into_iter().map(|item| {
+                    let object = item.into_parts().0;
+                    match reuse {
+                        Some(reuse) => reuse(object),
+                        None => object,
+                    }
+                }));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `incoming` with its object mapped by `reuse`; the bytes go with a replaced object.
+fn reused<K>(incoming: Incoming<K>, reuse: &ReuseObject<K>) -> Incoming<K> {
+    let (object, encoded) = incoming.into_parts();
+    let kept = reuse(Arc::clone(&object));
+    if Arc::ptr_eq(&kept, &object) {
+        Incoming::new(kept, encoded)
+    } else {
+        kept.into()
     }
 }

@@ -37,7 +37,6 @@ pub struct ReflectorOptions<K> {
     pub(super) backoff: Option<Box<dyn BackoffManager>>,
     pub(super) min_watch_timeout: Duration,
     pub(super) stop_when_gone: bool,
-    pub(super) wire_bytes: bool,
 }
 
 impl<K> Default for ReflectorOptions<K> {
@@ -54,7 +53,6 @@ impl<K> Default for ReflectorOptions<K> {
             backoff: None,
             min_watch_timeout: DEFAULT_MIN_WATCH_TIMEOUT,
             stop_when_gone: false,
-            wire_bytes: false,
         }
     }
 }
@@ -68,7 +66,6 @@ impl<K> fmt::Debug for ReflectorOptions<K> {
             .field("use_watch_list", &self.use_watch_list)
             .field("min_watch_timeout", &self.min_watch_timeout)
             .field("stop_when_gone", &self.stop_when_gone)
-            .field("wire_bytes", &self.wire_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -130,18 +127,6 @@ impl<K> ReflectorOptions<K> {
     #[must_use]
     pub fn use_watch_list(mut self, use_watch_list: bool) -> Self {
         self.use_watch_list = use_watch_list;
-        self
-    }
-
-    /// Watches with [`ListerWatcher::watch_with_wire`](crate::ListerWatcher::watch_with_wire)
-    /// and writes each object with the bytes it was decoded from
-    /// ([`Incoming`](kinformer_store::Incoming)), for a store that keeps
-    /// objects encoded (a [`CompactCache`](kinformer_store::CompactCache) behind the queue).
-    /// Off by default: keeping the bytes costs a copy of every watched object that only such
-    /// a store uses.
-    #[must_use]
-    pub fn wire_bytes(mut self, wire_bytes: bool) -> Self {
-        self.wire_bytes = wire_bytes;
         self
     }
 

@@ -37,7 +37,7 @@ where
             info!(resource_version = ?options.resource_version, "streaming list started");
             let opened = tokio::select! {
                 () = token.cancelled() => return Ok(None),
-                opened = self.watch_events(options) => opened,
+                opened = self.lister_watcher.watch(options) => opened,
             };
             let mut stream = match opened {
                 Ok(stream) => stream,
@@ -63,7 +63,9 @@ where
                     None => break Error::WatchListIncomplete,
                     Some(Err(error @ Error::WrongKind { .. })) => Err(error),
                     Some(Err(error)) => break error,
-                    Some(Ok((WatchEvent::Added(object) | WatchEvent::Modified(object), _))) => {
+                    Some(Ok(WatchEvent::Added(object) | WatchEvent::Modified(object))) => {
+                        // The scratch cache is replaced into the store whole, as objects alone.
+                        let object = object.into_parts().0;
                         if let Some(object_version) = object.resource_version() {
                             object_version.clone_into(&mut version);
                         }
@@ -73,19 +75,16 @@ where
                         };
                         scratch.update(object.into()).map_err(Error::from)
                     }
-                    Some(Ok((WatchEvent::Deleted(object), _))) => {
+                    Some(Ok(WatchEvent::Deleted(object))) => {
                         if let Some(object_version) = object.resource_version() {
                             object_version.clone_into(&mut version);
                         }
                         scratch.delete(object).map_err(Error::from)
                     }
-                    Some(Ok((
-                        WatchEvent::Bookmark {
-                            resource_version,
-                            initial_events_end,
-                        },
-                        _,
-                    ))) => {
+                    Some(Ok(WatchEvent::Bookmark {
+                        resource_version,
+                        initial_events_end,
+                    })) => {
                         version = resource_version;
                         if initial_events_end {
                             self.set_unavailable(false);

@@ -180,9 +180,9 @@ mod in_memory {
                 found: "v1/Service".into(),
             }),
             Ok(WatchEvent::Deleted(pod("foo", "30"))),
-            Ok(WatchEvent::Added(nameless)),
-            Ok(WatchEvent::Modified(pod("bar", "55"))),
-            Ok(WatchEvent::Added(pod("baz", "32"))),
+            Ok(WatchEvent::Added(nameless.into())),
+            Ok(WatchEvent::Modified(pod("bar", "55").into())),
+            Ok(WatchEvent::Added(pod("baz", "32").into())),
         ] {
             sender.send(event).expect("watching");
         }

@@ -62,8 +62,8 @@ where
     T: DeserializeOwned + Clone + Send + Sync + 'static,
 {
     let (event_type, object) = match decoder.decode_event(line, Framing::Lines).ok()? {
-        WatchEvent::Added(object) => ("ADDED", object),
-        WatchEvent::Modified(object) => ("MODIFIED", object),
+        WatchEvent::Added(object) => ("ADDED", object.into_parts().0),
+        WatchEvent::Modified(object) => ("MODIFIED", object.into_parts().0),
         WatchEvent::Deleted(object) => ("DELETED", object),
         _ => return None,
     };

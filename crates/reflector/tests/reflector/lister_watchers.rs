@@ -6,11 +6,12 @@ use crate::common;
 
 use std::{sync::Arc, time::Duration};
 
-use common::fake_server::{PATIENCE, churn, client, converges, quick, reflect, server_with_pods};
-use k8s_openapi::api::core::v1::Pod;
-use kinformer_reflector::{
-    ExpectedType, KubeDecoder, KubeListerWatcher, ListOptions, ListerWatcher, WireFormat,
+use common::{
+    fake_server::{PATIENCE, churn, client, converges, quick, reflect, server_with_pods},
+    list_page,
 };
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_reflector::{ExpectedType, KubeDecoder, KubeListerWatcher, ListOptions, WireFormat};
 use kinformer_store::{CacheReader, Incoming};
 use kinformer_testing::{Fault, Verb, eventually, fixtures};
 use kube_client::Api;
@@ -132,7 +133,7 @@ impl kinformer_reflector::Decoder<Pod> for SlowDecoder {
     fn decode_list(
         &self,
         body: &[u8],
-    ) -> kinformer_reflector::Result<kinformer_reflector::ListPage<Pod>> {
+    ) -> kinformer_reflector::Result<(kinformer_reflector::ListPage, Vec<Incoming<Pod>>)> {
         let page = self.inner.decode_list(body);
         // A page with a next one keeps decoding until that next request reaches the server (or
         // 10 s pass): the request can only arrive meanwhile if it was sent ahead of this decode.
@@ -236,19 +237,15 @@ impl<D: kinformer_reflector::Decoder<Pod>> kinformer_reflector::Decoder<Pod>
         self.inner.protobuf_items_field()
     }
 
-    fn decode_protobuf_list_item(
-        &self,
-        item: &[u8],
-        keep_encoded: bool,
-    ) -> kinformer_reflector::Result<Incoming<Pod>> {
+    fn decode_protobuf_list_item(&self, item: &[u8]) -> kinformer_reflector::Result<Incoming<Pod>> {
         self.items.count(true);
-        self.inner.decode_protobuf_list_item(item, keep_encoded)
+        self.inner.decode_protobuf_list_item(item)
     }
 
     fn decode_list(
         &self,
         body: &[u8],
-    ) -> kinformer_reflector::Result<kinformer_reflector::ListPage<Pod>> {
+    ) -> kinformer_reflector::Result<(kinformer_reflector::ListPage, Vec<Incoming<Pod>>)> {
         self.inner.decode_list(body)
     }
 
@@ -296,13 +293,15 @@ async fn a_large_page_decodes_as_it_arrives_and_names_the_next_page_early() {
 async fn a_large_page_decodes_as_it_arrives(format: WireFormat) {
     let server = server_with_pods(600).await;
     let (lister_watcher, items) = counting(&server, pods(format));
-    let first = lister_watcher
-        .list(ListOptions {
+    let first = list_page(
+        &lister_watcher,
+        ListOptions {
             limit: Some(400),
             ..ListOptions::default()
-        })
-        .await
-        .expect("the first page");
+        },
+    )
+    .await
+    .expect("the first page");
     let by_format = match format {
         WireFormat::Json => [400, 0],
         WireFormat::Protobuf => [0, 400],
@@ -326,10 +325,11 @@ async fn a_large_page_decodes_as_it_arrives(format: WireFormat) {
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    let names = |page: &kinformer_reflector::ListPage<Pod>| -> Vec<String> {
-        page.items
+    let names = |(_, items): &(_, Vec<Incoming<Pod>>)| -> Vec<String> {
+        items
             .iter()
             .map(|pod| {
+                let pod = pod.object();
                 format!(
                     "{}/{}",
                     pod.metadata.namespace.as_deref().unwrap_or_default(),
@@ -339,23 +339,25 @@ async fn a_large_page_decodes_as_it_arrives(format: WireFormat) {
             .collect()
     };
     assert_eq!(names(&first), expected[..400]);
-    let token = first.continue_token.clone().expect("a continue token");
-    assert!(!first.resource_version.is_empty());
+    let token = first.0.continue_token.clone().expect("a continue token");
+    assert!(!first.0.resource_version.is_empty());
     // The next page was asked for while this one arrived: the server sees it without a call.
     eventually("the next page is requested ahead", PATIENCE, || {
         server.faults().request_count(Verb::List, "pods") == 2
     })
     .await;
-    let second = lister_watcher
-        .list(ListOptions {
+    let second = list_page(
+        &lister_watcher,
+        ListOptions {
             limit: Some(400),
             continue_token: Some(token),
             ..ListOptions::default()
-        })
-        .await
-        .expect("the second page");
+        },
+    )
+    .await
+    .expect("the second page");
     assert_eq!(names(&second), expected[400..]);
-    assert_eq!(second.continue_token, None);
+    assert_eq!(second.0.continue_token, None);
     assert_eq!(
         server.faults().request_count(Verb::List, "pods"),
         2,
@@ -370,14 +372,16 @@ async fn small_pages_are_read_whole_and_a_foreign_kind_is_refused_before_its_ite
     let server = server_with_pods(600).await;
     for format in [WireFormat::Json, WireFormat::Protobuf] {
         let (lister_watcher, items) = counting(&server, pods(format));
-        let page = lister_watcher
-            .list(ListOptions {
+        let (_, items_listed) = list_page(
+            &lister_watcher,
+            ListOptions {
                 limit: Some(5),
                 ..ListOptions::default()
-            })
-            .await
-            .expect("a page");
-        assert_eq!(page.items.len(), 5);
+            },
+        )
+        .await
+        .expect("a page");
+        assert_eq!(items_listed.len(), 5);
         assert_eq!(
             items.counts(),
             [0, 0],
@@ -390,8 +394,7 @@ async fn small_pages_are_read_whole_and_a_foreign_kind_is_refused_before_its_ite
             WireFormat::Protobuf => ExpectedType::new("v1", "ConfigMap"),
         };
         let (lister_watcher, items) = counting(&server, KubeDecoder::<Pod>::new(expected, format));
-        let error = lister_watcher
-            .list(ListOptions::default())
+        let error = list_page(&lister_watcher, ListOptions::default())
             .await
             .expect_err("a PodList is refused");
         assert!(

@@ -14,7 +14,7 @@ mod in_memory {
     use async_trait::async_trait;
     use k8s_openapi::api::core::v1::Pod;
     use kinformer_reflector::{
-        Error, ListOptions, ListPage, ListerWatcher, Reflector, ReflectorOptions, Result,
+        Error, ListOptions, ListPage, ListSink, ListerWatcher, Reflector, ReflectorOptions, Result,
         WatchEvent, WatchStream,
     };
     use kinformer_store::{Cache, Store};
@@ -62,7 +62,11 @@ mod in_memory {
 
     #[async_trait]
     impl ListerWatcher<Pod> for HangingList {
-        async fn list(&self, _options: ListOptions) -> Result<ListPage<Pod>> {
+        async fn list(
+            &self,
+            _options: ListOptions,
+            _sink: &mut dyn ListSink<Pod>,
+        ) -> Result<ListPage> {
             let _counter = DropCounter(Arc::clone(&self.dropped));
             std::future::pending().await
         }
@@ -107,7 +111,7 @@ mod in_memory {
         );
         let (_, running) = reflect(&lister_watcher, ReflectorOptions::default());
         sender
-            .send(Ok(WatchEvent::Added(pod("bar", "2"))))
+            .send(Ok(WatchEvent::Added(pod("bar", "2").into())))
             .expect("the channel is open");
         eventually("the event is applied", PATIENCE, || {
             running.reflector.last_sync_resource_version() == "2"

@@ -58,7 +58,7 @@ mod in_memory {
                 .expect("the reflector is watching");
         }
         sender
-            .send(Ok(WatchEvent::Added(pod("bar", "10"))))
+            .send(Ok(WatchEvent::Added(pod("bar", "10").into())))
             .expect("the reflector is watching");
         eventually("the add after the bookmarks is applied", PATIENCE, || {
             reflector.last_sync_resource_version() == "10"
@@ -92,7 +92,7 @@ mod in_memory {
         })
         .await;
         sender
-            .send(Ok(WatchEvent::Added(pod("foo", "1"))))
+            .send(Ok(WatchEvent::Added(pod("foo", "1").into())))
             .expect("watching");
         // Virtual time: the paused clock advances only once every task is idle, so an early
         // store write would have happened by now.
@@ -108,9 +108,9 @@ mod in_memory {
             }))
             .expect("watching");
         for event in [
-            WatchEvent::Modified(pod("foo", "2")),
-            WatchEvent::Added(pod("bar", "3")),
-            WatchEvent::Added(pod("baz", "4")),
+            WatchEvent::Modified(pod("foo", "2").into()),
+            WatchEvent::Added(pod("bar", "3").into()),
+            WatchEvent::Added(pod("baz", "4").into()),
         ] {
             sender
                 .send(Ok(event))
@@ -201,7 +201,7 @@ mod in_memory {
             |_, _| Ok(page("7", vec![pod("listed", "7")], None)),
             |options, _| {
                 if options.send_initial_events {
-                    events_then_close(vec![Ok(WatchEvent::Added(pod("streamed", "6")))])
+                    events_then_close(vec![Ok(WatchEvent::Added(pod("streamed", "6").into()))])
                 } else {
                     pending_watch()
                 }

@@ -101,8 +101,8 @@ impl FakeSource {
         };
         if broadcast {
             let event = match change {
-                Change::Add => WatchEvent::Added(obj),
-                Change::Modify => WatchEvent::Modified(obj),
+                Change::Add => WatchEvent::Added(obj.into()),
+                Change::Modify => WatchEvent::Modified(obj.into()),
                 Change::Delete => WatchEvent::Deleted(obj),
             };
             state.history.push((revision, event.clone()));
@@ -164,31 +164,24 @@ impl FakeSource {
 
 #[async_trait]
 impl ListerWatcher<Pod> for FakeSource {
-    async fn list(&self, _options: ListOptions) -> Result<ListPage<Pod>> {
-        let mut state = self.state.lock().unwrap();
-        state.lists += 1;
-        if let Some(message) = &state.list_error {
-            return Err(Error::Forbidden {
-                message: message.clone(),
-            });
-        }
-        Ok(ListPage {
-            items: state.objects.values().cloned().collect(),
-            resource_version: state.revision.to_string(),
-            continue_token: None,
-        })
-    }
-
-    async fn list_in_parts(
-        &self,
-        options: ListOptions,
-        _keep_encoded: bool,
-        sink: &mut dyn ListSink<Pod>,
-    ) -> Result<ListPage<Pod>> {
-        let break_off = self.state.lock().unwrap().break_off_next_list.take();
-        let mut page = self.list(options).await?;
-        sink.part(page.items.drain(..).map(Into::into).collect())
-            .await?;
+    async fn list(&self, _options: ListOptions, sink: &mut dyn ListSink<Pod>) -> Result<ListPage> {
+        let (items, page, break_off) = {
+            let mut state = self.state.lock().unwrap();
+            state.lists += 1;
+            if let Some(message) = &state.list_error {
+                return Err(Error::Forbidden {
+                    message: message.clone(),
+                });
+            }
+            let items: Vec<kinformer_store::Incoming<Pod>> =
+                state.objects.values().cloned().map(Into::into).collect();
+            let page = ListPage {
+                resource_version: state.revision.to_string(),
+                continue_token: None,
+            };
+            (items, page, state.break_off_next_list.take())
+        };
+        sink.part(items).await?;
         if let Some(name) = break_off {
             self.state.lock().unwrap().objects.remove(&name);
             return Err(Error::Forbidden {

@@ -15,8 +15,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::{
-    Error, ListOptions, ListPage, ListerWatcher, Reflector, ReflectorOptions, Result, WatchEvent,
-    WatchStream,
+    Error, ListOptions, ListPage, ListSink, ListerWatcher, Reflector, ReflectorOptions, Result,
+    WatchEvent, WatchStream,
 };
 use kinformer_store::{Cache, CacheReader, Incoming, Store};
 use kinformer_wait::ExponentialBackoffManager;
@@ -67,20 +67,23 @@ pub(crate) fn pod(name: &str, resource_version: &str) -> Arc<Pod> {
     })
 }
 
+/// A list page: what it says, and its objects.
+pub(crate) type Page = (ListPage, Vec<Arc<Pod>>);
+
 /// A list page.
 pub(crate) fn page(
     resource_version: &str,
     items: Vec<Arc<Pod>>,
     continue_token: Option<&str>,
-) -> ListPage<Pod> {
-    ListPage {
-        items,
+) -> Page {
+    let page = ListPage {
         resource_version: resource_version.into(),
         continue_token: continue_token.map(str::to_owned),
-    }
+    };
+    (page, items)
 }
 
-type ListFn = Box<dyn Fn(&ListOptions, usize) -> Result<ListPage<Pod>> + Send + Sync>;
+type ListFn = Box<dyn Fn(&ListOptions, usize) -> Result<Page> + Send + Sync>;
 
 type WatchFn = Box<dyn Fn(&ListOptions, usize) -> Result<WatchStream<Pod>> + Send + Sync>;
 
@@ -96,7 +99,7 @@ pub(crate) struct Scripted {
 impl Scripted {
     /// `list` and `watch` answer each call from its options and number (from 0).
     pub(crate) fn new(
-        list: impl Fn(&ListOptions, usize) -> Result<ListPage<Pod>> + Send + Sync + 'static,
+        list: impl Fn(&ListOptions, usize) -> Result<Page> + Send + Sync + 'static,
         watch: impl Fn(&ListOptions, usize) -> Result<WatchStream<Pod>> + Send + Sync + 'static,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -128,13 +131,16 @@ impl Scripted {
 
 #[async_trait]
 impl ListerWatcher<Pod> for Scripted {
-    async fn list(&self, options: ListOptions) -> Result<ListPage<Pod>> {
+    async fn list(&self, options: ListOptions, sink: &mut dyn ListSink<Pod>) -> Result<ListPage> {
         let call = {
             let mut lists = self.lists.lock();
             lists.push(options.clone());
             lists.len() - 1
         };
-        (self.list)(&options, call)
+        let (page, items) = (self.list)(&options, call)?;
+        sink.part(items.into_iter().map(Incoming::from).collect())
+            .await?;
+        Ok(page)
     }
 
     async fn watch(&self, options: ListOptions) -> Result<WatchStream<Pod>> {
