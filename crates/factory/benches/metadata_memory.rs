@@ -20,8 +20,9 @@
 use std::{process::Command, time::Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_factory::{FactoryOptions, Selection, SharedInformerFactory};
+use kinformer_factory::{FactoryOptions, InformerRequest, Selection, SharedInformerFactory};
 use kinformer_testing::{FakeApiServer, fixtures};
+use kube_core::PartialObjectMeta;
 
 const PODS: usize = 5_000;
 /// How long a measured informer may take to sync; its cache size says whether it did.
@@ -118,12 +119,15 @@ async fn sync_one(
     selection: Selection,
 ) -> Result<(), BoxError> {
     let cached = if kind.starts_with("metadata") {
-        let informer = factory.metadata_informer_in::<Pod>(selection)?;
+        let informer = factory.informer_for(
+            InformerRequest::<PartialObjectMeta<Pod>>::metadata().selection(selection),
+        )?;
         factory.start()?;
         let _ = factory.wait_for_cache_sync(SYNC_DEADLINE).await;
         informer.cache().list_keys().len()
     } else {
-        let informer = factory.informer_in::<Pod>(selection)?;
+        let informer =
+            factory.informer_for(InformerRequest::<Pod>::typed().selection(selection))?;
         factory.start()?;
         let _ = factory.wait_for_cache_sync(SYNC_DEADLINE).await;
         informer.cache().list_keys().len()

@@ -12,7 +12,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kinformer_factory::{FactoryOptions, Selection, SharedInformerFactory};
+use kinformer_factory::{FactoryOptions, InformerRequest, Selection, SharedInformerFactory};
 use kinformer_processor::HandlerFuncs;
 use kube_client::{Client, Config};
 use prometheus_client::{encoding::text::encode, registry::Registry};
@@ -32,7 +32,10 @@ fn scrape(c: &mut Criterion) {
         let factory = SharedInformerFactory::new(client, FactoryOptions::default());
         for n in 0..informers {
             let informer = factory
-                .informer_in::<ConfigMap>(Selection::all().namespace(format!("ns-{n}")))
+                .informer_for(
+                    InformerRequest::<ConfigMap>::typed()
+                        .selection(Selection::all().namespace(format!("ns-{n}"))),
+                )
                 .expect("an informer");
             for _ in 0..3 {
                 informer

@@ -22,7 +22,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{debug, info, warn};
 
 use crate::{
-    FactoryOptions, InformerLease, SyncReport,
+    FactoryOptions, InformerLease, InformerRequest, SyncReport,
     error::{Error, Result},
     scope::ApiScope,
     selection::{InformerKey, Selection},
@@ -58,10 +58,10 @@ impl<K> FactoryResource for K where
 /// One list+watch per resource type and selection, shared by every consumer in the process:
 /// client-go's `SharedInformerFactory`.
 ///
-/// Ask for informers ([`informer`](Self::informer), [`lister`](Self::lister),
-/// [`dynamic_informer`](Self::dynamic_informer), [`metadata_informer`](Self::metadata_informer),
-/// [`informer_for`](Self::informer_for)) as often as you like, from anywhere: the same key
-/// always gets the same informer. Then [`start`](Self::start) runs every informer not yet
+/// Ask for informers ([`informer`](Self::informer) for a typed one in the factory's scope,
+/// [`informer_for`](Self::informer_for) with an [`InformerRequest`] for every other kind and
+/// scope, [`lease`](Self::lease), [`lister`](Self::lister)) as often as you like, from
+/// anywhere: the same request always gets the same informer. Then [`start`](Self::start) runs every informer not yet
 /// running (and every informer asked for afterwards as it is asked for),
 /// [`wait_for_cache_sync`](Self::wait_for_cache_sync) waits for their first lists,
 /// and [`shutdown`](Self::shutdown) stops them and waits for every task the factory started.
@@ -139,6 +139,9 @@ struct Entry {
     /// Stops this informer alone; a child of the factory's token.
     token: CancellationToken,
 }
+
+/// An informer handed out, with its key and its entry's id, which a lease names to release it.
+pub(crate) type Handed<K> = (SharedIndexInformer<K>, (InformerKey, u64));
 
 /// How a caller holds the informer it asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,61 +242,49 @@ impl SharedInformerFactory {
     }
 
     /// The shared informer for `K` in the factory's selection, built on first use (client-go's
-    /// `factory.Core().V1().Pods().Informer()`).
+    /// `factory.Core().V1().Pods().Informer()`): the short form of
+    /// `informer_for(InformerRequest::typed())`.
     ///
     /// # Errors
     ///
     /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
     #[doc(alias = "Informer")]
     pub fn informer<K: FactoryResource>(&self) -> Result<SharedIndexInformer<K>> {
-        self.informer_in::<K>(self.inner.config.selection.clone())
+        self.informer_for(InformerRequest::typed())
     }
 
-    /// The shared informer for `K` over `selection` instead of the factory's.
+    /// The shared informer `request` names: a typed, metadata-only or dynamic informer, or
+    /// one the caller builds, in the factory's scope or the request's. Held until shutdown,
+    /// as in client-go; see [`lease`](Self::lease) for one that leaves when its users do.
     ///
     /// # Errors
     ///
-    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
-    pub fn informer_in<K: FactoryResource>(
+    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown); [`Error::NoRuntime`] for a
+    /// new informer asked for outside a tokio runtime once the factory has started.
+    #[doc(alias = "InformerFor")]
+    #[doc(alias = "ForResource")]
+    pub fn informer_for<K: Object>(
         &self,
-        selection: Selection,
+        request: InformerRequest<K>,
     ) -> Result<SharedIndexInformer<K>> {
-        self.typed(selection, Hold::Pin)
+        request
+            .hand_out(self, Hold::Pin)
             .map(|(informer, _)| informer)
     }
 
-    /// The shared informer for `K` in the factory's selection, held by the returned
-    /// [`InformerLease`] rather than until shutdown: when the last lease of an informer that
-    /// no other method handed out is released (dropped), the informer stops, leaves the
-    /// factory and frees its cache once every clone of it is gone. Asking again builds a new
-    /// one. An informer also handed out by [`informer`](Self::informer) or
+    /// The shared informer `request` names, held by the returned [`InformerLease`] rather
+    /// than until shutdown: when the last lease of an informer that no other method handed
+    /// out is released (dropped), the informer stops, leaves the factory and frees its cache
+    /// once every clone of it is gone. Asking again builds a new one. An informer also handed
+    /// out by [`informer`](Self::informer), [`informer_for`](Self::informer_for) or
     /// [`lister`](Self::lister) stays until shutdown, as in client-go.
     ///
     /// # Errors
     ///
-    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
-    pub fn lease<K: FactoryResource>(&self) -> Result<InformerLease<K>> {
-        let (informer, (key, id)) =
-            self.typed::<K>(self.inner.config.selection.clone(), Hold::Lease)?;
+    /// As for [`informer_for`](Self::informer_for).
+    pub fn lease<K: Object>(&self, request: InformerRequest<K>) -> Result<InformerLease<K>> {
+        let (informer, (key, id)) = request.hand_out(self, Hold::Lease)?;
         Ok(InformerLease::new(informer, key, id, self.downgrade()))
-    }
-
-    fn typed<K: FactoryResource>(
-        &self,
-        selection: Selection,
-        hold: Hold,
-    ) -> Result<(SharedIndexInformer<K>, (InformerKey, u64))> {
-        let key = InformerKey::new::<K>(None, selection, K::kind(&()).into_owned()).with_api(
-            &K::group(&()),
-            &K::version(&()),
-            &K::plural(&()),
-        );
-        self.get_or_insert(key, hold, |config, client, key| {
-            let selection = key.selection();
-            let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());
-            let lister_watcher = config.narrow(config.wire(KubeListerWatcher::new(api)), selection);
-            SharedIndexInformer::new(lister_watcher, config.cached(config.options::<K>(key)))
-        })
     }
 
     /// A [`Lister`] over the shared informer for `K` (client-go's `...Pods().Lister()`); it
@@ -307,29 +298,32 @@ impl SharedInformerFactory {
         Ok(self.informer::<K>()?.lister())
     }
 
-    /// The shared informer for `K` in the factory's selection, built by `new` if there is none
-    /// yet (client-go's `InformerFor`). `new` receives the client and the options the factory
-    /// would use for `K`: its resync period and, when set, its transform
-    /// ([`FactoryOptions::transform_for`]); build the informer with them, adding what you need.
-    /// The informer is shared with [`informer`](Self::informer) for the same type.
-    ///
-    /// `new` runs under the registry's lock, as client-go's does, so that two callers never
-    /// build two informers: it must not call back into the factory.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
-    #[doc(alias = "InformerFor")]
-    pub fn informer_for<K: Object>(
+    pub(crate) fn typed<K: FactoryResource>(
         &self,
-        new: impl FnOnce(&Client, InformerOptions<K>) -> SharedIndexInformer<K>,
-    ) -> Result<SharedIndexInformer<K>> {
-        let key = InformerKey::new::<K>(
-            None,
-            self.inner.config.selection.clone(),
-            short_type_name::<K>(),
+        selection: Selection,
+        hold: Hold,
+    ) -> Result<Handed<K>> {
+        let key = InformerKey::new::<K>(None, selection, K::kind(&()).into_owned()).with_api(
+            &K::group(&()),
+            &K::version(&()),
+            &K::plural(&()),
         );
-        self.pinned(key, |config, client, key| {
+        self.get_or_insert(key, hold, |config, client, key| {
+            let selection = key.selection();
+            let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());
+            let lister_watcher = config.narrow(config.wire(KubeListerWatcher::new(api)), selection);
+            SharedIndexInformer::new(lister_watcher, config.cached(config.options::<K>(key)))
+        })
+    }
+
+    pub(crate) fn built_by<K: Object>(
+        &self,
+        selection: Selection,
+        hold: Hold,
+        new: impl FnOnce(&Client, InformerOptions<K>) -> SharedIndexInformer<K>,
+    ) -> Result<Handed<K>> {
+        let key = InformerKey::new::<K>(None, selection, short_type_name::<K>());
+        self.get_or_insert(key, hold, |config, client, key| {
             let mut options =
                 InformerOptions::new().resync_period(config.resync_of(TypeId::of::<K>()));
             if let Some(transform) = config.type_transform::<K>() {
@@ -339,55 +333,12 @@ impl SharedInformerFactory {
         })
     }
 
-    /// The shared informer for any resource, a CRD for instance, as [`DynamicObject`]s
-    /// (client-go's `dynamicinformer.DynamicSharedInformerFactory.ForResource`), in the
-    /// factory's selection. For a cluster-scoped resource, build the factory without a
-    /// namespace or use [`dynamic_informer_in`](Self::dynamic_informer_in).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
-    #[doc(alias = "ForResource")]
-    #[doc(alias = "NewDynamicSharedInformerFactory")]
-    pub fn dynamic_informer(
-        &self,
-        resource: &ApiResource,
-    ) -> Result<SharedIndexInformer<DynamicObject>> {
-        self.dynamic_informer_in(resource, self.inner.config.selection.clone())
-    }
-
-    /// The shared dynamic informer for `resource` over `selection`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
-    pub fn dynamic_informer_in(
-        &self,
-        resource: &ApiResource,
-        selection: Selection,
-    ) -> Result<SharedIndexInformer<DynamicObject>> {
-        self.dynamic(resource, selection, Hold::Pin)
-            .map(|(informer, _)| informer)
-    }
-
-    /// The shared dynamic informer for `resource` in the factory's selection, held by the
-    /// returned lease (see [`lease`](Self::lease)).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
-    pub fn lease_dynamic(&self, resource: &ApiResource) -> Result<InformerLease<DynamicObject>> {
-        let (informer, (key, id)) =
-            self.dynamic(resource, self.inner.config.selection.clone(), Hold::Lease)?;
-        Ok(InformerLease::new(informer, key, id, self.downgrade()))
-    }
-
-    fn dynamic(
+    pub(crate) fn dynamic(
         &self,
         resource: &ApiResource,
         selection: Selection,
         hold: Hold,
-    ) -> Result<(SharedIndexInformer<DynamicObject>, (InformerKey, u64))> {
+    ) -> Result<Handed<DynamicObject>> {
         let path = if resource.group.is_empty() {
             format!("{}/{}", resource.version, resource.plural)
         } else {
@@ -417,37 +368,18 @@ impl SharedInformerFactory {
         })
     }
 
-    /// The shared metadata-only informer for `K`: `PartialObjectMetadata` lists and watches,
-    /// so the cache holds names, labels, annotations and owners and nothing else (client-go's
-    /// `metadatainformer`). Far smaller than [`informer`](Self::informer) for a controller
-    /// that reads nothing more.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
-    #[doc(alias = "metadatainformer")]
-    pub fn metadata_informer<K: FactoryResource>(
-        &self,
-    ) -> Result<SharedIndexInformer<PartialObjectMeta<K>>> {
-        self.metadata_informer_in::<K>(self.inner.config.selection.clone())
-    }
-
-    /// The shared metadata-only informer for `K` over `selection`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ShutDown`] after [`shutdown`](Self::shutdown).
-    pub fn metadata_informer_in<K: FactoryResource>(
+    pub(crate) fn metadata<K: FactoryResource>(
         &self,
         selection: Selection,
-    ) -> Result<SharedIndexInformer<PartialObjectMeta<K>>> {
+        hold: Hold,
+    ) -> Result<Handed<PartialObjectMeta<K>>> {
         let key = InformerKey::new::<PartialObjectMeta<K>>(
             None,
             selection,
             format!("{} (metadata)", K::kind(&())),
         )
         .with_api(&K::group(&()), &K::version(&()), &K::plural(&()));
-        self.pinned(key, |config, client, key| {
+        self.get_or_insert(key, hold, |config, client, key| {
             let selection = key.selection();
             let api = <K::Scope as ApiScope>::api::<K>(client, selection.namespace_name());
             let lister_watcher =
@@ -457,15 +389,6 @@ impl SharedInformerFactory {
         })
     }
 
-    fn pinned<K: Object>(
-        &self,
-        key: InformerKey,
-        build: impl FnOnce(&FactoryOptions, Client, &InformerKey) -> SharedIndexInformer<K>,
-    ) -> Result<SharedIndexInformer<K>> {
-        self.get_or_insert(key, Hold::Pin, build)
-            .map(|(informer, _)| informer)
-    }
-
     /// The informer under `key`, built by `build` if there is none; with the key and the
     /// entry's id, which a lease names to release it.
     fn get_or_insert<K: Object>(
@@ -473,7 +396,7 @@ impl SharedInformerFactory {
         key: InformerKey,
         hold: Hold,
         build: impl FnOnce(&FactoryOptions, Client, &InformerKey) -> SharedIndexInformer<K>,
-    ) -> Result<(SharedIndexInformer<K>, (InformerKey, u64))> {
+    ) -> Result<Handed<K>> {
         let mut state = self.inner.state.lock();
         if state.shutting_down {
             return Err(Error::ShutDown {

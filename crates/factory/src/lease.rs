@@ -7,9 +7,8 @@ use kinformer_store::Object;
 
 use crate::{factory::WeakFactory, selection::InformerKey};
 
-/// A shared informer from [`SharedInformerFactory::lease`](crate::SharedInformerFactory::lease)
-/// or [`lease_dynamic`](crate::SharedInformerFactory::lease_dynamic), held for as long as a
-/// lease on it lives.
+/// A shared informer from [`SharedInformerFactory::lease`](crate::SharedInformerFactory::lease),
+/// held for as long as a lease on it lives.
 ///
 /// It dereferences to the informer. Cloning takes another lease on the same informer.
 /// Dropping the last lease of an informer that no pinning method
@@ -21,8 +20,9 @@ use crate::{factory::WeakFactory, selection::InformerKey};
 /// ```no_run
 /// # async fn doc(factory: kinformer_factory::SharedInformerFactory) -> kinformer_factory::Result<()> {
 /// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kinformer_factory::InformerRequest;
 ///
-/// let config_maps = factory.lease::<ConfigMap>()?;
+/// let config_maps = factory.lease(InformerRequest::<ConfigMap>::typed())?;
 /// factory.start()?;
 /// config_maps.wait_for_cache_sync(&tokio_util::sync::CancellationToken::new()).await;
 /// let count = config_maps.cache().list().len();

@@ -4,11 +4,14 @@
 //!
 //! It owns:
 //!
-//! - **the registry**: [`SharedInformerFactory::informer`] and
-//!   [`lister`](SharedInformerFactory::lister) return the same informer however often they are
-//!   called, keyed by [`InformerKey`] (the Rust type, the API resource for dynamic informers,
-//!   and the [`Selection`]); [`informer_for`](SharedInformerFactory::informer_for) takes a
-//!   constructor of your own;
+//! - **the registry**: one way to ask for an informer, an [`InformerRequest`] (typed,
+//!   metadata-only, dynamic, or built by a constructor of your own; in the factory's scope or
+//!   the request's) handed to [`informer_for`](SharedInformerFactory::informer_for), or to
+//!   [`lease`](SharedInformerFactory::lease) for one that leaves when its users do;
+//!   [`informer`](SharedInformerFactory::informer) and
+//!   [`lister`](SharedInformerFactory::lister) are the short forms for a typed one. The same
+//!   request gets the same informer however often it is made, keyed by [`InformerKey`] (the
+//!   Rust type, the API resource for dynamic informers, and the [`Selection`]);
 //! - **the options** ([`FactoryOptions`]): default resync, namespace, label and field
 //!   selectors, a list-options tweak, page size, per-type resync, and transforms (on every
 //!   type's metadata, or per type) that run before an object is cached;
@@ -87,6 +90,7 @@ mod lease;
 #[cfg(feature = "prometheus")]
 mod metrics;
 mod options;
+mod request;
 mod scope;
 mod selection;
 mod sync_report;
@@ -96,6 +100,7 @@ pub use crate::{
     factory::{FactoryResource, SharedInformerFactory},
     lease::InformerLease,
     options::{CACHE_ENV, FactoryOptions},
+    request::InformerRequest,
     scope::ApiScope,
     selection::{InformerKey, Selection},
     sync_report::SyncReport,

@@ -129,7 +129,7 @@ impl InformerKey {
     }
 
     /// The API group, version and resource (plural) of what the informer caches, as in
-    /// client-go's informer metrics; empty strings for an informer built by `informer_for`,
+    /// client-go's informer metrics; empty strings for an informer a request builds with `built_by`,
     /// whose type the factory cannot ask.
     pub fn group_version_resource(&self) -> (&str, &str, &str) {
         let [group, version, resource] = &self.api;
@@ -165,7 +165,7 @@ impl InformerKey {
 }
 
 // The description is derived from the other fields (or names a custom constructor's type), so
-// identity leaves it out: `informer::<Pod>()` and `informer_for::<Pod>(..)` share one informer.
+// identity leaves it out: `informer::<Pod>()` and a request `built_by` a constructor of Pods share one informer.
 impl PartialEq for InformerKey {
     fn eq(&self, other: &Self) -> bool {
         self.type_id == other.type_id

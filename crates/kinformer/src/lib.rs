@@ -300,7 +300,9 @@ struct ReadmeDoctests;
 pub mod prelude {
     pub use std::sync::Arc;
 
-    pub use kinformer_factory::{FactoryOptions, InformerLease, Selection, SharedInformerFactory};
+    pub use kinformer_factory::{
+        FactoryOptions, InformerLease, InformerRequest, Selection, SharedInformerFactory,
+    };
     pub use kinformer_informer::{InformerOptions, SharedIndexInformer};
     pub use kinformer_processor::{
         AddKind, EventStream, HandlerExecutor, HandlerFuncs, KeyHandler, ListenerOptions,

@@ -27,14 +27,14 @@ use k8s_openapi::api::{
 };
 use kinformer::reflector::WireFormat;
 use kinformer::{
-    factory::{FactoryOptions, SharedInformerFactory},
+    factory::{FactoryOptions, InformerRequest, SharedInformerFactory},
     informer::{InformerOptions, SharedIndexInformer},
     reflector::{Error as ReflectorError, KubeListerWatcher},
     store::{IndexFunc, Indexers},
 };
 use kube_client::{
     Api, ResourceExt as _,
-    api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams},
+    api::{ApiResource, DeleteParams, DynamicObject, ListParams, PartialObjectMeta, PostParams},
 };
 
 /// Registers a namespaced `Widget` CRD unique to this test, deleted afterwards, and waits until
@@ -84,9 +84,11 @@ async fn a_namespaced_factory_syncs_built_in_types_a_crd_and_a_metadata_only_inf
         );
         let cm_informer = factory.informer::<ConfigMap>().expect("informer");
         let lease_informer = factory.informer::<Lease>().expect("informer");
-        let widget_informer = factory.dynamic_informer(&resource).expect("informer");
+        let widget_informer = factory
+            .informer_for(InformerRequest::dynamic(&resource))
+            .expect("informer");
         let account_informer = factory
-            .metadata_informer::<ServiceAccount>()
+            .informer_for(InformerRequest::<PartialObjectMeta<ServiceAccount>>::metadata())
             .expect("informer");
         factory.start().expect("start");
         let synced = factory.wait_for_cache_sync(CONVERGE).await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use e2e_support::{create_widget, create_widget_crd, eventually, run};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kinformer::factory::{FactoryOptions, SharedInformerFactory};
+use kinformer::factory::{FactoryOptions, InformerRequest, SharedInformerFactory};
 use kube_client::{
     Api,
     api::{DeleteParams, DynamicObject},
@@ -34,7 +34,7 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_new_one_works_on
             FactoryOptions::from_env().namespace(ctx.namespace.clone()),
         );
         let informer = factory
-            .dynamic_informer(&resource)
+            .informer_for(InformerRequest::dynamic(&resource))
             .expect("a dynamic informer");
         factory.start().expect("the factory starts");
         let synced = factory.wait_for_cache_sync(CONVERGE).await;
@@ -95,7 +95,7 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_new_one_works_on
         let resource = create_widget_crd(&ctx, &group).await;
         create_widget(&widgets, &resource, "second", 1).await;
         let fresh = factory
-            .dynamic_informer(&resource)
+            .informer_for(InformerRequest::dynamic(&resource))
             .expect("a new dynamic informer");
         assert!(!fresh.is_stopped(), "a new informer, not the stopped one");
         factory.start().expect("the factory starts it");

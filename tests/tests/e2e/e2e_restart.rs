@@ -26,7 +26,7 @@ use e2e_support::{Ctx, eventually, run_alone};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::reflector::WireFormat;
 use kinformer::{
-    factory::{FactoryOptions, SharedInformerFactory},
+    factory::{FactoryOptions, InformerRequest, SharedInformerFactory},
     informer::SharedIndexInformer,
     processor::HandlerFuncs,
     reflector::{
@@ -330,16 +330,17 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
             .namespace(ctx.namespace.clone()));
         // The factory's own ConfigMap informer, but over a ListerWatcher that counts requests
         // (client-go's InformerFor).
+        let (reported, counted, namespace) =
+            (Arc::clone(&errors), Arc::clone(&attempts), ctx.namespace.clone());
         let informer = factory
-            .informer_for::<ConfigMap>(|client, options| {
-                let reported = Arc::clone(&errors);
+            .informer_for(InformerRequest::<ConfigMap>::built_by(move |client, options| {
                 SharedIndexInformer::new(
                     Counted {
                         inner: KubeListerWatcher::new(Api::<ConfigMap>::namespaced(
                             client.clone(),
-                            &ctx.namespace,
+                            &namespace,
                         )).wire_format(WireFormat::from_env()),
-                        attempts: Arc::clone(&attempts),
+                        attempts: counted,
                     },
                     options
                         .name("configmaps")
@@ -350,7 +351,7 @@ async fn an_informer_converges_with_nothing_lost_and_no_hot_loop_when_kube_apise
                                 .push((Instant::now(), error.to_string()));
                         }),
                 )
-            })
+            }))
             .expect("informer");
         let view = View::default();
         informer

@@ -8,11 +8,11 @@
 use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_factory::{FactoryOptions, SharedInformerFactory};
+use kinformer_factory::{FactoryOptions, InformerRequest, SharedInformerFactory};
 use kinformer_processor::HandlerFuncs;
 use kinformer_store::Lister;
 use kinformer_testing::{FakeApiServer, eventually, fixtures};
-use kube_core::ResourceExt;
+use kube_core::{PartialObjectMeta, ResourceExt};
 use parking_lot::Mutex;
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -126,7 +126,9 @@ async fn kept_decoded_objects_are_the_written_ones_and_metadata_informers_compac
         let cached = cached(&lister, pod);
         assert_eq!(*cached, **pod);
     }
-    let metadata = factory.metadata_informer::<Pod>().expect("an informer");
+    let metadata = factory
+        .informer_for(InformerRequest::<PartialObjectMeta<Pod>>::metadata())
+        .expect("an informer");
     factory.start().expect("the new informer starts");
     let synced = factory.wait_for_cache_sync(PATIENCE).await;
     assert!(synced.all_synced(), "{synced:?}");

@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use kinformer_factory::{FactoryOptions, Selection, SharedInformerFactory};
+use kinformer_factory::{FactoryOptions, InformerRequest, Selection, SharedInformerFactory};
 use kinformer_processor::HandlerFuncs;
 use kinformer_testing::FakeApiServer;
 use kube_core::{ApiResource, DynamicObject, GroupVersionKind, ResourceExt};
@@ -77,7 +77,7 @@ async fn adding_updating_and_deleting_an_object_reach_the_dynamic_informer_handl
         FactoryOptions::from_env(),
     );
     let informer = factory
-        .dynamic_informer(&deployments())
+        .informer_for(InformerRequest::dynamic(&deployments()))
         .expect("an informer");
     let (handler, mut received) = recording_handler();
     informer
@@ -129,7 +129,7 @@ async fn a_namespaced_dynamic_informer_sees_only_its_namespace() {
         FactoryOptions::from_env().namespace("ns-foo"),
     );
     let informer = factory
-        .dynamic_informer(&deployments())
+        .informer_for(InformerRequest::dynamic(&deployments()))
         .expect("an informer");
     assert_eq!(
         factory.informers()[0].0.selection(),

@@ -10,14 +10,14 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kinformer_factory::{Error, FactoryOptions, Selection, SharedInformerFactory};
+use kinformer_factory::{Error, FactoryOptions, InformerRequest, Selection, SharedInformerFactory};
 use kinformer_informer::{HandlerExecutor, InformerOptions, SharedIndexInformer};
 use kinformer_processor::HandlerFuncs;
 use kinformer_reflector::KubeListerWatcher;
 use kinformer_reflector::WireFormat;
 use kinformer_testing::{FakeApiServer, Fault, ResourceType, Verb, eventually, fixtures};
 use kube_client::Api;
-use kube_core::{ApiResource, GroupVersionKind, ResourceExt};
+use kube_core::{ApiResource, GroupVersionKind, PartialObjectMeta, ResourceExt};
 use serde_json::json;
 
 /// How long any wait in these tests may take before the test fails.
@@ -97,16 +97,19 @@ async fn different_namespaces_and_selectors_get_separate_informers() {
 
     let everything = factory.informer::<Pod>().expect("an informer");
     let in_ns_1 = factory
-        .informer_in::<Pod>(Selection::all().namespace("ns-1"))
+        .informer_for(InformerRequest::<Pod>::typed().selection(Selection::all().namespace("ns-1")))
         .expect("an informer");
     let in_ns_2 = factory
-        .informer_in::<Pod>(Selection::all().namespace("ns-2"))
+        .informer_for(InformerRequest::<Pod>::typed().selection(Selection::all().namespace("ns-2")))
         .expect("an informer");
     let app_3 = factory
-        .informer_in::<Pod>(Selection::all().labels("app.kubernetes.io/name=app-3"))
+        .informer_for(
+            InformerRequest::<Pod>::typed()
+                .selection(Selection::all().labels("app.kubernetes.io/name=app-3")),
+        )
         .expect("an informer");
     let in_ns_1_again = factory
-        .informer_in::<Pod>(Selection::all().namespace("ns-1"))
+        .informer_for(InformerRequest::<Pod>::typed().selection(Selection::all().namespace("ns-1")))
         .expect("an informer");
 
     assert!(same(&in_ns_1, &in_ns_1_again));
@@ -366,18 +369,23 @@ async fn informer_for_builds_once_and_shares_with_informer() {
             .default_resync(Duration::from_secs(60))
             .resync_for::<ConfigMap>(Duration::from_secs(5)),
     );
-    let built = AtomicUsize::new(0);
-    let resyncs = parking_lot::Mutex::new(Vec::new());
-    let build = |client: &kube_client::Client, options: InformerOptions<ConfigMap>| {
-        built.fetch_add(1, Ordering::Relaxed);
-        resyncs.lock().push(options.configured_resync_period());
+    let built = Arc::new(AtomicUsize::new(0));
+    let resyncs = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let (count, noted) = (Arc::clone(&built), Arc::clone(&resyncs));
+    let build = move |client: &kube_client::Client, options: InformerOptions<ConfigMap>| {
+        count.fetch_add(1, Ordering::Relaxed);
+        noted.lock().push(options.configured_resync_period());
         let lister_watcher = KubeListerWatcher::new(Api::<ConfigMap>::all(client.clone()))
             .wire_format(WireFormat::from_env());
         SharedIndexInformer::new(lister_watcher, options)
     };
 
-    let first = factory.informer_for(build).expect("an informer");
-    let second = factory.informer_for(build).expect("an informer");
+    let first = factory
+        .informer_for(InformerRequest::built_by(build.clone()))
+        .expect("an informer");
+    let second = factory
+        .informer_for(InformerRequest::built_by(build))
+        .expect("an informer");
     let typed = factory.informer::<ConfigMap>().expect("an informer");
     assert!(same(&first, &second) && same(&first, &typed));
     assert_eq!(built.load(Ordering::Relaxed), 1);
@@ -385,7 +393,9 @@ async fn informer_for_builds_once_and_shares_with_informer() {
 
     let pods = factory.informer::<Pod>().expect("an informer");
     let not_called = factory
-        .informer_for::<Pod>(|_, _| unreachable!("the Pod informer exists already"))
+        .informer_for(InformerRequest::<Pod>::built_by(|_, _| {
+            unreachable!("the Pod informer exists already")
+        }))
         .expect("an informer");
     assert!(same(&pods, &not_called));
 }
@@ -404,7 +414,9 @@ async fn transforms_run_before_objects_are_cached() {
             }),
     );
     let pods = factory.informer::<Pod>().expect("an informer");
-    let metadata = factory.metadata_informer::<Pod>().expect("an informer");
+    let metadata = factory
+        .informer_for(InformerRequest::<PartialObjectMeta<Pod>>::metadata())
+        .expect("an informer");
     factory.start().expect("the factory starts");
     all_synced(&factory).await;
 
@@ -462,10 +474,14 @@ async fn a_custom_resource_is_informed_through_the_dynamic_informer() {
         server.client().expect("a client"),
         FactoryOptions::from_env(),
     );
-    let widgets = factory.dynamic_informer(&resource).expect("an informer");
+    let widgets = factory
+        .informer_for(InformerRequest::dynamic(&resource))
+        .expect("an informer");
     assert!(same(
         &widgets,
-        &factory.dynamic_informer(&resource).expect("an informer")
+        &factory
+            .informer_for(InformerRequest::dynamic(&resource))
+            .expect("an informer")
     ));
     let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
     widgets
@@ -509,10 +525,14 @@ async fn the_metadata_informer_is_separate_from_the_full_one_and_holds_only_meta
         FactoryOptions::from_env(),
     );
     let full = factory.informer::<Pod>().expect("an informer");
-    let metadata = factory.metadata_informer::<Pod>().expect("an informer");
+    let metadata = factory
+        .informer_for(InformerRequest::<PartialObjectMeta<Pod>>::metadata())
+        .expect("an informer");
     assert!(same(
         &metadata,
-        &factory.metadata_informer::<Pod>().expect("an informer")
+        &factory
+            .informer_for(InformerRequest::<PartialObjectMeta<Pod>>::metadata())
+            .expect("an informer")
     ));
     assert_eq!(factory.informers().len(), 2);
 

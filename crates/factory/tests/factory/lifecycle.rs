@@ -6,7 +6,7 @@
 use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kinformer_factory::{FactoryOptions, SharedInformerFactory};
+use kinformer_factory::{FactoryOptions, InformerRequest, SharedInformerFactory};
 use kinformer_testing::{FakeApiServer, eventually, fixtures};
 use kube_core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -51,7 +51,9 @@ async fn synced(factory: &SharedInformerFactory) {
 async fn a_leased_informer_stops_and_frees_its_cache_when_its_last_lease_is_released() {
     let server = server_with_config_maps(&["a", "b"]).await;
     let factory = factory(&server);
-    let first = factory.lease::<ConfigMap>().expect("a lease");
+    let first = factory
+        .lease(InformerRequest::<ConfigMap>::typed())
+        .expect("a lease");
     let second = first.clone();
     factory.start().expect("started");
     synced(&factory).await;
@@ -83,7 +85,9 @@ async fn a_leased_informer_stops_and_frees_its_cache_when_its_last_lease_is_rele
 
     // Asking again builds a new informer, which (the factory having started) runs at once and
     // syncs from scratch.
-    let again = factory.lease::<ConfigMap>().expect("a new lease");
+    let again = factory
+        .lease(InformerRequest::<ConfigMap>::typed())
+        .expect("a new lease");
     assert!(!again.is_stopped());
     synced(&factory).await;
     assert!(again.has_started());
@@ -99,7 +103,9 @@ async fn a_lease_released_as_soon_as_taken_from_a_started_factory_stops_its_info
     let factory = factory(&server);
     factory.start().expect("started");
     for _ in 0..20 {
-        let lease = factory.lease::<ConfigMap>().expect("a lease");
+        let lease = factory
+            .lease(InformerRequest::<ConfigMap>::typed())
+            .expect("a lease");
         let informer = (*lease).clone();
         assert!(lease.release().await, "the only lease stops the informer");
         assert!(informer.is_stopped());
@@ -112,7 +118,9 @@ async fn a_lease_released_as_soon_as_taken_from_a_started_factory_stops_its_info
 async fn an_informer_also_handed_out_pinned_outlives_its_leases() {
     let server = server_with_config_maps(&["a"]).await;
     let factory = factory(&server);
-    let lease = factory.lease::<ConfigMap>().expect("a lease");
+    let lease = factory
+        .lease(InformerRequest::<ConfigMap>::typed())
+        .expect("a lease");
     let pinned = factory.informer::<ConfigMap>().expect("the same informer");
     factory.start().expect("started");
     synced(&factory).await;
@@ -170,7 +178,9 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_fresh_one_works_
         .create_object(fixtures::widget("example.com", "default", "first", 1))
         .expect("a widget");
     let factory = factory(&server);
-    let informer = factory.dynamic_informer(&widgets()).expect("an informer");
+    let informer = factory
+        .informer_for(InformerRequest::dynamic(&widgets()))
+        .expect("an informer");
     factory.start().expect("started");
     synced(&factory).await;
     assert_eq!(informer.cache().list().len(), 1);
@@ -214,7 +224,7 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_fresh_one_works_
         .create_object(fixtures::widget("example.com", "default", "second", 1))
         .expect("a widget");
     let fresh = factory
-        .dynamic_informer(&widgets())
+        .informer_for(InformerRequest::dynamic(&widgets()))
         .expect("a new informer");
     assert!(!fresh.is_stopped());
     factory.start().expect("started");

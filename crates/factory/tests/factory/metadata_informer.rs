@@ -4,7 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kinformer_factory::{FactoryOptions, SharedInformerFactory};
+use kinformer_factory::{FactoryOptions, InformerRequest, SharedInformerFactory};
 use kinformer_processor::HandlerFuncs;
 use kinformer_testing::{FakeApiServer, Verb};
 use kube_core::{PartialObjectMeta, ResourceExt};
@@ -34,7 +34,7 @@ async fn adding_updating_and_deleting_an_object_reach_the_metadata_informer_hand
         FactoryOptions::from_env(),
     );
     let informer = factory
-        .metadata_informer::<Deployment>()
+        .informer_for(InformerRequest::<PartialObjectMeta<Deployment>>::metadata())
         .expect("an informer");
 
     let (sender, mut received) = mpsc::unbounded_channel();

@@ -15,6 +15,7 @@ use kinformer_bench_peers::{
     APP_LABEL, Args, Handler, Lookup, Mode, Peer, Query, Resource, Scenario, Viewed, Views, key_of,
 };
 use kube_client::Client;
+use kube_core::PartialObjectMeta;
 
 /// Both Rust peers use mimalloc: glibc's per-thread arenas grow when objects are decoded on one
 /// thread and freed on another, and fresh pages cost a fault each (see docs/benchmarks.md). They
@@ -79,14 +80,16 @@ impl Peer for Kinformer {
                 let decoder = KubeDecoder::<SlimPod>::for_resource::<Pod>(WireFormat::Protobuf);
                 let lister_watcher = KubeListerWatcher::with_decoder(api, decoder);
                 let informer = factory
-                    .informer_for(|_, _| {
+                    .informer_for(InformerRequest::built_by(|_, _| {
                         SharedIndexInformer::new(lister_watcher, InformerOptions::new())
-                    })
+                    }))
                     .map_err(error)?;
                 inform(factory, &informer, views).await
             }
             (Resource::Pods, Mode::Metadata) => {
-                let informer = factory.metadata_informer::<Pod>().map_err(error)?;
+                let informer = factory
+                    .informer_for(InformerRequest::<PartialObjectMeta<Pod>>::metadata())
+                    .map_err(error)?;
                 inform(factory, &informer, views).await
             }
             (Resource::Pods, _) => {
