@@ -3,8 +3,8 @@
 //! This is the bottom layer of kinformer, the Rust counterpart of apimachinery's
 //! `k8s.io/apimachinery/pkg/util/wait` and `util/runtime`. It owns:
 //!
-//! - periodic loops that stop on a [`CancellationToken`]: [`until`], [`until_with_token`],
-//!   [`non_sliding_until`], [`jitter_until`], [`backoff_until`], and the [`jitter`] function;
+//! - one periodic loop that stops on a [`CancellationToken`], [`until`], sliding or not and
+//!   jittered or not by its [`Period`], and the [`jitter`] function;
 //! - exponential backoff: [`Backoff`] (its [`step`](Backoff::step) is Go's `Backoff.Step`),
 //!   [`exponential_backoff`], and the [`BackoffManager`] trait with the reflector's resetting
 //!   [`ExponentialBackoffManager`];
@@ -70,7 +70,7 @@ mod until;
 pub use backoff::{Backoff, exponential_backoff, exponential_backoff_with_token, jitter};
 pub use error::{Error, Result};
 pub use group::Group;
-pub use manager::{BackoffManager, ExponentialBackoffManager, JitteredBackoffManager};
+pub use manager::{BackoffManager, ExponentialBackoffManager};
 pub use panic::{catch_panic, catch_panic_sync, panic_message};
 pub use poll::{
     poll, poll_immediate, poll_immediate_until, poll_until, poll_until_cancelled,
@@ -80,7 +80,7 @@ pub use report::{
     ErrorChain, ErrorHandler, ErrorReporter, ReportOutcome, add_error_handler,
     global_error_reporter, handle_error,
 };
-pub use until::{backoff_until, jitter_until, non_sliding_until, until, until_with_token};
+pub use until::{Period, until};
 
 /// Re-exported because every loop here stops on one.
 pub use tokio_util::sync::CancellationToken;
@@ -99,7 +99,7 @@ mod send_sync {
         assert_send_sync::<Error<std::io::Error>>();
         assert_send_sync::<Backoff>();
         assert_send_sync::<ExponentialBackoffManager>();
-        assert_send_sync::<JitteredBackoffManager>();
+        assert_send_sync::<Period>();
         assert_send_sync::<ErrorReporter>();
         assert_send_sync::<Group>();
     }
@@ -111,13 +111,7 @@ mod send_sync {
         let period = Duration::from_secs(1);
         let condition = || async { Ok::<_, std::io::Error>(true) };
         assert_send(&until(&token, period, || async {}));
-        assert_send(&until_with_token(&token, period, |_| async {}));
-        assert_send(&backoff_until(
-            &token,
-            Box::new(ExponentialBackoffManager::default()) as Box<dyn BackoffManager>,
-            true,
-            || async {},
-        ));
+        assert_send(&until(&token, Period::new(period).jitter(1.0), || async {}));
         assert_send(&poll_until_timeout(&token, period, period, true, condition));
         assert_send(&exponential_backoff_with_token(
             &token,

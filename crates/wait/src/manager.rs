@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
 
-use crate::backoff::{Backoff, jitter};
+use crate::backoff::Backoff;
 
 /// A source of successive delays for a retry loop, injectable so a caller can bring its own
 /// scheme (or a fixed one in tests).
@@ -149,37 +149,6 @@ impl BackoffManager for ExponentialBackoffManager {
     }
 }
 
-/// A fixed period plus jitter: client-go's `NewJitteredBackoffManager`, the schedule behind
-/// [`jitter_until`](crate::jitter_until).
-#[doc(alias = "NewJitteredBackoffManager")]
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct JitteredBackoffManager {
-    period: Duration,
-    jitter_factor: f64,
-}
-
-impl JitteredBackoffManager {
-    /// Delays of `period`, plus up to `jitter_factor * period` when `jitter_factor > 0`
-    /// (zero or less means no jitter at all, unlike [`jitter`]'s own default).
-    #[must_use]
-    pub fn new(period: Duration, jitter_factor: f64) -> Self {
-        Self {
-            period,
-            jitter_factor,
-        }
-    }
-}
-
-impl BackoffManager for JitteredBackoffManager {
-    fn next_delay(&mut self) -> Duration {
-        if self.jitter_factor > 0.0 {
-            jitter(self.period, self.jitter_factor)
-        } else {
-            self.period
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -266,17 +235,6 @@ mod tests {
             manager.backoff().await;
         }
         assert_eq!(start.elapsed(), MS * (1 + 2 + 4 + 8 + 10));
-    }
-
-    /// Ported from client-go's TestJitteredBackoffManagerGetNextBackoff.
-    #[test]
-    fn jittered_manager_jitters_only_with_a_positive_factor() {
-        let mut positive = JitteredBackoffManager::new(MS, 1.0);
-        for delay in delays(&mut positive, 50) {
-            assert!((MS..=2 * MS).contains(&delay), "{delay:?} out of range");
-        }
-        let mut negative = JitteredBackoffManager::new(MS, -1.0);
-        assert_eq!(delays(&mut negative, 3), ms(&[1, 1, 1]));
     }
 
     #[test]

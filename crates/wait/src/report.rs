@@ -46,12 +46,11 @@ pub enum ReportOutcome {
 /// reporting goroutine (`rudimentaryErrorBackoff`, 1ms), which slows down a hot error loop as
 /// a side effect. Sleeping is not an option here: a synchronous sleep would stall a tokio worker
 /// thread and everything scheduled on it, and an `async` reporter could not be called from the
-/// synchronous places errors turn up in. Our own retry loops ([`backoff_until`],
-/// [`ExponentialBackoffManager`]) already back off, so the reporter only has to protect the log.
+/// synchronous places errors turn up in. Our own retry loops ([`ExponentialBackoffManager`])
+/// already back off, so the reporter only has to protect the log.
 ///
 /// Time comes from tokio's clock, so a paused test clock makes the rate limit exact.
 ///
-/// [`backoff_until`]: crate::backoff_until
 /// [`ExponentialBackoffManager`]: crate::ExponentialBackoffManager
 #[doc(alias = "HandleError")]
 #[doc(alias = "rudimentaryErrorBackoff")]

@@ -4,23 +4,102 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::manager::{BackoffManager, JitteredBackoffManager};
+use crate::backoff::jitter;
 use crate::panic::catch_panic;
 use crate::sleep::{Slept, sleep_until_or_cancel};
 
-/// Runs `f` every `period` until `token` is cancelled; the period is measured from the end of
-/// each run (sliding).
+/// How often [`until`] runs its body: a period, jittered or not, measured from the end of each
+/// run (sliding, the default) or from its start.
 ///
-/// `f` is not run at all if `token` is already cancelled, and the loop returns as soon as the
-/// token fires during a wait (or right after the run during which it fired). A run in progress
-/// is not interrupted: `f` should watch the token itself if it can take long (see
-/// [`until_with_token`]). A panic in `f` is caught, logged, and the loop goes on.
+/// A plain [`Duration`] converts into a sliding period without jitter, so the common loop is
+/// `until(&token, Duration::from_secs(1), work)`; the setters give client-go's other loops:
+///
+/// | client-go | `Period` |
+/// |-----------|----------|
+/// | `Until(f, period, stop)` | `period` (a `Duration`) |
+/// | `NonSlidingUntil(f, period, stop)` | `Period::new(period).sliding(false)` |
+/// | `JitterUntil(f, period, factor, sliding, stop)` | `Period::new(period).jitter(factor).sliding(sliding)` |
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use tokio_util::sync::CancellationToken;
+/// use kinformer_wait::Period;
+///
+/// // Every 30s measured from the start of each run, each wait up to 50% longer.
+/// let resync = Period::new(Duration::from_secs(30)).jitter(0.5).sliding(false);
+/// assert_eq!(Period::from(Duration::from_secs(1)), Period::new(Duration::from_secs(1)));
+/// # let _ = resync;
+/// ```
+#[doc(alias = "JitterUntil")]
+#[doc(alias = "NonSlidingUntil")]
+#[doc(alias = "JitteredBackoffManager")]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Period {
+    period: Duration,
+    jitter_factor: f64,
+    sliding: bool,
+}
+
+impl Period {
+    /// Every `period`, measured from the end of each run, without jitter.
+    #[must_use]
+    pub fn new(period: Duration) -> Self {
+        Self {
+            period,
+            jitter_factor: 0.0,
+            sliding: true,
+        }
+    }
+
+    /// Lengthens each wait by a uniformly random extra of up to `factor * period` (client-go's
+    /// `jitterFactor`). Zero or less means no jitter, the default (unlike the [`jitter`]
+    /// function, which reads zero as 1.0).
+    #[must_use]
+    pub fn jitter(mut self, factor: f64) -> Self {
+        self.jitter_factor = factor;
+        self
+    }
+
+    /// Whether the period is measured from the end of each run (`true`, the default) or from
+    /// its start (`false`, client-go's `NonSlidingUntil`): then it includes the run's own time,
+    /// and a run longer than the period is followed at once by the next.
+    #[must_use]
+    pub fn sliding(mut self, sliding: bool) -> Self {
+        self.sliding = sliding;
+        self
+    }
+
+    fn next_delay(&self) -> Duration {
+        if self.jitter_factor > 0.0 {
+            jitter(self.period, self.jitter_factor)
+        } else {
+            self.period
+        }
+    }
+}
+
+impl From<Duration> for Period {
+    /// [`Period::new`]: sliding, without jitter.
+    fn from(period: Duration) -> Self {
+        Self::new(period)
+    }
+}
+
+/// Runs `f` every `period` until `token` is cancelled: client-go's `Until`, `NonSlidingUntil`
+/// and `JitterUntil` in one loop, told apart by the [`Period`] (a plain [`Duration`] is a
+/// sliding period without jitter).
+///
+/// `f` is not run at all if `token` is already cancelled, and the loop returns as soon as the
+/// token fires during a wait (or right after the run during which it fired). A run in progress
+/// is not interrupted: a body that can take long should watch the token itself (capture a
+/// clone). A panic in `f` is caught, logged, and the loop goes on.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use kinformer_wait::CancellationToken;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -38,92 +117,28 @@ use crate::sleep::{Slept, sleep_until_or_cancel};
 /// # }
 /// ```
 #[doc(alias = "Until")]
-pub async fn until<F, Fut>(token: &CancellationToken, period: Duration, f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
-    jitter_until(token, period, 0.0, true, f).await;
-}
-
-/// [`until`], handing `f` a clone of the token so a long run can notice cancellation
-/// (apimachinery's `UntilWithContext`).
 #[doc(alias = "UntilWithContext")]
-pub async fn until_with_token<F, Fut>(token: &CancellationToken, period: Duration, mut f: F)
-where
-    F: FnMut(CancellationToken) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    until(token, period, || f(token.clone())).await;
-}
-
-/// Runs `f` every `period` until `token` is cancelled; the period is measured from the start of
-/// each run, so it includes `f`'s own run time (a run longer than the period is followed
-/// immediately by the next).
-#[doc(alias = "NonSlidingUntil")]
 #[doc(alias = "NonSlidingUntilWithContext")]
-pub async fn non_sliding_until<F, Fut>(token: &CancellationToken, period: Duration, f: F)
+#[doc(alias = "JitterUntilWithContext")]
+pub async fn until<F, Fut>(token: &CancellationToken, period: impl Into<Period>, mut f: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = ()>,
 {
-    jitter_until(token, period, 0.0, false, f).await;
-}
-
-/// Runs `f` every `period` until `token` is cancelled, with each wait jittered by up to
-/// `jitter_factor * period` when `jitter_factor > 0`.
-///
-/// With `sliding` the period is measured after `f` finishes; without it, the period includes
-/// `f`'s run time. Otherwise as [`until`].
-#[doc(alias = "JitterUntil")]
-#[doc(alias = "JitterUntilWithContext")]
-pub async fn jitter_until<F, Fut>(
-    token: &CancellationToken,
-    period: Duration,
-    jitter_factor: f64,
-    sliding: bool,
-    f: F,
-) where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
-    backoff_until(
-        token,
-        JitteredBackoffManager::new(period, jitter_factor),
-        sliding,
-        f,
-    )
-    .await;
-}
-
-/// Runs `f` repeatedly until `token` is cancelled, waiting between runs for whatever delay
-/// `manager` gives (apimachinery's `BackoffUntil`).
-///
-/// With `sliding` the delay is taken and started after `f` finishes; without it, the delay is
-/// taken and started just before `f` runs, so it includes `f`'s run time.
-#[doc(alias = "BackoffUntil")]
-pub async fn backoff_until<M, F, Fut>(
-    token: &CancellationToken,
-    mut manager: M,
-    sliding: bool,
-    mut f: F,
-) where
-    M: BackoffManager,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
+    let period = period.into();
     loop {
         if token.is_cancelled() {
             return;
         }
-        let deadline_set_before_run = (!sliding).then(|| Instant::now() + manager.next_delay());
+        let deadline_set_before_run =
+            (!period.sliding).then(|| Instant::now() + period.next_delay());
 
         // The panic is already logged by `catch_panic`; the loop outlives a failed run, like
         // Go's loop with `ReallyCrash = false`.
         let _ = catch_panic("until loop body", f()).await;
 
         let deadline =
-            deadline_set_before_run.unwrap_or_else(|| Instant::now() + manager.next_delay());
+            deadline_set_before_run.unwrap_or_else(|| Instant::now() + period.next_delay());
         if sleep_until_or_cancel(token, deadline).await == Slept::Cancelled {
             return;
         }
@@ -140,7 +155,6 @@ mod tests {
     use tokio::time::{Instant, sleep};
 
     use super::*;
-    use crate::Backoff;
 
     const SECOND: Duration = Duration::from_secs(1);
 
@@ -182,7 +196,7 @@ mod tests {
     }
 
     /// Ported from apimachinery's TestUntil, TestNonSlidingUntil, TestJitterUntil and their
-    /// WithContext twins (the already-closed half).
+    /// WithContext twins (the already-closed half): every kind of period.
     #[tokio::test(start_paused = true)]
     async fn loops_never_run_the_body_when_the_token_is_already_cancelled() {
         let token = CancellationToken::new();
@@ -193,10 +207,8 @@ mod tests {
             async {}
         };
         until(&token, Duration::ZERO, body).await;
-        until_with_token(&token, Duration::ZERO, |_| body()).await;
-        non_sliding_until(&token, Duration::ZERO, body).await;
-        jitter_until(&token, Duration::ZERO, 1.0, true, body).await;
-        backoff_until(&token, Backoff::default(), false, body).await;
+        until(&token, Period::new(Duration::ZERO).sliding(false), body).await;
+        until(&token, Period::new(Duration::ZERO).jitter(1.0), body).await;
         assert_eq!(runs.load(Ordering::Relaxed), 0);
     }
 
@@ -234,27 +246,27 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn non_sliding_until_includes_the_run_time_in_the_period() {
+    async fn a_non_sliding_period_includes_the_run_time_in_the_period() {
         let starts = run_starts(3, 3 * SECOND, async |token, body| {
-            non_sliding_until(token, 10 * SECOND, body).await;
+            until(token, Period::new(10 * SECOND).sliding(false), body).await;
         })
         .await;
         assert_eq!(starts, secs(&[0, 10, 20]));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn non_sliding_until_runs_again_at_once_after_a_run_longer_than_the_period() {
+    async fn a_non_sliding_loop_runs_again_at_once_after_a_run_longer_than_the_period() {
         let starts = run_starts(3, 15 * SECOND, async |token, body| {
-            non_sliding_until(token, 10 * SECOND, body).await;
+            until(token, Period::new(10 * SECOND).sliding(false), body).await;
         })
         .await;
         assert_eq!(starts, secs(&[0, 15, 30]));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn jitter_until_waits_between_the_period_and_the_jittered_maximum() {
+    async fn a_jittered_loop_waits_between_the_period_and_the_jittered_maximum() {
         let starts = run_starts(20, Duration::ZERO, async |token, body| {
-            jitter_until(token, 10 * SECOND, 0.5, true, body).await;
+            until(token, Period::new(10 * SECOND).jitter(0.5), body).await;
         })
         .await;
         assert_eq!(starts.len(), 20);
@@ -274,28 +286,12 @@ mod tests {
 
     /// Ported from apimachinery's TestJitterUntilNegativeFactor.
     #[tokio::test(start_paused = true)]
-    async fn jitter_until_with_a_negative_factor_does_not_jitter() {
+    async fn a_negative_jitter_factor_does_not_jitter() {
         let starts = run_starts(3, Duration::ZERO, async |token, body| {
-            jitter_until(token, SECOND, -30.0, true, body).await;
+            until(token, Period::new(SECOND).jitter(-30.0), body).await;
         })
         .await;
         assert_eq!(starts, secs(&[0, 1, 2]));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn backoff_until_waits_the_delays_the_manager_gives() {
-        let backoff = Backoff {
-            duration: SECOND,
-            factor: 2.0,
-            steps: 3,
-            ..Backoff::default()
-        };
-        let starts = run_starts(5, Duration::ZERO, async |token, body| {
-            backoff_until(token, backoff, true, body).await;
-        })
-        .await;
-        // Delays 1, 2, 4, then the frozen duration 8 once the steps are used up.
-        assert_eq!(starts, secs(&[0, 1, 3, 7, 15]));
     }
 
     #[tokio::test(start_paused = true)]
@@ -330,7 +326,8 @@ mod tests {
             let token = CancellationToken::new();
             let start = Instant::now();
             let mut runs = 0;
-            jitter_until(&token, 30 * SECOND, 1.0, sliding, || {
+            let period = Period::new(30 * SECOND).jitter(1.0).sliding(sliding);
+            until(&token, period, || {
                 runs += 1;
                 token.cancel();
                 async {}
@@ -346,7 +343,8 @@ mod tests {
     async fn a_panicking_run_is_caught_and_the_loop_goes_on() {
         let token = CancellationToken::new();
         let mut runs = 0;
-        jitter_until(&token, Duration::from_millis(1), 1.0, true, || {
+        let period = Period::new(Duration::from_millis(1)).jitter(1.0);
+        until(&token, period, || {
             runs += 1;
             let this_run = runs;
             let token = token.clone();
@@ -362,22 +360,25 @@ mod tests {
         assert_eq!(runs, 3);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn until_with_token_hands_the_body_a_token_that_stops_the_loop() {
-        let token = CancellationToken::new();
-        let mut runs = 0;
-        until_with_token(&token, SECOND, |given| {
-            runs += 1;
-            let stop = runs == 2;
-            async move {
-                assert!(!given.is_cancelled());
-                if stop {
-                    given.cancel();
-                }
-            }
-        })
-        .await;
-        assert_eq!(runs, 2);
-        assert!(token.is_cancelled());
+    /// Ported from client-go's TestJitteredBackoffManagerGetNextBackoff: the schedule behind
+    /// `JitterUntil`, now a `Period`'s.
+    #[test]
+    fn a_period_jitters_only_with_a_positive_factor() {
+        let ms = Duration::from_millis(1);
+        let positive = Period::new(ms).jitter(1.0);
+        for _ in 0..50 {
+            let delay = positive.next_delay();
+            assert!((ms..=2 * ms).contains(&delay), "{delay:?} out of range");
+        }
+        let negative = Period::new(ms).jitter(-1.0);
+        assert_eq!([(); 3].map(|()| negative.next_delay()), [ms; 3]);
+    }
+
+    #[test]
+    fn a_duration_is_a_sliding_period_without_jitter() {
+        let period = Period::from(SECOND);
+        assert_eq!(period, Period::new(SECOND));
+        assert_eq!(period, Period::new(SECOND).jitter(0.0).sliding(true));
+        assert_eq!(period.next_delay(), SECOND);
     }
 }
