@@ -2,6 +2,8 @@
 
 use std::{convert::Infallible, time::Duration};
 
+use kinformer_wait::CancellationToken;
+
 /// How often the condition is checked.
 const INTERVAL: Duration = Duration::from_millis(10);
 
@@ -11,7 +13,8 @@ const INTERVAL: Duration = Duration::from_millis(10);
 /// A test that needs a diagnostic when it times out checks the result itself; one that only
 /// needs to fail calls [`eventually`].
 pub async fn wait_until(within: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    kinformer_wait::poll_immediate(INTERVAL, within, || {
+    let never_cancelled = CancellationToken::new();
+    kinformer_wait::poll(&never_cancelled, INTERVAL, within, || {
         let done = condition();
         async move { Ok::<_, Infallible>(done) }
     })

@@ -8,8 +8,7 @@
 //! - exponential backoff: [`Backoff`] (its [`step`](Backoff::step) is Go's `Backoff.Step`),
 //!   [`exponential_backoff`], and the [`BackoffManager`] trait with the reflector's resetting
 //!   [`ExponentialBackoffManager`];
-//! - polling a condition with a timeout or a token: [`poll`], [`poll_immediate`],
-//!   [`poll_until`], [`poll_until_cancelled`], [`poll_until_timeout`];
+//! - polling a condition until it holds, a deadline passes or a token fires: [`poll`];
 //! - panic capture that logs and returns instead of unwinding into the runtime:
 //!   [`catch_panic`], [`catch_panic_sync`], and a [`Group`] of guarded tasks;
 //! - rate-limited reporting of errors nobody can return: [`handle_error`] and
@@ -19,7 +18,7 @@
 //! with a paused clock (`#[tokio::test(start_paused = true)]`) are exact and instant.
 //!
 //! Start here: [`Backoff`] for retry schedules, [`until`] for a periodic loop, and
-//! [`poll_until_timeout`] to wait for a condition.
+//! [`poll`] to wait for a condition.
 //!
 //! ```
 //! use std::time::Duration;
@@ -49,9 +48,9 @@
 //! - kinformer-reflector: [`ExponentialBackoffManager`] between list and watch rounds (any
 //!   [`BackoffManager`] can replace it) and [`jitter`] for the random watch timeout;
 //! - kinformer-processor: [`catch_panic_sync`] around every handler call;
-//! - kinformer-testing: [`poll_immediate`] behind its `wait_until` and `eventually`.
+//! - kinformer-testing: [`poll`] behind its `wait_until` and `eventually`.
 //!
-//! The rest ([`until`] and its kin, [`poll`] and its kin, [`Group`], [`handle_error`]) are for
+//! The rest ([`until`], [`Group`], [`handle_error`]) are for
 //! controllers built on kinformer, as client-go's `wait` and `runtime` packages are for
 //! controllers built on client-go: a worker loop is `until(&token, period, work)`.
 
@@ -72,10 +71,7 @@ pub use error::{Error, Result};
 pub use group::Group;
 pub use manager::{BackoffManager, ExponentialBackoffManager};
 pub use panic::{catch_panic, catch_panic_sync, panic_message};
-pub use poll::{
-    poll, poll_immediate, poll_immediate_until, poll_until, poll_until_cancelled,
-    poll_until_timeout,
-};
+pub use poll::poll;
 pub use report::{
     ErrorChain, ErrorHandler, ErrorReporter, ReportOutcome, add_error_handler,
     global_error_reporter, handle_error,
@@ -112,7 +108,7 @@ mod send_sync {
         let condition = || async { Ok::<_, std::io::Error>(true) };
         assert_send(&until(&token, period, || async {}));
         assert_send(&until(&token, Period::new(period).jitter(1.0), || async {}));
-        assert_send(&poll_until_timeout(&token, period, period, true, condition));
+        assert_send(&poll(&token, period, period, condition));
         assert_send(&exponential_backoff_with_token(
             &token,
             Backoff::default(),

@@ -7,197 +7,69 @@ use tokio_util::sync::CancellationToken;
 use crate::Error;
 use crate::panic::catch_panic;
 
-/// Checks `condition` every `interval` until it reports done or fails, giving up after
-/// `timeout`. The first check comes one interval after the start.
+/// Checks `condition` right away, then every `interval`, until it reports done, fails, or
+/// gives up: when `timeout` has elapsed or `token` is cancelled. This is apimachinery's
+/// `PollUntilContextTimeout` with `immediate = true`, the one way to wait for a condition.
+///
+/// The first check runs before any wait, even if the token is already cancelled, so the
+/// condition always runs at least once. Checks follow a fixed ticker started with the poll, so
+/// a slow check shortens the next wait instead of pushing the schedule back, and ticks missed
+/// while a check ran collapse into one (Go's `time.Ticker`). When the token fires and the
+/// timeout elapses at the same instant, cancellation is reported. For a poll without a
+/// deadline, pass [`Duration::MAX`]; for one nobody cancels, a fresh
+/// [`CancellationToken::new`].
+///
+/// A panic inside the condition is caught, logged and returned as [`Error::Panicked`].
 ///
 /// # Errors
 ///
-/// [`Error::Timeout`] when `timeout` elapses first, [`Error::Condition`] with the condition's
-/// own error, or [`Error::Panicked`] if the condition panicked.
+/// [`Error::Timeout`] when `timeout` elapses first, [`Error::Cancelled`] when the token fires
+/// first, [`Error::Condition`] with the condition's own error, or [`Error::Panicked`].
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use kinformer_wait::Error;
+/// use kinformer_wait::{CancellationToken, Error};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let never = kinformer_wait::poll(Duration::from_secs(1), Duration::from_secs(5), || async {
-///     Ok::<_, std::io::Error>(false)
+/// let token = CancellationToken::new();
+/// let never = kinformer_wait::poll(&token, Duration::from_secs(1), Duration::from_secs(5), || {
+///     async { Ok::<_, std::io::Error>(false) }
 /// })
 /// .await;
 /// assert!(matches!(never, Err(Error::Timeout { timeout }) if timeout == Duration::from_secs(5)));
 /// # }
 /// ```
-#[doc(alias = "Poll")]
-#[doc(alias = "PollWithContext")]
-pub async fn poll<C, Fut, E>(
-    interval: Duration,
-    timeout: Duration,
-    condition: C,
-) -> Result<(), Error<E>>
-where
-    C: FnMut() -> Fut,
-    Fut: Future<Output = Result<bool, E>>,
-{
-    poll_until_timeout(
-        &CancellationToken::new(),
-        interval,
-        timeout,
-        false,
-        condition,
-    )
-    .await
-}
-
-/// [`poll`], but the first check runs right away, before any wait; it always runs at least
-/// once.
-///
-/// # Errors
-///
-/// As [`poll`].
-#[doc(alias = "PollImmediate")]
-#[doc(alias = "PollImmediateWithContext")]
-pub async fn poll_immediate<C, Fut, E>(
-    interval: Duration,
-    timeout: Duration,
-    condition: C,
-) -> Result<(), Error<E>>
-where
-    C: FnMut() -> Fut,
-    Fut: Future<Output = Result<bool, E>>,
-{
-    poll_until_timeout(
-        &CancellationToken::new(),
-        interval,
-        timeout,
-        true,
-        condition,
-    )
-    .await
-}
-
-/// Checks `condition` every `interval`, the first check one interval after the start, until it
-/// reports done, fails, or `token` is cancelled.
-///
-/// # Errors
-///
-/// [`Error::Cancelled`] when the token fires first (Go's legacy `PollUntil` says
-/// `ErrWaitTimeout` here), [`Error::Condition`], or [`Error::Panicked`].
-#[doc(alias = "PollUntil")]
-#[doc(alias = "PollUntilWithContext")]
-#[doc(alias = "PollInfiniteWithContext")]
-pub async fn poll_until<C, Fut, E>(
-    token: &CancellationToken,
-    interval: Duration,
-    condition: C,
-) -> Result<(), Error<E>>
-where
-    C: FnMut() -> Fut,
-    Fut: Future<Output = Result<bool, E>>,
-{
-    poll_until_cancelled(token, interval, false, condition).await
-}
-
-/// [`poll_until`], but the first check runs right away, before any wait (and even if the token
-/// is already cancelled).
-///
-/// # Errors
-///
-/// As [`poll_until`].
-#[doc(alias = "PollImmediateUntil")]
-#[doc(alias = "PollImmediateUntilWithContext")]
-#[doc(alias = "PollImmediateInfiniteWithContext")]
-pub async fn poll_immediate_until<C, Fut, E>(
-    token: &CancellationToken,
-    interval: Duration,
-    condition: C,
-) -> Result<(), Error<E>>
-where
-    C: FnMut() -> Fut,
-    Fut: Future<Output = Result<bool, E>>,
-{
-    poll_until_cancelled(token, interval, true, condition).await
-}
-
-/// Checks `condition` every `interval` until it reports done, fails, or `token` is cancelled:
-/// apimachinery's `PollUntilContextCancel`.
-///
-/// With `immediate` the first check runs before any wait, even if the token is already
-/// cancelled, so the condition always runs at least once; otherwise the first check comes one
-/// interval after the start. Checks follow a fixed ticker started with the loop, so a slow
-/// check shortens the next wait instead of pushing the schedule back, and ticks missed while a
-/// check ran collapse into one (Go's `time.Ticker`).
-///
-/// # Errors
-///
-/// [`Error::Cancelled`], [`Error::Condition`] with the condition's own error, or
-/// [`Error::Panicked`].
-#[doc(alias = "PollUntilContextCancel")]
-pub async fn poll_until_cancelled<C, Fut, E>(
-    token: &CancellationToken,
-    interval: Duration,
-    immediate: bool,
-    condition: C,
-) -> Result<(), Error<E>>
-where
-    C: FnMut() -> Fut,
-    Fut: Future<Output = Result<bool, E>>,
-{
-    loop_condition(token, None, interval, immediate, condition).await
-}
-
-/// [`poll_until_cancelled`] that also gives up after `timeout`: apimachinery's
-/// `PollUntilContextTimeout`.
-///
-/// When the token fires and the timeout elapses at the same instant, cancellation is reported.
-///
-/// # Errors
-///
-/// [`Error::Timeout`], [`Error::Cancelled`], [`Error::Condition`] with the condition's own
-/// error, or [`Error::Panicked`].
 #[doc(alias = "PollUntilContextTimeout")]
-pub async fn poll_until_timeout<C, Fut, E>(
+#[doc(alias = "PollUntilContextCancel")]
+#[doc(alias = "PollImmediate")]
+#[doc(alias = "PollImmediateUntil")]
+pub async fn poll<C, Fut, E>(
     token: &CancellationToken,
     interval: Duration,
     timeout: Duration,
-    immediate: bool,
-    condition: C,
-) -> Result<(), Error<E>>
-where
-    C: FnMut() -> Fut,
-    Fut: Future<Output = Result<bool, E>>,
-{
-    loop_condition(token, Some(timeout), interval, immediate, condition).await
-}
-
-/// The one polling loop, after apimachinery's `loopConditionUntilContext` with a fixed,
-/// non-sliding ticker.
-async fn loop_condition<C, Fut, E>(
-    token: &CancellationToken,
-    timeout: Option<Duration>,
-    interval: Duration,
-    immediate: bool,
     mut condition: C,
 ) -> Result<(), Error<E>>
 where
     C: FnMut() -> Fut,
     Fut: Future<Output = Result<bool, E>>,
 {
+    // The loop is apimachinery's `loopConditionUntilContext`, with a fixed, non-sliding ticker.
     let start = Instant::now();
     // A timeout too large to represent as an instant is as good as none.
-    let deadline = timeout.and_then(|timeout| Some((start.checked_add(timeout)?, timeout)));
+    let deadline = start.checked_add(timeout);
     let mut ticker = Ticker::starting_at(start, interval);
 
-    if immediate && check(&mut condition).await? {
+    if check(&mut condition).await? {
         return Ok(());
     }
     loop {
         tokio::select! {
             biased;
             () = token.cancelled() => return Err(Error::Cancelled),
-            timeout = until_deadline(deadline) => return Err(Error::Timeout { timeout }),
+            () = until_deadline(deadline) => return Err(Error::Timeout { timeout }),
             () = ticker.tick() => {}
         }
         // Both may have become due at the instant the tick fired; stopping wins, so the
@@ -205,9 +77,7 @@ where
         if token.is_cancelled() {
             return Err(Error::Cancelled);
         }
-        if let Some((at, timeout)) = deadline
-            && Instant::now() >= at
-        {
+        if deadline.is_some_and(|at| Instant::now() >= at) {
             return Err(Error::Timeout { timeout });
         }
         if check(&mut condition).await? {
@@ -228,13 +98,10 @@ where
     }
 }
 
-/// Sleeps until the deadline, if any, and returns the timeout it stands for.
-async fn until_deadline(deadline: Option<(Instant, Duration)>) -> Duration {
+/// Sleeps until the deadline, if any.
+async fn until_deadline(deadline: Option<Instant>) {
     match deadline {
-        Some((at, timeout)) => {
-            tokio::time::sleep_until(at).await;
-            timeout
-        }
+        Some(at) => tokio::time::sleep_until(at).await,
         None => pending().await,
     }
 }
@@ -326,19 +193,16 @@ mod tests {
         }
     }
 
-    /// Ported from apimachinery's TestPoll, with the real ticker on a paused clock.
-    #[tokio::test(start_paused = true)]
-    async fn poll_waits_an_interval_before_each_check_and_succeeds_when_done() {
-        let mut probe = Probe::new(Some(3));
-        let result = poll(SECOND, 10 * SECOND, || probe.check()).await;
-        assert_eq!(result.ok(), Some(()));
-        assert_eq!(probe.runs, secs(&[1, 2, 3]));
+    /// A token nobody cancels, for the polls that only a timeout ends.
+    fn uncancelled() -> CancellationToken {
+        CancellationToken::new()
     }
 
+    /// Ported from apimachinery's TestPoll, with the real ticker on a paused clock.
     #[tokio::test(start_paused = true)]
     async fn poll_times_out_and_says_after_how_long() {
         let mut probe = Probe::new(None);
-        let result = poll(SECOND, 5 * SECOND, || probe.check()).await;
+        let result = poll(&uncancelled(), SECOND, 5 * SECOND, || probe.check()).await;
         let Err(error) = result else {
             panic!("expected a timeout, got {result:?}");
         };
@@ -348,7 +212,7 @@ mod tests {
             "timed out after 5s waiting for the condition"
         );
         // The tick at 5s coincides with the deadline, and the deadline wins.
-        assert_eq!(probe.runs, secs(&[1, 2, 3, 4]));
+        assert_eq!(probe.runs, secs(&[0, 1, 2, 3, 4]));
         assert_eq!(probe.start.elapsed(), 5 * SECOND);
     }
 
@@ -356,7 +220,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn poll_hands_back_the_conditions_own_error() {
         let mut runs = 0;
-        let result = poll(SECOND, 10 * SECOND, || {
+        let result = poll(&uncancelled(), SECOND, 10 * SECOND, || {
             runs += 1;
             async { Err::<bool, _>(NotReady("cache not warm")) }
         })
@@ -375,9 +239,9 @@ mod tests {
 
     /// Ported from apimachinery's TestPollImmediate.
     #[tokio::test(start_paused = true)]
-    async fn poll_immediate_checks_before_waiting() {
+    async fn poll_checks_before_waiting() {
         let mut probe = Probe::new(Some(1));
-        let result = poll_immediate(SECOND, 10 * SECOND, || probe.check()).await;
+        let result = poll(&uncancelled(), SECOND, 10 * SECOND, || probe.check()).await;
         assert_eq!(result.ok(), Some(()));
         assert_eq!(probe.runs, secs(&[0]));
         assert_eq!(probe.start.elapsed(), Duration::ZERO);
@@ -385,9 +249,9 @@ mod tests {
 
     /// Ported from apimachinery's TestPollImmediateError.
     #[tokio::test(start_paused = true)]
-    async fn poll_immediate_returns_an_immediate_error_without_waiting() {
+    async fn poll_returns_an_immediate_error_without_waiting() {
         let start = Instant::now();
-        let result = poll_immediate(SECOND, 10 * SECOND, || async {
+        let result = poll(&uncancelled(), SECOND, 10 * SECOND, || async {
             Err::<bool, _>(NotReady("broken"))
         })
         .await;
@@ -396,9 +260,9 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn poll_immediate_keeps_checking_on_the_interval_after_the_first_check() {
+    async fn poll_keeps_checking_on_the_interval_after_the_first_check() {
         let mut probe = Probe::new(Some(4));
-        let result = poll_immediate(SECOND, 10 * SECOND, || probe.check()).await;
+        let result = poll(&uncancelled(), SECOND, 10 * SECOND, || probe.check()).await;
         assert_eq!(result.ok(), Some(()));
         assert_eq!(probe.runs, secs(&[0, 1, 2, 3]));
     }
@@ -407,28 +271,18 @@ mod tests {
     /// cancelled, no retry is attempted"); Go's legacy answer there is ErrWaitTimeout, today's
     /// context-based loop answers the context's error, as we do.
     #[tokio::test(start_paused = true)]
-    async fn an_immediate_check_runs_once_even_when_already_cancelled() {
+    async fn the_first_check_runs_once_even_when_already_cancelled() {
         let token = CancellationToken::new();
         token.cancel();
         let mut probe = Probe::new(None);
-        let result = poll_immediate_until(&token, SECOND, || probe.check()).await;
+        let result = poll(&token, SECOND, 10 * SECOND, || probe.check()).await;
         assert!(matches!(result, Err(Error::Cancelled)));
         assert_eq!(probe.runs, secs(&[0]));
     }
 
+    /// Ported from apimachinery's TestPollUntil; `Duration::MAX` is no deadline at all.
     #[tokio::test(start_paused = true)]
-    async fn a_waiting_poll_never_checks_when_already_cancelled() {
-        let token = CancellationToken::new();
-        token.cancel();
-        let mut probe = Probe::new(None);
-        let result = poll_until(&token, SECOND, || probe.check()).await;
-        assert!(matches!(result, Err(Error::Cancelled)));
-        assert!(probe.runs.is_empty());
-    }
-
-    /// Ported from apimachinery's TestPollUntil.
-    #[tokio::test(start_paused = true)]
-    async fn poll_until_returns_promptly_when_cancelled_between_checks() {
+    async fn poll_returns_promptly_when_cancelled_between_checks() {
         let token = CancellationToken::new();
         let canceller = tokio::spawn({
             let token = token.clone();
@@ -438,26 +292,19 @@ mod tests {
             }
         });
         let mut probe = Probe::new(None);
-        let result = poll_until(&token, SECOND, || probe.check()).await;
+        let result = poll(&token, SECOND, Duration::MAX, || probe.check()).await;
         assert!(matches!(result, Err(Error::Cancelled)));
-        assert_eq!(probe.runs, secs(&[1, 2]));
+        assert_eq!(probe.runs, secs(&[0, 1, 2]));
         assert_eq!(probe.start.elapsed(), Duration::from_millis(2_500));
         canceller.await.expect("the canceller does not panic");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_timeout_shorter_than_the_interval_never_checks_without_immediate() {
-        let mut probe = Probe::new(Some(1));
-        let result = poll_until_timeout(
-            &CancellationToken::new(),
-            10 * SECOND,
-            SECOND,
-            false,
-            || probe.check(),
-        )
-        .await;
+    async fn a_timeout_shorter_than_the_interval_ends_the_poll_after_the_first_check() {
+        let mut probe = Probe::new(None);
+        let result = poll(&uncancelled(), 10 * SECOND, SECOND, || probe.check()).await;
         assert!(matches!(result, Err(Error::Timeout { .. })));
-        assert!(probe.runs.is_empty());
+        assert_eq!(probe.runs, secs(&[0]));
         assert_eq!(probe.start.elapsed(), SECOND);
     }
 
@@ -465,7 +312,7 @@ mod tests {
     async fn cancellation_is_reported_over_the_timeout() {
         let token = CancellationToken::new();
         let mut probe = Probe::new(None);
-        let result = poll_until_timeout(&token, SECOND, 3 * SECOND, false, || {
+        let result = poll(&token, SECOND, 3 * SECOND, || {
             if probe.runs.len() == 1 {
                 token.cancel();
             }
@@ -473,30 +320,30 @@ mod tests {
         })
         .await;
         assert!(matches!(result, Err(Error::Cancelled)));
-        assert_eq!(probe.runs, secs(&[1, 2]));
+        assert_eq!(probe.runs, secs(&[0, 1]));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_slow_check_shortens_the_next_wait_instead_of_shifting_the_schedule() {
         let mut probe = Probe::new(Some(3)).slow(4 * SECOND);
-        let result = poll(10 * SECOND, 60 * SECOND, || probe.check()).await;
+        let result = poll(&uncancelled(), 10 * SECOND, 60 * SECOND, || probe.check()).await;
         assert_eq!(result.ok(), Some(()));
-        assert_eq!(probe.runs, secs(&[10, 20, 30]));
+        assert_eq!(probe.runs, secs(&[0, 10, 20]));
     }
 
     #[tokio::test(start_paused = true)]
     async fn ticks_missed_during_a_long_check_collapse_into_one() {
         let mut probe = Probe::new(Some(4)).slow(15 * SECOND);
-        let result = poll(10 * SECOND, 100 * SECOND, || probe.check()).await;
+        let result = poll(&uncancelled(), 10 * SECOND, 100 * SECOND, || probe.check()).await;
         assert_eq!(result.ok(), Some(()));
-        // The tick due at 20s fires as soon as the first check ends at 25s, then 30s's at 40s.
-        assert_eq!(probe.runs, secs(&[10, 25, 40, 55]));
+        // The tick due at 10s fires as soon as the first check ends at 15s, then 20s's at 30s.
+        assert_eq!(probe.runs, secs(&[0, 15, 30, 45]));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_zero_interval_polls_back_to_back_without_starving_the_runtime() {
         let mut probe = Probe::new(Some(50));
-        let result = poll_immediate(Duration::ZERO, SECOND, || probe.check()).await;
+        let result = poll(&uncancelled(), Duration::ZERO, SECOND, || probe.check()).await;
         assert_eq!(result.ok(), Some(()));
         assert_eq!(probe.runs.len(), 50);
         assert_eq!(probe.start.elapsed(), Duration::ZERO);
@@ -505,7 +352,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_panicking_condition_ends_the_poll_with_an_error() {
         let result: Result<(), Error<NotReady>> =
-            poll_immediate(SECOND, 10 * SECOND, || async { panic!("informer gone") }).await;
+            poll(&uncancelled(), SECOND, 10 * SECOND, || async {
+                panic!("informer gone")
+            })
+            .await;
         assert!(matches!(
             result,
             Err(Error::Panicked { ref message, .. }) if message == "informer gone"
