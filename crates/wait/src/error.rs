@@ -1,30 +1,22 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-/// Why a wait, poll, backoff or guarded task ended without success.
+/// Why a poll or a guarded task ended without success.
 ///
-/// The type parameter is the error type of the caller's condition: the loops that run a
-/// fallible condition (`poll*`, `exponential_backoff*`) hand that error back untouched in
-/// [`Error::Condition`], the way apimachinery returns the condition's own `error`. Helpers that
-/// never run a fallible condition ([`catch_panic`](crate::catch_panic)) use the default,
-/// [`Infallible`], so the variant cannot occur there.
+/// The type parameter is the error type of the caller's condition: [`poll`](crate::poll) runs a
+/// fallible condition and hands its error back untouched in [`Error::Condition`], the way
+/// apimachinery returns the condition's own `error`. Helpers that never run a fallible
+/// condition ([`catch_panic`](crate::catch_panic)) use the default, [`Infallible`], so the
+/// variant cannot occur there.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error<E = Infallible> {
-    /// The timeout elapsed before the condition reported done (Go's `ErrWaitTimeout`, or
-    /// `context.DeadlineExceeded` for the `PollUntilContextTimeout` family).
+    /// The timeout elapsed before the condition reported done (`context.DeadlineExceeded` from
+    /// Go's `PollUntilContextTimeout`, `ErrWaitTimeout` from its older polls).
     #[error("timed out after {timeout:?} waiting for the condition")]
     Timeout {
         /// The timeout the caller gave.
         timeout: Duration,
-    },
-
-    /// An exponential backoff used up its steps (or reached its cap) before the condition
-    /// reported done: apimachinery's `ErrWaitTimeout` from `ExponentialBackoff`.
-    #[error("backoff gave up after {attempts} attempts without the condition being met")]
-    BackoffExhausted {
-        /// How many times the condition was checked.
-        attempts: u32,
     },
 
     /// The cancellation token fired before the condition reported done (Go's
@@ -53,7 +45,6 @@ impl Error<Infallible> {
     pub fn widen<E>(self) -> Error<E> {
         match self {
             Self::Timeout { timeout } => Error::Timeout { timeout },
-            Self::BackoffExhausted { attempts } => Error::BackoffExhausted { attempts },
             Self::Cancelled => Error::Cancelled,
             Self::Panicked { name, message } => Error::Panicked { name, message },
             Self::Condition(never) => match never {},

@@ -6,7 +6,7 @@
 //! - one periodic loop that stops on a [`CancellationToken`], [`until`], sliding or not and
 //!   jittered or not by its [`Period`], and the [`jitter`] function;
 //! - exponential backoff: [`Backoff`] (its [`step`](Backoff::step) is Go's `Backoff.Step`),
-//!   [`exponential_backoff`], and the [`BackoffManager`] trait with the reflector's resetting
+//!   and the [`BackoffManager`] trait with the reflector's resetting
 //!   [`ExponentialBackoffManager`];
 //! - polling a condition until it holds, a deadline passes or a token fires: [`poll`];
 //! - panic capture that logs and returns instead of unwinding into the runtime:
@@ -66,7 +66,7 @@ mod sleep;
 mod test_support;
 mod until;
 
-pub use backoff::{Backoff, exponential_backoff, exponential_backoff_with_token, jitter};
+pub use backoff::{Backoff, jitter};
 pub use error::{Error, Result};
 pub use group::Group;
 pub use manager::{BackoffManager, ExponentialBackoffManager};
@@ -109,11 +109,6 @@ mod send_sync {
         assert_send(&until(&token, period, || async {}));
         assert_send(&until(&token, Period::new(period).jitter(1.0), || async {}));
         assert_send(&poll(&token, period, period, condition));
-        assert_send(&exponential_backoff_with_token(
-            &token,
-            Backoff::default(),
-            condition,
-        ));
         assert_send(&catch_panic("send", async {}));
     }
 }

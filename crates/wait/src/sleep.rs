@@ -1,5 +1,3 @@
-use std::time::Duration;
-
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -10,11 +8,6 @@ pub(crate) enum Slept {
     Elapsed,
     /// The token fired first (or had already fired).
     Cancelled,
-}
-
-/// Sleeps for `delay` unless `token` fires first.
-pub(crate) async fn sleep_or_cancel(token: &CancellationToken, delay: Duration) -> Slept {
-    sleep_until_or_cancel(token, Instant::now() + delay).await
 }
 
 /// Sleeps until `deadline` unless `token` fires first. Cancellation wins a tie, so a loop
