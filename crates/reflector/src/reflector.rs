@@ -107,7 +107,7 @@ where
             backoff: Mutex::new(
                 options
                     .backoff
-                    .unwrap_or_else(|| Box::new(ExponentialBackoffManager::for_reflector())),
+                    .unwrap_or_else(|| Box::new(ExponentialBackoffManager::default())),
             ),
             versions: RwLock::new(Versions::default()),
             paginated_result: Mutex::new(false),

@@ -1,23 +1,19 @@
 use std::time::Duration;
 
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use crate::backoff::Backoff;
 
 /// A source of successive delays for a retry loop, injectable so a caller can bring its own
-/// scheme (or a fixed one in tests).
+/// scheme (or a fixed one in tests): the reflector takes one in `ReflectorOptions::backoff`.
 ///
 /// apimachinery's `BackoffManager` hands out a shared timer; here the manager only computes the
-/// delay, and [`backoff`](BackoffManager::backoff) turns it into a tokio [`Sleep`], which keeps
-/// the trait object safe and the sleeping on tokio's clock.
+/// delay and the caller sleeps it (`tokio::time::sleep(manager.next_delay())`, or in a
+/// `select!` with its token), which keeps the trait object safe and the sleeping on tokio's
+/// clock.
 pub trait BackoffManager: Send {
     /// The delay to wait before the next attempt; advances the manager's state.
     fn next_delay(&mut self) -> Duration;
-
-    /// A sleep for [`next_delay`](BackoffManager::next_delay), to `.await` before retrying.
-    fn backoff(&mut self) -> Sleep {
-        tokio::time::sleep(self.next_delay())
-    }
 }
 
 impl<M: BackoffManager + ?Sized> BackoffManager for &mut M {
@@ -76,15 +72,15 @@ pub struct ExponentialBackoffManager {
 
 impl ExponentialBackoffManager {
     /// The reflector's initial delay (client-go's `defaultBackoffInit`, 800ms).
-    pub const REFLECTOR_INITIAL: Duration = Duration::from_millis(800);
+    const REFLECTOR_INITIAL: Duration = Duration::from_millis(800);
     /// The reflector's maximum delay (30s).
-    pub const REFLECTOR_MAX: Duration = Duration::from_secs(30);
+    const REFLECTOR_MAX: Duration = Duration::from_secs(30);
     /// The reflector's quiet spell after which the backoff resets (2 minutes).
-    pub const REFLECTOR_RESET_AFTER: Duration = Duration::from_secs(120);
+    const REFLECTOR_RESET_AFTER: Duration = Duration::from_secs(120);
     /// The reflector's growth factor (2.0).
-    pub const REFLECTOR_FACTOR: f64 = 2.0;
+    const REFLECTOR_FACTOR: f64 = 2.0;
     /// The reflector's jitter (1.0: each delay up to twice its base).
-    pub const REFLECTOR_JITTER: f64 = 1.0;
+    const REFLECTOR_JITTER: f64 = 1.0;
 
     /// A manager starting at `initial`, growing by `factor` up to `max`, jittered by `jitter`,
     /// and starting over when more than `reset_after` passes between two delays.
@@ -104,19 +100,6 @@ impl ExponentialBackoffManager {
         }
     }
 
-    /// The manager client-go's reflector uses: 800ms initial, 30s max, reset after 2 minutes,
-    /// factor 2.0, jitter 1.0.
-    #[must_use]
-    pub fn for_reflector() -> Self {
-        Self::new(
-            Self::REFLECTOR_INITIAL,
-            Self::REFLECTOR_MAX,
-            Self::REFLECTOR_RESET_AFTER,
-            Self::REFLECTOR_FACTOR,
-            Self::REFLECTOR_JITTER,
-        )
-    }
-
     fn fresh(initial: Duration, max: Duration, factor: f64, jitter: f64) -> Backoff {
         Backoff {
             duration: initial,
@@ -131,9 +114,16 @@ impl ExponentialBackoffManager {
 }
 
 impl Default for ExponentialBackoffManager {
-    /// The reflector's defaults, see [`for_reflector`](ExponentialBackoffManager::for_reflector).
+    /// The manager client-go's reflector uses, and kinformer's: 800ms initial, 30s max, reset
+    /// after 2 quiet minutes, factor 2.0, jitter 1.0 (each delay up to twice its base).
     fn default() -> Self {
-        Self::for_reflector()
+        Self::new(
+            Self::REFLECTOR_INITIAL,
+            Self::REFLECTOR_MAX,
+            Self::REFLECTOR_RESET_AFTER,
+            Self::REFLECTOR_FACTOR,
+            Self::REFLECTOR_JITTER,
+        )
     }
 }
 
@@ -153,7 +143,7 @@ impl BackoffManager for ExponentialBackoffManager {
 mod tests {
     use std::time::Duration;
 
-    use tokio::time::{Instant, advance};
+    use tokio::time::advance;
 
     use super::*;
 
@@ -224,17 +214,6 @@ mod tests {
             );
             base = (base * 2).min(Duration::from_secs(30));
         }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn backoff_sleeps_exactly_the_next_delay_on_tokios_clock() {
-        let mut manager =
-            ExponentialBackoffManager::new(MS, 10 * MS, Duration::from_secs(60), 2.0, 0.0);
-        let start = Instant::now();
-        for _ in 0..5 {
-            manager.backoff().await;
-        }
-        assert_eq!(start.elapsed(), MS * (1 + 2 + 4 + 8 + 10));
     }
 
     #[test]

@@ -169,10 +169,10 @@ impl<K> ReflectorOptions<K> {
     }
 
     /// Replaces the backoff between failed attempts (by default
-    /// [`ExponentialBackoffManager::for_reflector`]: 800ms doubling to 30s, with jitter, reset
-    /// after two quiet minutes).
+    /// [`ExponentialBackoffManager::default`]: 800ms doubling to 30s, with jitter, reset after
+    /// two quiet minutes).
     ///
-    /// [`ExponentialBackoffManager::for_reflector`]: kinformer_wait::ExponentialBackoffManager::for_reflector
+    /// [`ExponentialBackoffManager::default`]: kinformer_wait::ExponentialBackoffManager::default
     #[must_use]
     pub fn backoff(mut self, backoff: impl BackoffManager + 'static) -> Self {
         self.backoff = Some(Box::new(backoff));

@@ -375,12 +375,13 @@ mod over_http {
                 .resource("pods")
                 .times(10_000),
         );
+        // The default's reset period (2 minutes), factor (2.0) and jitter (1.0).
         let backoff = ExponentialBackoffManager::new(
             Duration::from_millis(200),
             Duration::from_secs(30),
-            ExponentialBackoffManager::REFLECTOR_RESET_AFTER,
-            ExponentialBackoffManager::REFLECTOR_FACTOR,
-            ExponentialBackoffManager::REFLECTOR_JITTER,
+            Duration::from_secs(120),
+            2.0,
+            1.0,
         );
         let (cache, running) = reflect(pods(&server), ReflectorOptions::default().backoff(backoff));
         eventually("a first attempt", PATIENCE, || {
