@@ -10,7 +10,7 @@
 //!   [`ExponentialBackoffManager`];
 //! - polling a condition until it holds, a deadline passes or a token fires: [`poll`];
 //! - panic capture that logs and returns instead of unwinding into the runtime:
-//!   [`catch_panic`], [`catch_panic_sync`], and a [`Group`] of guarded tasks;
+//!   [`catch_panic`] and [`catch_panic_sync`];
 //! - rate-limited reporting of errors nobody can return: [`handle_error`] and
 //!   [`ErrorReporter`].
 //!
@@ -50,13 +50,12 @@
 //! - kinformer-processor: [`catch_panic_sync`] around every handler call;
 //! - kinformer-testing: [`poll`] behind its `wait_until` and `eventually`.
 //!
-//! The rest ([`until`], [`Group`], [`handle_error`]) are for
+//! The rest ([`until`], [`handle_error`]) are for
 //! controllers built on kinformer, as client-go's `wait` and `runtime` packages are for
 //! controllers built on client-go: a worker loop is `until(&token, period, work)`.
 
 mod backoff;
 mod error;
-mod group;
 mod manager;
 mod panic;
 mod poll;
@@ -68,7 +67,6 @@ mod until;
 
 pub use backoff::{Backoff, jitter};
 pub use error::{Error, Result};
-pub use group::Group;
 pub use manager::{BackoffManager, ExponentialBackoffManager};
 pub use panic::{catch_panic, catch_panic_sync, panic_message};
 pub use poll::poll;
@@ -97,7 +95,6 @@ mod send_sync {
         assert_send_sync::<ExponentialBackoffManager>();
         assert_send_sync::<Period>();
         assert_send_sync::<ErrorReporter>();
-        assert_send_sync::<Group>();
     }
 
     /// The loops must be spawnable on a multi-threaded runtime when their closures are `Send`.
