@@ -1,4 +1,4 @@
-//! Costs of the hot paths other layers hit on every retry, error or handler call.
+//! Costs of the hot paths other layers hit on every retry or handler call.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use kinformer_wait::{
-    Backoff, BackoffManager, ErrorReporter, ExponentialBackoffManager, catch_panic,
-    catch_panic_sync, jitter,
+    Backoff, BackoffManager, ExponentialBackoffManager, catch_panic, catch_panic_sync, jitter,
 };
 
 fn backoff(c: &mut Criterion) {
@@ -42,21 +41,6 @@ fn backoff(c: &mut Criterion) {
     group.finish();
 }
 
-fn reporting(c: &mut Criterion) {
-    let mut group = c.benchmark_group("report");
-    let error = std::io::Error::other("watch closed");
-    group.bench_function("suppressed", |b| {
-        let reporter = ErrorReporter::new(Duration::from_secs(3_600));
-        reporter.report(&error);
-        b.iter(|| reporter.report(black_box(&error)));
-    });
-    group.bench_function("reported_no_subscriber", |b| {
-        let reporter = ErrorReporter::new(Duration::ZERO);
-        b.iter(|| reporter.report(black_box(&error)));
-    });
-    group.finish();
-}
-
 fn panic_guard(c: &mut Criterion) {
     let mut group = c.benchmark_group("catch_panic");
     group.bench_function("sync_no_panic", |b| {
@@ -75,5 +59,5 @@ fn panic_guard(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, backoff, reporting, panic_guard);
+criterion_group!(benches, backoff, panic_guard);
 criterion_main!(benches);

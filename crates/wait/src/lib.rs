@@ -11,8 +11,7 @@
 //! - polling a condition until it holds, a deadline passes or a token fires: [`poll`];
 //! - panic capture that logs and returns instead of unwinding into the runtime:
 //!   [`catch_panic`] and [`catch_panic_sync`];
-//! - rate-limited reporting of errors nobody can return: [`handle_error`] and
-//!   [`ErrorReporter`].
+//! - [`ErrorChain`], which displays an error with its sources for a log line.
 //!
 //! It depends on no other kinformer crate. Everything sleeps on tokio's clock, so tests run
 //! with a paused clock (`#[tokio::test(start_paused = true)]`) are exact and instant.
@@ -50,30 +49,27 @@
 //! - kinformer-processor: [`catch_panic_sync`] around every handler call;
 //! - kinformer-testing: [`poll`] behind its `wait_until` and `eventually`.
 //!
-//! The rest ([`until`], [`handle_error`]) are for
-//! controllers built on kinformer, as client-go's `wait` and `runtime` packages are for
-//! controllers built on client-go: a worker loop is `until(&token, period, work)`.
+//! The rest ([`until`], [`catch_panic`]) are for controllers built on kinformer, as client-go's
+//! `wait` and `runtime` packages are for controllers built on client-go: a worker loop is
+//! `until(&token, period, work)`.
 
 mod backoff;
+mod chain;
 mod error;
 mod manager;
 mod panic;
 mod poll;
-mod report;
 mod sleep;
 #[cfg(test)]
 mod test_support;
 mod until;
 
 pub use backoff::{Backoff, jitter};
+pub use chain::ErrorChain;
 pub use error::{Error, Result};
 pub use manager::{BackoffManager, ExponentialBackoffManager};
 pub use panic::{catch_panic, catch_panic_sync, panic_message};
 pub use poll::poll;
-pub use report::{
-    ErrorChain, ErrorHandler, ErrorReporter, ReportOutcome, add_error_handler,
-    global_error_reporter, handle_error,
-};
 pub use until::{Period, until};
 
 /// Re-exported because every loop here stops on one.
@@ -94,7 +90,6 @@ mod send_sync {
         assert_send_sync::<Backoff>();
         assert_send_sync::<ExponentialBackoffManager>();
         assert_send_sync::<Period>();
-        assert_send_sync::<ErrorReporter>();
     }
 
     /// The loops must be spawnable on a multi-threaded runtime when their closures are `Send`.
