@@ -42,7 +42,7 @@ pub enum Error<E = Infallible> {
 impl Error<Infallible> {
     /// Widens an error that cannot carry a condition error into one that can, so a panic
     /// caught while running a condition can be returned from a loop that is generic over `E`.
-    pub fn widen<E>(self) -> Error<E> {
+    pub(crate) fn widen<E>(self) -> Error<E> {
         match self {
             Self::Timeout { timeout } => Error::Timeout { timeout },
             Self::Cancelled => Error::Cancelled,
@@ -51,6 +51,3 @@ impl Error<Infallible> {
         }
     }
 }
-
-/// The result type of this crate, generic over the condition's error like [`Error`].
-pub type Result<T, E = Infallible> = std::result::Result<T, Error<E>>;

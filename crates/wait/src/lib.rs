@@ -66,9 +66,9 @@ mod until;
 
 pub use backoff::{Backoff, jitter};
 pub use chain::ErrorChain;
-pub use error::{Error, Result};
+pub use error::Error;
 pub use manager::{BackoffManager, ExponentialBackoffManager};
-pub use panic::{catch_panic, catch_panic_sync, panic_message};
+pub use panic::{catch_panic, catch_panic_sync};
 pub use poll::poll;
 pub use until::{Period, until};
 

@@ -70,8 +70,7 @@ pub fn catch_panic_sync<R>(name: &str, f: impl FnOnce() -> R) -> Result<R, Error
 
 /// The human-readable message of a panic payload: the `&str` or `String` given to `panic!`,
 /// or a placeholder for any other payload type.
-#[must_use]
-pub fn panic_message(payload: &(dyn Any + Send)) -> &str {
+fn panic_message(payload: &(dyn Any + Send)) -> &str {
     if let Some(message) = payload.downcast_ref::<&'static str>() {
         message
     } else if let Some(message) = payload.downcast_ref::<String>() {
