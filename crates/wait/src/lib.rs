@@ -1,29 +1,37 @@
 //! Waiting, retrying and backing off on tokio: the runtime helpers every kinformer loop uses.
 //!
 //! This is the bottom layer of kinformer, the Rust counterpart of apimachinery's
-//! `k8s.io/apimachinery/pkg/util/wait` and `util/runtime`. It owns:
+//! `k8s.io/apimachinery/pkg/util/wait` and `util/runtime`, cut to one form of each concept.
+//! It owns:
 //!
-//! - one periodic loop that stops on a [`CancellationToken`], [`until`], sliding or not and
-//!   jittered or not by its [`Period`], and the [`jitter`] function;
-//! - exponential backoff: [`Backoff`] (its [`step`](Backoff::step) is Go's `Backoff.Step`),
-//!   and the [`BackoffManager`] trait with the reflector's resetting
-//!   [`ExponentialBackoffManager`];
-//! - polling a condition until it holds, a deadline passes or a token fires: [`poll`];
+//! - one periodic loop, [`until`], which stops on a [`CancellationToken`]; its [`Period`]
+//!   says whether the wait is measured from the end of a run or its start and how much it is
+//!   jittered (client-go's `Until`, `NonSlidingUntil` and `JitterUntil`);
+//! - one wait for a condition, [`poll`]: checked at once, then on a fixed ticker, until it
+//!   holds, a deadline passes or the token fires (`PollUntilContextTimeout`);
+//! - retry schedules: [`Backoff`], whose [`step`](Backoff::step) is Go's `Backoff.Step`, and
+//!   the [`BackoffManager`] trait with the reflector's resetting [`ExponentialBackoffManager`];
+//!   [`jitter`] spreads a single delay;
 //! - panic capture that logs and returns instead of unwinding into the runtime:
-//!   [`catch_panic`] and [`catch_panic_sync`];
-//! - [`ErrorChain`], which displays an error with its sources for a log line.
+//!   [`catch_panic`] for a future, [`catch_panic_sync`] for a closure (`HandleCrash`);
+//! - [`ErrorChain`], which displays an error with its sources for a log line;
+//! - one error enum, [`Error`], generic over the error type of the caller's condition, which
+//!   comes back untouched in [`Error::Condition`].
 //!
 //! It depends on no other kinformer crate. Everything sleeps on tokio's clock, so tests run
 //! with a paused clock (`#[tokio::test(start_paused = true)]`) are exact and instant.
 //!
-//! Start here: [`Backoff`] for retry schedules, [`until`] for a periodic loop, and
-//! [`poll`] to wait for a condition.
+//! # Example
+//!
+//! A worker that retries with a growing delay, a periodic loop, and a wait with a deadline:
 //!
 //! ```
 //! use std::time::Duration;
-//! use kinformer_wait::Backoff;
+//! use kinformer_wait::{Backoff, CancellationToken, Error, Period, poll, until};
 //!
-//! // Doubling from 10ms, at most 5 growth steps, capped at 100ms.
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! // Retry: doubling from 10ms, at most 5 growth steps, capped at 100ms.
 //! let mut backoff = Backoff {
 //!     duration: Duration::from_millis(10),
 //!     factor: 2.0,
@@ -34,24 +42,45 @@
 //! let delays: Vec<u128> = (0..6).map(|_| backoff.step().as_millis()).collect();
 //! // 80 * 2 would pass the cap, so the duration settles at the cap and the steps end.
 //! assert_eq!(delays, [10, 20, 40, 80, 100, 100]);
-//! assert_eq!(backoff.steps, 0);
-//! ```
 //!
-//! Errors are one enum, [`Error`], generic over the error type of the caller's condition, which
-//! comes back untouched in [`Error::Condition`].
+//! // A loop every second (each wait up to 10% longer), until the token fires.
+//! let token = CancellationToken::new();
+//! let mut runs = 0;
+//! until(&token, Period::new(Duration::from_secs(1)).jitter(0.1), || {
+//!     runs += 1;
+//!     if runs == 3 {
+//!         token.cancel();
+//!     }
+//!     async {}
+//! })
+//! .await;
+//! assert_eq!(runs, 3);
+//!
+//! // A condition checked every 100ms for at most 1s; here the token has already fired.
+//! let waited = poll(&token, Duration::from_millis(100), Duration::from_secs(1), || async {
+//!     Ok::<_, std::io::Error>(false)
+//! })
+//! .await;
+//! assert!(matches!(waited, Err(Error::Cancelled)));
+//! # }
+//! ```
 //!
 //! # Who uses what
 //!
 //! Every helper here exists once; the layers use these rather than copies of their own:
 //!
 //! - kinformer-reflector: [`ExponentialBackoffManager`] between list and watch rounds (any
-//!   [`BackoffManager`] can replace it) and [`jitter`] for the random watch timeout;
+//!   [`BackoffManager`] can replace it, through `ReflectorOptions::backoff`), [`jitter`] for
+//!   the random watch timeout, and [`ErrorChain`] in its logs;
 //! - kinformer-processor: [`catch_panic_sync`] around every handler call;
-//! - kinformer-testing: [`poll`] behind its `wait_until` and `eventually`.
+//! - kinformer-informer and kinformer-factory: [`ErrorChain`] in their logs;
+//! - kinformer-testing: [`poll`] behind its `wait_until` and `eventually`;
+//! - the umbrella `kinformer`: this crate as `kinformer::wait`, and [`CancellationToken`] in
+//!   its prelude.
 //!
-//! The rest ([`until`], [`catch_panic`]) are for controllers built on kinformer, as client-go's
-//! `wait` and `runtime` packages are for controllers built on client-go: a worker loop is
-//! `until(&token, period, work)`.
+//! The rest ([`until`] and [`Period`], [`catch_panic`]) is for controllers built on
+//! kinformer, as client-go's `wait` and `runtime` packages are for controllers built on
+//! client-go: a worker loop is `until(&token, period, work)`.
 
 mod backoff;
 mod chain;
