@@ -157,8 +157,11 @@ fn apply(cache: &Cache<Pod>, popped: &Popped<Pod>) -> kinformer_fifo::Result<()>
                 }
             }
             DeltaType::Deleted => match &delta.object {
+                // client-go deletes the tombstone's key; the object stored under it is keyed so.
                 ObjectOrTombstone::Tombstone(tombstone) => {
-                    cache.thread_safe_store().delete(&tombstone.key);
+                    if let Some(stored) = cache.get_by_key(&tombstone.key) {
+                        cache.delete(stored)?;
+                    }
                 }
                 ObjectOrTombstone::Object(obj) => cache.delete(Arc::clone(obj))?,
             },

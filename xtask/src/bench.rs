@@ -106,8 +106,8 @@ fn same_id(id: &str) -> Option<String> {
     Some(id.to_owned())
 }
 
-/// store.rs measures the shipped `ThreadSafeStore` (`<operation>/slot-table`) beside designs
-/// it rejected; only the shipped one has a client-go counterpart.
+/// store.rs measures the shipped `Cache` (`<operation>/slot-table`) beside designs it
+/// rejected; only the shipped one has a client-go counterpart.
 fn shipped_store_id(id: &str) -> Option<String> {
     id.strip_suffix("/slot-table").map(str::to_owned)
 }
@@ -431,19 +431,22 @@ const STORE_NOTES: &str = "The scenarios are those of `crates/store/benches/stor
     100,000 Deployment-shaped Pods (100 namespaces of 1,000, 50 `app` values of 2,000), indexed \
     by namespace and by the `app` label, with the Pods and their `namespace/name` keys built \
     before timing. A ratio above 1 means kinformer is faster.\n\n\
-    store.rs calls kinformer's `ThreadSafeStore` with those keys, so the Go side calls the \
-    `cache.ThreadSafeStore` that `cache.NewIndexer` wraps (`NewThreadSafeStore` with the \
-    namespace and `app` index funcs) with the same keys: through an `Indexer` each write and \
-    `Get` would also run `MetaNamespaceKeyFunc`, which the Rust side does not. Updates are \
-    `Update`, which client-go implements as `Add`. For `replace-100k` client-go adopts the map \
-    it is handed as its items and only rebuilds the indexes; that map is built untimed for each \
-    iteration (it cannot be reused), while kinformer's `replace` consumes a `Vec` of key and Pod \
-    pairs and builds its key map and slot table inside the timed part. client-go's `ByIndex` \
+    store.rs calls kinformer's `Cache` through its `Store` and `CacheReader` traits, so the Go \
+    side calls the `Indexer` that `cache.NewIndexer` makes with `MetaNamespaceKeyFunc` and the \
+    namespace and `app` index funcs: on both sides every write (add, update, delete, replace) \
+    computes its key with that key func, and `get-by-key` looks up the precomputed key \
+    (`get_by_key`, `GetByKey`). Updates are `Update`, which client-go implements as `Add`. For \
+    `replace-100k` both sides key the list they are handed and rebuild their items and \
+    indexes inside the timed part: client-go into a fresh map it then adopts, kinformer into a \
+    fresh key map and slot table. client-go's `ByIndex` \
     walks a set of key strings and looks each one up in its items map; kinformer's walks slot \
     numbers. The `-with-writer` cases run one writer (a thread; a goroutine) re-adding Pods \
     with a moving `app` label non-stop; on two shared cores they price lock hand-off more than \
     parallelism. client-go's figures include Go's garbage collector, which scans the 200,000 \
     live fixture Pods.\n\n\
+    The findings below are from the run of 2026-11-22, when both sides were still called by \
+    key (kinformer's `ThreadSafeStore`, client-go's `cache.ThreadSafeStore`) and client-go's \
+    `Replace` adopted a map built untimed.\n\n\
     Where kinformer loses (run of 2026-11-22, load average 3.9 to 5.3): `get-by-key` by about 5x \
     and `get-by-key-with-writer` by about 6x. `by-index-namespace-1000` came out 0.81x, \
     inside this machine's noise (the `app` index query, the same kind of work, came out \

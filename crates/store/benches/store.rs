@@ -1,14 +1,18 @@
 //! The indexed store on a 100k-Pod cache (100 namespaces, a namespace index and an `app` label
 //! index), measured against two alternatives prototyped here:
 //!
-//! - `slot-table` is [`ThreadSafeStore`]: items and indexes under one `parking_lot::RwLock`,
-//!   objects in a slot table, index sets of 4-byte slot numbers, foldhash;
+//! - `slot-table` is [`Cache`], called through its `Store` and `CacheReader` traits: items and
+//!   indexes under one `parking_lot::RwLock`, objects in a slot table, index sets of 4-byte slot
+//!   numbers, foldhash;
 //! - `keys-in-index` is the design it replaced: the same lock, index sets of `Arc<str>` keys
 //!   (as client-go's sets of strings), so every index hit hashes its key again;
 //! - `keys-in-index-sip` is that design with std's SipHash maps, to price the hasher;
 //! - `dashmap-items` keeps items in a `DashMap` (so `get_by_key` never touches the index lock)
 //!   and the indexes under their own `RwLock`, which writers hold while they update both, so
 //!   index readers still never see an object under a stale value.
+//!
+//! Every candidate keys each write (add, delete, replace) with [`meta_namespace_key_func`], as
+//! a `Cache` does; `get` takes the precomputed key, as `get_by_key` does.
 //!
 //! Run with `cargo bench -p kinformer-store --bench store -- --warm-up-time 1 --measurement-time 2`.
 
@@ -27,7 +31,9 @@ use std::{
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use dashmap::DashMap;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-use kinformer_store::{IndexFunc, Indexers, NAMESPACE_INDEX, ThreadSafeStore, object_key};
+use kinformer_store::{
+    Cache, CacheReader, IndexFunc, Indexers, NAMESPACE_INDEX, Store, meta_namespace_key_func,
+};
 use kube_core::ObjectMeta;
 use parking_lot::RwLock;
 
@@ -38,33 +44,38 @@ const APP_INDEX: &str = "app";
 
 /// What every candidate store offers the benchmarks: the hot operations of an informer's cache.
 trait Candidate: Send + Sync {
-    fn add(&self, key: &str, pod: Arc<Pod>);
-    fn delete(&self, key: &str);
+    fn add(&self, pod: Arc<Pod>);
+    fn delete(&self, pod: Arc<Pod>);
     fn get(&self, key: &str) -> Option<Arc<Pod>>;
     fn by_index(&self, index: &str, value: &str) -> Vec<Arc<Pod>>;
     fn list(&self) -> Vec<Arc<Pod>>;
-    fn replace(&self, items: Vec<(String, Arc<Pod>)>);
+    fn replace(&self, pods: Vec<Arc<Pod>>);
 }
 
-impl Candidate for ThreadSafeStore<Pod> {
-    fn add(&self, key: &str, pod: Arc<Pod>) {
-        ThreadSafeStore::add(self, key, pod);
+impl Candidate for Cache<Pod> {
+    fn add(&self, pod: Arc<Pod>) {
+        Store::update(self, pod.into()).expect("benchmark Pods have names");
     }
-    fn delete(&self, key: &str) {
-        ThreadSafeStore::delete(self, key);
+    fn delete(&self, pod: Arc<Pod>) {
+        Store::delete(self, pod).expect("benchmark Pods have names");
     }
     fn get(&self, key: &str) -> Option<Arc<Pod>> {
-        ThreadSafeStore::get(self, key)
+        CacheReader::get_by_key(self, key)
     }
     fn by_index(&self, index: &str, value: &str) -> Vec<Arc<Pod>> {
-        ThreadSafeStore::by_index(self, index, value).expect("benchmark indexes exist")
+        CacheReader::by_index(self, index, value).expect("benchmark indexes exist")
     }
     fn list(&self) -> Vec<Arc<Pod>> {
-        ThreadSafeStore::list(self)
+        CacheReader::list(self)
     }
-    fn replace(&self, items: Vec<(String, Arc<Pod>)>) {
-        ThreadSafeStore::replace(self, items);
+    fn replace(&self, pods: Vec<Arc<Pod>>) {
+        Store::replace(self, pods, "2").expect("benchmark Pods have names");
     }
+}
+
+/// A Pod's key, as the other candidates compute it for every write.
+fn key_of(pod: &Pod) -> Arc<str> {
+    Arc::from(meta_namespace_key_func(pod).expect("benchmark Pods have names"))
 }
 
 type Items<S> = HashMap<Arc<str>, Arc<Pod>, S>;
@@ -137,20 +148,22 @@ impl<S: BuildHasher + Default> KeysInIndex<S> {
 }
 
 impl<S: BuildHasher + Default + Send + Sync> Candidate for KeysInIndex<S> {
-    fn add(&self, key: &str, pod: Arc<Pod>) {
+    fn add(&self, pod: Arc<Pod>) {
+        let key = key_of(&pod);
         let mut guard = self.inner.write();
         let (items, indexes) = &mut *guard;
-        let (key, old) = match items.get_key_value(key) {
+        let (key, old) = match items.get_key_value(&key) {
             Some((key, old)) => (Arc::clone(key), Some(Arc::clone(old))),
-            None => (Arc::from(key), None),
+            None => (key, None),
         };
         indexes.update(&key, old.as_deref(), Some(&pod));
         items.insert(key, pod);
     }
-    fn delete(&self, key: &str) {
+    fn delete(&self, pod: Arc<Pod>) {
+        let key = key_of(&pod);
         let mut guard = self.inner.write();
         let (items, indexes) = &mut *guard;
-        if let Some((key, old)) = items.remove_entry(key) {
+        if let Some((key, old)) = items.remove_entry(&key) {
             indexes.update(&key, Some(&old), None);
         }
     }
@@ -172,11 +185,11 @@ impl<S: BuildHasher + Default + Send + Sync> Candidate for KeysInIndex<S> {
     fn list(&self) -> Vec<Arc<Pod>> {
         self.inner.read().0.values().cloned().collect()
     }
-    fn replace(&self, list: Vec<(String, Arc<Pod>)>) {
+    fn replace(&self, list: Vec<Arc<Pod>>) {
         let mut items = HashMap::default();
         let mut indexes = Indexes::new(&self.indexers);
-        for (key, pod) in list {
-            let key: Arc<str> = Arc::from(key);
+        for pod in list {
+            let key = key_of(&pod);
             let old = items.insert(Arc::clone(&key), Arc::clone(&pod));
             indexes.update(&key, old.as_deref(), Some(&pod));
         }
@@ -202,18 +215,20 @@ impl DashItems {
 }
 
 impl Candidate for DashItems {
-    fn add(&self, key: &str, pod: Arc<Pod>) {
+    fn add(&self, pod: Arc<Pod>) {
+        let key = key_of(&pod);
         let mut indexes = self.indexes.write();
-        let (key, old) = match self.items.get(key) {
+        let (key, old) = match self.items.get(&key) {
             Some(entry) => (Arc::clone(entry.key()), Some(Arc::clone(entry.value()))),
-            None => (Arc::from(key), None),
+            None => (key, None),
         };
         indexes.update(&key, old.as_deref(), Some(&pod));
         self.items.insert(key, pod);
     }
-    fn delete(&self, key: &str) {
+    fn delete(&self, pod: Arc<Pod>) {
+        let key = key_of(&pod);
         let mut indexes = self.indexes.write();
-        if let Some((key, old)) = self.items.remove(key) {
+        if let Some((key, old)) = self.items.remove(&key) {
             indexes.update(&key, Some(&old), None);
         }
     }
@@ -237,12 +252,12 @@ impl Candidate for DashItems {
             .map(|entry| Arc::clone(entry.value()))
             .collect()
     }
-    fn replace(&self, list: Vec<(String, Arc<Pod>)>) {
+    fn replace(&self, list: Vec<Arc<Pod>>) {
         let mut fresh = Indexes::new(&self.indexers);
         let mut staged: HashMap<Arc<str>, Arc<Pod>, foldhash::fast::RandomState> =
             HashMap::default();
-        for (key, pod) in list {
-            let key: Arc<str> = Arc::from(key);
+        for pod in list {
+            let key = key_of(&pod);
             let old = staged.insert(Arc::clone(&key), Arc::clone(&pod));
             fresh.update(&key, old.as_deref(), Some(&pod));
         }
@@ -316,19 +331,20 @@ fn fixture() -> Fixture {
     let moved = (0..PODS).map(|i| pod(i, (i + 1) % APPS)).collect();
     let keys = pods
         .iter()
-        .map(|pod| {
-            object_key(
-                pod.metadata.namespace.as_deref(),
-                pod.metadata.name.as_deref().unwrap_or_default(),
-            )
-        })
+        .map(|pod| meta_namespace_key_func(pod.as_ref()).expect("fixture Pods have names"))
         .collect();
     Fixture { keys, pods, moved }
 }
 
 fn candidates() -> Vec<(&'static str, Arc<dyn Candidate>)> {
     vec![
-        ("slot-table", Arc::new(ThreadSafeStore::new(indexers()))),
+        (
+            "slot-table",
+            Arc::new(Cache::new(
+                Arc::new(meta_namespace_key_func::<Pod>),
+                indexers(),
+            )),
+        ),
         (
             "keys-in-index",
             Arc::new(KeysInIndex::<foldhash::fast::RandomState>::new(indexers())),
@@ -342,14 +358,7 @@ fn candidates() -> Vec<(&'static str, Arc<dyn Candidate>)> {
 }
 
 fn filled(store: &dyn Candidate, fixture: &Fixture) {
-    store.replace(
-        fixture
-            .keys
-            .iter()
-            .cloned()
-            .zip(fixture.pods.iter().cloned())
-            .collect(),
-    );
+    store.replace(fixture.pods.clone());
 }
 
 /// Runs `body` once per candidate inside one group, so the candidates of an operation are
@@ -377,11 +386,7 @@ struct BackgroundWriter {
 impl BackgroundWriter {
     fn start(store: Arc<dyn Candidate>, fixture: &Fixture) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
-        let (pods, moved, keys) = (
-            fixture.pods.clone(),
-            fixture.moved.clone(),
-            fixture.keys.clone(),
-        );
+        let (pods, moved) = (fixture.pods.clone(), fixture.moved.clone());
         let thread = {
             let stop = Arc::clone(&stop);
             thread::spawn(move || {
@@ -393,7 +398,7 @@ impl BackgroundWriter {
                     } else {
                         &pods[j]
                     };
-                    store.add(&keys[j], Arc::clone(pod));
+                    store.add(Arc::clone(pod));
                 }
             })
         };
@@ -426,7 +431,7 @@ fn benches(c: &mut Criterion) {
     compare(c, "update-same-index-values", &stores, |b, store| {
         b.iter(|| {
             i = (i + 7919) % PODS;
-            store.add(&fixture.keys[i], Arc::clone(&fixture.pods[i]));
+            store.add(Arc::clone(&fixture.pods[i]));
         });
     });
     let mut flip = false;
@@ -439,14 +444,14 @@ fn benches(c: &mut Criterion) {
             } else {
                 &fixture.pods[i]
             };
-            store.add(&fixture.keys[i], Arc::clone(pod));
+            store.add(Arc::clone(pod));
         });
     });
     compare(c, "delete-then-add", &stores, |b, store| {
         b.iter(|| {
             i = (i + 7919) % PODS;
-            store.delete(&fixture.keys[i]);
-            store.add(&fixture.keys[i], Arc::clone(&fixture.pods[i]));
+            store.delete(Arc::clone(&fixture.pods[i]));
+            store.add(Arc::clone(&fixture.pods[i]));
         });
     });
     compare(c, "get-by-key", &stores, |b, store| {
@@ -472,15 +477,8 @@ fn benches(c: &mut Criterion) {
     });
     compare(c, "replace-100k", &stores, |b, store| {
         b.iter_batched(
-            || {
-                fixture
-                    .keys
-                    .iter()
-                    .cloned()
-                    .zip(fixture.pods.iter().cloned())
-                    .collect::<Vec<_>>()
-            },
-            |items| store.replace(items),
+            || fixture.pods.clone(),
+            |pods| store.replace(pods),
             BatchSize::LargeInput,
         );
     });

@@ -1,11 +1,12 @@
-//! [`Cache`]: a [`ThreadSafeStore`] keyed by a key func, implementing [`Store`],
-//! [`CacheReader`] and [`Indexer`].
+//! [`Cache`]: the crate's thread-safe store (objects and indexes under one lock) keyed by a key
+//! func, implementing [`Store`], [`CacheReader`] and [`Indexer`].
 
 use std::{fmt, sync::Arc};
 
 use crate::{
     CacheReader, Incoming, Indexer, Indexers, KeyFunc, Object, OldObject, Result, Store,
-    ThreadSafeStore, default_key_func, namespace_indexers, thread_safe::ReadView,
+    default_key_func, namespace_indexers,
+    thread_safe::{ReadView, ThreadSafeStore},
 };
 
 /// The informer's local cache: objects keyed by a key func, with secondary indexes.
@@ -13,9 +14,16 @@ use crate::{
 /// Build one with [`Cache::new`] (any key func and indexers), [`Cache::with_namespace_index`]
 /// (the default key func and the namespace index, as informers use) or `Cache::default()`.
 ///
-/// The Rust shape of client-go's `cache.NewIndexer` / `cache.NewStore`.
+/// Objects and their index entries sit under one lock, so an object and its index entries
+/// always change together: a reader never finds an object under an index value it no longer
+/// has.
+///
+/// The Rust shape of client-go's `cache.NewIndexer` / `cache.NewStore`, with the
+/// `cache.ThreadSafeStore` they wrap inside it.
 #[doc(alias = "NewIndexer")]
 #[doc(alias = "NewStore")]
+#[doc(alias = "ThreadSafeStore")]
+#[doc(alias = "NewThreadSafeStore")]
 pub struct Cache<K> {
     key_func: KeyFunc<K>,
     store: ThreadSafeStore<K>,
@@ -52,11 +60,6 @@ impl<K> Cache<K> {
     /// The key func this cache uses.
     pub fn key_func(&self) -> &KeyFunc<K> {
         &self.key_func
-    }
-
-    /// The underlying keyed store.
-    pub fn thread_safe_store(&self) -> &ThreadSafeStore<K> {
-        &self.store
     }
 
     fn key(&self, obj: &K) -> Result<String> {

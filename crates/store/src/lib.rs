@@ -11,8 +11,8 @@
 //! - **the seams**: [`Store`] (the writer: what a reflector writes into, a cache or a queue),
 //!   [`CacheReader`] (the read-only view listers, handlers and a queue's known objects read) and
 //!   [`Indexer`] (a whole cache: both, plus the index registry, held only by its owner);
-//! - **[`ThreadSafeStore`] and [`Cache`]**: objects and indexes under one lock, so an object and
-//!   its index entries always change together;
+//! - **[`Cache`]**: objects and indexes under one lock, so an object and its index entries
+//!   always change together;
 //! - **[`CompactCache`]**: the same seams over objects held as the bytes a [`Codec`] made, with
 //!   keys and index entries held directly and a bounded set kept decoded: full objects in a
 //!   fraction of the memory, for a decode on reads (codecs for Kubernetes kinds are in
@@ -99,7 +99,7 @@
 //!
 //! An object and its index entries must change together: a reader must never find an object
 //! under an index value it no longer has. A sharded map (dashmap) gives per-key atomicity only,
-//! so the index sets would lag the items and need their own coordination. [`ThreadSafeStore`]
+//! so the index sets would lag the items and need their own coordination. [`Cache`]
 //! therefore keeps items and indexes under one `parking_lot::RwLock`; reads share it, and
 //! [`Store::replace`] builds the new contents outside the lock and swaps them in.
 //!
@@ -149,7 +149,6 @@ pub use crate::{
     old::OldObject,
     projection::ProjectedMeta,
     selector::{LabelRequirement, LabelSelector, parse_selector, selector_matches},
-    thread_safe::ThreadSafeStore,
     tombstone::{DeletedFinalStateUnknown, ObjectOrTombstone},
     traits::{
         CacheReader, IndexFunc, Indexer, Indexers, LABEL_INDEX, ListInParts, NAMESPACE_INDEX,

@@ -37,7 +37,7 @@ use crate::{Error, Indexers, Result};
 ///
 /// The Rust shape of client-go's `cache.ThreadSafeStore` (`threadSafeMap`).
 #[doc(alias = "threadSafeMap")]
-pub struct ThreadSafeStore<K> {
+pub(crate) struct ThreadSafeStore<K> {
     inner: RwLock<Inner<K>>,
 }
 
@@ -63,7 +63,7 @@ impl<K> Default for ThreadSafeStore<K> {
 impl<K> ThreadSafeStore<K> {
     /// An empty store with the given index funcs.
     #[doc(alias = "NewThreadSafeStore")]
-    pub fn new(indexers: Indexers<K>) -> Self {
+    pub(crate) fn new(indexers: Indexers<K>) -> Self {
         Self {
             inner: RwLock::new(Inner::empty(indexers)),
         }
@@ -71,54 +71,32 @@ impl<K> ThreadSafeStore<K> {
 
     /// Stores `obj` under `key`, replacing any object there and moving its index entries;
     /// returns the object it replaced.
-    pub fn upsert(&self, key: &str, obj: Arc<K>) -> Option<Arc<K>> {
+    pub(crate) fn upsert(&self, key: &str, obj: Arc<K>) -> Option<Arc<K>> {
         self.inner.write().upsert(key, obj)
     }
 
-    /// Stores `obj` under `key` ([`upsert`](Self::upsert) without the replaced object).
-    #[doc(alias = "Add")]
-    pub fn add(&self, key: &str, obj: Arc<K>) {
-        self.upsert(key, obj);
-    }
-
-    /// The same as [`add`](Self::add): the store does not tell adds from updates.
-    #[doc(alias = "Update")]
-    pub fn update(&self, key: &str, obj: Arc<K>) {
-        self.upsert(key, obj);
-    }
-
     /// Removes the object under `key` and all its index entries; returns it when present.
-    pub fn delete(&self, key: &str) -> Option<Arc<K>> {
+    pub(crate) fn delete(&self, key: &str) -> Option<Arc<K>> {
         self.inner.write().remove(key)
     }
 
     /// The object under `key`.
-    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+    pub(crate) fn get(&self, key: &str) -> Option<Arc<K>> {
         self.inner.read().get(key)
     }
 
-    /// Whether an object is stored under `key`.
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.inner.read().slots_by_key.contains_key(key)
-    }
-
     /// The number of objects.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.inner.read().slots_by_key.len()
     }
 
-    /// Whether the store holds no object.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Every object, in no particular order.
-    pub fn list(&self) -> Vec<Arc<K>> {
+    pub(crate) fn list(&self) -> Vec<Arc<K>> {
         self.inner.read().list()
     }
 
     /// Every key, in no particular order.
-    pub fn list_keys(&self) -> Vec<String> {
+    pub(crate) fn list_keys(&self) -> Vec<String> {
         self.inner.read().list_keys()
     }
 
@@ -126,7 +104,7 @@ impl<K> ThreadSafeStore<K> {
     /// appears twice the last object wins.
     ///
     /// The new contents are built before the lock is taken, so readers wait only for the swap.
-    pub fn replace(&self, items: impl IntoIterator<Item = (String, Arc<K>)>) {
+    pub(crate) fn replace(&self, items: impl IntoIterator<Item = (String, Arc<K>)>) {
         let indexers = self.inner.read().indexes.indexers.clone();
         let mut fresh = Inner::empty(indexers);
         let items = items.into_iter();
@@ -158,7 +136,7 @@ impl<K> ThreadSafeStore<K> {
     /// # Errors
     ///
     /// [`Error::IndexNotFound`] for an unknown index.
-    pub fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
+    pub(crate) fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
         self.inner.read().index(index_name, obj)
     }
 
@@ -167,13 +145,13 @@ impl<K> ThreadSafeStore<K> {
     /// # Errors
     ///
     /// [`Error::IndexNotFound`] for an unknown index.
-    pub fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>> {
+    pub(crate) fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>> {
         self.inner.read().index_keys(index_name, indexed_value)
     }
 
     /// Every value under which index `index_name` holds at least one object; empty for an
     /// unknown index, as client-go does.
-    pub fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+    pub(crate) fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
         self.inner.read().list_index_func_values(index_name)
     }
 
@@ -182,7 +160,7 @@ impl<K> ThreadSafeStore<K> {
     /// # Errors
     ///
     /// [`Error::IndexNotFound`] for an unknown index.
-    pub fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>> {
+    pub(crate) fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>> {
         self.inner.read().by_index(index_name, indexed_value)
     }
 
@@ -193,7 +171,7 @@ impl<K> ThreadSafeStore<K> {
     /// # Errors
     ///
     /// [`Error::IndexNotFound`] for an unknown index.
-    pub fn by_indexes(&self, query: &[(&str, &[&str])]) -> Result<Vec<Arc<K>>> {
+    pub(crate) fn by_indexes(&self, query: &[(&str, &[&str])]) -> Result<Vec<Arc<K>>> {
         self.inner.read().by_indexes(query)
     }
 
@@ -205,7 +183,7 @@ impl<K> ThreadSafeStore<K> {
     }
 
     /// The registered index funcs.
-    pub fn indexers(&self) -> Indexers<K> {
+    pub(crate) fn indexers(&self) -> Indexers<K> {
         self.inner.read().indexes.indexers.clone()
     }
 
@@ -216,7 +194,7 @@ impl<K> ThreadSafeStore<K> {
     ///
     /// [`Error::IndexerConflict`] naming the (alphabetically first) name already registered;
     /// nothing is added then.
-    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<()> {
+    pub(crate) fn add_indexers(&self, indexers: Indexers<K>) -> Result<()> {
         let mut inner = self.inner.write();
         // The smallest conflicting name, so the error does not depend on hash order.
         if let Some(name) = indexers
@@ -288,6 +266,26 @@ mod tests {
         table::{Entry, Keyed, Slot},
         *,
     };
+
+    /// client-go's `Add`, `Update` and the two probes these tests ask of a store by key; the
+    /// crate writes through [`ThreadSafeStore::upsert`] alone.
+    impl<K> ThreadSafeStore<K> {
+        fn add(&self, key: &str, obj: Arc<K>) {
+            self.upsert(key, obj);
+        }
+
+        fn update(&self, key: &str, obj: Arc<K>) {
+            self.upsert(key, obj);
+        }
+
+        fn contains_key(&self, key: &str) -> bool {
+            self.inner.read().slots_by_key.contains_key(key)
+        }
+
+        fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+    }
 
     /// A store of plain strings, indexed by `func` under `name`, as client-go's tests build one.
     fn store(name: &str, func: fn(&String) -> Vec<String>) -> ThreadSafeStore<String> {
@@ -569,5 +567,55 @@ mod tests {
         assert_eq!(size_of::<Option<Entry<String>>>(), 24);
         assert_eq!(size_of::<(Arc<str>, Keyed<String>)>(), 32);
         assert_eq!(size_of::<Slot>(), 4);
+    }
+
+    proptest::proptest! {
+        /// The store keeps callers' keys as given, whatever the object says: [`Cache`](crate::Cache)
+        /// hands it the key its key func computed, and nothing here reads a key from an object.
+        #[test]
+        fn the_store_keeps_the_callers_keys(
+            entries in proptest::collection::vec(
+                (
+                    proptest::sample::select(&["w", "x", "y", "z"][..]),
+                    proptest::collection::vec(
+                        proptest::sample::select(&["red", "green", "blue", ""][..]),
+                        0..4,
+                    ),
+                ),
+                0..20,
+            ),
+        ) {
+            // Comma-separated tags, each non-empty one an index value: zero, one or many.
+            let store = store("tags", |obj| {
+                obj.split(',')
+                    .filter(|tag| !tag.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            });
+            let mut model: std::collections::BTreeMap<&str, Arc<String>> =
+                std::collections::BTreeMap::new();
+            for (key, tags) in entries {
+                let obj = Arc::new(tags.join(","));
+                store.add(key, Arc::clone(&obj));
+                model.insert(key, obj);
+            }
+            let mut keys = store.list_keys();
+            keys.sort();
+            proptest::prop_assert_eq!(
+                keys,
+                model.keys().map(|key| (*key).to_owned()).collect::<Vec<_>>()
+            );
+            for tag in ["red", "green", "blue"] {
+                let mut want: Vec<&str> = model
+                    .iter()
+                    .filter(|(_, obj)| obj.split(',').any(|t| t == tag))
+                    .map(|(key, _)| *key)
+                    .collect();
+                want.sort_unstable();
+                let mut got = store.index_keys("tags", tag).unwrap();
+                got.sort();
+                proptest::prop_assert_eq!(got, want);
+            }
+        }
     }
 }

@@ -2,10 +2,10 @@ package peers
 
 // The client-go side of `cargo xtask bench store`. Each sub-benchmark carries the ID of its
 // counterpart in crates/store/benches/store.rs without the candidate suffix: the Rust side's
-// "get-by-key/slot-table" (the shipped ThreadSafeStore) is "BenchmarkStore/get-by-key" here.
-// The Rust bench calls its ThreadSafeStore with precomputed keys, so this side calls client-go's
-// ThreadSafeStore (the map under cache.NewIndexer) with the same keys: an Indexer would add a
-// MetaNamespaceKeyFunc call per write and lookup that the Rust side does not make.
+// "get-by-key/slot-table" (the shipped Cache) is "BenchmarkStore/get-by-key" here.
+// The Rust bench calls its Cache through the Store and CacheReader traits, so this side calls
+// the Indexer cache.NewIndexer makes with MetaNamespaceKeyFunc: both key every write (add,
+// update, delete, replace) with that key func, and both look objects up by precomputed key.
 
 import (
 	"fmt"
@@ -85,20 +85,20 @@ func newStoreFixture(b *testing.B) storeFixture {
 	return f
 }
 
-// items is a fresh key-to-Pod map: client-go's Replace keeps the map it is given as its items,
-// so no two Replace calls may share one.
-func (f storeFixture) items() map[string]interface{} {
-	items := make(map[string]interface{}, storePods)
-	for i, key := range f.keys {
-		items[key] = f.pods[i]
+// list is the fixture's Pods as the list an Indexer's Replace takes; it keys them into a map
+// of its own, so one list serves every Replace.
+func (f storeFixture) list() []interface{} {
+	list := make([]interface{}, storePods)
+	for i, pod := range f.pods {
+		list[i] = pod
 	}
-	return items
+	return list
 }
 
 // backgroundWriter is store.rs's BackgroundWriter: one goroutine re-adding Pods as fast as it
 // can, alternating between the two app labels so every write moves an index entry. The
 // returned func stops it and waits for it to exit.
-func backgroundWriter(store cache.ThreadSafeStore, f storeFixture) (stop func()) {
+func backgroundWriter(store cache.Indexer, f storeFixture) (stop func()) {
 	var stopping atomic.Bool
 	exited := make(chan struct{})
 	go func() {
@@ -110,7 +110,8 @@ func backgroundWriter(store cache.ThreadSafeStore, f storeFixture) (stop func())
 			if j%2 == 0 {
 				pod = f.moved[j]
 			}
-			store.Update(f.keys[j], pod)
+			// Every fixture Pod has a name: the key func cannot fail.
+			_ = store.Update(pod)
 		}
 	}()
 	return func() {
@@ -131,15 +132,16 @@ func BenchmarkStore(b *testing.B) {
 	for i := range apps {
 		apps[i] = fmt.Sprintf("app-%02d", i)
 	}
-	store := cache.NewThreadSafeStore(storeIndexers(), cache.Indices{})
-	store.Replace(f.items(), "1")
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, storeIndexers())
+	list := f.list()
+	mustNil(b, store.Replace(list, "1"))
 	i := 0
 	sink := 0
 
 	b.Run("update-same-index-values", func(b *testing.B) {
 		for b.Loop() {
 			i = (i + 7919) % storePods
-			store.Update(f.keys[i], f.pods[i])
+			mustNil(b, store.Update(f.pods[i]))
 		}
 	})
 	b.Run("update-moving-app-label", func(b *testing.B) {
@@ -151,20 +153,20 @@ func BenchmarkStore(b *testing.B) {
 			if flip {
 				pod = f.moved[i]
 			}
-			store.Update(f.keys[i], pod)
+			mustNil(b, store.Update(pod))
 		}
 	})
 	b.Run("delete-then-add", func(b *testing.B) {
 		for b.Loop() {
 			i = (i + 7919) % storePods
-			store.Delete(f.keys[i])
-			store.Add(f.keys[i], f.pods[i])
+			mustNil(b, store.Delete(f.pods[i]))
+			mustNil(b, store.Add(f.pods[i]))
 		}
 	})
 	getByKey := func(b *testing.B) {
 		for b.Loop() {
 			i = (i + 7919) % storePods
-			if _, ok := store.Get(f.keys[i]); ok {
+			if _, ok, _ := store.GetByKey(f.keys[i]); ok {
 				sink++
 			}
 		}
@@ -194,10 +196,7 @@ func BenchmarkStore(b *testing.B) {
 	})
 	b.Run("replace-100k", func(b *testing.B) {
 		for b.Loop() {
-			b.StopTimer()
-			items := f.items()
-			b.StartTimer()
-			store.Replace(items, "2")
+			mustNil(b, store.Replace(list, "2"))
 		}
 	})
 

@@ -1,4 +1,4 @@
-//! Model-based property test: [`Cache`] (and the [`ThreadSafeStore`] inside it), and
+//! Model-based property test: [`Cache`] (and the slot table inside it), and
 //! [`CompactCache`] with any number of objects kept decoded, against a `BTreeMap` whose indexes
 //! are recomputed from scratch on every query.
 //!
@@ -16,7 +16,7 @@ use std::{
 
 use kinformer_store::{
     Cache, CacheReader, Codec, CodecError, CompactCache, Error, IndexFunc, Indexer, Indexers,
-    Object, OldObject, ThreadSafeStore, default_key_func, meta_namespace_key_func,
+    Object, OldObject, default_key_func, meta_namespace_key_func,
 };
 use proptest::prelude::*;
 
@@ -505,34 +505,6 @@ proptest! {
                 Some((old, want)) => prop_assert!(false, "upsert returned {old:?}, want {want:?}"),
             }
             check(&*cache, identical, &model, &probes)?;
-        }
-    }
-
-    /// The bare [`ThreadSafeStore`] keeps callers' keys as given, whatever the object says.
-    #[test]
-    fn thread_safe_store_stores_under_the_callers_key(
-        entries in proptest::collection::vec((proptest::sample::select(&NAMES[..]), item()), 0..20),
-    ) {
-        let store = ThreadSafeStore::new(indexers(&["tags"]));
-        let mut model: BTreeMap<&str, Arc<Item>> = BTreeMap::new();
-        for (key, item) in entries {
-            let item = Arc::new(item);
-            store.add(key, Arc::clone(&item));
-            model.insert(key, item);
-        }
-        let mut keys = store.list_keys();
-        keys.sort();
-        prop_assert_eq!(keys, model.keys().map(|key| (*key).to_owned()).collect::<Vec<_>>());
-        for tag in ["red", "green", "blue"] {
-            let mut want: Vec<&str> = model
-                .iter()
-                .filter(|(_, item)| item.tags.split(',').any(|t| t == tag))
-                .map(|(key, _)| *key)
-                .collect();
-            want.sort_unstable();
-            let mut got = store.index_keys("tags", tag).unwrap();
-            got.sort();
-            prop_assert_eq!(got, want);
         }
     }
 

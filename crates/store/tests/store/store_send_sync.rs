@@ -5,7 +5,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_store::{
     Cache, CacheReader, DeletedFinalStateUnknown, Error, IndexFunc, Indexer, Indexers, KeyFunc,
-    Lister, NamespaceLister, ObjectOrTombstone, Store, ThreadSafeStore,
+    Lister, NamespaceLister, ObjectOrTombstone, Store,
 };
 
 fn send_sync<T: Send + Sync>() {}
@@ -14,7 +14,6 @@ fn send_sync_static<T: Send + Sync + 'static>() {}
 #[test]
 fn caches_stores_and_listers_are_send_and_sync() {
     send_sync_static::<Cache<Pod>>();
-    send_sync_static::<ThreadSafeStore<Pod>>();
     send_sync_static::<Lister<Pod>>();
     send_sync_static::<NamespaceLister<Pod>>();
     send_sync_static::<Arc<dyn Indexer<Pod>>>();
