@@ -12,8 +12,8 @@ use std::{collections::BTreeMap, hint::black_box, sync::Arc};
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kinformer_store::{
-    Cache, CacheReader, IndexFunc, Indexers, NAMESPACE_INDEX, Store, default_key_func,
-    label_indexers, list_all, list_all_by_namespace, namespace_indexers, parse_selector,
+    Cache, CacheReader, IndexFunc, Indexers, Lister, NAMESPACE_INDEX, Store, default_key_func,
+    label_indexers, namespace_indexers, parse_selector,
 };
 use kube_core::ObjectMeta;
 
@@ -39,7 +39,7 @@ fn pod(i: usize) -> Arc<Pod> {
     })
 }
 
-fn cache(pods: usize, with_label_index: bool) -> Cache<Pod> {
+fn cache(pods: usize, with_label_index: bool) -> Arc<Cache<Pod>> {
     let mut indexers: Indexers<Pod> = namespace_indexers();
     let by_node: IndexFunc<Pod> = Arc::new(|pod: &Pod| {
         pod.spec
@@ -54,7 +54,7 @@ fn cache(pods: usize, with_label_index: bool) -> Cache<Pod> {
     }
     let cache = Cache::new(default_key_func(), indexers);
     cache.replace((0..pods).map(pod).collect(), "1").unwrap();
-    cache
+    Arc::new(cache)
 }
 
 fn queries(c: &mut Criterion) {
@@ -62,30 +62,26 @@ fn queries(c: &mut Criterion) {
     for pods in [10_000, 100_000] {
         let scanned = cache(pods, false);
         let indexed = cache(pods, true);
+        let (scanned_pods, indexed_pods) = (
+            Lister::<Pod>::new(scanned.clone()),
+            Lister::<Pod>::new(indexed.clone()),
+        );
+        let (scanned_in_ns, indexed_in_ns) = (
+            scanned_pods.namespaced("ns-3"),
+            indexed_pods.namespaced("ns-3"),
+        );
         let mut group = c.benchmark_group(format!("queries/{pods}"));
         group.bench_function("labels: scan", |b| {
-            b.iter(|| black_box(list_all(&scanned, black_box(&selector))));
+            b.iter(|| black_box(scanned_pods.list(black_box(&selector))));
         });
         group.bench_function("labels: label index", |b| {
-            b.iter(|| black_box(list_all(&indexed, black_box(&selector))));
+            b.iter(|| black_box(indexed_pods.list(black_box(&selector))));
         });
         group.bench_function("namespace+labels: namespace index, then filter", |b| {
-            b.iter(|| {
-                black_box(list_all_by_namespace(
-                    &scanned,
-                    "ns-3",
-                    black_box(&selector),
-                ))
-            });
+            b.iter(|| black_box(scanned_in_ns.list(black_box(&selector))));
         });
         group.bench_function("namespace+labels: compound query", |b| {
-            b.iter(|| {
-                black_box(list_all_by_namespace(
-                    &indexed,
-                    "ns-3",
-                    black_box(&selector),
-                ))
-            });
+            b.iter(|| black_box(indexed_in_ns.list(black_box(&selector))));
         });
         group.bench_function("namespace+node: namespace index, then filter", |b| {
             b.iter(|| {

@@ -17,7 +17,7 @@
 //!   keys and index entries held directly and a bounded set kept decoded: full objects in a
 //!   fraction of the memory, for a decode on reads (codecs for Kubernetes kinds are in
 //!   kinformer-reflector);
-//! - **listers**: [`Lister`] and [`NamespaceLister`], read-only views by label selector, name
+//! - **listers**: [`Lister`], a read-only view by label selector, name
 //!   and namespace, with label selectors parsed from strings by [`parse_selector`].
 //!
 //! It knows nothing of HTTP, watches, wire formats or tokio, and picks no k8s-openapi version.
@@ -144,7 +144,7 @@ pub use crate::{
         KeyFunc, default_key_func, deletion_handling_meta_namespace_key_func,
         meta_namespace_key_func, object_key, split_key,
     },
-    lister::{Lister, NamespaceLister, list_all, list_all_by_namespace},
+    lister::Lister,
     object::Object,
     old::OldObject,
     projection::ProjectedMeta,

@@ -1,4 +1,5 @@
-//! Listers: read-only views of a cache ([`CacheReader`]) by label selector, name and namespace.
+//! [`Lister`]: a read-only view of a cache ([`CacheReader`]) by label selector, name and
+//! namespace.
 
 use std::{fmt, sync::Arc};
 
@@ -15,7 +16,7 @@ use crate::{
 /// equality and `in` requirements from it and checks the rest on those candidates only;
 /// without it, or for a selector with neither, every object is checked.
 #[doc(alias = "ListAll")]
-pub fn list_all<K, C>(cache: &C, selector: &Selector) -> Vec<Arc<K>>
+pub(crate) fn list_all<K, C>(cache: &C, selector: &Selector) -> Vec<Arc<K>>
 where
     K: Object,
     C: CacheReader<K> + ?Sized,
@@ -37,7 +38,11 @@ where
 /// client-go's `ListAllByNamespace` does (it logs a warning on the slow path; this layer has no
 /// logger, so register the namespace index wherever namespaced listing is frequent).
 #[doc(alias = "ListAllByNamespace")]
-pub fn list_all_by_namespace<K, C>(cache: &C, namespace: &str, selector: &Selector) -> Vec<Arc<K>>
+pub(crate) fn list_all_by_namespace<K, C>(
+    cache: &C,
+    namespace: &str,
+    selector: &Selector,
+) -> Vec<Arc<K>>
 where
     K: Object,
     C: CacheReader<K> + ?Sized,
@@ -103,83 +108,28 @@ where
 /// A typed, read-only view of a cache: list by label selector, get by name, and narrow to one
 /// namespace with [`namespaced`](Self::namespaced).
 ///
+/// A lister reads every namespace until narrowed; then [`list`](Self::list) and
+/// [`get`](Self::get) look only in its namespace. The empty namespace `""` is every namespace,
+/// where `get` finds cluster-scoped objects.
+///
 /// Cheap to clone: it holds an `Arc` to the cache an informer keeps up to date, and every read
 /// sees the cache as it is at that moment.
 ///
-/// The Rust shape of client-go's `GenericLister` and the generated typed listers
-/// (`PodLister` and friends).
+/// The Rust shape of client-go's `GenericLister` and `GenericNamespaceLister`, and of the
+/// generated typed listers (`PodLister`, `PodNamespaceLister` and friends), with `ListAll` /
+/// `ListAllByNamespace` behind [`list`](Self::list).
 #[doc(alias = "GenericLister")]
+#[doc(alias = "GenericNamespaceLister")]
 #[doc(alias = "ResourceIndexer")]
+#[doc(alias = "ListAll")]
+#[doc(alias = "ListAllByNamespace")]
 pub struct Lister<K> {
     cache: Arc<dyn CacheReader<K>>,
-}
-
-impl<K> Clone for Lister<K> {
-    fn clone(&self) -> Self {
-        Self {
-            cache: Arc::clone(&self.cache),
-        }
-    }
-}
-
-impl<K> fmt::Debug for Lister<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lister").finish_non_exhaustive()
-    }
-}
-
-impl<K: Object> Lister<K> {
-    /// A lister over `cache`; an `Arc<Cache<K>>` or an informer's cache coerces to the
-    /// argument.
-    #[doc(alias = "NewGenericLister")]
-    pub fn new(cache: Arc<dyn CacheReader<K>>) -> Self {
-        Self { cache }
-    }
-
-    /// Every object, in any namespace, whose labels `selector` accepts.
-    pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
-        list_all(self.cache.as_ref(), selector)
-    }
-
-    /// The cluster-scoped object named `name`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotFound`] when no object is stored under `name`. A namespaced object is never
-    /// found this way: look it up through [`namespaced`](Self::namespaced).
-    pub fn get(&self, name: &str) -> Result<Arc<K>> {
-        self.cache.get_by_key(name).ok_or_else(|| Error::NotFound {
-            namespace: None,
-            name: name.to_owned(),
-        })
-    }
-
-    /// A lister of the objects in `namespace`; `""` lists every namespace and gets
-    /// cluster-scoped objects.
-    #[doc(alias = "ByNamespace")]
-    pub fn namespaced(&self, namespace: impl Into<String>) -> NamespaceLister<K> {
-        NamespaceLister {
-            cache: Arc::clone(&self.cache),
-            namespace: namespace.into(),
-        }
-    }
-
-    /// The cache this lister reads.
-    pub fn cache(&self) -> &Arc<dyn CacheReader<K>> {
-        &self.cache
-    }
-}
-
-/// A [`Lister`] narrowed to one namespace.
-///
-/// The Rust shape of client-go's `GenericNamespaceLister`.
-#[doc(alias = "GenericNamespaceLister")]
-pub struct NamespaceLister<K> {
-    cache: Arc<dyn CacheReader<K>>,
+    /// `""` for every namespace.
     namespace: String,
 }
 
-impl<K> Clone for NamespaceLister<K> {
+impl<K> Clone for Lister<K> {
     fn clone(&self) -> Self {
         Self {
             cache: Arc::clone(&self.cache),
@@ -188,36 +138,69 @@ impl<K> Clone for NamespaceLister<K> {
     }
 }
 
-impl<K> fmt::Debug for NamespaceLister<K> {
+impl<K> fmt::Debug for Lister<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NamespaceLister")
+        f.debug_struct("Lister")
             .field("namespace", &self.namespace)
             .finish_non_exhaustive()
     }
 }
 
-impl<K: Object> NamespaceLister<K> {
-    /// The namespace this lister is narrowed to.
-    pub fn namespace(&self) -> &str {
-        &self.namespace
+impl<K: Object> Lister<K> {
+    /// A lister over `cache`, in every namespace; an `Arc<Cache<K>>` or an informer's cache
+    /// coerces to the argument.
+    #[doc(alias = "NewGenericLister")]
+    pub fn new(cache: Arc<dyn CacheReader<K>>) -> Self {
+        Self {
+            cache,
+            namespace: String::new(),
+        }
     }
 
-    /// Every object in the namespace whose labels `selector` accepts.
+    /// Every object in the lister's namespace (every namespace unless narrowed) whose labels
+    /// `selector` accepts; an empty selector (`Selector::default()`, client-go's
+    /// `labels.Everything()`) accepts every object.
+    ///
+    /// A cache with the label index ([`label_indexers`](crate::label_indexers)) answers the
+    /// selector's equality and `in` requirements from it, and one with the
+    /// [`NAMESPACE_INDEX`] narrows to the namespace from it; the rest is checked on those
+    /// candidates only. Without them every object is checked, as client-go's
+    /// `ListAllByNamespace` does (it logs a warning on that slow path; this layer has no
+    /// logger, so register the namespace index wherever namespaced listing is frequent).
     pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
         list_all_by_namespace(self.cache.as_ref(), &self.namespace, selector)
     }
 
-    /// The object named `name` in the namespace.
+    /// The object named `name` in the lister's namespace; unless narrowed, the cluster-scoped
+    /// object named `name`.
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`] when no such object is stored.
+    /// [`Error::NotFound`] when no such object is stored, naming the namespace searched. A
+    /// namespaced object is never found by a lister that was not narrowed to its namespace.
     pub fn get(&self, name: &str) -> Result<Arc<K>> {
         let key = object_key(Some(&self.namespace), name);
         self.cache.get_by_key(&key).ok_or_else(|| Error::NotFound {
             namespace: (!self.namespace.is_empty()).then(|| self.namespace.clone()),
             name: name.to_owned(),
         })
+    }
+
+    /// The same lister narrowed to `namespace`; `""` lists every namespace and gets
+    /// cluster-scoped objects.
+    #[doc(alias = "ByNamespace")]
+    #[must_use]
+    pub fn namespaced(&self, namespace: impl Into<String>) -> Self {
+        Self {
+            cache: Arc::clone(&self.cache),
+            namespace: namespace.into(),
+        }
+    }
+
+    /// The cache this lister reads, for what a lister does not ask: index queries, keys, a
+    /// consistent read.
+    pub fn cache(&self) -> &Arc<dyn CacheReader<K>> {
+        &self.cache
     }
 }
 

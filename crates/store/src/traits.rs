@@ -312,7 +312,7 @@ pub fn label_index_func<K: Object>(obj: &K) -> Vec<String> {
 }
 
 /// [`Indexers`] holding the label index: a cache with it answers the equality and `in`
-/// requirements of a label selector ([`list_all`](crate::list_all), [`Lister`](crate::Lister))
+/// requirements of a label selector ([`Lister::list`](crate::Lister::list))
 /// from the index instead of scanning every object, and checks the rest of the selector on
 /// the matches only. It costs an index entry per label of every object.
 pub fn label_indexers<K: Object>() -> Indexers<K> {

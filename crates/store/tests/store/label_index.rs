@@ -5,8 +5,8 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use kinformer_store::{
-    Cache, CacheReader, Indexers, LABEL_INDEX, NAMESPACE_INDEX, Object, Store, default_key_func,
-    label_indexers, list_all, list_all_by_namespace, namespace_indexers, selector_matches,
+    Cache, CacheReader, Indexers, LABEL_INDEX, Lister, NAMESPACE_INDEX, Object, Store,
+    default_key_func, label_indexers, namespace_indexers, selector_matches,
 };
 use kube_core::{Expression, Selector};
 use proptest::prelude::*;
@@ -87,8 +87,10 @@ proptest! {
     ) {
         let mut indexers: Indexers<Item> = namespace_indexers();
         indexers.extend(label_indexers());
-        let indexed = Cache::new(default_key_func(), indexers);
-        let scanned: Cache<Item> = Cache::new(default_key_func(), namespace_indexers());
+        let indexed = Arc::new(Cache::new(default_key_func(), indexers));
+        let scanned: Arc<Cache<Item>> = Arc::new(Cache::new(default_key_func(), namespace_indexers()));
+        let (indexed_items, scanned_items) =
+            (Lister::<Item>::new(indexed.clone()), Lister::<Item>::new(scanned.clone()));
         for item in items {
             let item = Arc::new(item);
             indexed.update(Arc::clone(&item).into()).unwrap();
@@ -100,8 +102,8 @@ proptest! {
             .into_iter()
             .filter(|item| selector_matches(&selector, item.labels()))
             .collect();
-        prop_assert_eq!(sorted_names(&list_all(&indexed, &selector)), sorted_names(&model));
-        prop_assert_eq!(sorted_names(&list_all(&scanned, &selector)), sorted_names(&model));
+        prop_assert_eq!(sorted_names(&indexed_items.list(&selector)), sorted_names(&model));
+        prop_assert_eq!(sorted_names(&scanned_items.list(&selector)), sorted_names(&model));
         for namespace in NAMESPACES {
             let in_namespace: Vec<Arc<Item>> = model
                 .iter()
@@ -109,7 +111,7 @@ proptest! {
                 .cloned()
                 .collect();
             prop_assert_eq!(
-                sorted_names(&list_all_by_namespace(&indexed, namespace, &selector)),
+                sorted_names(&indexed_items.namespaced(namespace).list(&selector)),
                 sorted_names(&in_namespace)
             );
         }

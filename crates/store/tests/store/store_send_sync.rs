@@ -5,7 +5,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_store::{
     Cache, CacheReader, DeletedFinalStateUnknown, Error, IndexFunc, Indexer, Indexers, KeyFunc,
-    Lister, NamespaceLister, ObjectOrTombstone, Store,
+    Lister, ObjectOrTombstone, Store,
 };
 
 fn send_sync<T: Send + Sync>() {}
@@ -15,7 +15,6 @@ fn send_sync_static<T: Send + Sync + 'static>() {}
 fn caches_stores_and_listers_are_send_and_sync() {
     send_sync_static::<Cache<Pod>>();
     send_sync_static::<Lister<Pod>>();
-    send_sync_static::<NamespaceLister<Pod>>();
     send_sync_static::<Arc<dyn Indexer<Pod>>>();
     send_sync_static::<Arc<dyn Store<Pod>>>();
     send_sync_static::<Arc<dyn CacheReader<Pod>>>();
