@@ -16,8 +16,8 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_store::{
-    Cache, CacheReader, IndexFunc, Indexer, Indexers, NAMESPACE_INDEX, Store, default_key_func,
-    meta_namespace_index_func,
+    Cache, CacheReader, IndexFunc, Indexer, Indexers, NAMESPACE_INDEX, Store,
+    meta_namespace_key_func, namespace_indexers,
 };
 use kinformer_tests::{
     GoPeer,
@@ -58,7 +58,7 @@ fn run_go(script: &StoreScript) -> Vec<StoreResult> {
 fn index_func(name: &str) -> Option<IndexFunc<Pod>> {
     let label = |pod: &Pod, key: &str| pod.metadata.labels.as_ref()?.get(key).cloned();
     let func: IndexFunc<Pod> = match name {
-        NAMESPACE_INDEX => Arc::new(meta_namespace_index_func::<Pod>),
+        NAMESPACE_INDEX => namespace_indexers::<Pod>().remove(NAMESPACE_INDEX)?,
         "labels" => Arc::new(|pod: &Pod| {
             let labels = pod.metadata.labels.iter().flatten();
             labels.map(|(k, v)| format!("{k}={v}")).collect()
@@ -166,7 +166,7 @@ fn step(cache: &Cache<Pod>, step: u32, op: &StoreOp) -> StoreResult {
 }
 
 fn run_rust(script: &StoreScript) -> Vec<StoreResult> {
-    let cache = Cache::new(default_key_func(), initial_indexers());
+    let cache = Cache::new(Arc::new(meta_namespace_key_func::<Pod>), initial_indexers());
     let mut results = Vec::with_capacity(script.ops.len() + 2);
     results.push(StoreResult {
         op: "begin".into(),

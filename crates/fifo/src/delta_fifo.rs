@@ -13,7 +13,7 @@ use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use kinformer_store::{
     DeletedFinalStateUnknown, Incoming, KeyFunc, ListInParts, Object, ObjectOrTombstone, Store,
-    default_key_func,
+    meta_namespace_key_func,
 };
 use parking_lot::Mutex;
 
@@ -49,7 +49,7 @@ impl<K: Object> DeltaFifoOptions<K> {
     /// The defaults (see the type's docs).
     pub fn new() -> Self {
         Self {
-            key_func: default_key_func(),
+            key_func: Arc::new(meta_namespace_key_func::<K>),
             known_objects: None,
             emit_delta_type_replaced: false,
             transformer: None,

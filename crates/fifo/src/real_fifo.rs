@@ -11,7 +11,7 @@ use std::{
 use foldhash::fast::RandomState;
 use kinformer_store::{
     DeletedFinalStateUnknown, Incoming, KeyFunc, ListInParts, Object, ObjectOrTombstone, Store,
-    default_key_func,
+    meta_namespace_key_func,
 };
 use parking_lot::{Mutex, MutexGuard};
 
@@ -51,7 +51,7 @@ impl<K: Object> RealFifoOptions<K> {
     /// resync.
     pub fn new(known_objects: KnownObjects<K>) -> Self {
         Self {
-            key_func: default_key_func(),
+            key_func: Arc::new(meta_namespace_key_func::<K>),
             known_objects: Some(known_objects),
             transformer: None,
             atomic_events: false,
@@ -65,7 +65,7 @@ impl<K: Object> RealFifoOptions<K> {
     /// Atomic events and unlocking while processing: today's client-go informer default.
     pub fn atomic() -> Self {
         Self {
-            key_func: default_key_func(),
+            key_func: Arc::new(meta_namespace_key_func::<K>),
             known_objects: None,
             transformer: None,
             atomic_events: true,

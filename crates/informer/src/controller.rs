@@ -237,7 +237,7 @@ mod tests {
     use k8s_openapi::api::core::v1::Pod;
     use kinformer_fifo::{AddKind, Delta, DeltaType, Deltas, Popped, ReplacedAll};
     use kinformer_processor::{EventStream, ListenerOptions, Notification, SharedProcessor};
-    use kinformer_store::{Cache, default_key_func};
+    use kinformer_store::{Cache, meta_namespace_key_func};
     use kube_core::ObjectMeta;
 
     use super::Applier;
@@ -270,7 +270,7 @@ mod tests {
         let applier = Applier {
             indexer: Arc::new(Cache::with_namespace_index()),
             processor,
-            key_func: default_key_func(),
+            key_func: Arc::new(meta_namespace_key_func::<Pod>),
             progress: Progress::new(true),
         };
         (applier, stream)

@@ -5,7 +5,7 @@ use std::{fmt, sync::Arc, time::Duration};
 use kinformer_fifo::Transformer;
 use kinformer_processor::HandlerExecutor;
 use kinformer_reflector::Error as ReflectorError;
-use kinformer_store::{Codec, Indexer, Indexers, KeyFunc, Object, default_key_func};
+use kinformer_store::{Codec, Indexer, Indexers, KeyFunc, Object, meta_namespace_key_func};
 
 pub(crate) type WatchErrorHandler = Arc<dyn Fn(&ReflectorError) + Send + Sync>;
 
@@ -88,7 +88,7 @@ impl<K: Object> InformerOptions<K> {
             indexers: kinformer_store::namespace_indexers(),
             indexer: None,
             compact: None,
-            key_func: default_key_func(),
+            key_func: Arc::new(meta_namespace_key_func::<K>),
             queue: QueueKind::default(),
             transform: None,
             page_size: None,

@@ -59,7 +59,7 @@ use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use kinformer::{
     leaderelection::shard::{Shard, ShardedQueue},
     prelude::*,
-    store::{object_key, split_key},
+    store::{meta_namespace_key_func, split_key},
     workqueue::PrometheusMetrics,
 };
 use kinformer_testing::FakeApiServer;
@@ -593,10 +593,9 @@ pub(crate) struct CountersSnapshot {
     pub(crate) dropped: u64,
 }
 
-/// `namespace/name`, client-go's `MetaNamespaceKeyFunc`.
+/// `namespace/name`, client-go's `MetaNamespaceKeyFunc`; `None` for a Deployment without a name.
 fn meta_namespace_key(deployment: &Deployment) -> Option<String> {
-    let name = deployment.metadata.name.as_deref()?;
-    Some(object_key(deployment.metadata.namespace.as_deref(), name))
+    meta_namespace_key_func(deployment).ok()
 }
 
 /// The Deployment's current value of [`READY_PODS_LABEL`].

@@ -2,10 +2,7 @@
 
 use std::{fmt, sync::Arc};
 
-use kinformer_store::{
-    AddKind, Object, ObjectOrTombstone, OldObject, deletion_handling_meta_namespace_key_func,
-    meta_namespace_key_func,
-};
+use kinformer_store::{AddKind, Object, ObjectOrTombstone, OldObject, meta_namespace_key_func};
 use tracing::warn;
 
 use crate::ResourceEventHandler;
@@ -80,7 +77,12 @@ where
     }
 
     fn on_delete(&mut self, obj: ObjectOrTombstone<K>) {
-        match deletion_handling_meta_namespace_key_func(&obj) {
+        // client-go's `DeletionHandlingMetaNamespaceKeyFunc`: a tombstone carries its key.
+        let key = match &obj {
+            ObjectOrTombstone::Object(obj) => meta_namespace_key_func(obj.as_ref()),
+            ObjectOrTombstone::Tombstone(tombstone) => Ok(tombstone.key.clone()),
+        };
+        match key {
             Ok(key) => (self.f)(key),
             Err(error) => warn!(%error, "a deleted object without a key is not handed on"),
         }

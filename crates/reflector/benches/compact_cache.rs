@@ -24,8 +24,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::compact_codec;
 use kinformer_store::{
-    Cache, CacheReader, CompactCache, Indexer, NAMESPACE_INDEX, default_key_func,
-    meta_namespace_key_func, namespace_indexers,
+    Cache, CacheReader, CompactCache, Indexer, NAMESPACE_INDEX, meta_namespace_key_func,
 };
 use kinformer_testing::fixtures;
 
@@ -48,12 +47,7 @@ fn filled(cache: &dyn Indexer<Pod>, pods: &[Arc<Pod>]) {
 }
 
 fn compact(hot: usize) -> CompactCache<Pod> {
-    CompactCache::new(
-        default_key_func(),
-        namespace_indexers(),
-        compact_codec::<Pod>(),
-    )
-    .hot_capacity(hot)
+    CompactCache::with_namespace_index(compact_codec::<Pod>()).hot_capacity(hot)
 }
 
 fn benches(c: &mut Criterion) {

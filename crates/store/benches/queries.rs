@@ -12,8 +12,8 @@ use std::{collections::BTreeMap, hint::black_box, sync::Arc};
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kinformer_store::{
-    Cache, CacheReader, IndexFunc, Indexers, Lister, NAMESPACE_INDEX, Store, default_key_func,
-    label_indexers, namespace_indexers, parse_selector,
+    Cache, CacheReader, IndexFunc, Indexers, Lister, NAMESPACE_INDEX, Store, label_indexers,
+    meta_namespace_key_func, namespace_indexers, parse_selector,
 };
 use kube_core::ObjectMeta;
 
@@ -52,7 +52,7 @@ fn cache(pods: usize, with_label_index: bool) -> Arc<Cache<Pod>> {
     if with_label_index {
         indexers.extend(label_indexers());
     }
-    let cache = Cache::new(default_key_func(), indexers);
+    let cache = Cache::new(Arc::new(meta_namespace_key_func::<Pod>), indexers);
     cache.replace((0..pods).map(pod).collect(), "1").unwrap();
     Arc::new(cache)
 }

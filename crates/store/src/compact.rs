@@ -90,7 +90,7 @@ pub trait Codec<K>: Send + Sync {
 /// use std::sync::Arc;
 ///
 /// use kinformer_store::{
-///     CacheReader, Codec, CodecError, CompactCache, Indexers, Store, default_key_func,
+///     CacheReader, Codec, CodecError, CompactCache, Indexers, Store, meta_namespace_key_func,
 /// };
 /// use k8s_openapi::api::core::v1::ConfigMap;
 ///
@@ -105,7 +105,11 @@ pub trait Codec<K>: Send + Sync {
 ///     }
 /// }
 ///
-/// let cache = CompactCache::new(default_key_func(), Indexers::new(), Arc::new(Json));
+/// let cache = CompactCache::new(
+///     Arc::new(meta_namespace_key_func::<ConfigMap>),
+///     Indexers::new(),
+///     Arc::new(Json),
+/// );
 /// let mut config = ConfigMap::default();
 /// config.metadata.namespace = Some("prod".into());
 /// config.metadata.name = Some("settings".into());

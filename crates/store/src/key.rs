@@ -2,25 +2,47 @@
 
 use std::sync::Arc;
 
-use crate::{Error, Object, ObjectOrTombstone, Result};
+use crate::{Error, Object, Result};
 
 /// Computes the key an object is stored under.
 ///
-/// Any `Fn(&K) -> Result<String>` closure works; [`meta_namespace_key_func`] is the default.
+/// Any `Fn(&K) -> Result<String>` closure works; `Arc::new(meta_namespace_key_func::<K>)`, the
+/// default, keys by [`meta_namespace_key_func`].
 pub type KeyFunc<K> = Arc<dyn Fn(&K) -> Result<String> + Send + Sync>;
 
-/// The default key func as a shareable [`KeyFunc`].
-pub fn default_key_func<K: Object>() -> KeyFunc<K> {
+/// The default key func, [`meta_namespace_key_func`], as a shareable [`KeyFunc`].
+pub(crate) fn default_key_func<K: Object>() -> KeyFunc<K> {
     Arc::new(meta_namespace_key_func::<K>)
 }
 
-/// `namespace/name`, or `name` when the object has no namespace.
+/// `namespace/name`, or `name` when the object has no namespace: the key every cache and
+/// queue files an object under unless given another [`KeyFunc`], and what a controller
+/// enqueues. [`split_key`] takes a key apart again.
+///
+/// A deletion's tombstone ([`DeletedFinalStateUnknown`](crate::DeletedFinalStateUnknown))
+/// carries the key its object was filed under in its `key` field (client-go's
+/// `DeletionHandlingMetaNamespaceKeyFunc` reads it there); kinformer-processor's `KeyHandler`
+/// hands on either key.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_store::{meta_namespace_key_func, split_key};
+///
+/// let mut pod = Pod::default();
+/// pod.metadata.namespace = Some("shop".into());
+/// pod.metadata.name = Some("cart-0".into());
+/// let key = meta_namespace_key_func(&pod)?;
+/// assert_eq!(key, "shop/cart-0");
+/// assert_eq!(split_key(&key)?, (Some("shop"), "cart-0"));
+/// # Ok::<(), kinformer_store::Error>(())
+/// ```
 ///
 /// # Errors
 ///
 /// [`Error::MissingName`] when the object has no name. client-go would key such an object as
 /// `""` or `"namespace/"`, which then collides with every other nameless object; we refuse it.
 #[doc(alias = "MetaNamespaceKeyFunc")]
+#[doc(alias = "DeletionHandlingMetaNamespaceKeyFunc")]
 pub fn meta_namespace_key_func<K: Object + ?Sized>(obj: &K) -> Result<String> {
     let name = match obj.name() {
         Some(name) if !name.is_empty() => name,
@@ -33,23 +55,8 @@ pub fn meta_namespace_key_func<K: Object + ?Sized>(obj: &K) -> Result<String> {
     Ok(object_key(obj.namespace(), name))
 }
 
-/// Like [`meta_namespace_key_func`], but a tombstone yields the key it was queued under.
-///
-/// # Errors
-///
-/// As [`meta_namespace_key_func`], for a real object without a name.
-#[doc(alias = "DeletionHandlingMetaNamespaceKeyFunc")]
-pub fn deletion_handling_meta_namespace_key_func<K: Object>(
-    obj: &ObjectOrTombstone<K>,
-) -> Result<String> {
-    match obj {
-        ObjectOrTombstone::Object(obj) => meta_namespace_key_func(obj.as_ref()),
-        ObjectOrTombstone::Tombstone(tombstone) => Ok(tombstone.key.clone()),
-    }
-}
-
 /// Joins a namespace and a name into a key; an absent or empty namespace gives just the name.
-pub fn object_key(namespace: Option<&str>, name: &str) -> String {
+pub(crate) fn object_key(namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(namespace) if !namespace.is_empty() => {
             let mut key = String::with_capacity(namespace.len() + 1 + name.len());
@@ -139,23 +146,6 @@ mod tests {
             );
             assert!(err.to_string().contains("no metadata.name"));
         }
-    }
-
-    #[test]
-    fn tombstones_are_keyed_by_their_recorded_key() {
-        let tombstone = ObjectOrTombstone::Tombstone(crate::DeletedFinalStateUnknown {
-            key: "recorded/key".into(),
-            obj: Arc::new(pod(Some("ns"), Some("other"))),
-        });
-        assert_eq!(
-            deletion_handling_meta_namespace_key_func(&tombstone).unwrap(),
-            "recorded/key"
-        );
-        let live = ObjectOrTombstone::Object(Arc::new(pod(Some("ns"), Some("a"))));
-        assert_eq!(
-            deletion_handling_meta_namespace_key_func(&live).unwrap(),
-            "ns/a"
-        );
     }
 
     /// Ported from client-go's `TestSplitMetaNamespaceKey`, tightened to reject empty parts.

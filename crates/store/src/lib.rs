@@ -140,10 +140,7 @@ pub use crate::{
     error::{Error, Result},
     incoming::{Encoded, Incoming},
     intern::Interned,
-    key::{
-        KeyFunc, default_key_func, deletion_handling_meta_namespace_key_func,
-        meta_namespace_key_func, object_key, split_key,
-    },
+    key::{KeyFunc, meta_namespace_key_func, split_key},
     lister::Lister,
     object::Object,
     old::OldObject,
@@ -151,8 +148,11 @@ pub use crate::{
     selector::{LabelRequirement, LabelSelector, parse_selector, selector_matches},
     tombstone::{DeletedFinalStateUnknown, ObjectOrTombstone},
     traits::{
-        CacheReader, IndexFunc, Indexer, Indexers, LABEL_INDEX, ListInParts, NAMESPACE_INDEX,
-        Store, label_index_func, label_indexers, meta_namespace_index_func, namespace_indexers,
-        read_consistently,
+        CacheReader, IndexFunc, Indexer, Indexers, ListInParts, NAMESPACE_INDEX, Store,
+        label_indexers, namespace_indexers, read_consistently,
     },
+};
+pub(crate) use crate::{
+    key::{default_key_func, object_key},
+    traits::LABEL_INDEX,
 };

@@ -281,12 +281,16 @@ pub type Indexers<K> = HashMap<String, IndexFunc<K>>;
 pub const NAMESPACE_INDEX: &str = "namespace";
 
 /// Indexes an object by its namespace; cluster-scoped objects are indexed under `""`.
-#[doc(alias = "MetaNamespaceIndexFunc")]
-pub fn meta_namespace_index_func<K: Object>(obj: &K) -> Vec<String> {
+pub(crate) fn meta_namespace_index_func<K: Object>(obj: &K) -> Vec<String> {
     vec![obj.namespace().unwrap_or_default().to_owned()]
 }
 
-/// [`Indexers`] holding only the namespace index, as most informers are built.
+/// [`Indexers`] holding only the namespace index, [`NAMESPACE_INDEX`], as most informers are
+/// built: every object indexed by its namespace, a cluster-scoped one under `""`. Extend them
+/// with index funcs of your own.
+///
+/// client-go's `cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}`.
+#[doc(alias = "MetaNamespaceIndexFunc")]
 pub fn namespace_indexers<K: Object>() -> Indexers<K> {
     let mut indexers: Indexers<K> = HashMap::new();
     indexers.insert(
@@ -297,10 +301,10 @@ pub fn namespace_indexers<K: Object>() -> Indexers<K> {
 }
 
 /// The name of the label index ([`label_indexers`]).
-pub const LABEL_INDEX: &str = "labels";
+pub(crate) const LABEL_INDEX: &str = "labels";
 
 /// Indexes an object under `key=value` for each of its labels.
-pub fn label_index_func<K: Object>(obj: &K) -> Vec<String> {
+pub(crate) fn label_index_func<K: Object>(obj: &K) -> Vec<String> {
     obj.labels()
         .map(|labels| {
             labels
@@ -315,6 +319,9 @@ pub fn label_index_func<K: Object>(obj: &K) -> Vec<String> {
 /// requirements of a label selector ([`Lister::list`](crate::Lister::list))
 /// from the index instead of scanning every object, and checks the rest of the selector on
 /// the matches only. It costs an index entry per label of every object.
+///
+/// The index is named `labels`, and holds each object under `key=value` for each of its
+/// labels: `by_index("labels", "app=web")` reads it directly.
 pub fn label_indexers<K: Object>() -> Indexers<K> {
     let mut indexers: Indexers<K> = HashMap::new();
     indexers.insert(LABEL_INDEX.to_owned(), Arc::new(label_index_func::<K>));

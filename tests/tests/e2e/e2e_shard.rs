@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::{
     leaderelection::shard::{DEFAULT_VIRTUAL_NODES, Ring, ShardMember, ShardOptions, ShardedQueue},
     prelude::*,
-    store::object_key,
+    store::meta_namespace_key_func,
 };
 use kube_client::{Api, api::PostParams};
 use kube_core::Selector;
@@ -93,10 +93,9 @@ async fn replica(identity: String) {
     let enqueue = {
         let queue = Arc::clone(&queue);
         move |config_map: &ConfigMap| {
-            queue.add(object_key(
-                config_map.metadata.namespace.as_deref(),
-                config_map.metadata.name.as_deref().unwrap_or_default(),
-            ));
+            if let Ok(key) = meta_namespace_key_func(config_map) {
+                queue.add(key);
+            }
         }
     };
     let (on_add, on_update) = (enqueue.clone(), enqueue.clone());
@@ -335,7 +334,7 @@ async fn replicas_join_and_are_killed_and_no_key_is_worked_on_twice() {
         let keys: Vec<String> = create_objects(&api, count)
             .await
             .iter()
-            .map(|name| object_key(Some(&ctx.namespace), name))
+            .map(|name| format!("{}/{name}", ctx.namespace))
             .collect();
         let logs_dir = std::env::temp_dir().join(format!("kinformer-e2e-shard-{}", ctx.unique()));
         std::fs::create_dir_all(&logs_dir).expect("the log directory is created");

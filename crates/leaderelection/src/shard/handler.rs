@@ -3,7 +3,7 @@
 use std::{fmt, sync::Arc};
 
 use kinformer_processor::{AddKind, ResourceEventHandler};
-use kinformer_store::{KeyFunc, Object, ObjectOrTombstone, OldObject, default_key_func};
+use kinformer_store::{KeyFunc, Object, ObjectOrTombstone, OldObject, meta_namespace_key_func};
 use tracing::warn;
 
 use super::Shard;
@@ -23,7 +23,7 @@ pub struct ShardedHandler<K, H> {
 impl<K: Object, H> ShardedHandler<K, H> {
     /// `handler`, for the objects `shard` lets this replica work on, keyed `namespace/name`.
     pub fn new(shard: Shard, handler: H) -> Self {
-        Self::with_key_func(shard, default_key_func::<K>(), handler)
+        Self::with_key_func(shard, Arc::new(meta_namespace_key_func::<K>), handler)
     }
 }
 

@@ -13,7 +13,7 @@ use std::{
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_store::{
     CacheReader, Codec, CodecError, CompactCache, Error, Indexer, Indexers, OldObject, Store,
-    default_key_func,
+    meta_namespace_key_func,
 };
 use kube_core::ObjectMeta;
 
@@ -80,7 +80,11 @@ fn cache(hot: usize) -> (CompactCache<Item>, Arc<Counting>) {
     let codec = Arc::new(Counting::default());
     let mut indexers: Indexers<Item> = Indexers::new();
     indexers.insert("value".into(), Arc::new(|item: &Item| vec![value(item)]));
-    let cache = CompactCache::new(default_key_func(), indexers, Arc::clone(&codec) as _);
+    let cache = CompactCache::new(
+        Arc::new(meta_namespace_key_func::<Item>),
+        indexers,
+        Arc::clone(&codec) as _,
+    );
     (cache.hot_capacity(hot), codec)
 }
 

@@ -5,8 +5,8 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use kinformer_store::{
-    Cache, CacheReader, Indexers, LABEL_INDEX, Lister, NAMESPACE_INDEX, Object, Store,
-    default_key_func, label_indexers, namespace_indexers, selector_matches,
+    Cache, CacheReader, Indexers, Lister, NAMESPACE_INDEX, Object, Store, label_indexers,
+    meta_namespace_key_func, namespace_indexers, selector_matches,
 };
 use kube_core::{Expression, Selector};
 use proptest::prelude::*;
@@ -36,6 +36,8 @@ impl Object for Item {
     }
 }
 
+/// The label index's name, as [`label_indexers`] documents it.
+const LABEL_INDEX: &str = "labels";
 const KEYS: [&str; 3] = ["app", "tier", "team"];
 const VALUES: [&str; 3] = ["x", "y", ""];
 const NAMESPACES: [&str; 2] = ["a", "b"];
@@ -87,8 +89,8 @@ proptest! {
     ) {
         let mut indexers: Indexers<Item> = namespace_indexers();
         indexers.extend(label_indexers());
-        let indexed = Arc::new(Cache::new(default_key_func(), indexers));
-        let scanned: Arc<Cache<Item>> = Arc::new(Cache::new(default_key_func(), namespace_indexers()));
+        let indexed = Arc::new(Cache::new(Arc::new(meta_namespace_key_func::<Item>), indexers));
+        let scanned: Arc<Cache<Item>> = Arc::new(Cache::new(Arc::new(meta_namespace_key_func::<Item>), namespace_indexers()));
         let (indexed_items, scanned_items) =
             (Lister::<Item>::new(indexed.clone()), Lister::<Item>::new(scanned.clone()));
         for item in items {

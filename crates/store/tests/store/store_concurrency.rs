@@ -12,7 +12,7 @@ use std::{
 };
 
 use kinformer_store::{
-    Cache, CacheReader, Indexer, Indexers, NAMESPACE_INDEX, Object, Store, default_key_func,
+    Cache, CacheReader, Indexer, Indexers, NAMESPACE_INDEX, Object, Store, meta_namespace_key_func,
 };
 
 #[derive(Debug)]
@@ -206,7 +206,10 @@ fn assert_quiescent_state_is_consistent(cache: &Cache<Item>) {
 
 #[test]
 fn concurrent_readers_never_see_an_object_under_a_value_it_no_longer_has() {
-    let cache = Arc::new(Cache::new(default_key_func(), indexers()));
+    let cache = Arc::new(Cache::new(
+        Arc::new(meta_namespace_key_func::<Item>),
+        indexers(),
+    ));
     for index in 0..PINNED {
         cache.add(pinned(index).into()).unwrap();
     }
@@ -257,7 +260,10 @@ fn concurrent_readers_never_see_an_object_under_a_value_it_no_longer_has() {
 
 #[test]
 fn indexers_added_while_replaces_run_are_never_lost() {
-    let cache = Arc::new(Cache::new(default_key_func(), indexers()));
+    let cache = Arc::new(Cache::new(
+        Arc::new(meta_namespace_key_func::<Item>),
+        indexers(),
+    ));
     let stop = Arc::new(AtomicBool::new(false));
     let replacer = {
         let (cache, stop) = (Arc::clone(&cache), Arc::clone(&stop));

@@ -16,7 +16,7 @@ use std::{
 
 use kinformer_store::{
     Cache, CacheReader, Codec, CodecError, CompactCache, Error, IndexFunc, Indexer, Indexers,
-    Object, OldObject, default_key_func, meta_namespace_key_func,
+    Object, OldObject, meta_namespace_key_func,
 };
 use proptest::prelude::*;
 
@@ -80,9 +80,17 @@ impl Codec<Item> for ItemCodec {
 /// The cache under test: the default one, or a compact one keeping `hot` objects decoded.
 fn cache_under_test(compact: Option<usize>, indexers: Indexers<Item>) -> Box<dyn Indexer<Item>> {
     match compact {
-        None => Box::new(Cache::new(default_key_func(), indexers)),
+        None => Box::new(Cache::new(
+            Arc::new(meta_namespace_key_func::<Item>),
+            indexers,
+        )),
         Some(hot) => Box::new(
-            CompactCache::new(default_key_func(), indexers, Arc::new(ItemCodec)).hot_capacity(hot),
+            CompactCache::new(
+                Arc::new(meta_namespace_key_func::<Item>),
+                indexers,
+                Arc::new(ItemCodec),
+            )
+            .hot_capacity(hot),
         ),
     }
 }
@@ -196,9 +204,10 @@ fn every_key() -> Vec<String> {
     NAMESPACES
         .iter()
         .flat_map(|namespace| {
-            NAMES
-                .iter()
-                .map(move |name| kinformer_store::object_key(*namespace, name))
+            NAMES.iter().map(move |name| match namespace {
+                Some(namespace) => format!("{namespace}/{name}"),
+                None => (*name).to_owned(),
+            })
         })
         .collect()
 }
@@ -513,7 +522,7 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..40),
     ) {
         let reported = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        let cache = CompactCache::new(default_key_func(), indexers(&["namespace"]), Arc::new(Fragile))
+        let cache = CompactCache::new(Arc::new(meta_namespace_key_func::<Item>), indexers(&["namespace"]), Arc::new(Fragile))
             .hot_capacity(0)
             .on_decode_failure({
                 let reported = Arc::clone(&reported);

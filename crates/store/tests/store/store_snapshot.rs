@@ -14,7 +14,7 @@ use std::{
 
 use kinformer_store::{
     Cache, CacheReader, Codec, CodecError, CompactCache, Indexer, Indexers, NAMESPACE_INDEX,
-    Object, default_key_func, read_consistently,
+    Object, meta_namespace_key_func, read_consistently,
 };
 use proptest::prelude::*;
 
@@ -80,9 +80,17 @@ fn cache(compact: Option<usize>) -> Box<dyn Indexer<Item>> {
         Arc::new(|item: &Item| vec![item.color.to_owned()]),
     );
     match compact {
-        None => Box::new(Cache::new(default_key_func(), indexers)),
+        None => Box::new(Cache::new(
+            Arc::new(meta_namespace_key_func::<Item>),
+            indexers,
+        )),
         Some(hot) => Box::new(
-            CompactCache::new(default_key_func(), indexers, Arc::new(ItemCodec)).hot_capacity(hot),
+            CompactCache::new(
+                Arc::new(meta_namespace_key_func::<Item>),
+                indexers,
+                Arc::new(ItemCodec),
+            )
+            .hot_capacity(hot),
         ),
     }
 }
