@@ -145,7 +145,7 @@ pub use crate::{
     object::Object,
     old::OldObject,
     projection::ProjectedMeta,
-    selector::{LabelRequirement, LabelSelector, parse_selector, selector_matches},
+    selector::{LabelSelector, parse_selector},
     tombstone::{DeletedFinalStateUnknown, ObjectOrTombstone},
     traits::{
         CacheReader, IndexFunc, Indexer, Indexers, ListInParts, NAMESPACE_INDEX, Store,
@@ -154,5 +154,6 @@ pub use crate::{
 };
 pub(crate) use crate::{
     key::{default_key_func, object_key},
+    selector::selector_matches,
     traits::LABEL_INDEX,
 };

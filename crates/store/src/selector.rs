@@ -59,7 +59,10 @@ pub fn parse_selector(input: &str) -> Result<Selector> {
 }
 
 /// Whether `selector` accepts an object's labels; an object without labels has the empty set.
-pub fn selector_matches(selector: &Selector, labels: Option<&BTreeMap<String, String>>) -> bool {
+pub(crate) fn selector_matches(
+    selector: &Selector,
+    labels: Option<&BTreeMap<String, String>>,
+) -> bool {
     static EMPTY: BTreeMap<String, String> = BTreeMap::new();
     selector.selects_all() || selector.matches(labels.unwrap_or(&EMPTY))
 }
@@ -67,8 +70,9 @@ pub fn selector_matches(selector: &Selector, labels: Option<&BTreeMap<String, St
 /// A label selector as apimachinery parses it: every requirement must hold.
 ///
 /// Unlike kube-core's [`Selector`] it carries the `>` and `<` requirements kube-apiserver
-/// accepts; [`LabelSelector::to_selector`] converts when there are none. Requirements keep the
-/// order they were written in.
+/// accepts, and it matches labels held in any map: what code that answers label selectors as
+/// kube-apiserver does needs (kinformer-testing's fake API server). A [`Lister`](crate::Lister)
+/// takes a kube-core [`Selector`], which [`parse_selector`] reads from the same grammar.
 ///
 /// ```
 /// use std::collections::BTreeMap;
@@ -80,7 +84,7 @@ pub fn selector_matches(selector: &Selector, labels: Option<&BTreeMap<String, St
 ///     ("app".to_owned(), "web".to_owned()),
 ///     ("replicas".to_owned(), "3".to_owned()),
 /// ]);
-/// assert!(selector.matches(&labels));
+/// assert!(selector.matches_with(|key| labels.get(key).map(String::as_str)));
 /// assert_eq!(selector.to_string(), "app in (api,web),replicas>2");
 ///
 /// let error = LabelSelector::parse("app in (web").unwrap_err();
@@ -100,10 +104,8 @@ pub struct LabelSelector {
 /// One requirement of a [`LabelSelector`], as apimachinery's `labels.Requirement`.
 ///
 /// The variants follow kube-core's [`Expression`], plus the integer comparisons.
-#[doc(alias = "labels.Requirement")]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LabelRequirement {
+pub(crate) enum LabelRequirement {
     /// `key=value` or `key==value`: the label is present and equal.
     Equal(String, String),
     /// `key!=value`: the label is absent or different.
@@ -142,36 +144,17 @@ impl LabelSelector {
         parse(input, true).map(|requirements| Self { requirements })
     }
 
-    /// The requirements, in the order they were written.
-    pub fn requirements(&self) -> &[LabelRequirement] {
-        &self.requirements
-    }
-
     /// Whether this selector has no requirement and so selects everything.
     pub fn selects_all(&self) -> bool {
         self.requirements.is_empty()
     }
 
-    /// Whether a label set satisfies every requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.matches_with(|key| labels.get(key).map(String::as_str))
-    }
-
     /// Whether the labels that `label` looks up (by key; `None` when absent) satisfy every
-    /// requirement: for labels kept in another map than a `BTreeMap<String, String>`.
+    /// requirement, whatever map holds them.
     pub fn matches_with<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.requirements
             .iter()
             .all(|requirement| requirement.matches(label(requirement.key())))
-    }
-
-    /// The same selector as a kube-core [`Selector`], or `None` when it has a `>` or `<`
-    /// requirement, which kube-core cannot represent.
-    pub fn to_selector(&self) -> Option<Selector> {
-        self.requirements
-            .iter()
-            .map(LabelRequirement::to_expression)
-            .collect()
     }
 }
 
@@ -180,14 +163,6 @@ impl FromStr for LabelSelector {
 
     fn from_str(input: &str) -> Result<Self> {
         Self::parse(input)
-    }
-}
-
-impl FromIterator<LabelRequirement> for LabelSelector {
-    fn from_iter<I: IntoIterator<Item = LabelRequirement>>(requirements: I) -> Self {
-        Self {
-            requirements: requirements.into_iter().collect(),
-        }
     }
 }
 
@@ -201,7 +176,7 @@ impl fmt::Display for LabelSelector {
 
 impl LabelRequirement {
     /// The label key the requirement is about.
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         match self {
             Self::Equal(key, _) | Self::NotEqual(key, _) => key,
             Self::In(key, _) | Self::NotIn(key, _) => key,
@@ -212,7 +187,7 @@ impl LabelRequirement {
 
     /// Whether the label's value (`None` when the label is absent) satisfies the requirement,
     /// as `Requirement.Matches` decides: a `>` or `<` needs a label that parses as an integer.
-    pub fn matches(&self, value: Option<&str>) -> bool {
+    pub(crate) fn matches(&self, value: Option<&str>) -> bool {
         let number = || value.and_then(|value| value.parse::<i64>().ok());
         match self {
             Self::Equal(_, expected) => value == Some(expected.as_str()),
@@ -227,7 +202,7 @@ impl LabelRequirement {
     }
 
     /// The same requirement as a kube-core [`Expression`]; `None` for `>` and `<`.
-    pub fn to_expression(&self) -> Option<Expression> {
+    pub(crate) fn to_expression(&self) -> Option<Expression> {
         Some(match self.clone() {
             Self::Equal(key, value) => Expression::Equal(key, value),
             Self::NotEqual(key, value) => Expression::NotEqual(key, value),
@@ -237,19 +212,6 @@ impl LabelRequirement {
             Self::DoesNotExist(key) => Expression::DoesNotExist(key),
             Self::GreaterThan(..) | Self::LessThan(..) => return None,
         })
-    }
-}
-
-impl From<Expression> for LabelRequirement {
-    fn from(expression: Expression) -> Self {
-        match expression {
-            Expression::Equal(key, value) => Self::Equal(key, value),
-            Expression::NotEqual(key, value) => Self::NotEqual(key, value),
-            Expression::In(key, values) => Self::In(key, values),
-            Expression::NotIn(key, values) => Self::NotIn(key, values),
-            Expression::Exists(key) => Self::Exists(key),
-            Expression::DoesNotExist(key) => Self::DoesNotExist(key),
-        }
     }
 }
 
@@ -797,3 +759,6 @@ fn go_quote(text: &str) -> String {
     out.push('"');
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,9 +6,9 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use kinformer_store::{
     Cache, CacheReader, Indexers, Lister, NAMESPACE_INDEX, Object, Store, label_indexers,
-    meta_namespace_key_func, namespace_indexers, selector_matches,
+    meta_namespace_key_func, namespace_indexers,
 };
-use kube_core::{Expression, Selector};
+use kube_core::{Expression, Selector, SelectorExt};
 use proptest::prelude::*;
 
 #[derive(Debug)]
@@ -102,7 +102,7 @@ proptest! {
         let model: Vec<Arc<Item>> = scanned
             .list()
             .into_iter()
-            .filter(|item| selector_matches(&selector, item.labels()))
+            .filter(|item| selector.matches(&item.labels))
             .collect();
         prop_assert_eq!(sorted_names(&indexed_items.list(&selector)), sorted_names(&model));
         prop_assert_eq!(sorted_names(&scanned_items.list(&selector)), sorted_names(&model));

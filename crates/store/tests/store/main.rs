@@ -3,7 +3,6 @@
 
 mod compact_cache;
 mod label_index;
-mod label_selector;
 mod store_concurrency;
 mod store_model;
 mod store_send_sync;

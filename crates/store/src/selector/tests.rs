@@ -4,7 +4,50 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kinformer_store::{Error, LabelRequirement, LabelSelector, parse_selector, selector_matches};
+use super::{LabelRequirement, LabelSelector, parse_selector, selector_matches};
+use crate::Error;
+
+/// What the tests read of a selector beyond the crate's own use: its requirements, a match
+/// against a `BTreeMap`, and the kube-core form.
+impl LabelSelector {
+    fn requirements(&self) -> &[LabelRequirement] {
+        &self.requirements
+    }
+
+    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matches_with(|key| labels.get(key).map(String::as_str))
+    }
+
+    /// The same selector as a kube-core [`Selector`], or `None` when it has a `>` or `<`
+    /// requirement, which kube-core cannot represent.
+    fn to_selector(&self) -> Option<Selector> {
+        self.requirements
+            .iter()
+            .map(LabelRequirement::to_expression)
+            .collect()
+    }
+}
+
+impl FromIterator<LabelRequirement> for LabelSelector {
+    fn from_iter<I: IntoIterator<Item = LabelRequirement>>(requirements: I) -> Self {
+        Self {
+            requirements: requirements.into_iter().collect(),
+        }
+    }
+}
+
+impl From<Expression> for LabelRequirement {
+    fn from(expression: Expression) -> Self {
+        match expression {
+            Expression::Equal(key, value) => Self::Equal(key, value),
+            Expression::NotEqual(key, value) => Self::NotEqual(key, value),
+            Expression::In(key, values) => Self::In(key, values),
+            Expression::NotIn(key, values) => Self::NotIn(key, values),
+            Expression::Exists(key) => Self::Exists(key),
+            Expression::DoesNotExist(key) => Self::DoesNotExist(key),
+        }
+    }
+}
 use kube_core::{Expression, Selector};
 use proptest::prelude::*;
 
