@@ -149,10 +149,9 @@ fn interning(c: &mut Criterion) {
     let show = |bytes: Option<u64>| bytes.map_or("unknown".to_owned(), |b| format!("{b} B"));
     eprintln!(
         "interning: {PODS} Pods held, resident growth per Pod: plain {}, interned {} \
-         (intern table included; {} distinct values interned)",
+         (intern table included)",
         show(plain_bytes),
         show(interned_bytes),
-        Interned::interned_count(),
     );
     drop((interned, plain));
 

@@ -57,11 +57,6 @@ impl<K> Cache<K> {
         }
     }
 
-    /// The key func this cache uses.
-    pub fn key_func(&self) -> &KeyFunc<K> {
-        &self.key_func
-    }
-
     fn key(&self, obj: &K) -> Result<String> {
         (self.key_func)(obj)
     }

@@ -1,18 +1,14 @@
 //! [`CompactCache`]: an [`Indexer`] that holds each object encoded, with keys and index entries
 //! held directly, and keeps only a bounded set of objects decoded.
 
+#[cfg(test)]
+mod cache_tests;
 mod hot;
 mod table;
 #[cfg(test)]
 mod tests;
 
-use std::{
-    fmt,
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
-};
+use std::{fmt, sync::Arc};
 
 use hot::Hot;
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockWriteGuard};
@@ -81,10 +77,9 @@ pub trait Codec<K>: Send + Sync {
 ///   and [`Indexer::get_lazy`] hands over what a relist replaces the same way.
 ///
 /// Objects come back equal, not identical: two reads of an object the set does not hold give
-/// two `Arc`s. A decode that fails (a codec that cannot read what it wrote) is counted
-/// ([`decode_failures`](Self::decode_failures)) and reported as an [`Error::Decode`] naming
-/// the key ([`on_decode_failure`](Self::on_decode_failure); logged without one), and the read
-/// leaves that object out.
+/// two `Arc`s. A decode that fails (a codec that cannot read what it wrote) is reported as an
+/// [`Error::Decode`] naming the key ([`on_decode_failure`](Self::on_decode_failure); logged
+/// without one), and the read leaves that object out.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -130,17 +125,15 @@ pub struct CompactCache<K> {
 /// What a compact cache hands each decode failure to.
 type ReportDecodeFailure = Box<dyn Fn(&Error) + Send + Sync>;
 
-/// Where a compact cache counts and reports the bytes it could not decode.
+/// Where a compact cache reports the bytes it could not decode.
 #[derive(Default)]
 pub(crate) struct DecodeFailures {
-    count: AtomicU64,
     report: Option<ReportDecodeFailure>,
 }
 
 impl DecodeFailures {
-    /// Counts `error` and hands it to the reporter, or logs it when there is none.
+    /// Hands `error` to the reporter, or logs it when there is none.
     fn report(&self, error: &Error) {
-        self.count.fetch_add(1, Ordering::Relaxed);
         match &self.report {
             Some(report) => report(error),
             None => tracing::error!(%error, "a compact cache could not decode an object"),
@@ -191,37 +184,21 @@ impl<K> CompactCache<K> {
         self
     }
 
-    /// How many objects the cache keeps decoded at most.
-    pub fn configured_hot_capacity(&self) -> usize {
-        self.hot.lock().capacity()
-    }
-
     /// How many objects are decoded right now.
-    pub fn hot_len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn hot_len(&self) -> usize {
         self.hot.lock().len()
     }
 
-    /// How many reads found bytes their codec could not decode.
-    pub fn decode_failures(&self) -> u64 {
-        self.decode_failures.count.load(Ordering::Relaxed)
-    }
-
     /// Hands every decode failure to `report`, as an [`Error::Decode`] naming the key and what
-    /// the codec said, instead of logging it; [`decode_failures`](Self::decode_failures)
-    /// counts them either way. An informer passes them to its watch error handler. `report`
+    /// the codec said, instead of logging it. An informer counts them and passes them to its watch error handler. `report`
     /// runs on the reading thread, outside the cache's locks.
     #[must_use]
     pub fn on_decode_failure(mut self, report: impl Fn(&Error) + Send + Sync + 'static) -> Self {
         self.decode_failures = Arc::new(DecodeFailures {
-            count: AtomicU64::new(self.decode_failures()),
             report: Some(Box::new(report)),
         });
         self
-    }
-
-    /// The key func this cache uses.
-    pub fn key_func(&self) -> &KeyFunc<K> {
-        &self.key_func
     }
 
     fn encode(&self, key: &str, obj: &K) -> Result<Arc<[u8]>> {
@@ -235,7 +212,7 @@ impl<K> CompactCache<K> {
     }
 
     fn decode(&self, key: &str, bytes: &[u8]) -> Option<Arc<K>> {
-        decode_counted(&*self.codec, &self.decode_failures, key, bytes)
+        decode_or_report(&*self.codec, &self.decode_failures, key, bytes)
     }
 
     /// Stores `obj`, as the bytes it arrived in when the codec adopts them, and returns the
@@ -415,7 +392,7 @@ fn decode<K>(codec: &dyn Codec<K>, key: &str, bytes: &[u8]) -> Result<Arc<K>> {
 }
 
 /// `bytes` decoded by `codec`; a failure is counted and reported with `key`.
-pub(crate) fn decode_counted<K>(
+pub(crate) fn decode_or_report<K>(
     codec: &dyn Codec<K>,
     failures: &DecodeFailures,
     key: &str,

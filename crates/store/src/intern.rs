@@ -54,7 +54,7 @@ impl Borrow<str> for Key {
 /// let a = Interned::new("kube-system");
 /// let b: Interned = serde_json::from_str("\"kube-system\"")?;
 /// assert_eq!(a, b);
-/// assert!(Interned::ptr_eq(&a, &b), "one copy, shared");
+/// assert!(std::ptr::eq(a.as_ptr(), b.as_ptr()), "one copy, shared");
 /// # Ok::<(), serde_json::Error>(())
 /// ```
 #[derive(Clone)]
@@ -77,26 +77,19 @@ impl Interned {
         }
     }
 
-    /// The text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// Whether `a` and `b` share one copy.
-    pub fn ptr_eq(a: &Interned, b: &Interned) -> bool {
+    #[cfg(test)]
+    fn ptr_eq(a: &Interned, b: &Interned) -> bool {
         Arc::ptr_eq(&a.0, &b.0)
     }
 
-    /// Drops every interned string that no value uses any more; returns how many went.
+    /// Drops every interned string that no value uses any more; returns how many went. Call it
+    /// now and then in a process whose repeated values change (nodes come and go, images are
+    /// rolled): nothing else empties the set.
     pub fn purge_unused() -> usize {
         let before = STRINGS.len();
         STRINGS.retain(|key, ()| Arc::strong_count(&key.0) > 1);
         before - STRINGS.len()
-    }
-
-    /// How many distinct strings are interned.
-    pub fn interned_count() -> usize {
-        STRINGS.len()
     }
 }
 
@@ -231,7 +224,7 @@ mod tests {
     fn interned_values_deserialize_in_maps_and_order_as_text() {
         let labels: BTreeMap<Interned, Interned> =
             serde_json::from_str(r#"{"tier":"web","app":"web"}"#).expect("JSON");
-        let keys: Vec<&str> = labels.keys().map(Interned::as_str).collect();
+        let keys: Vec<&str> = labels.keys().map(|key| &**key).collect();
         assert_eq!(keys, ["app", "tier"]);
         assert!(Interned::ptr_eq(
             &labels[&Interned::new("app")],

@@ -7,7 +7,7 @@ use std::{
 
 use crate::{
     Codec, Object,
-    compact::{DecodeFailures, decode_counted},
+    compact::{DecodeFailures, decode_or_report},
 };
 
 /// The object an upsert replaced ([`Indexer::upsert`](crate::Indexer::upsert)):
@@ -95,8 +95,7 @@ impl<K> OldObject<K> {
 
     /// The object, decoded on the first call of any clone. `None` only when its bytes do not
     /// decode; the cache that held them reports that with the key
-    /// ([`CompactCache::on_decode_failure`](crate::CompactCache::on_decode_failure)) and counts
-    /// it in [`CompactCache::decode_failures`](crate::CompactCache::decode_failures).
+    /// ([`CompactCache::on_decode_failure`](crate::CompactCache::on_decode_failure)).
     pub fn get(&self) -> Option<Arc<K>> {
         match &self.0 {
             Repr::Decoded(obj) => Some(Arc::clone(obj)),
@@ -110,7 +109,7 @@ impl<K> OldObject<K> {
                         failures,
                         ..
                     } = &**encoded;
-                    decode_counted(&**codec, failures, key, bytes)
+                    decode_or_report(&**codec, failures, key, bytes)
                 })
                 .clone(),
         }

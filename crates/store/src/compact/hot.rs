@@ -39,10 +39,6 @@ impl<K> Hot<K> {
         }
     }
 
-    pub(super) fn capacity(&self) -> usize {
-        self.capacity
-    }
-
     pub(super) fn len(&self) -> usize {
         self.held.len()
     }

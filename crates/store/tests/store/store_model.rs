@@ -474,7 +474,6 @@ fn undecodable_objects_agree_with_the_model(
         }
     }
     let reported = reported.lock();
-    prop_assert_eq!(cache.decode_failures(), reported.len() as u64);
     for key in &reported[before..] {
         prop_assert!(
             model
