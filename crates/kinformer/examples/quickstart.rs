@@ -245,8 +245,8 @@ where
 fn cache_size<K: FactoryResource>(
     factory: &SharedInformerFactory,
 ) -> Result<Box<dyn Fn() -> usize>, BoxError> {
-    let lister = factory.lister::<K>()?;
-    Ok(Box::new(move || lister.cache().len()))
+    let cache = factory.informer::<K>()?.cache();
+    Ok(Box::new(move || cache.len()))
 }
 
 /// The node with the most Pods, by the `by-node` index: one lookup per node.

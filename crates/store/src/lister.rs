@@ -196,12 +196,6 @@ impl<K: Object> Lister<K> {
             namespace: namespace.into(),
         }
     }
-
-    /// The cache this lister reads, for what a lister does not ask: index queries, keys, a
-    /// consistent read.
-    pub fn cache(&self) -> &Arc<dyn CacheReader<K>> {
-        &self.cache
-    }
 }
 
 #[cfg(test)]
