@@ -1,27 +1,34 @@
-//! The informer's local cache: object keys, the [`Store`] and [`Indexer`] traits, and
-//! [`Cache`], a thread-safe indexed store of `Arc` objects.
+//! The informer's local cache: object keys, the [`Store`], [`CacheReader`] and [`Indexer`]
+//! seams, and [`Cache`], the thread-safe indexed store of `Arc` objects.
 //!
 //! This is the lowest data layer of kinformer. It owns:
 //!
-//! - **keys**: `namespace/name` or `name` ([`meta_namespace_key_func`], [`split_key`]), and
-//!   [`DeletedFinalStateUnknown`] tombstones with a key func that unwraps them;
+//! - **keys**: `namespace/name` or `name`, made by [`meta_namespace_key_func`] (the default
+//!   [`KeyFunc`]) and taken apart by [`split_key`]; a deletion the informer missed arrives as a
+//!   [`DeletedFinalStateUnknown`] tombstone carrying its key, inside an [`ObjectOrTombstone`];
 //! - **the [`Object`] trait**: the few metadata fields every layer above reads, implemented for
 //!   every kube `Resource` and, for your own slim types (projections), one [`impl_object!`]
 //!   line over a [`ProjectedMeta`]; their repeated strings can be [`Interned`];
 //! - **the seams**: [`Store`] (the writer: what a reflector writes into, a cache or a queue),
 //!   [`CacheReader`] (the read-only view listers, handlers and a queue's known objects read) and
-//!   [`Indexer`] (a whole cache: both, plus the index registry, held only by its owner);
-//! - **[`Cache`]**: objects and indexes under one lock, so an object and its index entries
-//!   always change together;
+//!   [`Indexer`] (a whole cache: both, plus the index registry, held only by its owner); what
+//!   a write carries ([`Incoming`], [`Encoded`]) and what an update replaced ([`OldObject`]);
+//! - **[`Cache`]**: the in-memory indexed store, objects and indexes under one lock, so an
+//!   object and its index entries always change together; [`namespace_indexers`] and
+//!   [`label_indexers`] are the built-in indexes, and [`read_consistently`] reads a cache
+//!   held still;
 //! - **[`CompactCache`]**: the same seams over objects held as the bytes a [`Codec`] made, with
 //!   keys and index entries held directly and a bounded set kept decoded: full objects in a
 //!   fraction of the memory, for a decode on reads (codecs for Kubernetes kinds are in
 //!   kinformer-reflector);
-//! - **listers**: [`Lister`], a read-only view by label selector, name
-//!   and namespace, with label selectors parsed from strings by [`parse_selector`].
+//! - **[`Lister`]**: a read-only view by label selector, name and namespace, with label
+//!   selectors parsed from strings by [`parse_selector`] ([`LabelSelector`] keeps what
+//!   kube-core's `Selector` cannot hold, for code that answers selectors as kube-apiserver
+//!   does).
 //!
 //! It knows nothing of HTTP, watches, wire formats or tokio, and picks no k8s-openapi version.
-//! Start with [`Cache`]; hand readers a [`Lister`] or an `Arc<dyn CacheReader<K>>`.
+//! Start with [`Cache`]; hand readers a [`Lister`] or an `Arc<dyn CacheReader<K>>`. Most users
+//! reach it through an informer (kinformer-informer), which owns the cache and writes it.
 //!
 //! # Example
 //!
@@ -29,7 +36,9 @@
 //! use std::sync::Arc;
 //!
 //! use k8s_openapi::api::core::v1::Pod;
-//! use kinformer_store::{Cache, CacheReader, NAMESPACE_INDEX, Store};
+//! use kinformer_store::{
+//!     Cache, CacheReader, NAMESPACE_INDEX, Store, meta_namespace_key_func, split_key,
+//! };
 //! use kube_core::ObjectMeta;
 //!
 //! fn pod(namespace: &str, name: &str) -> Arc<Pod> {
@@ -48,8 +57,15 @@
 //! cache.add(pod("default", "web-1").into())?;
 //! cache.add(pod("kube-system", "dns").into())?;
 //!
-//! assert!(cache.get_by_key("default/web-0").is_some());
+//! let web = pod("default", "web-0");
+//! let key = meta_namespace_key_func(web.as_ref())?;
+//! assert_eq!(key, "default/web-0");
+//! assert_eq!(split_key(&key)?, (Some("default"), "web-0"));
+//! assert_eq!(cache.get_by_key(&key), Some(web));
 //! assert_eq!(cache.by_index(NAMESPACE_INDEX, "default")?.len(), 2);
+//!
+//! cache.delete(pod("kube-system", "dns"))?;
+//! assert_eq!(cache.list_keys().len(), 2);
 //! # Ok::<(), kinformer_store::Error>(())
 //! ```
 //!
@@ -61,8 +77,9 @@
 //!
 //! - [`Lister::list`] takes a kube-core [`Selector`](kube_core::Selector); the empty selector
 //!   (`Selector::default()`, client-go's `labels.Everything()`) returns every object;
-//! - [`Lister::get`] finds a cluster-scoped object by name;
-//! - [`Lister::namespaced`] narrows to one namespace (`""` means all), using the
+//! - [`Lister::get`] finds an object by name: a cluster-scoped one, until the lister is
+//!   narrowed;
+//! - [`Lister::namespaced`] narrows it to one namespace (`""` means all), using the
 //!   [`NAMESPACE_INDEX`] when registered and a scan otherwise;
 //! - a missing object is [`Error::NotFound`], naming the namespace and name searched.
 //!
