@@ -62,6 +62,7 @@ use kinformer::{
     store::{meta_namespace_key_func, split_key},
     workqueue::PrometheusMetrics,
 };
+use kinformer::{processor::HandlerFuncs, store::ObjectOrTombstone, wait::CancellationToken};
 use kinformer_testing::FakeApiServer;
 use kube_client::{
     Api, Client,
@@ -70,6 +71,7 @@ use kube_client::{
 use kube_core::{Selector, SelectorExt};
 use prometheus_client::registry::Registry;
 use serde_json::json;
+use std::sync::Arc;
 use tokio::task::JoinSet;
 
 use self::replica::Replica;

@@ -33,8 +33,10 @@ use k8s_openapi::api::{
     core::v1::{ConfigMap, Pod},
 };
 use kinformer::{factory::FactoryResource, prelude::*, wait::ErrorChain};
+use kinformer::{processor::HandlerFuncs, store::IndexFunc, wait::CancellationToken};
 use kinformer_testing::{FakeApiServer, fixtures};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 const NAMESPACES: usize = 20;
 const NODES: usize = 20;

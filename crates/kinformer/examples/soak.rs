@@ -47,6 +47,11 @@ use k8s_openapi::api::{
     core::v1::{ConfigMap, Namespace, Secret},
 };
 use kinformer::{factory::FactoryResource, prelude::*, processor::BufferPolicy, wait::ErrorChain};
+use kinformer::{
+    processor::{AddKind, HandlerFuncs},
+    store::ObjectOrTombstone,
+    wait::CancellationToken,
+};
 use kinformer_testing::FakeApiServer;
 use kube_client::{
     Api, Client,
@@ -55,6 +60,7 @@ use kube_client::{
 use kube_core::Resource;
 use serde::de::DeserializeOwned;
 use serde_json::json;
+use std::sync::Arc;
 use tokio::sync::RwLock;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -39,6 +39,8 @@
 //! ```
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer::prelude::*;
+//! use kinformer::{processor::HandlerFuncs, store::ObjectOrTombstone};
+//! use std::sync::Arc;
 //! use kinformer_testing::{FakeApiServer, fixtures};
 //! use tokio::sync::mpsc;
 //!
@@ -92,6 +94,8 @@
 //! ```
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer::prelude::*;
+//! use kinformer::store::NAMESPACE_INDEX;
+//! use std::sync::Arc;
 //! use kinformer_testing::{FakeApiServer, fixtures};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -207,6 +211,9 @@
 //! ```
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer::prelude::*;
+//! use kinformer::informer::InformerOptions;
+//! use kinformer::reflector::{KubeDecoder, KubeListerWatcher, WireFormat};
+//! use kinformer::wait::CancellationToken;
 //! use kinformer::store::{Interned, ProjectedMeta};
 //! use kinformer_testing::{FakeApiServer, fixtures};
 //! use serde::Deserialize;
@@ -281,7 +288,13 @@ pub use kinformer_workqueue as workqueue;
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctests;
 
-/// What a controller uses every day, in one import: `use kinformer::prelude::*;`.
+/// What a controller uses every day, in one import: `use kinformer::prelude::*;`. Fifteen
+/// names: the client and the factory with its options and requests, the informer, the handler
+/// forms (a [`KeyHandler`](kinformer_processor::KeyHandler) for a work queue, a
+/// [`ResourceEventHandler`](kinformer_processor::ResourceEventHandler) of your own, the
+/// [`ListenerOptions`](kinformer_processor::ListenerOptions) of a registration or stream),
+/// the cache's read trait, index functions and listers, the work queue, and kube's accessors.
+/// Everything else is one path away, under the layer that owns it (`kinformer::store::...`).
 ///
 /// kube's accessors come with it (`ResourceExt`), and nothing in it shadows them:
 ///
@@ -298,24 +311,13 @@ struct ReadmeDoctests;
 /// kinformer-store's own accessor trait, `Object`, is left out for that reason; bring it in by
 /// name (`use kinformer::store::Object;`) where a generic bound needs it.
 pub mod prelude {
-    pub use std::sync::Arc;
-
-    pub use kinformer_factory::{
-        FactoryOptions, InformerLease, InformerRequest, Selection, SharedInformerFactory,
-    };
-    pub use kinformer_informer::{InformerOptions, SharedIndexInformer};
-    pub use kinformer_processor::{
-        AddKind, EventStream, HandlerExecutor, HandlerFuncs, KeyHandler, ListenerOptions,
-        Notification, OldObject, Registration, ResourceEventHandler,
-    };
-    pub use kinformer_reflector::{KubeDecoder, KubeListerWatcher, ListerWatcher, WireFormat};
+    pub use kinformer_factory::{FactoryOptions, InformerRequest, SharedInformerFactory};
+    pub use kinformer_informer::SharedIndexInformer;
+    pub use kinformer_processor::{KeyHandler, ListenerOptions, ResourceEventHandler};
+    pub use kinformer_reflector::informer_client;
     // `Object` stays out: its accessors share names with `ResourceExt`'s (`labels()`,
     // `namespace()`), and with both in scope every such call would be ambiguous.
-    pub use kinformer_store::{
-        CacheReader, DeletedFinalStateUnknown, IndexFunc, Indexers, Lister, NAMESPACE_INDEX,
-        ObjectOrTombstone,
-    };
-    pub use kinformer_wait::CancellationToken;
+    pub use kinformer_store::{CacheReader, IndexFunc, Indexers, Lister};
     pub use kinformer_workqueue::{
         QueueOptions, RateLimitingQueue, default_controller_rate_limiter,
     };

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::prelude::*;
+use kinformer::{reflector::WireFormat};
 use kinformer::testing::FakeApiServer;
 use kinformer_protobuf::{DecodeOptions, Decoder, Envelope, encode_object};
 use serde_json::json;

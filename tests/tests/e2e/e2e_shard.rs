@@ -29,9 +29,11 @@ use kinformer::{
     prelude::*,
     store::meta_namespace_key_func,
 };
+use kinformer::{processor::HandlerFuncs, wait::CancellationToken};
 use kube_client::{Api, api::PostParams};
 use kube_core::Selector;
 use processes::Children;
+use std::sync::Arc;
 
 const REPLICA: &str = "KINFORMER_E2E_REPLICA";
 const REPLICA_NAMESPACE: &str = "KINFORMER_E2E_REPLICA_NAMESPACE";

@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer::prelude::*;
+use kinformer::wait::CancellationToken;
 use kinformer_testing::{FakeApiServer, Fault, Verb};
 use kube_client::{
     Api, Client,
     api::{Patch, PatchParams},
 };
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// How many Deployments [`seed`] creates.
 pub(crate) const DEPLOYMENTS: usize = 30;

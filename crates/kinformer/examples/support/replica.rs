@@ -1,12 +1,14 @@
 //! The controller's replicas: one per process in production, several in one process with
 //! `--replicas N`.
 
+use kinformer::wait::CancellationToken;
 use kinformer::{
     leaderelection::shard::{Shard, ShardMember, ShardOptions},
     prelude::*,
 };
 use kube_client::Client;
 use prometheus_client::registry::Registry;
+use std::sync::Arc;
 
 use super::{BoxError, CountersSnapshot, DEFAULT_RESYNC, ReadyPodsController, SHARD_GROUP};
 

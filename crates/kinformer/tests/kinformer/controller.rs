@@ -10,6 +10,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
+use kinformer::wait::CancellationToken;
 use kinformer::{
     leaderelection::shard::{ShardMember, ShardOptions},
     prelude::*,
@@ -17,6 +18,7 @@ use kinformer::{
 use kinformer_testing::{FakeApiServer, Fault, Verb};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 #[path = "../../examples/controller.rs"]
 #[allow(

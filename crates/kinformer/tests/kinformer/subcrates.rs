@@ -20,12 +20,25 @@ fn every_layer_is_reexported_under_its_module() {
 fn the_prelude_names_the_everyday_types() {
     use kinformer::prelude::*;
 
-    let selection = Selection::all().namespace("default");
-    assert_eq!(selection.namespace_name(), Some("default"));
-    let by_name: IndexFunc<Pod> = Arc::new(|pod: &Pod| vec![pod.name_any()]);
-    let indexers = Indexers::from([("by-name".to_owned(), by_name)]);
-    assert!(indexers.contains_key("by-name"));
-    assert_eq!(NAMESPACE_INDEX, kinformer::store::NAMESPACE_INDEX);
-    let _ = HandlerFuncs::<Pod>::new();
-    let _ = CancellationToken::new();
+    let request = InformerRequest::<Pod>::typed().namespace("default");
+    assert!(format!("{request:?}").contains("default"));
+    let _ = FactoryOptions::default();
+    let _ = SharedInformerFactory::new;
+    let _ = informer_client;
+    let _ = SharedIndexInformer::<Pod>::has_synced;
+    let _ = KeyHandler::<fn(String)>::new;
+    let _ = ListenerOptions::default();
+    let indexers: Indexers<Pod> = Indexers::new();
+    assert!(indexers.is_empty());
+    let _ = Lister::<Pod>::new;
+    let _ = QueueOptions::default();
+    let _: Option<RateLimitingQueue<String>> = None;
+    let _ = default_controller_rate_limiter::<String>;
+    let _ = <Pod as ResourceExt>::name_any;
+    fn takes_a_handler<H: ResourceEventHandler<Pod>>(_: H) {}
+    fn reads<C: CacheReader<Pod> + ?Sized>(_: &C) {}
+    let _ = (
+        takes_a_handler::<KeyHandler<fn(String)>>,
+        reads::<kinformer::store::Cache<Pod>>,
+    );
 }

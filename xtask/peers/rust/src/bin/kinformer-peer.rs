@@ -8,6 +8,12 @@ use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer::{
+    informer::InformerOptions,
+    processor::HandlerFuncs,
+    reflector::{KubeDecoder, KubeListerWatcher, WireFormat},
+    store::{IndexFunc, NAMESPACE_INDEX, ObjectOrTombstone},
+};
+use kinformer::{
     prelude::*,
     store::{Interned, Object, ProjectedMeta},
 };
