@@ -92,7 +92,9 @@ pub(crate) async fn handle(
             Ok(done())
         }
         ["faults", "unknown-event"] => {
-            faults.inject_unknown_watch_event();
+            faults.inject_watch_line(
+                r#"{"type":"SURPRISE","object":{"kind":"Status","apiVersion":"v1","metadata":{}}}"#,
+            );
             Ok(done())
         }
         ["faults", "watch-line"] => {

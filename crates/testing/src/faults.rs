@@ -2,7 +2,7 @@
 //!
 //! [`FakeApiServer::faults`]: crate::FakeApiServer::faults
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +33,7 @@ pub enum Verb {
 
 impl Verb {
     /// The lower-case name, e.g. `list`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Get => "get",
             Self::List => "list",
@@ -58,11 +58,11 @@ impl fmt::Display for Verb {
 /// ```
 /// use kinformer_testing::{Fault, Verb};
 /// let fault = Fault::status(429).verb(Verb::List).resource("pods").times(2).retry_after(1);
-/// assert_eq!(fault.code(), 429);
+/// # let _ = fault;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
-    code: u16,
+    pub(crate) code: u16,
     verb: Option<Verb>,
     resource: Option<String>,
     times: usize,
@@ -109,11 +109,6 @@ impl Fault {
         self
     }
 
-    /// The HTTP status this fault answers with.
-    pub fn code(&self) -> u16 {
-        self.code
-    }
-
     fn matches(&self, verb: Verb, resource: &str) -> bool {
         self.verb.is_none_or(|v| v == verb)
             && self.resource.as_deref().is_none_or(|r| r == resource)
@@ -132,29 +127,9 @@ pub(crate) enum WatchFault {
     Stall,
 }
 
-/// One request the server received: its verb, resource and query parameters.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestRecord {
-    /// The verb.
-    pub verb: Verb,
-    /// The resource plural (`pods`, or `pods/status`).
-    pub resource: String,
-    /// Every query parameter, by name.
-    pub params: BTreeMap<String, String>,
-}
-
-impl RequestRecord {
-    /// A query parameter (`resourceVersion`, `continue`, `resourceVersionMatch`,
-    /// `sendInitialEvents`, `timeoutSeconds`, `limit`, ...), when the request had it.
-    pub fn param(&self, name: &str) -> Option<&str> {
-        self.params.get(name).map(String::as_str)
-    }
-}
-
 #[derive(Debug, Default)]
 struct Accounting {
     counts: HashMap<(Verb, String), u64>,
-    requests: Vec<RequestRecord>,
 }
 
 /// The fault-injection and accounting handle of one server. Cheap to clone.
@@ -214,16 +189,22 @@ impl Faults {
     }
 
     /// Writes `line` (plus a newline) into every open watch stream: garbage JSON, a truncated
-    /// event, whatever a test needs the client to survive.
+    /// event, an event of a type no client knows, whatever a test needs the client to survive.
+    /// A protobuf watch gets a line that spells an event (`{"type":..,"object":{..}}`) as a
+    /// `WatchEvent` frame of that type, and any other line framed as it is.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = kinformer_testing::FakeApiServer::start().await?;
+    /// server.faults().inject_watch_line(
+    ///     r#"{"type":"SURPRISE","object":{"kind":"Status","apiVersion":"v1","metadata":{}}}"#,
+    /// );
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn inject_watch_line(&self, line: impl Into<String>) {
         let _ = self.watch_faults.send(WatchFault::RawLine(line.into()));
-    }
-
-    /// Sends an event whose type no client knows (`{"type":"SURPRISE",...}`) into every open watch.
-    pub fn inject_unknown_watch_event(&self) {
-        self.inject_watch_line(
-            r#"{"type":"SURPRISE","object":{"kind":"Status","apiVersion":"v1","metadata":{}}}"#,
-        );
     }
 
     /// Requests seen so far with this verb for this resource plural (faulted ones included).
@@ -236,8 +217,9 @@ impl Faults {
             .unwrap_or(0)
     }
 
-    /// Every (verb, resource, count) seen so far, sorted for stable assertions.
-    pub fn request_counts(&self) -> Vec<(Verb, String, u64)> {
+    /// Every (verb, resource, count) seen so far, sorted for stable assertions (the admin
+    /// `requests` endpoint).
+    pub(crate) fn request_counts(&self) -> Vec<(Verb, String, u64)> {
         let mut all: Vec<_> = self
             .accounting
             .lock()
@@ -249,19 +231,6 @@ impl Faults {
         all
     }
 
-    /// Forgets the request counts and the request log.
-    pub fn reset_counts(&self) {
-        let mut accounting = self.accounting.lock();
-        accounting.counts.clear();
-        accounting.requests.clear();
-    }
-
-    /// Every resource request received since the start (or the last
-    /// [`reset_counts`](Self::reset_counts)), in arrival order, with its query parameters.
-    pub fn requests(&self) -> Vec<RequestRecord> {
-        self.accounting.lock().requests.clone()
-    }
-
     /// Stops every open watch stream mid-stream without closing it: no event and no bookmark
     /// is sent any more, and the connection stays open until the watch's own timeout or the
     /// client gives up. Watches opened afterwards are served normally.
@@ -269,28 +238,14 @@ impl Faults {
         let _ = self.watch_faults.send(WatchFault::Stall);
     }
 
-    /// Counts and logs the request and returns the failure to answer with, if one is due.
-    pub(crate) fn on_request(
-        &self,
-        verb: Verb,
-        resource: &str,
-        params: &HashMap<String, String>,
-    ) -> Option<Fault> {
-        {
-            let mut accounting = self.accounting.lock();
-            *accounting
-                .counts
-                .entry((verb, resource.to_owned()))
-                .or_default() += 1;
-            accounting.requests.push(RequestRecord {
-                verb,
-                resource: resource.to_owned(),
-                params: params
-                    .iter()
-                    .map(|(name, value)| (name.clone(), value.clone()))
-                    .collect(),
-            });
-        }
+    /// Counts the request and returns the failure to answer with, if one is due.
+    pub(crate) fn on_request(&self, verb: Verb, resource: &str) -> Option<Fault> {
+        *self
+            .accounting
+            .lock()
+            .counts
+            .entry((verb, resource.to_owned()))
+            .or_default() += 1;
         let mut rules = self.rules.lock();
         let index = rules.iter().position(|f| f.matches(verb, resource))?;
         let fault = rules[index].clone();

@@ -226,9 +226,9 @@ async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, ca
         Some(sub) => format!("{}/{sub}", resource.plural),
         None => resource.plural.clone(),
     };
-    if let Some(fault) = shared.faults.on_request(verb, &label, &call.query) {
+    if let Some(fault) = shared.faults.on_request(verb, &label) {
         return Err(ApiError::injected(
-            fault.code(),
+            fault.code,
             verb.as_str(),
             &resource.plural,
             Faults::retry_after(&fault),

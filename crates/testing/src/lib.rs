@@ -109,7 +109,7 @@ mod wire;
 mod write;
 
 pub use error::{Error, Result};
-pub use faults::{Fault, Faults, RequestRecord, Verb};
+pub use faults::{Fault, Faults, Verb};
 pub use options::ServerOptions;
 pub use resources::{ResourceType, builtin_resources};
 pub use server::FakeApiServer;

@@ -103,12 +103,6 @@ async fn kube_client_retries_429_with_retry_after_and_the_counts_show_each_attem
         .await
         .expect("kube-client retries 429 on its own");
     assert_eq!(server.faults().request_count(Verb::List, "configmaps"), 3);
-    assert_eq!(
-        server.faults().request_counts(),
-        [(Verb::List, "configmaps".to_owned(), 3)]
-    );
-    server.faults().reset_counts();
-    assert!(server.faults().request_counts().is_empty());
 }
 
 #[tokio::test]
@@ -156,7 +150,9 @@ async fn garbage_and_unknown_event_types_reach_open_watches() {
         watch.next_line_text().await.as_deref(),
         Some("{\"type\":\"ADDED\",\"object\":\n")
     );
-    server.faults().inject_unknown_watch_event();
+    server.faults().inject_watch_line(
+        r#"{"type":"SURPRISE","object":{"kind":"Status","apiVersion":"v1","metadata":{}}}"#,
+    );
     let line = watch.next_line_text().await.expect("a line");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&line).expect("valid JSON")["type"],
@@ -377,29 +373,4 @@ async fn a_stalled_watch_stays_open_and_silent_until_its_timeout() {
     assert_eq!(server.open_watches(), 2, "the stalled watch is still open");
     // Nothing at all on the stalled stream, then its end.
     assert_eq!(stalled.next().await, None);
-}
-
-/// Every resource request is logged with its query parameters, in arrival order.
-#[tokio::test]
-async fn requests_are_logged_with_their_parameters() {
-    let server = FakeApiServer::start().await.expect("start");
-    get(&server, "/api/v1/configmaps?limit=5&resourceVersion=0").await;
-    get(
-        &server,
-        "/api/v1/namespaces/default/configmaps?resourceVersion=1&resourceVersionMatch=NotOlderThan",
-    )
-    .await;
-    let requests = server.faults().requests();
-    assert_eq!(requests.len(), 2, "{requests:?}");
-    assert_eq!(requests[0].verb, Verb::List);
-    assert_eq!(requests[0].resource, "configmaps");
-    assert_eq!(requests[0].param("limit"), Some("5"));
-    assert_eq!(requests[0].param("resourceVersion"), Some("0"));
-    assert_eq!(requests[0].param("continue"), None);
-    assert_eq!(
-        requests[1].param("resourceVersionMatch"),
-        Some("NotOlderThan")
-    );
-    server.faults().reset_counts();
-    assert!(server.faults().requests().is_empty());
 }

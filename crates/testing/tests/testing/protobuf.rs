@@ -520,7 +520,9 @@ async fn an_injected_event_reaches_a_protobuf_watch_as_a_frame() {
         server.open_watches() > 0
     })
     .await;
-    server.faults().inject_unknown_watch_event();
+    server.faults().inject_watch_line(
+        r#"{"type":"SURPRISE","object":{"kind":"Status","apiVersion":"v1","metadata":{}}}"#,
+    );
     server.faults().inject_watch_line("{not json");
     let frame = watch.next_frame().await.expect("the unknown event");
     let frame = WatchFrame::parse(&frame).expect("a WatchEvent");
