@@ -26,13 +26,18 @@ const VERBS: [&str; 8] = [
 /// Objects are stored per group and resource (like apiserver's storage key), so a CRD served at
 /// several versions shares one set of objects; only `apiVersion` differs between versions, which
 /// is what a CRD with conversion strategy `None` does.
+///
+/// A test builds one with [`ResourceType::custom`] and serves it with
+/// [`FakeApiServer::register`](crate::FakeApiServer::register), or creates the CRD object
+/// ([`fixtures::widget_crd`](crate::fixtures::widget_crd)) as a cluster would; the built-ins
+/// come from [`builtin_resources`]. The public fields are what discovery names it by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[doc(alias = "APIResource")]
 pub struct ResourceType {
     /// API group, empty for the core group.
     pub group: String,
     /// API version within the group, e.g. `v1`.
-    pub version: String,
+    pub(crate) version: String,
     /// The object kind, e.g. `Pod`.
     pub kind: String,
     /// The URL path segment, e.g. `pods`.
@@ -45,19 +50,19 @@ pub struct ResourceType {
     pub short_names: Vec<String>,
     /// Whether the `/status` subresource exists: then the main resource ignores status changes
     /// and `/status` changes nothing but status, as apiserver's strategies do.
-    pub status_subresource: bool,
+    pub(crate) status_subresource: bool,
     /// Field selector paths accepted beyond `metadata.name` and `metadata.namespace`
     /// (e.g. `spec.nodeName` for pods). Values are read from the JSON object by dotted path.
-    pub field_selectors: Vec<String>,
+    pub(crate) field_selectors: Vec<String>,
     /// Whether a delete answers with the deleted object (pods do) rather than a `Success` Status.
-    pub returns_deleted_object: bool,
+    pub(crate) returns_deleted_object: bool,
     /// Whether apiserver's strategy for the kind keeps `metadata.generation`: 1 on create, plus
     /// one per spec change (kinds with a spec a controller acts on, and every custom resource).
     /// Other kinds (ConfigMaps, Secrets, Services, ...) never get one from the server.
-    pub tracks_generation: bool,
+    pub(crate) tracks_generation: bool,
     /// Whether objects are served as unstructured JSON, as custom resources are: their list
     /// items keep `apiVersion` and `kind`, while a typed list of a built-in leaves them out.
-    pub unstructured: bool,
+    pub(crate) unstructured: bool,
 }
 
 impl ResourceType {
@@ -83,7 +88,7 @@ impl ResourceType {
 
 impl ResourceType {
     /// The description of a k8s-openapi type, read from its `Resource` constants.
-    pub fn of<K>() -> Self
+    pub(crate) fn of<K>() -> Self
     where
         K: k8s_openapi::Resource + 'static,
         K::Scope: 'static,
@@ -123,26 +128,26 @@ impl ResourceType {
     }
 
     /// Adds short names.
-    pub fn with_short_names(mut self, names: &[&str]) -> Self {
+    pub(crate) fn with_short_names(mut self, names: &[&str]) -> Self {
         self.short_names = names.iter().map(|n| (*n).to_owned()).collect();
         self
     }
 
     /// Declares the `/status` subresource.
-    pub fn with_status_subresource(mut self) -> Self {
+    pub(crate) fn with_status_subresource(mut self) -> Self {
         self.status_subresource = true;
         self
     }
 
     /// Adds field selector paths (the per-kind extension point).
-    pub fn with_field_selectors(mut self, fields: &[&str]) -> Self {
+    pub(crate) fn with_field_selectors(mut self, fields: &[&str]) -> Self {
         self.field_selectors
             .extend(fields.iter().map(|f| (*f).to_owned()));
         self
     }
 
     /// Declares that the kind's strategy keeps `metadata.generation`.
-    pub fn with_generation(mut self) -> Self {
+    pub(crate) fn with_generation(mut self) -> Self {
         self.tracks_generation = true;
         self
     }
