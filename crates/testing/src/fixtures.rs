@@ -204,51 +204,6 @@ pub fn config_map(i: usize) -> Value {
     })
 }
 
-/// Deployment number `i`: `app-{i}` in [`namespace_of`]`(i)`, three replicas of one container,
-/// selecting the label `app.kubernetes.io/name: app-{i}` that [`pod`] gives its Pods (pod `j`
-/// carries `app-{j % 20}`), with a status as the Deployment controller writes it.
-pub fn deployment(i: usize) -> Value {
-    let app = format!("app-{i}");
-    let labels = json!({ "app.kubernetes.io/name": app });
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": app,
-            "namespace": namespace_of(i),
-            "labels": { "app.kubernetes.io/name": app, "app.kubernetes.io/part-of": "kinformer-bench" },
-            "annotations": { "deployment.kubernetes.io/revision": "1" },
-        },
-        "spec": {
-            "replicas": 3,
-            "selector": { "matchLabels": labels },
-            "strategy": { "type": "RollingUpdate", "rollingUpdate": { "maxUnavailable": "25%", "maxSurge": "25%" } },
-            "revisionHistoryLimit": 10,
-            "progressDeadlineSeconds": 600,
-            "template": {
-                "metadata": { "labels": labels },
-                "spec": {
-                    "containers": [{
-                        "name": "app",
-                        "image": format!("registry.example.com/shop/{app}:1.{}", i % 7),
-                        "ports": [{ "name": "http", "containerPort": 8080, "protocol": "TCP" }],
-                        "resources": { "requests": { "cpu": "100m", "memory": "128Mi" } },
-                    }],
-                    "restartPolicy": "Always",
-                    "terminationGracePeriodSeconds": 30,
-                },
-            },
-        },
-        "status": {
-            "observedGeneration": 1,
-            "replicas": 3,
-            "updatedReplicas": 3,
-            "readyReplicas": 3,
-            "availableReplicas": 3,
-        },
-    })
-}
-
 /// A namespaced `Widget` CustomResourceDefinition in `group` (`widgets.{group}`, version
 /// `v1`, served and stored, any `spec` accepted), as tests of dynamic informers need one.
 pub fn widget_crd(group: &str) -> Value {
@@ -291,23 +246,6 @@ mod tests {
             .map(|v| v.len())
             .unwrap_or(0);
         assert!((5_000..=7_000).contains(&size), "pod is {size} bytes");
-    }
-
-    #[test]
-    fn a_fixture_deployment_selects_the_pods_of_its_app() {
-        let deployment: k8s_openapi::api::apps::v1::Deployment =
-            serde_json::from_value(deployment(7)).expect("a valid Deployment");
-        let spec = deployment.spec;
-        let selected = spec.selector.match_labels.expect("a label selector");
-        let pod: k8s_openapi::api::core::v1::Pod =
-            serde_json::from_value(pod(27)).expect("a valid Pod");
-        let labels = pod.metadata.labels.expect("labels");
-        assert!(
-            selected
-                .iter()
-                .all(|(key, value)| labels.get(key) == Some(value))
-        );
-        assert_eq!(deployment.metadata.namespace, pod.metadata.namespace);
     }
 
     #[test]

@@ -45,15 +45,18 @@ impl FakeApiServer {
     }
 
     /// Starts a server with the default [`ServerOptions`] holding the fixture Pods numbered
-    /// `pods` ([`FakeApiServer::create_pods`]): the starting state most informer tests want.
+    /// `pods` ([`fixtures::pod`](crate::fixtures::pod), each created as by
+    /// [`FakeApiServer::create_object`]): the starting state most informer tests want.
     ///
     /// # Errors
     ///
     /// [`Error::Bind`] as [`FakeApiServer::start`]; a fixture Pod's refusal as
-    /// [`FakeApiServer::create_pods`], the server then dropped (stopped) with it.
+    /// [`FakeApiServer::create_object`], the server then dropped (stopped) with it.
     pub async fn start_with_pods(pods: std::ops::Range<usize>) -> Result<Self> {
         let server = Self::start().await?;
-        server.create_pods(pods)?;
+        for i in pods {
+            server.create_object(crate::fixtures::pod(i))?;
+        }
         Ok(server)
     }
 
@@ -230,19 +233,6 @@ impl FakeApiServer {
             .map(str::to_owned);
         let created = write::create(&self.shared, &resource, namespace.as_deref(), object)?;
         Ok(created.value())
-    }
-
-    /// Creates the fixture Pods numbered `range` ([`fixtures::pod`](crate::fixtures::pod)):
-    /// the starting state most informer tests want.
-    ///
-    /// # Errors
-    ///
-    /// As [`FakeApiServer::create_object`]; the Pods before the one refused stay created.
-    pub fn create_pods(&self, range: std::ops::Range<usize>) -> Result<()> {
-        for i in range {
-            self.create_object(crate::fixtures::pod(i))?;
-        }
-        Ok(())
     }
 
     /// Replaces an object as a PUT would (409 Conflict on a stale resourceVersion).

@@ -14,7 +14,11 @@ async fn bench_server(pods: usize, config_maps: usize) -> FakeApiServer {
     let server = FakeApiServer::start_with(ServerOptions::default().admin_endpoints(true))
         .await
         .expect("the server starts");
-    server.create_pods(0..pods).expect("fixture pods");
+    for i in 0..pods {
+        server
+            .create_object(fixtures::pod(i))
+            .expect("fixture pods");
+    }
     for i in 0..config_maps {
         server
             .create_object(fixtures::config_map(i))
