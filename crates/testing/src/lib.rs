@@ -14,6 +14,18 @@
 //! One global revision counter plays etcd's revision. [`Faults`] breaks it on purpose: close watches, fail requests with a status, write
 //! garbage into watch streams, delay responses, compact, drop the listener, count requests.
 //!
+//! # What it owns
+//!
+//! - [`FakeApiServer`] and [`ServerOptions`]: start a server, point a client at it, seed,
+//!   create, update, delete and read objects as JSON values, compact its history, take its
+//!   listener down and up.
+//! - [`Faults`], [`Fault`] and [`Verb`]: fail requests with a status, close, stall or corrupt
+//!   watch streams, delay responses, count requests by verb and resource.
+//! - [`ResourceType`] and [`builtin_resources`]: what the server serves, and serving more.
+//! - [`fixtures`]: Namespaces, numbered Pods and ConfigMaps, and a Widget CRD with its objects.
+//! - [`eventually`] and [`wait_until`]: waiting for a condition on tokio's clock.
+//! - [`Error`] and [`Result`].
+//!
 //! **Start here:** [`FakeApiServer::start`], then [`FakeApiServer::client`] (or point any client
 //! at [`FakeApiServer::url`]), then [`FakeApiServer::faults`].
 //!
