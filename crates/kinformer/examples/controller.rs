@@ -246,7 +246,7 @@ async fn main() -> Result<(), BoxError> {
                 .map(|replica| {
                     format!(
                         "{} reconciled {}",
-                        replica.controller.shard().identity(),
+                        replica.identity,
                         replica.controller.counters().snapshot().reconciles
                     )
                 })
@@ -290,6 +290,8 @@ async fn main() -> Result<(), BoxError> {
 pub(crate) struct ReadyPodsController {
     /// Hands out only the keys this replica's shard owns (all of them when it runs alone).
     queue: ShardedQueue<String>,
+    /// The shard the queue is gated by.
+    shard: Shard,
     deployments: Lister<Deployment>,
     pods: Lister<Pod>,
     client: Client,
@@ -331,8 +333,9 @@ impl ReadyPodsController {
                     QueueOptions::named("ready-pods")
                         .metrics(PrometheusMetrics::register(registry)),
                 ),
-                shard,
+                shard.clone(),
             ),
+            shard,
             deployments: factory.lister::<Deployment>()?,
             pods: factory.lister::<Pod>()?,
             client,
@@ -396,7 +399,7 @@ impl ReadyPodsController {
     pub(crate) async fn run(self, workers: usize, stop: CancellationToken) {
         let mut running = JoinSet::new();
         let requeue = self.clone();
-        let mut changes = self.queue.shard().changes();
+        let mut changes = self.shard().changes();
         let requeueing = tokio::spawn(async move {
             while changes.changed().await.is_ok() {
                 for deployment in requeue.deployments.list(&Selector::default()) {
@@ -416,12 +419,12 @@ impl ReadyPodsController {
 
     /// The queue the handlers fill and the workers drain.
     pub(crate) fn queue(&self) -> &RateLimitingQueue<String> {
-        self.queue.queue()
+        &self.queue
     }
 
     /// The shard this replica works on.
     pub(crate) fn shard(&self) -> &Shard {
-        self.queue.shard()
+        &self.shard
     }
 
     /// What the workers have done so far.

@@ -9,10 +9,7 @@ use k8s_openapi::{
 };
 use kube_client::{Api, Client, api::PostParams};
 use parking_lot::Mutex;
-use tokio::{
-    sync::{mpsc, watch},
-    time::Instant,
-};
+use tokio::{sync::mpsc, time::Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, warn};
 
@@ -131,13 +128,12 @@ impl LeaderElectorOptions {
 
 /// What a replica knows of the leadership at a moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Leadership {
+struct Leadership {
     /// Whether this replica leads.
-    pub leading: bool,
+    leading: bool,
     /// Who holds the lease, as last observed; `None` before the first observation or while
     /// nobody holds it.
-    pub leader: Option<String>,
+    leader: Option<String>,
 }
 
 /// A change of leadership, in the order it happened (client-go's callbacks).
@@ -163,8 +159,8 @@ struct Observed {
 ///
 /// [`run`](Self::run) tries to acquire the lease every retry period; once it holds it, it
 /// renews it every retry period until it cannot within the renew deadline or the token is
-/// cancelled, then returns. The events and the [`leadership`](Self::leadership) state tell
-/// the application when to start and stop the leader's work.
+/// cancelled, then returns. Its [`LeadershipEvents`] tell the application when to start and
+/// stop the leader's work, and [`is_leader`](Self::is_leader) whether it leads now.
 ///
 /// Expiry is judged as client-go judges it: by how long ago, on this replica's clock, the
 /// lease was last seen to change, never by the timestamps another replica wrote into it, so
@@ -176,7 +172,7 @@ pub struct LeaderElector {
     identity: String,
     options: LeaderElectorOptions,
     observed: Mutex<Observed>,
-    state: watch::Sender<Leadership>,
+    state: Mutex<Leadership>,
     events: mpsc::UnboundedSender<LeadershipEvent>,
 }
 
@@ -189,11 +185,6 @@ impl LeadershipEvents {
     pub async fn recv(&mut self) -> Option<LeadershipEvent> {
         self.0.recv().await
     }
-
-    /// The next event if one is waiting.
-    pub fn try_recv(&mut self) -> Option<LeadershipEvent> {
-        self.0.try_recv().ok()
-    }
 }
 
 impl LeaderElector {
@@ -202,8 +193,8 @@ impl LeaderElector {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyName`] for an empty name, namespace or identity; [`Error::Options`] when
-    /// the durations cannot keep one leader at a time.
+    /// [`Error::InvalidName`] for an empty name, namespace or identity; [`Error::Options`]
+    /// when the durations cannot keep one leader at a time.
     pub fn new(
         client: Client,
         namespace: &str,
@@ -217,7 +208,10 @@ impl LeaderElector {
             (identity, "identity"),
         ] {
             if value.is_empty() {
-                return Err(Error::EmptyName { what });
+                return Err(Error::InvalidName {
+                    what,
+                    name: String::new(),
+                });
             }
         }
         options.validate()?;
@@ -232,27 +226,15 @@ impl LeaderElector {
                 spec: None,
                 at: Instant::now(),
             }),
-            state: watch::Sender::new(Leadership::default()),
+            state: Mutex::new(Leadership::default()),
             events,
         });
         Ok((elector, LeadershipEvents(received)))
     }
 
-    /// This replica's identity.
-    pub fn identity(&self) -> &str {
-        &self.identity
-    }
-
-    /// Whether this replica leads now.
+    /// Whether this replica leads now (client-go's `IsLeader`).
     pub fn is_leader(&self) -> bool {
-        self.state.borrow().leading
-    }
-
-    /// The leadership as this replica knows it, to read now or to wait for changes on. Do not
-    /// keep a borrow of it (from `borrow` or `wait_for`) across an await: the elector waits for
-    /// the borrow to end before it can record a change.
-    pub fn leadership(&self) -> watch::Receiver<Leadership> {
-        self.state.subscribe()
+        self.state.lock().leading
     }
 
     /// Competes for the lease, then leads until the lease cannot be renewed within the renew
@@ -442,13 +424,12 @@ impl LeaderElector {
         observed.spec = spec;
         observed.at = Instant::now();
         drop(observed);
-        let changed = self.state.send_if_modified(|state| {
-            if state.leader == holder {
-                return false;
-            }
+        let changed = {
+            let mut state = self.state.lock();
+            let changed = state.leader != holder;
             state.leader.clone_from(&holder);
-            true
-        });
+            changed
+        };
         if changed && let Some(holder) = holder.filter(|holder| *holder != self.identity) {
             info!(leader = %holder, "new leader observed");
             let _ = self.events.send(LeadershipEvent::NewLeader(holder));
@@ -495,7 +476,7 @@ impl LeaderElector {
     }
 
     fn set_leading(&self, leading: bool) {
-        self.state.send_modify(|state| state.leading = leading);
+        self.state.lock().leading = leading;
         let _ = self.events.send(if leading {
             LeadershipEvent::StartedLeading
         } else {
@@ -511,7 +492,7 @@ impl fmt::Debug for LeaderElector {
             .field("namespace", &self.namespace)
             .field("identity", &self.identity)
             .field("options", &self.options)
-            .field("leadership", &*self.state.borrow())
+            .field("leadership", &*self.state.lock())
             .finish_non_exhaustive()
     }
 }

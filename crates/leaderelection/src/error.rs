@@ -12,22 +12,19 @@ pub enum Error {
         /// Which, and why.
         reason: &'static str,
     },
-    /// The lock needs a name, a namespace and an identity.
-    #[error("the leader election lock needs a non-empty {what}")]
-    EmptyName {
-        /// `"lease name"`, `"namespace"` or `"identity"`.
-        what: &'static str,
-    },
-    /// A shard group or identity that cannot name a Lease or a label: lowercase letters,
-    /// digits, `-` and `.`, starting and ending with a letter or digit.
-    #[error("the {what} {name:?} cannot name a Lease (lowercase letters, digits, '-' and '.')")]
+    /// A name that cannot be used: an empty lease name, namespace, shard group or identity,
+    /// or a shard group or identity that cannot name a Lease or a label (lowercase letters,
+    /// digits, `-` and `.`, starting and ending with a letter or digit).
+    #[error(
+        "the {what} {name:?} cannot name a Lease (non-empty; for a shard, lowercase letters, digits, '-' and '.')"
+    )]
     InvalidName {
-        /// `"shard group"` or `"identity"`.
+        /// `"lease name"`, `"namespace"`, `"shard group"` or `"identity"`.
         what: &'static str,
-        /// The name given.
+        /// The name given (empty when none was).
         name: String,
     },
 }
 
 /// `Result` with this crate's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;

@@ -8,21 +8,19 @@
 //!   once it has expired, renews it while leading, gives leadership up when it cannot renew
 //!   within the renew deadline, and can release the Lease when cancelled. Updates carry the
 //!   Lease's resourceVersion, so two replicas never both win a write; a conflict is another
-//!   replica winning, not an error.
-//! - **[`LeaderElectorOptions`]**: lease duration, renew deadline and retry period, checked
-//!   together as client-go checks them.
-//! - **[`LeadershipEvents`]** and [`Leadership`]: when to start and stop the leader's work,
-//!   and who leads.
-//!
+//!   replica winning, not an error. [`LeaderElector::is_leader`] says whether it leads now.
+//! - **[`LeaderElectorOptions`]**: lease duration, renew deadline, retry period and release on
+//!   cancel, checked together as client-go checks them.
+//! - **[`LeadershipEvents`]**: client-go's callbacks as [`LeadershipEvent`]s, in order:
+//!   `StartedLeading`, `StoppedLeading` and `NewLeader`.
 //! - **[`shard`]**: [`ShardMember`](shard::ShardMember) keeps a replica's membership of a
 //!   group, a consistent-hash [`Ring`](shard::Ring) over the live members assigns each key
 //!   to one of them, and a [`Shard`](shard::Shard) gate, in front of a work queue
-//!   ([`ShardedQueue`](shard::ShardedQueue)) or a handler
-//!   ([`ShardedHandler`](shard::ShardedHandler)), lets a replica work only on keys no other
-//!   live replica is working on, through joins, departures and crashes.
+//!   ([`ShardedQueue`](shard::ShardedQueue)), lets a replica work only on keys no other live
+//!   replica is working on, through joins, departures and crashes.
 //!
-//! It depends on kube-client, the Lease type and, for the shard filters, the store, the
-//! processor's handler trait and the work queue; nothing here knows informers.
+//! It depends on kube-client, the Lease type and, for the sharded queue, the work queue;
+//! nothing here knows informers.
 //!
 //! # Guarantees and limits
 //!
@@ -65,12 +63,41 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Sharding instead splits the keys between every live replica; see [`shard`]:
+//!
+//! ```no_run
+//! use kinformer_leaderelection::shard::{ShardMember, ShardOptions, ShardedQueue};
+//! use kinformer_workqueue::{QueueOptions, RateLimitingQueue, default_controller_rate_limiter};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn doc(client: kube_client::Client) -> Result<(), kinformer_leaderelection::Error> {
+//! let member = ShardMember::new(client, "default", "web", "replica-a", ShardOptions::default())?;
+//! let queue: ShardedQueue<String> = ShardedQueue::new(
+//!     RateLimitingQueue::new(default_controller_rate_limiter(), QueueOptions::named("web")),
+//!     member.shard(),
+//! );
+//! let token = CancellationToken::new();
+//! tokio::spawn({
+//!     let token = token.clone();
+//!     async move { member.run(token).await }
+//! });
+//! // Handlers add keys (and add them all again on `shard.changes()`); workers take them:
+//! while let Some((key, guard)) = queue.get().await {
+//!     // Reconcile `key`: no other live replica works on it while `guard` lives.
+//!     queue.forget(&key);
+//!     queue.done(&key, guard);
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 mod elector;
 mod error;
 pub mod shard;
 
+pub(crate) use crate::error::Result;
 pub use crate::{
-    elector::{LeaderElector, LeaderElectorOptions, Leadership, LeadershipEvent, LeadershipEvents},
-    error::{Error, Result},
+    elector::{LeaderElector, LeaderElectorOptions, LeadershipEvent, LeadershipEvents},
+    error::Error,
 };

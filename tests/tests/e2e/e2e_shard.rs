@@ -25,7 +25,7 @@ use e2e_support::{BackendKind, run};
 use futures::{StreamExt as _, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::{
-    leaderelection::shard::{DEFAULT_VIRTUAL_NODES, Ring, ShardMember, ShardOptions, ShardedQueue},
+    leaderelection::shard::{Ring, ShardMember, ShardOptions, ShardedQueue},
     prelude::*,
     store::meta_namespace_key_func,
 };
@@ -278,7 +278,7 @@ impl Logs {
 }
 
 async fn settle(logs: &mut Logs, keys: &[String], children: &Children, step: &str) -> Duration {
-    let ring = Ring::new(children.identities(), DEFAULT_VIRTUAL_NODES);
+    let ring = Ring::new(children.identities());
     let began = SystemTime::now();
     let since = nanos(began);
     let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -405,7 +405,7 @@ async fn replicas_join_and_are_killed_and_no_key_is_worked_on_twice() {
             overlaps.len(),
             &overlaps[..overlaps.len().min(10)]
         );
-        let ring = Ring::new(settled.iter().cloned(), DEFAULT_VIRTUAL_NODES);
+        let ring = Ring::new(settled.iter().cloned());
         let mut shares: BTreeMap<&str, usize> = BTreeMap::new();
         for key in &keys {
             *shares

@@ -15,6 +15,8 @@ use super::{BoxError, CountersSnapshot, DEFAULT_RESYNC, ReadyPodsController, SHA
 /// One replica of the controller: its own informers and queue and, when sharded, its
 /// membership of the `ready-pods` shard group, as a separate process would have.
 pub(crate) struct Replica {
+    /// Its identity in the shard group; empty when it runs alone.
+    pub(crate) identity: String,
     pub(crate) factory: SharedInformerFactory,
     pub(crate) controller: ReadyPodsController,
     pub(crate) registry: Arc<Registry>,
@@ -32,7 +34,7 @@ impl Replica {
         let factory = SharedInformerFactory::new(client.clone(), options);
         let mut registry = Registry::default();
         factory.register_metrics(&mut registry);
-        let (shard, membership) = match identity {
+        let (shard, membership) = match identity.clone() {
             None => (Shard::alone(), None),
             Some(identity) => {
                 let member = ShardMember::new(
@@ -62,6 +64,7 @@ impl Replica {
             shard,
         )?;
         Ok(Self {
+            identity: identity.unwrap_or_default(),
             factory,
             controller,
             registry: Arc::new(registry),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use kinformer::wait::CancellationToken;
 use kinformer::{
-    leaderelection::shard::{ShardMember, ShardOptions},
+    leaderelection::shard::{Ring, ShardMember, ShardOptions},
     prelude::*,
 };
 use kinformer_testing::{FakeApiServer, Fault, Verb};
@@ -279,6 +279,7 @@ async fn the_controller_labels_every_deployment_with_its_ready_pods_after_churn_
 /// One replica of the controller as a separate process would run it: its own informers,
 /// queue and workers, and its membership of the shard group.
 struct ShardedReplica {
+    identity: String,
     factory: SharedInformerFactory,
     controller: ReadyPodsController,
     membership: tokio::task::JoinHandle<()>,
@@ -314,6 +315,7 @@ impl ShardedReplica {
         assert!(synced.all_synced(), "caches: {synced:?}");
         let workers = tokio::spawn(controller.clone().run(WORKERS, CancellationToken::new()));
         Ok(Self {
+            identity: identity.to_owned(),
             factory,
             controller,
             membership,
@@ -369,7 +371,8 @@ async fn three_sharded_replicas_split_the_deployments_and_take_over_a_crashed_on
     fake_cluster::seed(&server)?;
     let client = server.client()?;
     let mut replicas = Vec::new();
-    for identity in ["replica-0", "replica-1", "replica-2"] {
+    let identities = ["replica-0", "replica-1", "replica-2"];
+    for identity in identities {
         replicas.push(ShardedReplica::start(&client, identity).await?);
     }
     let all: Vec<usize> = (0..fake_cluster::DEPLOYMENTS).collect();
@@ -382,7 +385,7 @@ async fn three_sharded_replicas_split_the_deployments_and_take_over_a_crashed_on
             .controller
             .shard()
             .ring()
-            .is_some_and(|ring| ring.members().len() == 3)
+            .is_some_and(|ring| ring == Ring::new(identities))
     }) {
         assert!(
             Instant::now() < deadline,
@@ -398,7 +401,7 @@ async fn three_sharded_replicas_split_the_deployments_and_take_over_a_crashed_on
     flip_one_pod_of_each(&client, &server, &all).await?;
     wait_for_labels(&server, &all).await;
     for (replica, before) in replicas.iter().zip(before) {
-        let identity = replica.controller.shard().identity();
+        let identity = &replica.identity;
         let reconciles = replica.controller.counters().snapshot().reconciles - before;
         let owned = all
             .iter()

@@ -99,7 +99,6 @@ impl Shard {
     /// let shard = Shard::alone();
     /// assert!(shard.owns("default/web"));
     /// let guard = shard.try_start("default/web").expect("every key is this replica's");
-    /// assert_eq!(shard.in_flight(), 1);
     /// drop(guard);
     /// ```
     pub fn alone() -> Self {
@@ -132,11 +131,6 @@ impl Shard {
                 drained: Notify::new(),
             }),
         }
-    }
-
-    /// This replica's identity on the ring.
-    pub fn identity(&self) -> &str {
-        &self.gate.identity
     }
 
     /// Whether this replica owns `key` on the ring over the live members as it last saw them.
@@ -175,11 +169,12 @@ impl Shard {
     }
 
     /// How many keys are in flight.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.gate.state.lock().in_flight.len()
     }
 
-    /// The ring this replica acts on, once it has one.
+    /// The ring over the live members this replica acts on, once it has one: compare it with
+    /// [`Ring::new`] over the identities expected to be live to know that they see each other.
     pub fn ring(&self) -> Option<Ring> {
         self.gate.state.lock().target.clone()
     }
@@ -317,13 +312,6 @@ impl Gate {
     }
 }
 
-impl ShardGuard {
-    /// The key in flight.
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-}
-
 impl Drop for ShardGuard {
     fn drop(&mut self) {
         self.gate.finish(&self.key);
@@ -361,7 +349,7 @@ mod tests {
     }
 
     fn ring(members: &[&str]) -> Ring {
-        Ring::new(members.iter().copied(), 64)
+        Ring::with_virtual_nodes(members.iter().copied(), 64)
     }
 
     /// A key `ring` gives to `member`.

@@ -21,14 +21,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, warn};
 
 use super::{
-    CLAIMS_ANNOTATION, DEFAULT_VIRTUAL_NODES, GROUP_LABEL, INCARNATION_ANNOTATION, Ring, Shard,
-    gate::Claims, is_member_name,
+    CLAIMS_ANNOTATION, GROUP_LABEL, INCARNATION_ANNOTATION, Ring, Shard, gate::Claims,
+    is_member_name,
 };
 use crate::{Error, LeaderElectorOptions, Result};
 
-/// How a [`ShardMember`] times its Lease and builds its ring. The durations mean what they
-/// mean for leader election, and are checked the same way; every member of a group should
-/// use the same options.
+/// How a [`ShardMember`] times its Lease. The durations mean what they mean for leader
+/// election, and are checked the same way; every member of a group should use the same
+/// options.
 ///
 /// ```
 /// use std::time::Duration;
@@ -38,23 +38,12 @@ use crate::{Error, LeaderElectorOptions, Result};
 /// let options = ShardOptions::default()
 ///     .lease_duration(Duration::from_secs(30))
 ///     .renew_deadline(Duration::from_secs(20))
-///     .retry_period(Duration::from_secs(4))
-///     .virtual_nodes(256);
+///     .retry_period(Duration::from_secs(4));
 /// # drop(options);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ShardOptions {
     timing: LeaderElectorOptions,
-    virtual_nodes: u32,
-}
-
-impl Default for ShardOptions {
-    fn default() -> Self {
-        Self {
-            timing: LeaderElectorOptions::default(),
-            virtual_nodes: DEFAULT_VIRTUAL_NODES,
-        }
-    }
 }
 
 impl ShardOptions {
@@ -79,13 +68,6 @@ impl ShardOptions {
     #[must_use]
     pub fn retry_period(mut self, period: Duration) -> Self {
         self.timing = self.timing.retry_period(period);
-        self
-    }
-
-    /// Points per member on the ring ([`DEFAULT_VIRTUAL_NODES`] unless told).
-    #[must_use]
-    pub fn virtual_nodes(mut self, nodes: u32) -> Self {
-        self.virtual_nodes = nodes.max(1);
         self
     }
 }
@@ -129,9 +111,9 @@ impl ShardMember {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyName`] for an empty namespace, group or identity; [`Error::InvalidName`]
-    /// for a group or identity that cannot name a Lease or a label; [`Error::Options`] for
-    /// durations that cannot keep one owner per key.
+    /// [`Error::InvalidName`] for an empty namespace, group or identity, or a group or
+    /// identity that cannot name a Lease or a label; [`Error::Options`] for durations that
+    /// cannot keep one owner per key.
     pub fn new(
         client: Client,
         namespace: &str,
@@ -145,7 +127,10 @@ impl ShardMember {
             (identity, "identity"),
         ] {
             if value.is_empty() {
-                return Err(Error::EmptyName { what });
+                return Err(Error::InvalidName {
+                    what,
+                    name: String::new(),
+                });
             }
         }
         let lease_name = format!("{group}-{identity}");
@@ -183,11 +168,6 @@ impl ShardMember {
     /// The gate that says which keys this replica may work on.
     pub fn shard(&self) -> Shard {
         self.shard.clone()
-    }
-
-    /// This replica's identity.
-    pub fn identity(&self) -> &str {
-        &self.identity
     }
 
     /// Joins the group and keeps this replica's membership until `token` is cancelled; then
@@ -277,9 +257,7 @@ impl ShardMember {
         if let Some(group) = self.list_group().await {
             let mut live: Vec<String> = self.live_others(&group).into_keys().collect();
             live.push(self.identity.clone());
-            self.shard
-                .gate()
-                .set_target(Ring::new(live, self.options.virtual_nodes));
+            self.shard.gate().set_target(Ring::new(live));
         }
         let claims = self.shard.gate().claims();
         let sent = Instant::now();
@@ -436,7 +414,7 @@ impl ShardMember {
                 rings.push(ring.clone());
                 continue;
             }
-            match part.parse::<Ring>() {
+            match Ring::parse(part) {
                 Ok(ring) => {
                     cache.insert(part.to_owned(), ring.clone());
                     rings.push(ring);

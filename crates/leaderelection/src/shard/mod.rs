@@ -1,12 +1,14 @@
 //! Sharding: replicas of a controller split the keys of the objects they control between
 //! them, each key worked on by one live replica at a time.
 //!
-//! - [`ShardMember`] announces a replica in its own Lease (labelled with the group's name),
-//!   renews it, watches the group's Leases and keeps the [`Ring`] over the live members.
+//! - [`ShardMember`] announces a replica in its own Lease (labelled
+//!   `kinformer.dev/shard-group=<group>`), renews it, watches the group's Leases and keeps the
+//!   [`Ring`] over the live members.
 //! - [`Shard`] is the gate in front of the work: [`Shard::owns`] to filter what is queued,
-//!   [`Shard::try_start`] before working on a key, its [`ShardGuard`] while working.
-//! - [`ShardedQueue`] puts the gate in front of a [`RateLimitingQueue`], and
-//!   [`ShardedHandler`] in front of an event handler.
+//!   [`Shard::try_start`] before working on a key, its [`ShardGuard`] while working, and
+//!   [`Shard::changes`] to queue again the keys that moved to this replica.
+//! - [`ShardedQueue`] puts the gate in front of a [`RateLimitingQueue`]: the usual way to
+//!   use it.
 //!
 //! # The hand-off
 //!
@@ -34,29 +36,26 @@
 //! - A key waits, after a membership change, for up to a round (the retry period) per step
 //!   of the hand-off; a crashed replica's keys wait for its lease duration.
 //! - A key moving to a replica arrives through [`Shard::changes`]: the consumer adds the
-//!   keys it owns again (a [`ShardedHandler`] cannot replay, so handlers that must see
-//!   every owned object after a hand-off should feed a [`ShardedQueue`]).
+//!   keys it owns again (from the informer's cache) to its [`ShardedQueue`].
 //!
 //! [`RateLimitingQueue`]: kinformer_workqueue::RateLimitingQueue
 
 mod gate;
-mod handler;
 mod member;
 mod queue;
 mod ring;
 
 pub use gate::{Shard, ShardGuard};
-pub use handler::ShardedHandler;
 pub use member::{ShardMember, ShardOptions};
 pub use queue::ShardedQueue;
-pub use ring::{DEFAULT_VIRTUAL_NODES, ParseRingError, Ring};
+pub use ring::Ring;
 
 /// The label that names a member Lease's group.
-pub const GROUP_LABEL: &str = "kinformer.dev/shard-group";
+pub(crate) const GROUP_LABEL: &str = "kinformer.dev/shard-group";
 /// The annotation in which a member announces the rings it acts on (`;`-separated).
-pub const CLAIMS_ANNOTATION: &str = "kinformer.dev/shard-claims";
+pub(crate) const CLAIMS_ANNOTATION: &str = "kinformer.dev/shard-claims";
 /// The annotation that tells one run of an identity from the next.
-pub const INCARNATION_ANNOTATION: &str = "kinformer.dev/shard-incarnation";
+pub(crate) const INCARNATION_ANNOTATION: &str = "kinformer.dev/shard-incarnation";
 
 /// Whether `name` can name a member: lowercase letters, digits, `-` and `.`, starting and
 /// ending with a letter or digit (a DNS subdomain, so it fits a Lease name and a label).

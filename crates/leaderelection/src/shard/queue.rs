@@ -1,6 +1,6 @@
 //! [`ShardedQueue`]: a rate-limited work queue that hands out only this replica's keys.
 
-use std::{fmt, hash::Hash, time::Duration};
+use std::{fmt, hash::Hash, ops::Deref, time::Duration};
 
 use kinformer_workqueue::RateLimitingQueue;
 
@@ -10,7 +10,8 @@ use super::{Shard, ShardGuard};
 /// queued, and [`get`](Self::get) hands out a key only with the [`ShardGuard`] that proves no
 /// other live replica works on it. A key this replica owns but may not start yet (its
 /// previous owner still has it) is queued again after the hand-off delay. Clones share the
-/// queue and the gate, as the queue's own clones do.
+/// queue and the gate, as the queue's own clones do. It derefs to the [`RateLimitingQueue`]
+/// for the rest (`forget`, `num_requeues`, `len`, `shut_down_with_drain`...).
 ///
 /// ```no_run
 /// use kinformer_leaderelection::shard::{Shard, ShardedQueue};
@@ -94,46 +95,17 @@ where
         self.queue.done(item);
         drop(guard);
     }
+}
 
-    /// Clears `item`'s retry count.
-    pub fn forget(&self, item: &T) {
-        self.queue.forget(item);
-    }
+/// The queue behind the gate, for what the gate does not change: retry counts
+/// (`forget`, `num_requeues`), length and shutdown. Keys go in and out through the
+/// [`ShardedQueue`]'s own `add`, `add_rate_limited`, `add_after`, `get` and `done`, which
+/// the queue's own methods of those names would bypass.
+impl<T> Deref for ShardedQueue<T> {
+    type Target = RateLimitingQueue<T>;
 
-    /// How often `item` was requeued with a rate limit.
-    pub fn num_requeues(&self, item: &T) -> usize {
-        self.queue.num_requeues(item)
-    }
-
-    /// Keys waiting to be handed out.
-    pub fn len(&self) -> usize {
-        self.queue.len()
-    }
-
-    /// Whether no key waits.
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
-    }
-
-    /// Shuts the queue down (see [`RateLimitingQueue::shut_down`]).
-    pub fn shut_down(&self) {
-        self.queue.shut_down();
-    }
-
-    /// Shuts down once the keys in hand are done (see
-    /// [`RateLimitingQueue::shut_down_with_drain`]).
-    pub async fn shut_down_with_drain(&self) {
-        self.queue.shut_down_with_drain().await;
-    }
-
-    /// The queue behind the gate.
-    pub fn queue(&self) -> &RateLimitingQueue<T> {
+    fn deref(&self) -> &RateLimitingQueue<T> {
         &self.queue
-    }
-
-    /// The gate.
-    pub fn shard(&self) -> &Shard {
-        &self.shard
     }
 }
 

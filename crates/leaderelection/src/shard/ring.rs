@@ -2,10 +2,10 @@
 
 use std::{fmt, sync::Arc};
 
-/// How many points each member puts on the ring unless told otherwise. With 512 the share a
-/// member owns is within about 5% of an equal share (one standard deviation), and a ring of
-/// 100 members is 51,200 points: 800 KiB, built once per membership change.
-pub const DEFAULT_VIRTUAL_NODES: u32 = 512;
+/// How many points each member puts on the ring. With 512 the share a member owns is within
+/// about 5% of an equal share (one standard deviation), and a ring of 100 members is 51,200
+/// points: 800 KiB, built once per membership change.
+pub(crate) const DEFAULT_VIRTUAL_NODES: u32 = 512;
 
 /// A consistent-hash ring: each member owns the keys whose hash falls after one of its
 /// points, up to the next point of any member. Adding or removing a member moves only the
@@ -13,18 +13,18 @@ pub const DEFAULT_VIRTUAL_NODES: u32 = 512;
 ///
 /// The hash is fixed (FNV-1a with a 64-bit finalizer), not Rust's randomly seeded one, so
 /// every replica, on every version of this crate, computes the same owner for a key from
-/// the same members. A ring is described by its text form, `512:replica-a,replica-b`: the
-/// number of points per member and the members, sorted, which is how members publish the
-/// rings they act on.
+/// the same members: [`Ring::new`] over a group's live identities says which member owns a
+/// key, as its members compute it. A ring displays as `512:replica-a,replica-b` (the points
+/// per member and the members, sorted), which is how members publish the rings they act on.
 ///
 /// ```
 /// use kinformer_leaderelection::shard::Ring;
 ///
-/// let ring = Ring::new(["replica-b", "replica-a", "replica-c"], 512);
+/// let ring = Ring::new(["replica-b", "replica-a", "replica-c"]);
 /// let owner = ring.owner("default/web").expect("a ring with members owns every key");
-/// assert!(ring.members().iter().any(|member| member == owner));
+/// assert!(["replica-a", "replica-b", "replica-c"].contains(&owner));
 /// assert_eq!(ring.to_string(), "512:replica-a,replica-b,replica-c");
-/// assert_eq!("512:replica-a,replica-b,replica-c".parse::<Ring>().unwrap(), ring);
+/// assert_eq!(ring, Ring::new(["replica-a", "replica-c", "replica-b"]));
 /// ```
 #[derive(Clone)]
 pub struct Ring {
@@ -35,9 +35,18 @@ pub struct Ring {
 }
 
 impl Ring {
-    /// The ring over `members` (duplicates count once), with `virtual_nodes` points each (at
-    /// least one).
-    pub fn new<I, S>(members: I, virtual_nodes: u32) -> Self
+    /// The ring over `members` (duplicates count once), as a shard group's members build it
+    /// over their live identities.
+    pub fn new<I, S>(members: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::with_virtual_nodes(members, DEFAULT_VIRTUAL_NODES)
+    }
+
+    /// The ring over `members`, with `virtual_nodes` points each (at least one).
+    pub(crate) fn with_virtual_nodes<I, S>(members: I, virtual_nodes: u32) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -61,21 +70,6 @@ impl Ring {
         }
     }
 
-    /// The members, sorted.
-    pub fn members(&self) -> &[String] {
-        &self.members
-    }
-
-    /// Points per member.
-    pub fn virtual_nodes(&self) -> u32 {
-        self.virtual_nodes
-    }
-
-    /// Whether the ring has no members (and so owns nothing).
-    pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
-    }
-
     /// The member that owns `key`; `None` only for a ring without members.
     pub fn owner(&self, key: &str) -> Option<&str> {
         if self.points.is_empty() {
@@ -88,7 +82,7 @@ impl Ring {
     }
 
     /// Whether `member` owns `key`.
-    pub fn is_owner(&self, member: &str, key: &str) -> bool {
+    pub(crate) fn is_owner(&self, member: &str, key: &str) -> bool {
         self.owner(key) == Some(member)
     }
 }
@@ -116,14 +110,13 @@ impl fmt::Display for Ring {
 /// A ring's text form did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("not a ring (`<points per member>:<member>,<member>...`): {text:?}")]
-pub struct ParseRingError {
+pub(crate) struct ParseRingError {
     text: String,
 }
 
-impl std::str::FromStr for Ring {
-    type Err = ParseRingError;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
+impl Ring {
+    /// The ring `text` (its [`Display`](fmt::Display) form) describes.
+    pub(crate) fn parse(text: &str) -> Result<Self, ParseRingError> {
         let error = || ParseRingError {
             text: text.to_owned(),
         };
@@ -140,7 +133,7 @@ impl std::str::FromStr for Ring {
         if members.iter().any(|member| !super::is_member_name(member)) {
             return Err(error());
         }
-        Ok(Self::new(members, virtual_nodes))
+        Ok(Self::with_virtual_nodes(members, virtual_nodes))
     }
 }
 
@@ -196,7 +189,7 @@ mod tests {
         let keys = keys(30_000);
         for size in [2, 3, 5, 10] {
             let members: Vec<String> = (0..size).map(|i| format!("replica-{i}")).collect();
-            let ring = Ring::new(members.clone(), DEFAULT_VIRTUAL_NODES);
+            let ring = Ring::new(members.clone());
             let shares = shares(&ring, &keys);
             let equal = keys.len() as f64 / f64::from(size);
             for member in &members {
@@ -213,9 +206,9 @@ mod tests {
     #[test]
     fn a_join_or_a_leave_moves_only_the_changed_member_keys() {
         let keys = keys(20_000);
-        let before = Ring::new(["a", "b", "c"], DEFAULT_VIRTUAL_NODES);
-        let joined = Ring::new(["a", "b", "c", "d"], DEFAULT_VIRTUAL_NODES);
-        let left = Ring::new(["a", "c"], DEFAULT_VIRTUAL_NODES);
+        let before = Ring::new(["a", "b", "c"]);
+        let joined = Ring::new(["a", "b", "c", "d"]);
+        let left = Ring::new(["a", "c"]);
         for key in &keys {
             let owner = before.owner(key).unwrap();
             let after_join = joined.owner(key).unwrap();
@@ -243,14 +236,14 @@ mod tests {
 
     #[test]
     fn the_owner_is_the_same_however_the_members_are_listed() {
-        let one = Ring::new(["c", "a", "b", "a"], 64);
-        let other = Ring::new(["b", "c", "a"], 64);
+        let one = Ring::with_virtual_nodes(["c", "a", "b", "a"], 64);
+        let other = Ring::with_virtual_nodes(["b", "c", "a"], 64);
         assert_eq!(one, other);
         for key in keys(1_000) {
             assert_eq!(one.owner(&key), other.owner(&key));
         }
         // The hash is fixed: these owners are what every replica and every version computes.
-        let fixed = Ring::new(["replica-a", "replica-b", "replica-c"], 512);
+        let fixed = Ring::new(["replica-a", "replica-b", "replica-c"]);
         let owners: Vec<&str> = ["default/web", "kube-system/dns", "a/b"]
             .iter()
             .map(|key| fixed.owner(key).unwrap())
@@ -263,12 +256,18 @@ mod tests {
 
     #[test]
     fn text_form_round_trips_and_bad_text_is_refused() {
-        let ring = Ring::new(["x", "y"], 7);
-        assert_eq!(ring.to_string().parse::<Ring>(), Ok(ring));
-        assert_eq!("3:".parse::<Ring>().map(|ring| ring.is_empty()), Ok(true));
+        let ring = Ring::with_virtual_nodes(["x", "y"], 7);
+        assert_eq!(Ring::parse(&ring.to_string()), Ok(ring));
+        assert_eq!(
+            Ring::parse("3:").map(|ring| ring.members.is_empty()),
+            Ok(true)
+        );
         for bad in ["", "x,y", "0:x", "-1:x", "3:x,,y", "3:X", "3:x;y"] {
-            assert!(bad.parse::<Ring>().is_err(), "{bad:?} parsed");
+            assert!(Ring::parse(bad).is_err(), "{bad:?} parsed");
         }
-        assert_eq!(Ring::new(Vec::<String>::new(), 5).owner("k"), None);
+        assert_eq!(
+            Ring::with_virtual_nodes(Vec::<String>::new(), 5).owner("k"),
+            None
+        );
     }
 }
