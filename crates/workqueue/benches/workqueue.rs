@@ -1,4 +1,6 @@
-//! Throughput of the basic queue: add, get and done of distinct items.
+//! Throughput of the queue: add, get and done of distinct items. The queue is the crate's one
+//! queue type, `RateLimitingQueue`; add, get and done take the same path through it as through
+//! client-go's plain queue (its limiter is consulted only by `add_rate_limited`).
 //!
 //! Bench IDs are stable, because the side-by-side comparison with client-go keys on them:
 //! - `workqueue/add_get_done/inline`: one task adds every item, then gets and dones each.
@@ -8,8 +10,8 @@
 //! - `workqueue/delaying/add_after_then_get`: client-go's `BenchmarkDelayingQueue_AddAfter`
 //!   shape: every item is scheduled at a pseudo-random delay under ten minutes, the (paused) clock
 //!   jumps eleven minutes, and every item is taken out.
-//! - `workqueue/metrics/{none,tracing,prometheus}`: the `inline` shape on a named queue whose
-//!   measurements go nowhere, to `tracing` events (no subscriber), or (feature `prometheus`) to
+//! - `workqueue/metrics/{none,tracing,prometheus}`: the `inline` shape on a queue whose
+//!   measurements go nowhere (unnamed), to `tracing` events (no subscriber), or (feature `prometheus`) to
 //!   client-go's `workqueue_*` families in a prometheus-client registry: what metrics cost per
 //!   item.
 
@@ -18,7 +20,7 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::time::Duration;
 
-use kinformer_workqueue::{DelayingQueue, Queue, QueueOptions};
+use kinformer_workqueue::{QueueOptions, RateLimitingQueue, default_controller_rate_limiter};
 
 const ITEMS: u64 = 10_000;
 
@@ -32,7 +34,7 @@ fn add_get_done(c: &mut Criterion) {
     group.bench_function("inline", |b| {
         b.iter(|| {
             single.block_on(async {
-                let queue = Queue::default();
+                let queue = RateLimitingQueue::default();
                 for item in 0..ITEMS {
                     queue.add(item);
                 }
@@ -54,7 +56,7 @@ fn add_get_done(c: &mut Criterion) {
         group.bench_function(format!("workers={workers}"), |b| {
             b.iter(|| {
                 pool.block_on(async {
-                    let queue = Queue::default();
+                    let queue = RateLimitingQueue::default();
                     let handles: Vec<_> = (0..workers)
                         .map(|_| {
                             let queue = queue.clone();
@@ -90,7 +92,7 @@ fn delaying_add_after(c: &mut Criterion) {
     group.bench_function("add_after_then_get", |b| {
         b.iter(|| {
             paused.block_on(async {
-                let queue = DelayingQueue::default();
+                let queue = RateLimitingQueue::default();
                 let mut seed = fastrand::Rng::with_seed(7);
                 for item in 0..ITEMS {
                     let delay = Duration::from_millis(seed.u64(0..600_000));
@@ -109,7 +111,7 @@ fn delaying_add_after(c: &mut Criterion) {
 }
 
 /// Adds, gets and dones `ITEMS` distinct items on `queue`, on the current thread.
-async fn cycle(queue: Queue<u64>) {
+async fn cycle(queue: RateLimitingQueue<u64>) {
     for item in 0..ITEMS {
         queue.add(item);
     }
@@ -133,10 +135,7 @@ fn metrics(c: &mut Criterion) {
         .expect("a current-thread runtime builds");
     #[cfg_attr(not(feature = "prometheus"), allow(unused_mut))]
     let mut cases: Vec<(&str, MakeOptions)> = vec![
-        (
-            "none",
-            Box::new(|| QueueOptions::named("bench").without_metrics()),
-        ),
+        ("none", Box::new(QueueOptions::default)),
         ("tracing", Box::new(|| QueueOptions::named("bench"))),
     ];
     #[cfg(feature = "prometheus")]
@@ -150,8 +149,13 @@ fn metrics(c: &mut Criterion) {
     }
     for (name, options) in &cases {
         group.bench_function(*name, |b| {
-            // Built inside the runtime: a queue with metrics starts its reporting task.
-            b.iter(|| single.block_on(async { cycle(Queue::new(options())).await }));
+            // Built inside the runtime: the queue starts its timer (and reporting) task.
+            b.iter(|| {
+                single.block_on(async {
+                    let limiter = default_controller_rate_limiter();
+                    cycle(RateLimitingQueue::new(limiter, options())).await;
+                });
+            });
         });
     }
     group.finish();

@@ -26,9 +26,7 @@ const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 /// One tokio task owns the timers: it sleeps until the earliest deadline, is woken early only when
 /// an earlier one arrives, and stops when the queue shuts down or the last handle is dropped. An
 /// item scheduled twice keeps the earlier deadline.
-#[doc(alias = "TypedDelayingInterface")]
-#[doc(alias = "DelayingInterface")]
-pub struct DelayingQueue<T> {
+pub(crate) struct DelayingQueue<T> {
     queue: Queue<T>,
     shared: Arc<Shared<T>>,
 }
@@ -104,17 +102,6 @@ impl<T> fmt::Debug for DelayingQueue<T> {
     }
 }
 
-impl<T> Default for DelayingQueue<T>
-where
-    T: Clone + Eq + Hash + Send + Sync + 'static,
-{
-    /// An unnamed delaying queue without metrics; like [`DelayingQueue::new`], it panics
-    /// outside a tokio runtime.
-    fn default() -> Self {
-        Self::new(QueueOptions::default())
-    }
-}
-
 impl<T> DelayingQueue<T>
 where
     T: Clone + Eq + Hash + Send + Sync + 'static,
@@ -124,9 +111,7 @@ where
     /// # Panics
     ///
     /// Panics when called outside a tokio runtime, because it starts the timer task.
-    #[doc(alias = "NewTypedDelayingQueue")]
-    #[doc(alias = "NewTypedDelayingQueueWithConfig")]
-    pub fn new(config: QueueOptions) -> Self {
+    pub(crate) fn new(config: QueueOptions) -> Self {
         let queue = Queue::new(config);
         let timers = Arc::new(Timers {
             state: Mutex::new(Waiting {
@@ -146,8 +131,7 @@ where
 
     /// Adds `item` once `delay` has passed; a zero delay adds it now. If the item is already
     /// waiting, the earlier of the two deadlines is kept. Ignored while shutting down.
-    #[doc(alias = "AddAfter")]
-    pub fn add_after(&self, item: T, delay: Duration) {
+    pub(crate) fn add_after(&self, item: T, delay: Duration) {
         if self.queue.shutting_down() {
             return;
         }
@@ -174,62 +158,56 @@ where
     }
 
     /// The number of items waiting for their deadline (not yet in the queue).
-    pub fn waiting_len(&self) -> usize {
+    pub(crate) fn waiting_len(&self) -> usize {
         self.shared.timers.state.lock().deadlines.len()
     }
 
     /// See [`Queue::add`].
-    #[doc(alias = "Add")]
-    pub fn add(&self, item: T) {
+    pub(crate) fn add(&self, item: T) {
         self.queue.add(item);
     }
 
     /// See [`Queue::get`].
-    #[doc(alias = "Get")]
-    pub async fn get(&self) -> Option<T> {
+    pub(crate) async fn get(&self) -> Option<T> {
         self.queue.get().await
     }
 
     /// See [`Queue::done`].
-    #[doc(alias = "Done")]
-    pub fn done(&self, item: &T) {
+    pub(crate) fn done(&self, item: &T) {
         self.queue.done(item);
     }
 
     /// See [`Queue::len`]; items still waiting for their deadline are not counted.
-    #[doc(alias = "Len")]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.queue.len()
     }
 
     /// See [`Queue::is_empty`].
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
 
     /// See [`Queue::shut_down`]. Also stops the timer task and drops every waiting item.
-    #[doc(alias = "ShutDown")]
-    pub fn shut_down(&self) {
+    pub(crate) fn shut_down(&self) {
         self.queue.shut_down();
         self.stop_timers();
     }
 
-    /// See [`Queue::shut_down_with_drain`]. Waiting items are dropped, not drained.
-    #[doc(alias = "ShutDownWithDrain")]
-    pub async fn shut_down_with_drain(&self) {
+    /// Shuts down, then waits until every item handed out is done (see
+    /// [`Queue::wait_until_drained`]). Waiting items are dropped, not drained.
+    pub(crate) async fn shut_down_with_drain(&self) {
         self.queue.begin_drain();
         self.stop_timers();
         self.queue.wait_until_drained().await;
     }
 
     /// See [`Queue::shutting_down`].
-    #[doc(alias = "ShuttingDown")]
-    pub fn shutting_down(&self) -> bool {
+    pub(crate) fn shutting_down(&self) -> bool {
         self.queue.shutting_down()
     }
 
     /// See [`Queue::name`].
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.queue.name()
     }
 

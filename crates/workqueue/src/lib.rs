@@ -9,14 +9,16 @@
 //! HTTP or Kubernetes: items are any `Clone + Eq + Hash + Send + Sync + 'static` type, so typed
 //! keys work as well as strings.
 //!
-//! Start here: [`RateLimitingQueue`] with [`default_controller_rate_limiter`] is what a
-//! controller wants. It is built from [`DelayingQueue`] (adds after a delay, one timer task) and
-//! [`Queue`] (deduplication and the processing set). Rate limiters implement [`RateLimiter`];
-//! metrics go through [`QueueMetrics`], by default as `tracing` events ([`TracingMetrics`]);
-//! with the `prometheus` feature, `PrometheusMetrics` exports them under client-go's names
-//! (`workqueue_depth`, `workqueue_adds_total`, ...) through the prometheus-client crate.
-//! All time is tokio's, so tests with a paused clock are exact. [`Parallelizer`] (client-go's
-//! `ParallelizeUntil`) spreads CPU-bound pieces of work over threads.
+//! What a controller uses: one queue type, [`RateLimitingQueue`] (client-go's plain, delaying and
+//! rate-limiting queues in one), retried by [`default_controller_rate_limiter`] or any other
+//! [`RateLimiter`]: [`ItemExponentialFailureRateLimiter`] per item, [`BucketRateLimiter`]
+//! overall, [`MaxOfRateLimiter`] for the worse of several. [`QueueOptions`] names a queue and
+//! picks where its metrics go: [`QueueMetrics`] is the one way to plug metrics in; a named queue
+//! reports as `tracing` events by default, and with the `prometheus` feature,
+//! `PrometheusMetrics` exports them under client-go's names (`workqueue_depth`,
+//! `workqueue_adds_total`, ...) through the prometheus-client crate. All time is tokio's, so
+//! tests with a paused clock are exact. [`Parallelizer`] (client-go's `ParallelizeUntil`)
+//! spreads CPU-bound pieces of work over threads.
 //!
 //! Locking: each queue has one `parking_lot` mutex that is never held across an `.await`;
 //! waiting workers park on a `tokio::sync::Notify` they register with before they look at the
@@ -62,13 +64,12 @@ mod queue;
 mod rate_limiter;
 mod rate_limiting;
 
-pub use delaying::DelayingQueue;
 pub use error::{Error, Result};
-pub use metrics::{QueueMetrics, TracingMetrics};
+pub use metrics::QueueMetrics;
 pub use parallelizer::Parallelizer;
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusMetrics;
-pub use queue::{DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD, Queue, QueueOptions};
+pub use queue::QueueOptions;
 pub use rate_limiter::{
     BucketRateLimiter, INFINITE_DELAY, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
     MaxOfRateLimiter, RateLimiter, WithMaxWaitRateLimiter, default_controller_rate_limiter,

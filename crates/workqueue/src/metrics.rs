@@ -88,7 +88,7 @@ impl<M: QueueMetrics + ?Sized> QueueMetrics for Arc<M> {
 /// TRACE level (target `kinformer_workqueue::metrics`), so it costs next to nothing unless a
 /// subscriber asks for it.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TracingMetrics;
+pub(crate) struct TracingMetrics;
 
 impl QueueMetrics for TracingMetrics {
     fn on_add(&self, queue: &str, depth: usize) {

@@ -75,14 +75,17 @@ struct Handles {
 /// Register once per registry, then give every named queue a clone:
 ///
 /// ```
-/// use kinformer_workqueue::{PrometheusMetrics, Queue, QueueOptions};
+/// use kinformer_workqueue::{
+///     PrometheusMetrics, QueueOptions, RateLimitingQueue, default_controller_rate_limiter,
+/// };
 /// use prometheus_client::{encoding::text::encode, registry::Registry};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let mut registry = Registry::default();
 /// let metrics = PrometheusMetrics::register(&mut registry);
-/// let queue = Queue::new(QueueOptions::named("pods").metrics(metrics.clone()));
+/// let options = QueueOptions::named("pods").metrics(metrics.clone());
+/// let queue = RateLimitingQueue::new(default_controller_rate_limiter(), options);
 /// queue.add("default/web".to_string());
 ///
 /// let mut text = String::new();

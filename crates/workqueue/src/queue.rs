@@ -14,25 +14,25 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::metrics::{QueueMetrics, TracingMetrics};
 
-/// How often a queue with metrics reports its unfinished work, unless configured otherwise
-/// (client-go's `defaultUnfinishedWorkUpdatePeriod`).
-pub const DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
+/// How often a queue with metrics reports its unfinished work (client-go's
+/// `defaultUnfinishedWorkUpdatePeriod`).
+const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
 
-/// Options shared by every queue constructor: a name and where its metrics go.
+/// A queue's name and where its metrics go.
 ///
 /// `QueueOptions::default()` is an unnamed queue without metrics (like client-go, where an
-/// unnamed queue registers none). [`QueueOptions::named`] gives the queue a name and the
-/// [`TracingMetrics`] sink; [`QueueOptions::metrics`] swaps in another sink.
+/// unnamed queue registers none). [`QueueOptions::named`] gives the queue a name, which labels
+/// its metrics, and reports them as `tracing` events at TRACE level (target
+/// `kinformer_workqueue::metrics`); [`QueueOptions::metrics`] sends them to another
+/// [`QueueMetrics`] sink instead, such as `PrometheusMetrics` (feature `prometheus`). A queue
+/// with metrics reports its unfinished work every 500ms, as client-go's does.
 ///
 /// ```
-/// use std::time::Duration;
-///
-/// use kinformer_workqueue::{Queue, QueueOptions};
+/// use kinformer_workqueue::{QueueOptions, RateLimitingQueue, default_controller_rate_limiter};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let options = QueueOptions::named("pods").unfinished_work_update_period(Duration::from_secs(1));
-/// let queue = Queue::<String>::new(options);
+/// let queue = RateLimitingQueue::new(default_controller_rate_limiter(), QueueOptions::named("pods"));
 /// queue.add("default/web".to_string());
 /// assert_eq!(queue.len(), 1);
 /// # }
@@ -42,7 +42,6 @@ pub const DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_milli
 pub struct QueueOptions {
     name: Arc<str>,
     metrics: Option<Arc<dyn QueueMetrics>>,
-    unfinished_work_update_period: Duration,
 }
 
 impl Default for QueueOptions {
@@ -50,7 +49,6 @@ impl Default for QueueOptions {
         Self {
             name: Arc::from(""),
             metrics: None,
-            unfinished_work_update_period: DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD,
         }
     }
 }
@@ -60,21 +58,18 @@ impl fmt::Debug for QueueOptions {
         f.debug_struct("QueueOptions")
             .field("name", &self.name)
             .field("metrics", &self.metrics)
-            .field(
-                "unfinished_work_update_period",
-                &self.unfinished_work_update_period,
-            )
             .finish()
     }
 }
 
 impl QueueOptions {
-    /// A named queue that reports its metrics as `tracing` events ([`TracingMetrics`]).
+    /// A named queue that reports its metrics as `tracing` events at TRACE level (target
+    /// `kinformer_workqueue::metrics`), which cost next to nothing unless a subscriber asks for
+    /// them.
     pub fn named(name: impl Into<String>) -> Self {
         Self {
             name: Arc::from(name.into()),
             metrics: Some(Arc::new(TracingMetrics)),
-            ..Self::default()
         }
     }
 
@@ -83,25 +78,6 @@ impl QueueOptions {
     pub fn metrics(mut self, metrics: impl QueueMetrics) -> Self {
         self.metrics = Some(Arc::new(metrics));
         self
-    }
-
-    /// Turns metrics off; the queue then keeps no timestamps and starts no reporting task.
-    #[must_use]
-    pub fn without_metrics(mut self) -> Self {
-        self.metrics = None;
-        self
-    }
-
-    /// How often [`QueueMetrics::on_unfinished_work`] is called while the queue runs.
-    #[must_use]
-    pub fn unfinished_work_update_period(mut self, period: Duration) -> Self {
-        self.unfinished_work_update_period = period;
-        self
-    }
-
-    /// The queue's name, as passed to every metrics hook.
-    pub fn name(&self) -> &str {
-        &self.name
     }
 }
 
@@ -114,10 +90,7 @@ impl QueueOptions {
 ///
 /// After [`shut_down`](Queue::shut_down) new adds are ignored, the items already queued are still
 /// handed out, and [`get`](Queue::get) returns `None` once none are left.
-#[doc(alias = "TypedInterface")]
-#[doc(alias = "Typed")]
-#[doc(alias = "Interface")]
-pub struct Queue<T> {
+pub(crate) struct Queue<T> {
     inner: Arc<Inner<T>>,
 }
 
@@ -170,31 +143,17 @@ impl<T> fmt::Debug for Queue<T> {
     }
 }
 
-impl<T> Default for Queue<T>
-where
-    T: Clone + Eq + Hash + Send + Sync + 'static,
-{
-    /// An unnamed queue without metrics. It needs no tokio runtime until a worker awaits
-    /// [`get`](Queue::get).
-    fn default() -> Self {
-        Self::new(QueueOptions::default())
-    }
-}
-
 impl<T> Queue<T>
 where
     T: Clone + Eq + Hash + Send + Sync + 'static,
 {
-    /// A queue configured by `options`: a name and a metrics sink, or neither
-    /// ([`QueueOptions::default`], also [`Queue::default`]).
+    /// A queue configured by `options`: a name and a metrics sink, or neither.
     ///
     /// # Panics
     ///
     /// With metrics on, the queue starts a tokio task that reports unfinished work, so this
     /// panics when called outside a tokio runtime.
-    #[doc(alias = "NewTyped")]
-    #[doc(alias = "NewTypedWithConfig")]
-    pub fn new(config: QueueOptions) -> Self {
+    pub(crate) fn new(config: QueueOptions) -> Self {
         let timing = config.metrics.as_ref().map(|_| Timing {
             added_at: HashMap::default(),
             processing_since: HashMap::default(),
@@ -214,7 +173,7 @@ where
             metrics: config.metrics,
         });
         if inner.metrics.is_some() {
-            let period = config.unfinished_work_update_period;
+            let period = UNFINISHED_WORK_UPDATE_PERIOD;
             // The schedule starts now, not when the task is first polled.
             let first_report = Instant::now() + period;
             tokio::spawn(report_unfinished_work(
@@ -229,8 +188,7 @@ where
     /// Marks `item` as needing processing. Does nothing if it is already waiting, or if the
     /// queue is shutting down; if a worker holds it right now, it is handed out again after that
     /// worker's [`done`](Queue::done).
-    #[doc(alias = "Add")]
-    pub fn add(&self, item: T) {
+    pub(crate) fn add(&self, item: T) {
         let mut guard = self.inner.state.lock();
         let state = &mut *guard;
         if state.shutting_down || state.dirty.contains(&item) {
@@ -254,13 +212,12 @@ where
 
     /// The number of items ready to be handed out (items waiting for a worker's `done` are not
     /// counted). For information only: never gate an `add` or `get` on it.
-    #[doc(alias = "Len")]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.inner.state.lock().queue.len()
     }
 
     /// Whether no item is ready to be handed out.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.inner.state.lock().queue.is_empty()
     }
 
@@ -269,8 +226,7 @@ where
     ///
     /// Call [`done`](Queue::done) with the item when finished with it, whatever the outcome.
     /// Dropping the future before it completes takes nothing from the queue.
-    #[doc(alias = "Get")]
-    pub async fn get(&self) -> Option<T> {
+    pub(crate) async fn get(&self) -> Option<T> {
         loop {
             if let Some(outcome) = self.try_take() {
                 return outcome;
@@ -310,8 +266,7 @@ where
 
     /// Marks `item` as processed. If it was added again while being processed, it goes back on
     /// the queue. An item that is not being processed is ignored.
-    #[doc(alias = "Done")]
-    pub fn done(&self, item: &T) {
+    pub(crate) fn done(&self, item: &T) {
         let mut guard = self.inner.state.lock();
         let state = &mut *guard;
         if !state.processing.remove(item) {
@@ -341,9 +296,8 @@ where
 
     /// Stops accepting new items and tells idle workers to stop. Items already queued are still
     /// handed out; [`get`](Queue::get) returns `None` once they are gone. Also ends a pending
-    /// [`shut_down_with_drain`](Queue::shut_down_with_drain) without waiting further.
-    #[doc(alias = "ShutDown")]
-    pub fn shut_down(&self) {
+    /// drain without waiting further.
+    pub(crate) fn shut_down(&self) {
         {
             let mut state = self.inner.state.lock();
             state.drain = false;
@@ -353,18 +307,8 @@ where
         self.inner.drain_progress.notify_waiters();
     }
 
-    /// Like [`shut_down`](Queue::shut_down), then waits until every item handed out has been
-    /// marked [`done`](Queue::done). Workers must keep calling `done` after the shutdown starts,
-    /// or this waits forever; a later [`shut_down`](Queue::shut_down) ends the wait early.
-    ///
-    /// As in client-go, items still queued but not yet handed out are not waited for.
-    #[doc(alias = "ShutDownWithDrain")]
-    pub async fn shut_down_with_drain(&self) {
-        self.begin_drain();
-        self.wait_until_drained().await;
-    }
-
-    /// The synchronous half of [`shut_down_with_drain`](Queue::shut_down_with_drain).
+    /// Shuts down like [`shut_down`](Queue::shut_down), and makes
+    /// [`wait_until_drained`](Queue::wait_until_drained) wait for the items handed out.
     pub(crate) fn begin_drain(&self) {
         {
             let mut state = self.inner.state.lock();
@@ -374,6 +318,9 @@ where
         self.inner.item_ready.notify_waiters();
     }
 
+    /// Waits until every item handed out has been marked [`done`](Queue::done), or until a
+    /// later [`shut_down`](Queue::shut_down) calls the drain off. As in client-go, items still
+    /// queued but not yet handed out are not waited for.
     pub(crate) async fn wait_until_drained(&self) {
         loop {
             let mut progress = pin!(self.inner.drain_progress.notified());
@@ -389,14 +336,13 @@ where
     }
 
     /// Whether [`shut_down`](Queue::shut_down) or
-    /// [`shut_down_with_drain`](Queue::shut_down_with_drain) has been called.
-    #[doc(alias = "ShuttingDown")]
-    pub fn shutting_down(&self) -> bool {
+    /// [`begin_drain`](Queue::begin_drain) has been called.
+    pub(crate) fn shutting_down(&self) -> bool {
         self.inner.state.lock().shutting_down
     }
 
     /// The queue's name from its [`QueueOptions`] (empty when unnamed).
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.inner.name
     }
 

@@ -86,10 +86,7 @@ async fn replica(identity: String) {
             .labels(format!("{LABEL}=object")),
     );
     let queue = Arc::new(ShardedQueue::new(
-        RateLimitingQueue::new(
-            default_controller_rate_limiter(),
-            QueueOptions::named("e2e-shard").without_metrics(),
-        ),
+        RateLimitingQueue::new(default_controller_rate_limiter(), QueueOptions::default()),
         shard.clone(),
     ));
     let enqueue = {

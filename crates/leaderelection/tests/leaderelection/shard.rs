@@ -132,10 +132,7 @@ impl Replica {
             async move { member.run(token).await }
         });
         let queue = Arc::new(ShardedQueue::new(
-            RateLimitingQueue::new(
-                default_controller_rate_limiter(),
-                QueueOptions::named(identity).without_metrics(),
-            ),
+            RateLimitingQueue::new(default_controller_rate_limiter(), QueueOptions::default()),
             shard.clone(),
         ));
         let mut tasks = JoinSet::new();

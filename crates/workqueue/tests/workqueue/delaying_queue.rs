@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use kinformer_workqueue::DelayingQueue;
+use kinformer_workqueue::RateLimitingQueue;
 use tokio::time::{Instant, advance};
 
 /// Lets the timer task run after the clock moved (it needs a few polls on the test's thread).
@@ -15,7 +15,7 @@ async fn settle() {
 /// Ported from client-go's TestSimpleQueue.
 #[tokio::test(start_paused = true)]
 async fn item_is_added_once_its_delay_has_passed() {
-    let queue = DelayingQueue::default();
+    let queue = RateLimitingQueue::default();
     queue.add_after("foo", Duration::from_millis(50));
     settle().await;
     assert_eq!(queue.len(), 0, "should not have been added yet");
@@ -37,7 +37,7 @@ async fn item_is_added_once_its_delay_has_passed() {
 /// Ported from client-go's TestDeduping.
 #[tokio::test(start_paused = true)]
 async fn an_item_scheduled_twice_keeps_the_earlier_deadline() {
-    let queue = DelayingQueue::default();
+    let queue = RateLimitingQueue::default();
     queue.add_after("foo", Duration::from_millis(50));
     queue.add_after("foo", Duration::from_millis(70));
     settle().await;
@@ -76,7 +76,7 @@ async fn an_item_scheduled_twice_keeps_the_earlier_deadline() {
 /// Ported from client-go's TestAddTwoFireEarly.
 #[tokio::test(start_paused = true)]
 async fn an_earlier_deadline_fires_first_and_later_ones_follow() {
-    let queue = DelayingQueue::default();
+    let queue = RateLimitingQueue::default();
     queue.add_after("foo", Duration::from_secs(1));
     queue.add_after("bar", Duration::from_millis(50));
     settle().await;
@@ -103,7 +103,7 @@ async fn an_earlier_deadline_fires_first_and_later_ones_follow() {
 /// Ported from client-go's TestCopyShifting.
 #[tokio::test(start_paused = true)]
 async fn items_due_together_arrive_in_deadline_order() {
-    let queue = DelayingQueue::default();
+    let queue = RateLimitingQueue::default();
     queue.add_after("foo", Duration::from_secs(1));
     queue.add_after("bar", Duration::from_millis(500));
     queue.add_after("baz", Duration::from_millis(250));
@@ -120,7 +120,7 @@ async fn items_due_together_arrive_in_deadline_order() {
 
 #[tokio::test(start_paused = true)]
 async fn a_worker_waiting_on_get_receives_the_item_exactly_at_its_deadline() {
-    let queue = DelayingQueue::default();
+    let queue = RateLimitingQueue::default();
     let start = Instant::now();
     queue.add_after("foo", Duration::from_millis(1500));
     // Nothing else is runnable, so the paused clock jumps straight to the timer.
@@ -130,7 +130,7 @@ async fn a_worker_waiting_on_get_receives_the_item_exactly_at_its_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn a_zero_delay_adds_immediately() {
-    let queue = DelayingQueue::default();
+    let queue = RateLimitingQueue::default();
     queue.add_after("foo", Duration::ZERO);
     assert_eq!(queue.len(), 1);
     assert_eq!(queue.waiting_len(), 0);
@@ -138,7 +138,7 @@ async fn a_zero_delay_adds_immediately() {
 
 #[tokio::test(start_paused = true)]
 async fn a_delayed_item_already_queued_is_not_queued_twice() {
-    let queue = DelayingQueue::default();
+    let queue = RateLimitingQueue::default();
     queue.add("foo");
     queue.add_after("foo", Duration::from_millis(5));
     advance(Duration::from_millis(10)).await;
@@ -151,7 +151,7 @@ async fn a_delayed_item_already_queued_is_not_queued_twice() {
 
 #[tokio::test(start_paused = true)]
 async fn shut_down_drops_waiting_items_and_stops_the_timer() {
-    let queue = DelayingQueue::default();
+    let queue = RateLimitingQueue::default();
     queue.add_after("foo", Duration::from_secs(1));
     queue.shut_down();
     assert_eq!(queue.waiting_len(), 0);
@@ -165,7 +165,7 @@ async fn shut_down_drops_waiting_items_and_stops_the_timer() {
 
 #[tokio::test(start_paused = true)]
 async fn shut_down_with_drain_waits_for_in_flight_items() {
-    let queue = DelayingQueue::default();
+    let queue = RateLimitingQueue::default();
     queue.add("foo");
     let item = queue.get().await.expect("foo is queued");
     queue.add_after("bar", Duration::from_secs(1));
@@ -183,7 +183,7 @@ async fn shut_down_with_drain_waits_for_in_flight_items() {
 
 #[tokio::test(start_paused = true)]
 async fn many_deadlines_fire_in_order_without_loss() {
-    let queue = DelayingQueue::default();
+    let queue = RateLimitingQueue::default();
     // Scheduled in a scrambled order; each item's delay is its value in milliseconds.
     let delays: Vec<u64> = (1..=200).map(|n| (n * 37) % 200 + 1).collect();
     for &delay in &delays {

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kinformer_workqueue::{
-    DelayingQueue, ItemExponentialFailureRateLimiter, Queue, QueueMetrics, QueueOptions,
-    RateLimitingQueue,
+    ItemExponentialFailureRateLimiter, QueueMetrics, QueueOptions, RateLimitingQueue,
+    default_controller_rate_limiter,
 };
 use parking_lot::Mutex;
 use tokio::time::advance;
@@ -66,10 +66,9 @@ async fn settle() {
 #[tokio::test(start_paused = true)]
 async fn queue_reports_adds_depth_latency_work_duration_and_unfinished_work() {
     let recorder = Recorder::default();
-    let queue = Queue::new(
-        QueueOptions::named("test")
-            .metrics(recorder.clone())
-            .unfinished_work_update_period(Duration::from_millis(1)),
+    let queue = RateLimitingQueue::new(
+        default_controller_rate_limiter(),
+        QueueOptions::named("test").metrics(recorder.clone()),
     );
 
     queue.add("foo");
@@ -101,17 +100,16 @@ async fn queue_reports_adds_depth_latency_work_duration_and_unfinished_work() {
         vec![Duration::from_micros(50), Duration::from_micros(25)]
     );
 
-    advance(Duration::from_millis(1)).await;
+    // The first report comes 500ms after the queue was built; foo has been held since 75µs.
+    let held = Duration::from_millis(500) - Duration::from_micros(75);
+    advance(held).await;
     settle().await;
-    assert_eq!(
-        recorder.0.lock().unfinished.last(),
-        Some(&(Duration::from_millis(1), Duration::from_millis(1)))
-    );
+    assert_eq!(recorder.0.lock().unfinished.last(), Some(&(held, held)));
 
     queue.done(&item);
     assert_eq!(
         recorder.0.lock().work_durations,
-        vec![Duration::from_micros(25), Duration::from_millis(1)]
+        vec![Duration::from_micros(25), held]
     );
     assert!(
         recorder
@@ -128,12 +126,11 @@ async fn queue_reports_adds_depth_latency_work_duration_and_unfinished_work() {
 #[tokio::test(start_paused = true)]
 async fn unfinished_work_reports_stop_after_shut_down() {
     let recorder = Recorder::default();
-    let queue: Queue<&str> = Queue::new(
-        QueueOptions::named("test")
-            .metrics(recorder.clone())
-            .unfinished_work_update_period(Duration::from_millis(1)),
+    let queue: RateLimitingQueue<&str> = RateLimitingQueue::new(
+        default_controller_rate_limiter(),
+        QueueOptions::named("test").metrics(recorder.clone()),
     );
-    advance(Duration::from_millis(1)).await;
+    advance(Duration::from_millis(500)).await;
     settle().await;
     assert_eq!(recorder.0.lock().unfinished.len(), 1);
 
@@ -148,20 +145,32 @@ async fn unfinished_work_reports_stop_after_shut_down() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_queue_without_metrics_reports_nothing_and_starts_no_task() {
-    let queue: Queue<&str> = Queue::default();
+async fn a_queue_without_metrics_starts_no_reporting_task() {
+    let queue: RateLimitingQueue<&str> = RateLimitingQueue::default();
     assert_eq!(queue.name(), "");
     queue.add("foo");
-    let before = tokio::runtime::Handle::current()
+    let tasks = tokio::runtime::Handle::current()
         .metrics()
         .num_alive_tasks();
-    assert_eq!(before, 0);
+    assert_eq!(tasks, 1, "only the timer task");
+    let named: RateLimitingQueue<&str> = RateLimitingQueue::new(
+        default_controller_rate_limiter(),
+        QueueOptions::named("foo"),
+    );
+    named.add("foo");
+    let tasks = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    assert_eq!(tasks, 3, "a second timer task, and a reporting task");
 }
 
 #[tokio::test(start_paused = true)]
 async fn delayed_adds_report_retries_and_waiting_depth() {
     let recorder = Recorder::default();
-    let queue = DelayingQueue::new(QueueOptions::named("delayed").metrics(recorder.clone()));
+    let queue = RateLimitingQueue::new(
+        default_controller_rate_limiter(),
+        QueueOptions::named("delayed").metrics(recorder.clone()),
+    );
     queue.add_after("foo", Duration::from_millis(10));
     queue.add_after("bar", Duration::from_millis(20));
     assert_eq!(recorder.0.lock().retries, 2);
@@ -189,7 +198,7 @@ async fn rate_limited_adds_count_as_retries() {
 #[test]
 fn named_queues_default_to_tracing_metrics() {
     let config = QueueOptions::named("deployments");
-    assert_eq!(config.name(), "deployments");
+    assert!(format!("{config:?}").contains("deployments"));
     assert!(format!("{config:?}").contains("TracingMetrics"));
-    assert!(!format!("{:?}", config.without_metrics()).contains("TracingMetrics"));
+    assert!(!format!("{:?}", QueueOptions::default()).contains("TracingMetrics"));
 }

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use futures::FutureExt;
-use kinformer_workqueue::DelayingQueue;
+use kinformer_workqueue::RateLimitingQueue;
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -100,7 +100,7 @@ async fn settle() {
 }
 
 async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let queue = DelayingQueue::default();
+    let queue = RateLimitingQueue::default();
     let mut model = Model::default();
     let mut in_flight: Vec<u8> = Vec::new();
 

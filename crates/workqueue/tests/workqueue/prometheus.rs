@@ -30,9 +30,7 @@ async fn a_queue_reports_under_client_gos_names() {
     let metrics = PrometheusMetrics::register(&mut registry);
     let queue = RateLimitingQueue::new(
         ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1)),
-        QueueOptions::named("pods")
-            .metrics(metrics.clone())
-            .unfinished_work_update_period(Duration::from_millis(500)),
+        QueueOptions::named("pods").metrics(metrics.clone()),
     );
     queue.add("a".to_owned());
     queue.add("b".to_owned());

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use kinformer_workqueue::Queue;
+use kinformer_workqueue::RateLimitingQueue;
 use parking_lot::Mutex;
 use tokio::task::JoinSet;
 
@@ -20,7 +20,7 @@ enum ShutDownKind {
     WithDrain,
 }
 
-async fn shut_down(queue: &Queue<String>, kind: ShutDownKind) {
+async fn shut_down(queue: &RateLimitingQueue<String>, kind: ShutDownKind) {
     match kind {
         ShutDownKind::Immediate => queue.shut_down(),
         ShutDownKind::WithDrain => queue.shut_down_with_drain().await,
@@ -28,7 +28,7 @@ async fn shut_down(queue: &Queue<String>, kind: ShutDownKind) {
 }
 
 async fn basic_scenario(kind: ShutDownKind) {
-    let queue: Queue<String> = Queue::default();
+    let queue: RateLimitingQueue<String> = RateLimitingQueue::default();
     let mut producers = JoinSet::new();
     for producer in 0..50 {
         let queue = queue.clone();
@@ -77,7 +77,7 @@ async fn basic_producers_and_consumers_stop_after_shut_down_with_drain() {
 }
 
 async fn add_while_processing_scenario(kind: ShutDownKind) {
-    let queue: Queue<String> = Queue::default();
+    let queue: RateLimitingQueue<String> = RateLimitingQueue::default();
     let mut producers = JoinSet::new();
     for producer in 0..50 {
         let queue = queue.clone();
@@ -120,9 +120,9 @@ async fn add_while_processing_then_shut_down_with_drain() {
 }
 
 /// Ported from client-go's TestLen.
-#[test]
-fn len_counts_distinct_items() {
-    let queue = Queue::default();
+#[tokio::test]
+async fn len_counts_distinct_items() {
+    let queue = RateLimitingQueue::default();
     queue.add("foo");
     assert_eq!(queue.len(), 1);
     queue.add("bar");
@@ -134,7 +134,7 @@ fn len_counts_distinct_items() {
 /// Ported from client-go's TestReinsert.
 #[tokio::test]
 async fn item_added_while_processing_is_handed_out_again_after_done() {
-    let queue = Queue::default();
+    let queue = RateLimitingQueue::default();
     queue.add("foo");
     let item = queue.get().await;
     assert_eq!(item, Some("foo"));
@@ -148,7 +148,7 @@ async fn item_added_while_processing_is_handed_out_again_after_done() {
 
 /// Waits until `get` reports the shutdown, as client-go's tests do to know that a concurrent
 /// `ShutDownWithDrain` has started.
-async fn get_until_shut_down(queue: &Queue<&'static str>) {
+async fn get_until_shut_down(queue: &RateLimitingQueue<&'static str>) {
     let next = tokio::time::timeout(HANG, queue.get())
         .await
         .expect("the shutdown is observed");
@@ -158,7 +158,7 @@ async fn get_until_shut_down(queue: &Queue<&'static str>) {
 /// Ported from client-go's TestQueueDrainageUsingShutDownWithDrain.
 #[tokio::test(start_paused = true)]
 async fn shut_down_with_drain_waits_for_in_flight_items() {
-    let queue = Queue::default();
+    let queue = RateLimitingQueue::default();
     queue.add("foo");
     queue.add("bar");
     let first = queue.get().await.expect("foo is queued");
@@ -185,7 +185,7 @@ async fn shut_down_with_drain_waits_for_in_flight_items() {
 /// Ported from client-go's TestNoQueueDrainageUsingShutDown.
 #[tokio::test]
 async fn shut_down_does_not_wait_for_in_flight_items() {
-    let queue = Queue::default();
+    let queue = RateLimitingQueue::default();
     queue.add("foo");
     queue.add("bar");
     let _first = queue.get().await;
@@ -198,7 +198,7 @@ async fn shut_down_does_not_wait_for_in_flight_items() {
 /// Ported from client-go's TestForceQueueShutdownUsingShutDown.
 #[tokio::test(start_paused = true)]
 async fn shut_down_ends_a_pending_drain() {
-    let queue = Queue::default();
+    let queue = RateLimitingQueue::default();
     queue.add("foo");
     queue.add("bar");
     let _first = queue.get().await;
@@ -219,7 +219,7 @@ async fn shut_down_ends_a_pending_drain() {
 /// Ported from client-go's TestQueueDrainageUsingShutDownWithDrainWithDirtyItem.
 #[tokio::test(start_paused = true)]
 async fn drain_hands_out_an_item_that_was_dirty_while_processing() {
-    let queue = Queue::default();
+    let queue = RateLimitingQueue::default();
     queue.add("foo");
     let gotten = queue.get().await.expect("foo is queued");
     queue.add("foo");
@@ -264,7 +264,7 @@ impl Hash for Tracked {
 /// Ported from client-go's TestGarbageCollection: a processed item is not kept alive by the queue.
 #[tokio::test]
 async fn processed_items_are_released() {
-    let queue = Queue::default();
+    let queue = RateLimitingQueue::default();
     let item = Tracked(Arc::new("hello".to_string()));
     queue.add(item.clone());
     let gotten = queue.get().await.expect("the item is queued");
@@ -279,7 +279,7 @@ async fn processed_items_are_released() {
 
 #[tokio::test(start_paused = true)]
 async fn shut_down_wakes_every_idle_worker() {
-    let queue: Queue<u32> = Queue::default();
+    let queue: RateLimitingQueue<u32> = RateLimitingQueue::default();
     let mut workers = JoinSet::new();
     for _ in 0..4 {
         let queue = queue.clone();
@@ -295,7 +295,7 @@ async fn shut_down_wakes_every_idle_worker() {
 
 #[tokio::test]
 async fn items_queued_before_shut_down_are_still_handed_out() {
-    let queue = Queue::default();
+    let queue = RateLimitingQueue::default();
     queue.add(1);
     queue.add(2);
     queue.shut_down();
@@ -307,7 +307,7 @@ async fn items_queued_before_shut_down_are_still_handed_out() {
 
 #[tokio::test]
 async fn a_cancelled_get_takes_nothing() {
-    let queue = Queue::default();
+    let queue = RateLimitingQueue::default();
     let mut pending = Box::pin(queue.get());
     assert_eq!((&mut pending).now_or_never(), None, "the queue is empty");
     drop(pending);
@@ -318,7 +318,7 @@ async fn a_cancelled_get_takes_nothing() {
 
 #[tokio::test]
 async fn done_for_an_item_not_being_processed_is_ignored() {
-    let queue = Queue::default();
+    let queue = RateLimitingQueue::default();
     queue.add("foo");
     queue.done(&"foo");
     queue.done(&"bar");
@@ -343,7 +343,7 @@ async fn typed_keys_work_as_items() {
         namespace: "default".into(),
         name: "web".into(),
     };
-    let queue = Queue::default();
+    let queue = RateLimitingQueue::default();
     queue.add(key.clone());
     queue.add(key.clone());
     assert_eq!(queue.get().await, Some(key));
@@ -354,7 +354,7 @@ async fn typed_keys_work_as_items() {
 /// once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_on_threads_never_share_an_item() {
-    let queue: Queue<u32> = Queue::default();
+    let queue: RateLimitingQueue<u32> = RateLimitingQueue::default();
     let in_flight = Arc::new(Mutex::new(HashSet::new()));
     let processed = Arc::new(Mutex::new(HashMap::<u32, usize>::new()));
     let mut workers = JoinSet::new();
