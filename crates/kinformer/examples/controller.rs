@@ -214,8 +214,7 @@ async fn main() -> Result<(), BoxError> {
     ticker.tick().await;
     let mut previous = Replica::total(&replicas);
     // One Ctrl-C listener for the whole loop, so a press between two ticks is not lost.
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
+    let mut ctrl_c = support::ctrl_c().await?;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}

@@ -56,6 +56,9 @@ async fn main() -> Result<(), BoxError> {
         )
         .init();
     let args = Args::parse()?;
+    // One Ctrl-C listener for the whole run, installed before anything starts, so a press is
+    // never lost between two waits nor ends the process before it has said why it stops.
+    let mut ctrl_c = support::ctrl_c().await?;
 
     // Where to connect: a real cluster if there is a kubeconfig, else a fake one right here.
     let stop_churn = CancellationToken::new();
@@ -131,9 +134,6 @@ async fn main() -> Result<(), BoxError> {
     ];
 
     factory.start()?;
-    // One Ctrl-C listener for the whole run, so a press is never lost between two waits.
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     // Wait for the first lists, at most `--sync-timeout` (a minute unless told) or until
     // Ctrl-C; the handler above says meanwhile why an informer is not getting there.
     // `--seconds` counts from here: it bounds the summary, not the sync, so a slow start (a

@@ -1,6 +1,6 @@
 //! What the examples share.
 
-use std::path::PathBuf;
+use std::{future::Future, path::PathBuf, pin::Pin, task::Poll};
 
 /// `KUBECONFIG`'s first existing file, else `~/.kube/config` if it exists: where kube-client
 /// would look, so an example informs the cluster a user's `kubectl` talks to.
@@ -16,4 +16,19 @@ pub(crate) fn kubeconfig() -> Option<PathBuf> {
 /// retry layer: the reflector owns retries.
 pub(crate) async fn client() -> Result<kube_client::Client, kube_client::Error> {
     kinformer::reflector::informer_client(None).await
+}
+
+/// Ctrl-C, listened for from this call on. tokio installs its handler when `ctrl_c()` is first
+/// polled, and until then a Ctrl-C ends the process on the spot; so this polls it once here,
+/// before the program starts anything a user (or a test) may react to by pressing Ctrl-C.
+pub(crate) async fn ctrl_c() -> std::io::Result<Pin<Box<dyn Future<Output = ()> + Send>>> {
+    let mut pressed = Box::pin(tokio::signal::ctrl_c());
+    match std::future::poll_fn(|cx| Poll::Ready(pressed.as_mut().poll(cx))).await {
+        Poll::Pending => Ok(Box::pin(async move {
+            // The handler is installed, so receiving cannot fail any more.
+            let _ = pressed.await;
+        })),
+        Poll::Ready(Ok(())) => Ok(Box::pin(std::future::ready(()))),
+        Poll::Ready(Err(error)) => Err(error),
+    }
 }

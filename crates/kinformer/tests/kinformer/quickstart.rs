@@ -44,14 +44,31 @@ fn quickstart_binary() -> PathBuf {
     binary
 }
 
-/// A kubeconfig for `server` without credentials, in a fresh directory.
-fn kubeconfig(name: &str, server: &str) -> PathBuf {
+/// A kubeconfig for `server` without credentials, in a fresh directory removed on drop.
+struct Kubeconfig {
+    dir: PathBuf,
+}
+
+impl Kubeconfig {
+    fn path(&self) -> PathBuf {
+        self.dir.join("config")
+    }
+}
+
+impl Drop for Kubeconfig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn kubeconfig(name: &str, server: &str) -> Kubeconfig {
     let dir = std::env::temp_dir().join(format!(
         "kinformer-quickstart-{name}-{}",
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("config");
+    let kubeconfig = Kubeconfig { dir };
+    let path = kubeconfig.path();
     let config = format!(
         "apiVersion: v1\nkind: Config\ncurrent-context: test\n\
          clusters:\n- name: test\n  cluster:\n    server: {server}\n\
@@ -59,7 +76,7 @@ fn kubeconfig(name: &str, server: &str) -> PathBuf {
          users:\n- name: test\n  user: {{}}\n"
     );
     std::fs::write(&path, config).expect("kubeconfig written");
-    path
+    kubeconfig
 }
 
 /// What one run of the quickstart printed, and how it ended.
@@ -134,7 +151,8 @@ enum Ending {
 const KINDS: [&str; 3] = ["Pod", "Deployment", "ConfigMap"];
 
 /// Runs the quickstart against the cluster in `kubeconfig` until `ending`.
-async fn run_quickstart(kubeconfig: PathBuf, ending: Ending) -> Run {
+async fn run_quickstart(kubeconfig: &Kubeconfig, ending: Ending) -> Run {
+    let kubeconfig = kubeconfig.path();
     let sync_timeout = match ending {
         Ending::InterruptAfter(_) => 3_600,
         Ending::Deadline(seconds) => seconds,
@@ -209,7 +227,7 @@ impl Run {
 }
 
 /// A port that was free a moment ago and has no listener now.
-fn closed_port_kubeconfig(name: &str) -> PathBuf {
+fn closed_port_kubeconfig(name: &str) -> Kubeconfig {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a free port")
@@ -221,7 +239,7 @@ fn closed_port_kubeconfig(name: &str) -> PathBuf {
 async fn against_a_closed_port_the_quickstart_says_why_and_exits_non_zero() {
     let config = closed_port_kubeconfig("refused");
 
-    let run = run_quickstart(config, Ending::InterruptAfter("refused")).await;
+    let run = run_quickstart(&config, Ending::InterruptAfter("refused")).await;
 
     run.assert_failed_saying("refused");
 }
@@ -234,7 +252,7 @@ async fn against_a_forbidding_server_the_quickstart_says_why_and_exits_non_zero(
     server.faults().inject(Fault::status(403).times(usize::MAX));
     let config = kubeconfig("forbidden", &server.url());
 
-    let run = run_quickstart(config, Ending::InterruptAfter("403")).await;
+    let run = run_quickstart(&config, Ending::InterruptAfter("403")).await;
 
     run.assert_failed_saying("403");
 }
@@ -243,7 +261,7 @@ async fn against_a_forbidding_server_the_quickstart_says_why_and_exits_non_zero(
 async fn at_its_sync_deadline_the_quickstart_gives_up_and_exits_non_zero() {
     let config = closed_port_kubeconfig("deadline");
 
-    let run = run_quickstart(config, Ending::Deadline(1)).await;
+    let run = run_quickstart(&config, Ending::Deadline(1)).await;
 
     run.assert_gave_up();
 }
