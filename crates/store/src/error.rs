@@ -51,6 +51,14 @@ pub enum Error {
         /// What was wrong there, and what was expected.
         reason: String,
     },
+    /// A shard selector (or shard) that kube-apiserver would refuse, with its reason.
+    #[error("invalid shard selector {selector:?}: {reason}")]
+    InvalidShard {
+        /// The selector as given.
+        selector: String,
+        /// What was wrong, in kube-apiserver's words where it has them.
+        reason: String,
+    },
     /// A [`CompactCache`](crate::CompactCache)'s codec could not encode an object; the cache is
     /// unchanged.
     #[error("cannot encode the object under key {key:?} for the compact cache: {reason}")]

@@ -146,6 +146,7 @@ mod object;
 mod old;
 mod projection;
 mod selector;
+mod shard;
 mod thread_safe;
 mod tombstone;
 mod traits;
@@ -163,6 +164,7 @@ pub use crate::{
     old::OldObject,
     projection::ProjectedMeta,
     selector::{LabelSelector, parse_selector},
+    shard::{Shard, ShardKey},
     tombstone::{DeletedFinalStateUnknown, ObjectOrTombstone},
     traits::{
         CacheReader, IndexFunc, Indexer, Indexers, ListInParts, NAMESPACE_INDEX, Store,

@@ -21,7 +21,10 @@ pub(crate) async fn client() -> Result<kube_client::Client, kube_client::Error> 
 /// Ctrl-C, listened for from this call on. tokio installs its handler when `ctrl_c()` is first
 /// polled, and until then a Ctrl-C ends the process on the spot; so this polls it once here,
 /// before the program starts anything a user (or a test) may react to by pressing Ctrl-C.
-#[allow(dead_code, reason = "the soak runs for a set time and listens for no Ctrl-C")]
+#[allow(
+    dead_code,
+    reason = "the soak runs for a set time and listens for no Ctrl-C"
+)]
 pub(crate) async fn ctrl_c() -> std::io::Result<Pin<Box<dyn Future<Output = ()> + Send>>> {
     let mut pressed = Box::pin(tokio::signal::ctrl_c());
     match std::future::poll_fn(|cx| Poll::Ready(pressed.as_mut().poll(cx))).await {

@@ -1,0 +1,434 @@
+//! Shards of a collection by the hash of one metadata field: the selector of Kubernetes'
+//! server-side sharded list and watch (KEP-5866, the `ShardedListAndWatch` feature gate).
+//!
+//! A shard is one or more ranges over the 64-bit FNV-1a hash of an object's
+//! `metadata.uid` (or `metadata.namespace`). kube-apiserver takes it as the `shardSelector`
+//! parameter of a list or watch, in the form
+//! `shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')`, several
+//! joined by `||`, and returns only the objects whose hash falls in a range. [`Shard`] parses
+//! that form with apimachinery's rules and error texts (`k8s.io/apiserver/pkg/sharding.Parse`),
+//! prints it as apimachinery's `Selector.String` does (which is what a list response echoes in
+//! `metadata.shardInfo.selector`), and matches objects with the server's hash, so a client can
+//! apply the very same filter when a server does not.
+
+use std::fmt;
+use std::ops::Range;
+use std::str::FromStr;
+
+use crate::{Error, Object, Result};
+
+/// The end of the hash space, 2^64: the exclusive upper bound of the last range.
+const HASH_SPACE_END: u128 = 1 << 64;
+
+/// The metadata field whose hash places an object in a shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ShardKey {
+    /// `metadata.uid`: objects spread evenly, the default.
+    #[default]
+    Uid,
+    /// `metadata.namespace`: every object of a namespace in one shard (cluster-scoped objects,
+    /// whose namespace is empty, all in the shard of the empty string).
+    Namespace,
+}
+
+impl ShardKey {
+    /// The field path as the selector writes it.
+    fn path(self) -> &'static str {
+        match self {
+            Self::Uid => "object.metadata.uid",
+            Self::Namespace => "object.metadata.namespace",
+        }
+    }
+
+    fn value(self, object: &(impl Object + ?Sized)) -> &str {
+        match self {
+            Self::Uid => object.uid(),
+            Self::Namespace => object.namespace(),
+        }
+        .unwrap_or_default()
+    }
+}
+
+/// A shard of a collection: the objects whose FNV-1a hash of one metadata field falls in one
+/// of a set of ranges (start inclusive, end exclusive, within `0..2^64`).
+///
+/// `Display` writes the `shardSelector` kube-apiserver reads and echoes; `FromStr` reads it.
+///
+/// # Example
+///
+/// ```
+/// use kinformer_store::Shard;
+///
+/// let second_of_four = Shard::of(1, 4)?;
+/// assert_eq!(
+///     second_of_four.to_string(),
+///     "shardRange(object.metadata.uid, '0x4000000000000000', '0x8000000000000000')",
+/// );
+/// assert_eq!(second_of_four.to_string().parse::<Shard>()?, second_of_four);
+/// # Ok::<(), kinformer_store::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Shard {
+    key: ShardKey,
+    ranges: Vec<Range<u128>>,
+}
+
+impl Shard {
+    /// Shard `index` of `count` equal shards by UID: the hash space cut into `count` ranges,
+    /// `[index * 2^64 / count, (index + 1) * 2^64 / count)` rounded down. The `count` shards
+    /// cover every object exactly once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidShard`] when `count` is 0 or `index` is not below it.
+    pub fn of(index: u64, count: u64) -> Result<Self> {
+        if index >= count {
+            return Err(invalid(
+                format!("shard {index} of {count}"),
+                "the index must be below the count, and the count above 0",
+            ));
+        }
+        let bound = |i: u64| u128::from(i) * HASH_SPACE_END / u128::from(count);
+        Ok(Self {
+            key: ShardKey::Uid,
+            ranges: std::iter::once(bound(index)..bound(index + 1)).collect(),
+        })
+    }
+
+    /// The objects whose hash of `key` falls in one of `ranges`, in the order given.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidShard`] when there is no range, or a range is empty or ends past 2^64.
+    pub fn ranges(key: ShardKey, ranges: impl IntoIterator<Item = Range<u128>>) -> Result<Self> {
+        let ranges: Vec<_> = ranges.into_iter().collect();
+        let shard = Self { key, ranges };
+        if shard.ranges.is_empty() {
+            return Err(invalid(String::new(), "a shard needs at least one range"));
+        }
+        for range in &shard.ranges {
+            if range.start >= range.end || range.end > HASH_SPACE_END {
+                return Err(invalid(
+                    shard.to_string(),
+                    format!(
+                        "range {:#x}..{:#x} is empty or ends past 2^64",
+                        range.start, range.end
+                    ),
+                ));
+            }
+        }
+        Ok(shard)
+    }
+
+    /// The same ranges over another field.
+    #[must_use]
+    pub fn keyed_by(mut self, key: ShardKey) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// The field whose hash places an object.
+    pub fn key(&self) -> ShardKey {
+        self.key
+    }
+
+    /// The hash ranges, start inclusive, end exclusive.
+    pub fn hash_ranges(&self) -> &[Range<u128>] {
+        &self.ranges
+    }
+
+    /// Whether `object` is in this shard: the FNV-1a hash of its key field (empty when
+    /// unset) in one of the ranges, as kube-apiserver decides it.
+    pub fn contains(&self, object: &(impl Object + ?Sized)) -> bool {
+        let hash = u128::from(fnv1a_64(self.key.value(object)));
+        self.ranges.iter().any(|range| range.contains(&hash))
+    }
+}
+
+/// The 64-bit FNV-1a hash of `value`'s bytes, Go's `hash/fnv.New64a`.
+fn fnv1a_64(value: &str) -> u64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    value.bytes().fold(OFFSET_BASIS, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(PRIME)
+    })
+}
+
+fn invalid(selector: String, reason: impl Into<String>) -> Error {
+    Error::InvalidShard {
+        selector,
+        reason: reason.into(),
+    }
+}
+
+/// A bound as the selector writes it: `0x` and 16 lowercase hex digits, or 2^64.
+fn hex(bound: u128) -> String {
+    format!("0x{bound:016x}")
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, range) in self.ranges.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" || ")?;
+            }
+            write!(
+                f,
+                "shardRange({}, '{}', '{}')",
+                self.key.path(),
+                hex(range.start),
+                hex(range.end)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Shard {
+    type Err = Error;
+
+    /// Reads a `shardSelector`: `shardRange(<field>, '<start>', '<end>')` calls joined by `||`
+    /// (parentheses allowed), with kube-apiserver's checks and messages: the field is
+    /// `object.metadata.uid` or `object.metadata.namespace`, the same in every range; each
+    /// bound is a quoted `0x` and 16 lowercase hex digits, or `0x10000000000000000`; each
+    /// start is below its end.
+    fn from_str(input: &str) -> Result<Self> {
+        let fail = |reason: String| invalid(input.to_owned(), reason);
+        let trimmed = input.trim();
+        if trimmed.is_empty() {
+            return Err(fail(
+                "empty shard selector is not allowed; omit the parameter for unfiltered lists"
+                    .to_owned(),
+            ));
+        }
+        let mut parser = Parser {
+            input: trimmed.as_bytes(),
+            at: 0,
+        };
+        let calls = parser.or().map_err(&fail)?;
+        parser.skip_space();
+        if parser.at < parser.input.len() {
+            return Err(fail(format!(
+                "unexpected {:?} at byte {}; expected || or the end",
+                char::from(parser.input[parser.at]),
+                parser.at
+            )));
+        }
+        let key = calls[0].0;
+        if let Some((other, _)) = calls.iter().find(|(other, _)| *other != key) {
+            return Err(fail(format!(
+                "all shard ranges must use the same field, got {:?} and {:?}",
+                key.path(),
+                other.path()
+            )));
+        }
+        Ok(Self {
+            key,
+            ranges: calls.into_iter().map(|(_, range)| range).collect(),
+        })
+    }
+}
+
+/// A recursive-descent reader of the selector's CEL subset.
+struct Parser<'a> {
+    input: &'a [u8],
+    at: usize,
+}
+
+type Call = (ShardKey, Range<u128>);
+
+impl Parser<'_> {
+    fn skip_space(&mut self) {
+        while self.input.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, token: &str) -> bool {
+        self.skip_space();
+        let found = self.input[self.at..].starts_with(token.as_bytes());
+        if found {
+            self.at += token.len();
+        }
+        found
+    }
+
+    fn expect(&mut self, token: &str) -> std::result::Result<(), String> {
+        if self.eat(token) {
+            Ok(())
+        } else {
+            Err(format!("expected {token:?} at byte {}", self.at))
+        }
+    }
+
+    fn or(&mut self) -> std::result::Result<Vec<Call>, String> {
+        let mut calls = self.term()?;
+        while self.eat("||") {
+            calls.extend(self.term()?);
+        }
+        Ok(calls)
+    }
+
+    fn term(&mut self) -> std::result::Result<Vec<Call>, String> {
+        if self.eat("(") {
+            let calls = self.or()?;
+            self.expect(")")?;
+            return Ok(calls);
+        }
+        let name = self.path()?;
+        if !self.eat("(") {
+            return Err(format!(
+                "unexpected expression {name:?}; expected shardRange() call or || operator"
+            ));
+        }
+        if name != "shardRange" {
+            return Err(format!(
+                "unsupported function {name:?}; only shardRange() and || are allowed"
+            ));
+        }
+        let mut arguments = Vec::new();
+        if !self.eat(")") {
+            loop {
+                arguments.push(self.argument()?);
+                if self.eat(")") {
+                    break;
+                }
+                if !self.eat(",") {
+                    return Err(format!("expected \",\" or \")\" at byte {}", self.at));
+                }
+            }
+        }
+        let [field, start, end] = <[Argument; 3]>::try_from(arguments).map_err(|arguments| {
+            format!(
+                "shardRange() requires exactly 3 arguments, got {}",
+                arguments.len()
+            )
+        })?;
+        let Argument::Path(field) = field else {
+            return Err(
+                "shardRange() first argument: expected field path (e.g. object.metadata.uid)"
+                    .to_owned(),
+            );
+        };
+        let key = match field.as_str() {
+            "object.metadata.uid" => ShardKey::Uid,
+            "object.metadata.namespace" => ShardKey::Namespace,
+            _ => {
+                return Err(format!(
+                    "unsupported field path {field:?}; supported: object.metadata.uid, \
+                     object.metadata.namespace"
+                ));
+            }
+        };
+        let start = bound(start, "hexStart")?;
+        let end = bound(end, "hexEnd")?;
+        if start >= end {
+            return Err(format!(
+                "shard range start {} must be less than end {}",
+                hex(start),
+                hex(end)
+            ));
+        }
+        Ok(vec![(key, start..end)])
+    }
+
+    fn argument(&mut self) -> std::result::Result<Argument, String> {
+        self.skip_space();
+        match self.input.get(self.at) {
+            Some(&quote @ (b'\'' | b'"')) => {
+                let from = self.at + 1;
+                let length = self.input[from..]
+                    .iter()
+                    .position(|&byte| byte == quote || byte == b'\\')
+                    .ok_or_else(|| format!("unterminated string at byte {}", self.at))?;
+                if self.input[from + length] == b'\\' {
+                    return Err("escape sequences are not supported in shard bounds".to_owned());
+                }
+                self.at = from + length + 1;
+                Ok(Argument::Literal(
+                    String::from_utf8_lossy(&self.input[from..from + length]).into_owned(),
+                ))
+            }
+            _ => self.path().map(Argument::Path),
+        }
+    }
+
+    /// `ident(.ident)*`.
+    fn path(&mut self) -> std::result::Result<String, String> {
+        self.skip_space();
+        let from = self.at;
+        loop {
+            let start = self.at;
+            while self
+                .input
+                .get(self.at)
+                .is_some_and(|byte| byte.is_ascii_alphanumeric() || *byte == b'_')
+            {
+                self.at += 1;
+            }
+            if self.at == start || self.input[start].is_ascii_digit() {
+                return Err(format!(
+                    "expected shardRange() call or field path at byte {start}"
+                ));
+            }
+            if self.input.get(self.at) != Some(&b'.') {
+                break;
+            }
+            self.at += 1;
+        }
+        Ok(String::from_utf8_lossy(&self.input[from..self.at]).into_owned())
+    }
+}
+
+enum Argument {
+    Path(String),
+    Literal(String),
+}
+
+/// A bound's literal, checked as apimachinery checks it.
+fn bound(argument: Argument, name: &str) -> std::result::Result<u128, String> {
+    let Argument::Literal(literal) = argument else {
+        return Err(format!(
+            "{name} must be a string literal (e.g. '0xff'), got a field path"
+        ));
+    };
+    let Some(digits) = literal.strip_prefix("0x") else {
+        return Err(format!("{name} must have '0x' prefix, got {literal:?}"));
+    };
+    if digits.is_empty() {
+        return Err(format!("{name}: hex value is required after '0x'"));
+    }
+    if digits.len() > 17 {
+        return Err(format!(
+            "{name}: hex value too long ({} chars, max 17): {digits:?}",
+            digits.len()
+        ));
+    }
+    if let Some(bad) = digits
+        .chars()
+        .find(|c| !c.is_ascii_digit() && !('a'..='f').contains(c))
+    {
+        return Err(format!(
+            "{name}: invalid hex character {:?} in {literal:?}",
+            bad.to_string()
+        ));
+    }
+    if digits.len() == 17 {
+        if literal != "0x10000000000000000" {
+            return Err(format!(
+                "{name}: 17-digit hex value must be '0x10000000000000000' (2^64), got {literal:?}"
+            ));
+        }
+        return Ok(HASH_SPACE_END);
+    }
+    if digits.len() != 16 {
+        return Err(format!(
+            "{name} must be a 0x-prefixed 16-digit hex value, got {literal:?} (did you mean \
+             \"0x{digits:0>16}\"?)"
+        ));
+    }
+    u128::from_str_radix(digits, 16).map_err(|error| format!("{name}: {error}"))
+}
+
+#[cfg(test)]
+mod tests;
