@@ -334,6 +334,15 @@ struct RawListMeta {
     resource_version: Option<String>,
     #[serde(rename = "continue", default)]
     continue_token: Option<String>,
+    #[serde(rename = "shardInfo", default)]
+    shard_info: Option<ShardInfo>,
+}
+
+/// `metadata.shardInfo` of a list: the shard selector the server applied.
+#[derive(Deserialize, Default)]
+pub(crate) struct ShardInfo {
+    #[serde(default)]
+    pub(crate) selector: String,
 }
 
 #[derive(Deserialize)]
@@ -472,6 +481,7 @@ where
                 .metadata
                 .continue_token
                 .filter(|token| !token.is_empty()),
+            shard_selector: list.metadata.shard_info.map(|info| info.selector),
         };
         Ok((page, items))
     }

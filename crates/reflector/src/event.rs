@@ -19,6 +19,9 @@ pub struct ListPage {
     pub resource_version: String,
     /// `metadata.continue`: the token of the next page, `None` on the last one.
     pub continue_token: Option<String>,
+    /// `metadata.shardInfo.selector`: the shard selector the server applied, echoed; `None`
+    /// for a whole collection, or from a server that ignored the selector.
+    pub shard_selector: Option<String>,
 }
 
 impl ListPage {

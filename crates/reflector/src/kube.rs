@@ -269,6 +269,7 @@ where
                 .parse()
                 .map_err(|error: http::uri::InvalidUri| Error::request("list", error))?;
         }
+        with_shard_selector(&mut parts.uri, options, "list")?;
         if let Some(accept) = self.decoder.accept() {
             let value = http::HeaderValue::from_str(accept)
                 .map_err(|error| Error::request("list", error))?;
@@ -289,6 +290,7 @@ where
             .request
             .watch(&params, options.resource_version())
             .map_err(|error| Error::request("watch", error))?;
+        with_shard_selector(request.uri_mut(), options, "watch")?;
         if let Some(accept) = self.decoder.watch_accept() {
             let value = http::HeaderValue::from_str(accept)
                 .map_err(|error| Error::request("watch", error))?;
@@ -586,3 +588,23 @@ mod watch;
 
 pub use watch::MAX_WATCH_LINE;
 use watch::watch_events;
+
+/// Adds `shardSelector` to a list or watch URI when the options carry one: kube-client's
+/// parameters predate it.
+fn with_shard_selector(
+    uri: &mut http::Uri,
+    options: &ListOptions,
+    what: &'static str,
+) -> Result<()> {
+    let Some(selector) = &options.shard_selector else {
+        return Ok(());
+    };
+    let separator = if uri.query().is_some() { '&' } else { '?' };
+    let encoded: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("shardSelector", selector)
+        .finish();
+    *uri = format!("{uri}{separator}{encoded}")
+        .parse()
+        .map_err(|error: http::uri::InvalidUri| Error::request(what, error))?;
+    Ok(())
+}

@@ -64,7 +64,7 @@
 //!         };
 //!         // The objects go to the sink, in as many parts as suit the source.
 //!         sink.part(vec![pod("a"), pod("b")]).await?;
-//!         Ok(ListPage { resource_version: "7".into(), continue_token: None })
+//!         Ok(ListPage { resource_version: "7".into(), ..ListPage::default() })
 //!     }
 //!
 //!     async fn watch(&self, _options: ListOptions) -> Result<WatchStream<Pod>> {
@@ -106,6 +106,7 @@ mod options;
 mod peek;
 mod protobuf;
 mod reflector;
+mod shard;
 mod stats;
 
 pub use crate::{
@@ -122,5 +123,6 @@ pub use crate::{
         DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Failures, Reflector, ReflectorExit,
         ReflectorOptions, WATCH_IDLE_GRACE,
     },
+    shard::{ShardMode, ShardStats, ShardedListerWatcher},
     stats::{RELIST_REASONS, ReflectorStats},
 };

@@ -38,6 +38,10 @@ pub struct ListOptions {
     pub allow_watch_bookmarks: bool,
     /// `sendInitialEvents` of a watch: a streaming list.
     pub send_initial_events: bool,
+    /// `shardSelector`: only the objects of one shard
+    /// ([`Shard`](kinformer_store::Shard)'s form), where the server has the
+    /// `ShardedListAndWatch` feature; a server without it ignores the parameter.
+    pub shard_selector: Option<String>,
 }
 
 impl ListOptions {

@@ -264,6 +264,8 @@ struct ListMeta {
     resource_version: Option<String>,
     #[serde(rename = "continue", default)]
     continue_token: Option<String>,
+    #[serde(rename = "shardInfo", default)]
+    shard_info: Option<crate::decoder::ShardInfo>,
 }
 
 #[derive(serde::Deserialize)]
@@ -309,6 +311,7 @@ where
         let page = ListPage {
             resource_version: metadata.resource_version.unwrap_or_default(),
             continue_token: metadata.continue_token.filter(|token| !token.is_empty()),
+            shard_selector: metadata.shard_info.map(|info| info.selector),
         };
         Ok((page, decoded))
     }

@@ -79,6 +79,7 @@ pub(crate) fn page(
     let page = ListPage {
         resource_version: resource_version.into(),
         continue_token: continue_token.map(str::to_owned),
+        shard_selector: None,
     };
     (page, items)
 }
