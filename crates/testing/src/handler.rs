@@ -260,7 +260,8 @@ async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, ca
             object_response(200, &obj, &resource, shape, encoding)
         }
         Verb::List => {
-            let params = ListParams::parse(&call.query, &resource)?;
+            let params =
+                ListParams::parse(&call.query, &resource, shared.config.sharded_list_and_watch)?;
             list(
                 shared,
                 &resource,
@@ -272,7 +273,8 @@ async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, ca
             .await
         }
         Verb::Watch => {
-            let params = ListParams::parse(&call.query, &resource)?;
+            let params =
+                ListParams::parse(&call.query, &resource, shared.config.sharded_list_and_watch)?;
             watch::serve(shared.clone(), resource, namespace, params, shape, encoding).await
         }
         Verb::Create => {
@@ -331,7 +333,8 @@ async fn serve_verb(shared: &Arc<Shared>, verb: Verb, targeted: Targeted<'_>, ca
             }
         }
         Verb::DeleteCollection => {
-            let params = ListParams::parse(&call.query, &resource)?;
+            let params =
+                ListParams::parse(&call.query, &resource, shared.config.sharded_list_and_watch)?;
             // Answered with whole objects whatever the shape asked (as the JSON body is).
             let encoding = Encoding::negotiate(&call.accept, &resource, Shape::Full);
             delete_collection(shared, &resource, namespace.as_deref(), &params, encoding)

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::object::Obj;
 use crate::resources::ResourceType;
 use crate::response::{self, ListBody, ListItems, Reply, list_item};
-use crate::selector::{FieldSelector, Selectors, parse_labels};
+use crate::selector::{FieldSelector, Selectors, parse_labels, parse_shard};
 use crate::shared::Shared;
 use crate::status::ApiError;
 use crate::store::ListQuery;
@@ -56,9 +56,12 @@ fn forbidden(field: &str, detail: &str) -> ApiError {
 }
 
 impl ListParams {
+    /// The parameters of a list or watch; `shardSelector` is read only when `shards` (the
+    /// server honours it).
     pub(crate) fn parse(
         query: &HashMap<String, String>,
         resource: &ResourceType,
+        shards: bool,
     ) -> Result<Self, ApiError> {
         let get = |name: &str| query.get(name).cloned().unwrap_or_default();
         let limit = match query.get("limit").map(String::as_str) {
@@ -88,6 +91,7 @@ impl ListParams {
             selectors: Selectors {
                 labels: parse_labels(&get("labelSelector"))?,
                 fields: FieldSelector::parse(&get("fieldSelector"), resource)?,
+                shard: parse_shard(query.get("shardSelector").map(String::as_str), shards)?,
             },
             allow_bookmarks: parse_bool(query, "allowWatchBookmarks")?.unwrap_or(false),
             send_initial_events: parse_bool(query, "sendInitialEvents")?,
@@ -317,6 +321,14 @@ pub(crate) async fn list(
         if let Some(remaining) = page.remaining {
             metadata.insert("remainingItemCount".into(), json!(remaining));
         }
+    }
+    // kube-apiserver echoes the shard it applied, except where the list type it answers with
+    // has no `shardInfo`: a metadata-only list and a custom resource's (unstructured) list.
+    if let Some(shard) = &params.selectors.shard
+        && shape == Shape::Full
+        && !resource.unstructured
+    {
+        metadata.insert("shardInfo".into(), json!({ "selector": shard.to_string() }));
     }
     list_response(
         resource,

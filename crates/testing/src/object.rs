@@ -29,6 +29,7 @@ pub(crate) struct Obj {
     pub(crate) api_version: String,
     pub(crate) name: String,
     pub(crate) namespace: Option<String>,
+    pub(crate) uid: Option<String>,
     pub(crate) rv: u64,
     pub(crate) labels: Option<serde_json::Map<String, Value>>,
 }
@@ -47,6 +48,7 @@ impl Obj {
                 .unwrap_or_default()
                 .to_owned(),
             namespace: meta("namespace").and_then(Value::as_str).map(str::to_owned),
+            uid: meta("uid").and_then(Value::as_str).map(str::to_owned),
             rv: meta("resourceVersion")
                 .and_then(Value::as_str)
                 .and_then(|rv| rv.parse().ok())
@@ -82,6 +84,7 @@ impl Obj {
                 api_version: self.api_version.clone(),
                 name: self.name.clone(),
                 namespace: self.namespace.clone(),
+                uid: self.uid.clone(),
                 rv,
                 labels: self.labels.clone(),
             });

@@ -29,6 +29,7 @@ pub struct ServerOptions {
     pub(crate) admin_endpoints: bool,
     pub(crate) listen: SocketAddr,
     pub(crate) max_watch_timeout: Option<Duration>,
+    pub(crate) sharded_list_and_watch: bool,
 }
 
 impl Default for ServerOptions {
@@ -41,6 +42,7 @@ impl Default for ServerOptions {
             admin_endpoints: false,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             max_watch_timeout: None,
+            sharded_list_and_watch: true,
         }
     }
 }
@@ -91,6 +93,17 @@ impl ServerOptions {
     #[must_use]
     pub fn max_watch_timeout(mut self, timeout: Duration) -> Self {
         self.max_watch_timeout = Some(timeout);
+        self
+    }
+
+    /// Whether lists and watches honour `shardSelector`, as kube-apiserver does with its
+    /// `ShardedListAndWatch` feature gate on: only the objects whose hash falls in the shard
+    /// are listed and watched, and a list echoes the selector in `metadata.shardInfo` (except
+    /// metadata-only and custom-resource lists, as there). Default on; off, the parameter is
+    /// ignored, as by a server with the gate off or older than 1.36.
+    #[must_use]
+    pub fn sharded_list_and_watch(mut self, honoured: bool) -> Self {
+        self.sharded_list_and_watch = honoured;
         self
     }
 

@@ -4,7 +4,9 @@
 //! `labels.Parse` (`>`/`<` and kube-apiserver's error texts included); what is left here is
 //! the 400 a bad one gets, and field selectors, which only the server has.
 
-use kinformer_store::LabelSelector;
+use std::collections::BTreeMap;
+
+use kinformer_store::{LabelSelector, Object, Shard};
 use serde_json::Value;
 
 use crate::object::Obj;
@@ -103,20 +105,78 @@ impl FieldSelector {
     }
 }
 
-/// Both selectors of a list or watch request.
+/// A `shardSelector` parameter, parsed as kube-apiserver parses it with the
+/// `ShardedListAndWatch` gate on (when `honoured`), or ignored, as with the gate off. A bad one
+/// is not a `Status` error there: it reaches the client as a 500 with the parser's message.
+pub(crate) fn parse_shard(input: Option<&str>, honoured: bool) -> Result<Option<Shard>, ApiError> {
+    let Some(input) = input.filter(|_| honoured) else {
+        return Ok(None);
+    };
+    if input.is_empty() {
+        return Ok(None);
+    }
+    input.parse().map(Some).map_err(|error| match error {
+        kinformer_store::Error::InvalidShard { reason, .. } => {
+            ApiError::new(500, "", format!("invalid shard selector: {reason}"))
+        }
+        other => ApiError::new(500, "", other.to_string()),
+    })
+}
+
+/// What the shard hash reads of a stored object: its UID and namespace (copied, as an
+/// [`Object`] borrows nothing).
+struct ShardFields {
+    uid: Option<String>,
+    namespace: Option<String>,
+}
+
+impl ShardFields {
+    fn of(obj: &Obj) -> Self {
+        Self {
+            uid: obj.uid.clone(),
+            namespace: obj.namespace.clone(),
+        }
+    }
+}
+
+impl Object for ShardFields {
+    fn name(&self) -> Option<&str> {
+        None
+    }
+    fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+    fn resource_version(&self) -> Option<&str> {
+        None
+    }
+    fn uid(&self) -> Option<&str> {
+        self.uid.as_deref()
+    }
+    fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        None
+    }
+}
+
+/// The selectors of a list or watch request: labels, fields and shard.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Selectors {
     pub(crate) labels: LabelSelector,
     pub(crate) fields: FieldSelector,
+    pub(crate) shard: Option<Shard>,
 }
 
 impl Selectors {
     pub(crate) fn is_empty(&self) -> bool {
-        self.labels.selects_all() && self.fields.is_empty()
+        self.labels.selects_all() && self.fields.is_empty() && self.shard.is_none()
     }
 
     pub(crate) fn matches(&self, obj: &Obj) -> bool {
-        labels_match(&self.labels, obj.labels.as_ref()) && self.fields.matches_obj(obj)
+        labels_match(&self.labels, obj.labels.as_ref())
+            && self.fields.matches_obj(obj)
+            && self
+                .shard
+                .as_ref()
+                .is_none_or(|shard| shard.contains(&ShardFields::of(obj)))
     }
 }
 
