@@ -35,6 +35,7 @@ impl ListerWatcher<Pod> for NoSource {
         Ok(ListPage {
             resource_version: "0".into(),
             continue_token: None,
+            shard_selector: None,
         })
     }
 

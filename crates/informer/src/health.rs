@@ -10,7 +10,7 @@ use std::{
 };
 
 use kinformer_processor::ListenerStats;
-use kinformer_reflector::{Error as ReflectorError, ReflectorStats};
+use kinformer_reflector::{Error as ReflectorError, ReflectorStats, ShardStats};
 
 use crate::{ConsistencyStats, LatencyHistogram, options::WatchErrorHandler};
 
@@ -43,6 +43,10 @@ pub struct InformerHealth {
     /// Objects the informer's compact cache held but could not decode, each also handed to
     /// the watch error handler; 0 for any other cache.
     pub cache_decode_failures: u64,
+    /// For an informer of a shard ([`InformerOptions::shard`](crate::InformerOptions::shard)):
+    /// whether the server or the informer filters, and how many objects from outside the shard
+    /// the informer dropped.
+    pub shard: Option<ShardStats>,
 }
 
 /// Where an informer stands on its way to sync, from

@@ -17,7 +17,9 @@ use kinformer_processor::{
     CacheSnapshot, EventStream, HandlerFuncs, ListenerOptions, ProcessorOptions, Registration,
     ResourceEventHandler, SharedProcessor, UpstreamSynced,
 };
-use kinformer_reflector::{ListerWatcher, Reflector, ReflectorExit, ReflectorOptions};
+use kinformer_reflector::{
+    ListerWatcher, Reflector, ReflectorExit, ReflectorOptions, ShardedListerWatcher,
+};
 use kinformer_store::{Cache, CacheReader, CompactCache, Indexer, Indexers, Lister, Object};
 use kinformer_wait::ErrorChain;
 use parking_lot::Mutex;
@@ -69,6 +71,8 @@ type QueueReflector<K> = Reflector<K, dyn Queue<K>>;
 struct Inner<K> {
     name: String,
     lister_watcher: Arc<dyn ListerWatcher<K>>,
+    /// The same lister-watcher when the informer informs a shard: who filters.
+    sharded: Option<ShardedListerWatcher<K>>,
     applier: Applier<K>,
     settings: Mutex<Settings<K>>,
     /// Held while a popped item is applied and distributed, and while a late handler takes its
@@ -132,6 +136,13 @@ impl<K: Object> SharedIndexInformer<K> {
             .name
             .unwrap_or_else(|| lister_watcher.type_description());
         let compact = options.indexer.is_none() && options.compact.is_some();
+        let (lister_watcher, sharded): (Arc<dyn ListerWatcher<K>>, _) = match options.shard {
+            Some(shard) => {
+                let sharded = ShardedListerWatcher::new(lister_watcher, shard);
+                (Arc::new(sharded.clone()), Some(sharded))
+            }
+            None => (Arc::new(lister_watcher), None),
+        };
         let cache_decode_failures = Arc::<AtomicU64>::default();
         let indexer: Arc<dyn Indexer<K>> = match (options.indexer, options.compact) {
             (Some(indexer), _) => indexer,
@@ -166,7 +177,8 @@ impl<K: Object> SharedIndexInformer<K> {
         Self {
             inner: Arc::new(Inner {
                 name,
-                lister_watcher: Arc::new(lister_watcher),
+                lister_watcher,
+                sharded,
                 applier: Applier {
                     indexer,
                     processor,
@@ -456,6 +468,7 @@ impl<K: Object> SharedIndexInformer<K> {
             cache_version: self.cache_version(),
             consistency: self.consistency_stats(),
             cache_decode_failures: self.inner.cache_decode_failures.load(Ordering::Relaxed),
+            shard: self.inner.sharded.as_ref().map(ShardedListerWatcher::stats),
         }
     }
 

@@ -55,7 +55,7 @@
 //!             Arc::new(Pod { metadata, ..Pod::default() }).into()
 //!         };
 //!         sink.part(vec![pod("a"), pod("b")]).await?;
-//!         Ok(ListPage { resource_version: "7".into(), continue_token: None })
+//!         Ok(ListPage { resource_version: "7".into(), ..ListPage::default() })
 //!     }
 //!
 //!     async fn watch(&self, _options: ListOptions) -> Result<WatchStream<Pod>> {

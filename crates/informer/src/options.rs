@@ -5,7 +5,7 @@ use std::{fmt, sync::Arc, time::Duration};
 use kinformer_fifo::Transformer;
 use kinformer_processor::HandlerExecutor;
 use kinformer_reflector::Error as ReflectorError;
-use kinformer_store::{Codec, Indexer, Indexers, KeyFunc, Object, meta_namespace_key_func};
+use kinformer_store::{Codec, Indexer, Indexers, KeyFunc, Object, Shard, meta_namespace_key_func};
 
 pub(crate) type WatchErrorHandler = Arc<dyn Fn(&ReflectorError) + Send + Sync>;
 
@@ -70,6 +70,7 @@ pub struct InformerOptions<K> {
     pub(crate) consistency_check: Option<Duration>,
     pub(crate) stop_when_gone: bool,
     pub(crate) handler_executor: HandlerExecutor,
+    pub(crate) shard: Option<Shard>,
 }
 
 impl<K: Object> Default for InformerOptions<K> {
@@ -93,6 +94,7 @@ impl<K: Object> InformerOptions<K> {
             transform: None,
             page_size: None,
             use_watch_list: false,
+            shard: None,
             watch_error_handler: None,
             retry_on_error: false,
             consistency_check: None,
@@ -221,6 +223,18 @@ impl<K> InformerOptions<K> {
         self
     }
 
+    /// Informs only the objects of `shard`: every list and watch asks the server for it
+    /// (kube-apiserver's sharded list and watch), and the informer drops what the server sends
+    /// from outside it, so the cache and the handlers hold exactly the shard either way
+    /// ([`ShardedListerWatcher`](kinformer_reflector::ShardedListerWatcher)). Who filters is in
+    /// [`InformerHealth::shard`](crate::InformerHealth::shard). The consistency check lists the
+    /// shard too.
+    #[must_use]
+    pub fn shard(mut self, shard: Shard) -> Self {
+        self.shard = Some(shard);
+        self
+    }
+
     /// Called with every error that ends a list or a watch (client-go's
     /// `SetWatchErrorHandler`); without one they are logged.
     #[doc(alias = "WatchErrorHandler")]
@@ -293,6 +307,7 @@ impl<K> fmt::Debug for InformerOptions<K> {
             .field("transform", &self.transform.is_some())
             .field("page_size", &self.page_size)
             .field("use_watch_list", &self.use_watch_list)
+            .field("shard", &self.shard.as_ref().map(ToString::to_string))
             .field("watch_error_handler", &self.watch_error_handler.is_some())
             .field("retry_on_error", &self.retry_on_error)
             .field("consistency_check", &self.consistency_check)

@@ -11,4 +11,5 @@ mod ordering;
 mod ports;
 mod projection;
 mod send_sync;
+mod shard;
 mod user_store;

@@ -178,6 +178,7 @@ impl ListerWatcher<Pod> for FakeSource {
             let page = ListPage {
                 resource_version: state.revision.to_string(),
                 continue_token: None,
+                shard_selector: None,
             };
             (items, page, state.break_off_next_list.take())
         };

@@ -1,0 +1,219 @@
+//! Informers of shards over real HTTP: three informers, shard 0, 1 and 2 of 3, each hold exactly
+//! the Pods whose UID hashes into their shard, through the list, adds, updates and deletes;
+//! whether the fake API server filters (as kube-apiserver with `ShardedListAndWatch` on) or
+//! ignores the selector (the gate off), in protobuf and in JSON. The caches are the same both
+//! ways; only who filtered differs, and the informer says which.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_informer::{InformerOptions, SharedIndexInformer};
+use kinformer_reflector::{KubeListerWatcher, ShardMode, WireFormat};
+use kinformer_store::{Object, Shard};
+use kinformer_testing::{FakeApiServer, ServerOptions, fixtures, wait_until};
+use kube_client::{Api, core::PartialObjectMeta};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(30);
+const SHARDS: u64 = 3;
+
+fn key(pod: &Value) -> String {
+    format!(
+        "{}/{}",
+        pod["metadata"]["namespace"].as_str().unwrap_or_default(),
+        pod["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+/// The keys of the server's Pods in `shard`, by the shard's own hash of each UID.
+fn model(server_pods: &[Value], shard: &Shard) -> BTreeSet<String> {
+    server_pods
+        .iter()
+        .filter(|pod| {
+            let typed: Pod = serde_json::from_value((*pod).clone()).expect("a Pod");
+            shard.contains(&typed)
+        })
+        .map(key)
+        .collect()
+}
+
+fn cached<K: Object>(informer: &SharedIndexInformer<K>) -> BTreeSet<String> {
+    informer.cache().list_keys().into_iter().collect()
+}
+
+struct Running<K: Object> {
+    informers: Vec<(Shard, SharedIndexInformer<K>)>,
+    token: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<Result<(), kinformer_informer::Error>>>,
+}
+
+impl<K: Object> Running<K> {
+    fn start(lister_watcher: impl Fn() -> KubeListerWatcher<K>) -> Self
+    where
+        K: serde::de::DeserializeOwned + Clone,
+    {
+        let token = CancellationToken::new();
+        let mut informers = Vec::new();
+        let mut tasks = Vec::new();
+        for index in 0..SHARDS {
+            let shard = Shard::of(index, SHARDS).expect("a shard");
+            let informer = SharedIndexInformer::new(
+                lister_watcher(),
+                InformerOptions::new().page_size(7).shard(shard.clone()),
+            );
+            tasks.push(tokio::spawn({
+                let (informer, token) = (informer.clone(), token.clone());
+                async move { informer.run(token).await }
+            }));
+            informers.push((shard, informer));
+        }
+        Self {
+            informers,
+            token,
+            tasks,
+        }
+    }
+
+    async fn assert_hold(&self, server_pods: &[Value], what: &str) {
+        for (shard, informer) in &self.informers {
+            let expected = model(server_pods, shard);
+            assert!(
+                wait_until(WAIT, || informer.has_synced()
+                    && cached(informer) == expected)
+                .await,
+                "{what}: shard {shard} holds {:?}, not {expected:?}",
+                cached(informer)
+            );
+        }
+        let mut union = BTreeSet::new();
+        let mut total = 0;
+        for (_, informer) in &self.informers {
+            let keys = cached(informer);
+            total += keys.len();
+            union.extend(keys);
+        }
+        let all: BTreeSet<_> = server_pods.iter().map(key).collect();
+        assert_eq!(union, all, "{what}: the shards together hold every Pod");
+        assert_eq!(total, all.len(), "{what}: and each in one shard only");
+    }
+
+    fn assert_filtered_by(&self, mode: ShardMode) {
+        for (shard, informer) in &self.informers {
+            let stats = informer.health().shard.expect("a sharded informer");
+            assert_eq!(stats.mode, Some(mode), "shard {shard}: {stats:?}");
+            if mode == ShardMode::Server {
+                assert_eq!(stats.out_of_shard, 0, "shard {shard}: {stats:?}");
+            } else {
+                assert!(stats.out_of_shard > 0, "shard {shard}: {stats:?}");
+            }
+        }
+    }
+
+    async fn stop(self) {
+        self.token.cancel();
+        for task in self.tasks {
+            task.await.expect("no panic").expect("the informer ran");
+        }
+    }
+}
+
+async fn three_shards_hold_every_pod_once(server_filters: bool, format: WireFormat) {
+    let server =
+        FakeApiServer::start_with(ServerOptions::default().sharded_list_and_watch(server_filters))
+            .await
+            .expect("the fake server starts");
+    let mut pods: Vec<Value> = (0..90)
+        .map(|i| server.create_object(fixtures::pod(i)).expect("seeded"))
+        .collect();
+    let client = server.client().expect("a client");
+    let running = Running::start(|| {
+        KubeListerWatcher::new(Api::<Pod>::all(client.clone())).wire_format(format)
+    });
+    running.assert_hold(&pods, "after the list").await;
+
+    // Adds, updates and deletes reach the shard that holds each Pod, and only it.
+    for i in 90..120 {
+        pods.push(server.create_object(fixtures::pod(i)).expect("created"));
+    }
+    let mut updated = BTreeSet::new();
+    for pod in pods.iter_mut().step_by(7) {
+        pod["metadata"]["labels"]["changed"] = json!("yes");
+        *pod = server.update_object(pod.clone()).expect("updated");
+        updated.insert(key(pod));
+    }
+    for pod in pods.drain(..12) {
+        updated.remove(&key(&pod));
+        server
+            .delete_object(
+                "v1",
+                "Pod",
+                pod["metadata"]["namespace"].as_str(),
+                pod["metadata"]["name"].as_str().unwrap_or_default(),
+            )
+            .expect("deleted");
+    }
+    running.assert_hold(&pods, "after the watch").await;
+    for (shard, informer) in &running.informers {
+        let mine: Vec<_> = model(&pods, shard)
+            .intersection(&updated)
+            .cloned()
+            .collect();
+        let changed = |key: &String| {
+            informer.cache().get_by_key(key).is_some_and(|pod| {
+                pod.labels()
+                    .is_some_and(|labels| labels.contains_key("changed"))
+            })
+        };
+        assert!(
+            wait_until(WAIT, || mine.iter().all(changed)).await,
+            "shard {shard} saw the updates of its Pods {mine:?}"
+        );
+    }
+    running.assert_filtered_by(if server_filters {
+        ShardMode::Server
+    } else {
+        ShardMode::Client
+    });
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_filtered_by_the_server_in_protobuf() {
+    three_shards_hold_every_pod_once(true, WireFormat::Protobuf).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_filtered_by_the_server_in_json() {
+    three_shards_hold_every_pod_once(true, WireFormat::Json).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_filtered_by_the_informer_when_the_server_ignores_the_selector_in_protobuf() {
+    three_shards_hold_every_pod_once(false, WireFormat::Protobuf).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_filtered_by_the_informer_when_the_server_ignores_the_selector_in_json() {
+    three_shards_hold_every_pod_once(false, WireFormat::Json).await;
+}
+
+/// A metadata-only list comes without `shardInfo` even from a server that filters (its list
+/// type has no such field); a list of 90 Pods with none from outside the shard still tells the
+/// informer the server filters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metadata_informer_of_a_shard_tells_a_filtering_server_without_its_echo() {
+    let server = FakeApiServer::start()
+        .await
+        .expect("the fake server starts");
+    let pods: Vec<Value> = (0..90)
+        .map(|i| server.create_object(fixtures::pod(i)).expect("seeded"))
+        .collect();
+    let client = server.client().expect("a client");
+    let running = Running::<PartialObjectMeta<Pod>>::start(|| {
+        KubeListerWatcher::metadata(Api::all(client.clone()))
+    });
+    running.assert_hold(&pods, "a metadata-only list").await;
+    running.assert_filtered_by(ShardMode::Server);
+    running.stop().await;
+}
