@@ -110,17 +110,22 @@ fn local(args: &Args) -> Result<(), String> {
     result
 }
 
-/// What the suite needs to find the local control plane: its folder, and whether
-/// kube-apiserver runs with a watch cache.
-fn local_env(plane: &ControlPlane) -> [(&'static str, OsString); 2] {
+/// What the suite needs to find the local control plane: its folder, whether kube-apiserver
+/// runs with a watch cache, and that it honours shard selectors.
+fn local_env(plane: &ControlPlane) -> [(&'static str, OsString); 3] {
     [
         (CONTROL_PLANE_ENV, plane.dir().into()),
         (
             "KINFORMER_E2E_WATCH_CACHE",
             plane.watch_cache().to_string().into(),
         ),
+        (SHARDED_LIST_AND_WATCH_ENV, "true".into()),
     ]
 }
+
+/// Whether the backend's kube-apiserver has the `ShardedListAndWatch` feature gate on: true on
+/// the local control plane, false on kind's default cluster, unset for a given kubeconfig.
+const SHARDED_LIST_AND_WATCH_ENV: &str = "KINFORMER_E2E_SHARDED_LIST_AND_WATCH";
 
 /// The kind CLI: from PATH, else the one `cargo xtask kind-image` built.
 fn kind_cli() -> Option<PathBuf> {
@@ -190,7 +195,10 @@ fn kind(args: &Args) -> Result<(), String> {
     let mut apiserver = KindNode::new(node);
     // Not ready is a failed run like any other: the cluster is still deleted below.
     let result = apiserver.wait_cluster_ready().and_then(|()| {
-        let env = [(KIND_NODE_ENV, apiserver.node().into())];
+        let env = [
+            (KIND_NODE_ENV, apiserver.node().into()),
+            (SHARDED_LIST_AND_WATCH_ENV, "false".into()),
+        ];
         let restart = Restart::Library(&mut apiserver);
         run_suite("kind", Some(&kubeconfig), &env, restart, &args.test_args)
     });
@@ -252,6 +260,7 @@ fn run_suite(
         .env("KINFORMER_E2E_BACKEND", backend)
         .env_remove("KINFORMER_E2E_KUBECONFIG")
         .env_remove("KINFORMER_E2E_WATCH_CACHE")
+        .env_remove(SHARDED_LIST_AND_WATCH_ENV)
         .env_remove(CONTROL_PLANE_ENV)
         .env_remove(KIND_NODE_ENV);
     command.envs(env.iter().map(|(name, value)| (name, value)));

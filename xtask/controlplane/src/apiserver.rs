@@ -184,6 +184,10 @@ fn args(options: &Options, dir: &Path, etcd_url: &str, secure_port: u16) -> Vec<
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
         "--api-audiences=https://kubernetes.default.svc.cluster.local".to_owned(),
         "--anonymous-auth=false".to_owned(),
+        // Server-side sharded list and watch (KEP-5866, alpha, off by default): on here, so
+        // the suite's sharded informers are filtered by the server on the local control plane
+        // and by themselves on kind, whose cluster keeps the default.
+        "--feature-gates=ShardedListAndWatch=true".to_owned(),
         "--v=1".to_owned(),
     ];
     if let Some(interval) = &options.etcd_compaction_interval {
