@@ -22,3 +22,4 @@ mod e2e_lifecycle;
 mod e2e_protobuf;
 mod e2e_restart;
 mod e2e_shard;
+mod e2e_sharded_informer;

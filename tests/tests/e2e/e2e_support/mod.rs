@@ -60,6 +60,8 @@ pub(crate) struct Backend {
     /// etcd's client URL, on the local control plane.
     etcd_url: Option<String>,
     watch_cache: bool,
+    /// Whether the server filters shards (`ShardedListAndWatch`), where the backend says.
+    sharded_list_and_watch: Option<bool>,
     /// kube-apiserver's off switch, on the local control plane and kind.
     apiserver: Option<OffSwitch>,
 }
@@ -99,6 +101,7 @@ impl Backend {
                 fake: Some(fake),
                 etcd_url: None,
                 watch_cache: true,
+                sharded_list_and_watch: Some(true),
                 apiserver: None,
             };
         }
@@ -119,6 +122,9 @@ impl Backend {
             fake: None,
             etcd_url,
             watch_cache: std::env::var("KINFORMER_E2E_WATCH_CACHE").as_deref() != Ok("false"),
+            sharded_list_and_watch: std::env::var("KINFORMER_E2E_SHARDED_LIST_AND_WATCH")
+                .ok()
+                .map(|on| on == "true"),
             apiserver,
         }
     }
@@ -161,6 +167,17 @@ impl Backend {
     /// e2e --local --no-watch-cache` says so through `KINFORMER_E2E_WATCH_CACHE=false`).
     pub(crate) fn watch_cache(&self) -> bool {
         self.watch_cache
+    }
+
+    /// Whether the server filters list and watch by shard (the `ShardedListAndWatch` feature
+    /// gate): on the fake and the local control plane, not on kind; `None` for a cluster
+    /// `cargo xtask e2e` did not start.
+    #[allow(
+        dead_code,
+        reason = "e2e_sharded_informer's; e2e_conformance compiles this module whole"
+    )]
+    pub(crate) fn sharded_list_and_watch(&self) -> Option<bool> {
+        self.sharded_list_and_watch
     }
 
     /// Compacts the backend's history up to now, when the backend lets the suite do that.
