@@ -4,6 +4,7 @@
 use std::{fmt, time::Duration};
 
 use kinformer_informer::{LatencyHistogram, PROCESSING_LATENCY_BUCKETS};
+use kinformer_reflector::ShardMode;
 use prometheus_client::{
     collector::Collector,
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet},
@@ -93,6 +94,8 @@ impl SharedInformerFactory {
     /// | `kinformer_informer_watch_open_seconds` | gauge, while a watch is open |
     /// | `kinformer_informer_consistency_drifts_total` | counter |
     /// | `kinformer_informer_cache_decode_failures_total` | counter: cached objects a compact cache could not decode |
+    /// | `kinformer_informer_shard_filtered_by_server` | gauge, for an informer of a shard once known: 1 when the server filters, 0 when the informer does |
+    /// | `kinformer_informer_out_of_shard_total` | counter, for an informer of a shard: objects from outside it the informer dropped |
     /// | `kinformer_reflector_lists_total` | counter, `value` = `ok` or `error` |
     /// | `kinformer_reflector_list_seconds_total` | counter |
     /// | `kinformer_reflector_watches_total` | counter |
@@ -170,6 +173,8 @@ impl Collector for FactoryCollector {
         let mut watch_open = Vec::new();
         let mut drifts = Vec::new();
         let mut undecodable = Vec::new();
+        let mut shard_by_server = Vec::new();
+        let mut out_of_shard = Vec::new();
         let mut lists = Vec::new();
         let mut list_seconds = Vec::new();
         let mut watches = Vec::new();
@@ -230,6 +235,13 @@ impl Collector for FactoryCollector {
                 base.clone(),
                 ConstCounter::new(health.cache_decode_failures),
             ));
+            if let Some(shard) = &health.shard {
+                if let Some(mode) = shard.mode {
+                    let by_server = i64::from(mode == ShardMode::Server);
+                    shard_by_server.push((base.clone(), gauge(by_server)));
+                }
+                out_of_shard.push((base.clone(), ConstCounter::new(shard.out_of_shard)));
+            }
             lists.push((with("ok"), ConstCounter::new(reflector.lists)));
             lists.push((with("error"), ConstCounter::new(reflector.failed_lists)));
             list_seconds.push((base.clone(), ConstCounter::new(reflector.list_seconds)));
@@ -325,6 +337,18 @@ impl Collector for FactoryCollector {
             "kinformer_informer_cache_decode_failures",
             "Cached objects a compact cache could not decode.",
             &undecodable,
+        )?;
+        family(
+            e,
+            "kinformer_informer_shard_filtered_by_server",
+            "For an informer of a shard: whether the server filters it (1) or the informer (0).",
+            &shard_by_server,
+        )?;
+        family(
+            e,
+            "kinformer_informer_out_of_shard",
+            "Objects from outside the informer's shard that the informer dropped.",
+            &out_of_shard,
         )?;
         family(e, "kinformer_reflector_lists", "Lists, by result.", &lists)?;
         family(

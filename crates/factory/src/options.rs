@@ -14,7 +14,7 @@ use kinformer_reflector::{
     Decoder, Error as ReflectorError, JsonCodec, JsonDecoder, KubeListerWatcher, ListOptions,
     WireFormat, compact_codec,
 };
-use kinformer_store::{Codec, CompactCache};
+use kinformer_store::{Codec, CompactCache, Shard};
 use kube_core::{DynamicObject, ObjectMeta, Resource};
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -113,6 +113,14 @@ impl FactoryOptions {
     #[must_use]
     pub fn fields(mut self, selector: impl Into<String>) -> Self {
         self.selection = self.selection.fields(selector);
+        self
+    }
+
+    /// Every informer lists and watches only the objects of `shard`: this replica's share of
+    /// every collection ([`Selection::shard`]).
+    #[must_use]
+    pub fn shard(mut self, shard: Shard) -> Self {
+        self.selection = self.selection.shard(shard);
         self
     }
 
@@ -389,7 +397,10 @@ impl FactoryOptions {
         options: InformerOptions<K>,
         key: &InformerKey,
     ) -> InformerOptions<K> {
-        let options = options.handler_executor(self.handler_executor);
+        let mut options = options.handler_executor(self.handler_executor);
+        if let Some(shard) = key.selection().shard_selector() {
+            options = options.shard(shard.clone());
+        }
         match &self.watch_error_handler {
             Some(handler) => {
                 let (handler, key) = (Arc::clone(handler), key.clone());

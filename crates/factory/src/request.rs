@@ -3,6 +3,7 @@
 use std::fmt;
 
 use kinformer_informer::{InformerOptions, SharedIndexInformer};
+use kinformer_store::Shard;
 use kube_client::Client;
 use kube_core::{ApiResource, DynamicObject, PartialObjectMeta};
 
@@ -51,6 +52,7 @@ pub struct InformerRequest<K> {
     namespace: Option<String>,
     labels: Option<String>,
     fields: Option<String>,
+    shard: Option<Shard>,
 }
 
 impl<K> fmt::Debug for InformerRequest<K> {
@@ -61,6 +63,7 @@ impl<K> fmt::Debug for InformerRequest<K> {
             .field("namespace", &self.namespace)
             .field("labels", &self.labels)
             .field("fields", &self.fields)
+            .field("shard", &self.shard.as_ref().map(ToString::to_string))
             .finish_non_exhaustive()
     }
 }
@@ -133,6 +136,7 @@ impl<K> InformerRequest<K> {
             namespace: None,
             labels: None,
             fields: None,
+            shard: None,
         }
     }
 
@@ -163,6 +167,14 @@ impl<K> InformerRequest<K> {
         self
     }
 
+    /// Informs on the objects of `shard` alone, keeping the rest of the scope: one replica's
+    /// share of a collection, asked of the server (kube-apiserver's sharded list and watch)
+    /// and filtered by the informer where the server does not.
+    pub fn shard(mut self, shard: Shard) -> Self {
+        self.shard = Some(shard);
+        self
+    }
+
     /// The informer this request names in `factory`, held as `hold` says.
     pub(crate) fn hand_out(self, factory: &SharedInformerFactory, hold: Hold) -> Result<Handed<K>> {
         let mut selection = self
@@ -176,6 +188,9 @@ impl<K> InformerRequest<K> {
         }
         if let Some(fields) = self.fields {
             selection = selection.fields(fields);
+        }
+        if let Some(shard) = self.shard {
+            selection = selection.shard(shard);
         }
         (self.make)(factory, selection, hold)
     }

@@ -6,8 +6,10 @@ use std::{
     hash::{Hash, Hasher},
 };
 
+use kinformer_store::Shard;
+
 /// The slice of a resource an informer lists and watches: a namespace (all when `None`), a
-/// label selector and a field selector.
+/// label selector, a field selector and a shard.
 ///
 /// It is part of an informer's identity in the factory: asking twice for the same type and
 /// the same selection returns the same informer, a different selection gets its own.
@@ -24,6 +26,7 @@ pub struct Selection {
     namespace: Option<String>,
     label_selector: Option<String>,
     field_selector: Option<String>,
+    shard: Option<Shard>,
 }
 
 impl Selection {
@@ -55,6 +58,15 @@ impl Selection {
         self
     }
 
+    /// Only the objects of `shard`: the informer asks the server for the shard and filters
+    /// what a server without sharded list and watch sends
+    /// ([`InformerOptions::shard`](kinformer_informer::InformerOptions::shard)).
+    #[must_use]
+    pub fn shard(mut self, shard: Shard) -> Self {
+        self.shard = Some(shard);
+        self
+    }
+
     /// The namespace selected, `None` for all.
     pub fn namespace_name(&self) -> Option<&str> {
         self.namespace.as_deref()
@@ -69,6 +81,11 @@ impl Selection {
     pub fn field_selector(&self) -> Option<&str> {
         self.field_selector.as_deref()
     }
+
+    /// The shard, if any.
+    pub fn shard_selector(&self) -> Option<&Shard> {
+        self.shard.as_ref()
+    }
 }
 
 impl fmt::Display for Selection {
@@ -82,6 +99,9 @@ impl fmt::Display for Selection {
         }
         if let Some(fields) = &self.field_selector {
             parts.push(format!("fields={fields}"));
+        }
+        if let Some(shard) = &self.shard {
+            parts.push(format!("shard={shard}"));
         }
         if parts.is_empty() {
             f.write_str("all")

@@ -9,5 +9,6 @@ mod lifecycle;
 mod metadata_informer;
 mod metrics;
 mod read_your_writes;
+mod shard;
 mod sync_failures;
 mod watch_decode_workers;
