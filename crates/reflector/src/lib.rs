@@ -23,6 +23,10 @@
 //!   as its bytes arrive, in either format, never held whole), and watch frames on worker
 //!   tasks beside the one reading the watch, in the server's order
 //!   ([`KubeListerWatcher::watch_decode_workers`]);
+//! - **[`ShardedListerWatcher`]**: one shard of what another lister-watcher lists and watches,
+//!   asked of the server (kube-apiserver's sharded list and watch, `shardSelector`) and
+//!   filtered on the client with the server's hash where the server does not, with
+//!   [`ShardStats`] saying which;
 //! - **[`Reflector`]**: client-go's `ListAndWatch` loop. A paged list (resource version "0"
 //!   first, a consistent read when that version is unusable), `Replace` into any
 //!   [`Store`](kinformer_store::Store), a watch with bookmarks from the list's version, resume
