@@ -238,9 +238,18 @@ struct Parser<'a> {
 type Call = (ShardKey, Range<u128>);
 
 impl Parser<'_> {
+    /// Skips CEL's whitespace and `//` comments.
     fn skip_space(&mut self) {
-        while self.input.get(self.at).is_some_and(u8::is_ascii_whitespace) {
-            self.at += 1;
+        loop {
+            while self.input.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+                self.at += 1;
+            }
+            if !self.input[self.at..].starts_with(b"//") {
+                return;
+            }
+            while self.input.get(self.at).is_some_and(|&byte| byte != b'\n') {
+                self.at += 1;
+            }
         }
     }
 
@@ -334,29 +343,110 @@ impl Parser<'_> {
 
     fn argument(&mut self) -> std::result::Result<Argument, String> {
         self.skip_space();
-        match self.input.get(self.at) {
-            Some(&quote @ (b'\'' | b'"')) => {
-                let from = self.at + 1;
-                let length = self.input[from..]
-                    .iter()
-                    .position(|&byte| byte == quote || byte == b'\\')
-                    .ok_or_else(|| format!("unterminated string at byte {}", self.at))?;
-                if self.input[from + length] == b'\\' {
-                    return Err("escape sequences are not supported in shard bounds".to_owned());
-                }
-                self.at = from + length + 1;
-                Ok(Argument::Literal(
-                    String::from_utf8_lossy(&self.input[from..from + length]).into_owned(),
-                ))
+        let rest = &self.input[self.at..];
+        let is_quote = |byte: Option<&u8>| matches!(byte, Some(b'\'' | b'"'));
+        // CEL's string prefixes: `r` raw, `b` bytes, in either order and case.
+        let prefix = rest
+            .iter()
+            .take(2)
+            .take_while(|byte| matches!(byte, b'r' | b'R' | b'b' | b'B'))
+            .count();
+        let prefix = (0..=prefix)
+            .rev()
+            .find(|&length| is_quote(rest.get(length)))
+            .filter(|&length| {
+                length < 2 || !rest[0].eq_ignore_ascii_case(&rest[1])
+            });
+        let Some(prefix) = prefix else {
+            return self.path().map(Argument::Path);
+        };
+        let raw = rest[..prefix]
+            .iter()
+            .any(|byte| byte.eq_ignore_ascii_case(&b'r'));
+        let bytes = rest[..prefix]
+            .iter()
+            .any(|byte| byte.eq_ignore_ascii_case(&b'b'));
+        let start = self.at;
+        self.at += prefix;
+        let text = self
+            .string_body(raw)
+            .map_err(|reason| format!("{reason} at byte {start}"))?;
+        Ok(if bytes {
+            Argument::Bytes
+        } else {
+            Argument::Literal(text)
+        })
+    }
+
+    /// The text of a quoted CEL string starting at the quote, its escapes decoded unless
+    /// `raw`: single or triple quotes, `'` or `"`.
+    fn string_body(&mut self, raw: bool) -> std::result::Result<String, String> {
+        let quote = self.input[self.at];
+        let triple = self.input[self.at..].starts_with(&[quote; 3]);
+        let delimiter: &[u8] = if triple { &[quote; 3] } else { &[quote] };
+        self.at += delimiter.len();
+        let mut text = Vec::new();
+        loop {
+            let Some(&byte) = self.input.get(self.at) else {
+                return Err("unterminated string".to_owned());
+            };
+            if self.input[self.at..].starts_with(delimiter) {
+                self.at += delimiter.len();
+                return String::from_utf8(text)
+                    .map_err(|_| "a string that is not UTF-8".to_owned());
             }
-            _ => self.path().map(Argument::Path),
+            if !triple && (byte == b'\n' || byte == b'\r') {
+                return Err("unterminated string".to_owned());
+            }
+            self.at += 1;
+            if byte != b'\\' || raw {
+                text.push(byte);
+                continue;
+            }
+            let escaped = *self.input.get(self.at).ok_or("unterminated string")?;
+            self.at += 1;
+            let simple = match escaped {
+                b'a' => Some(0x07),
+                b'b' => Some(0x08),
+                b'f' => Some(0x0c),
+                b'n' => Some(b'\n'),
+                b'r' => Some(b'\r'),
+                b't' => Some(b'\t'),
+                b'v' => Some(0x0b),
+                b'\\' | b'?' | b'"' | b'\'' | b'`' => Some(escaped),
+                _ => None,
+            };
+            if let Some(decoded) = simple {
+                text.push(decoded);
+                continue;
+            }
+            let (digits, radix) = match escaped {
+                b'x' | b'X' => (2, 16),
+                b'u' => (4, 16),
+                b'U' => (8, 16),
+                b'0'..=b'3' => {
+                    self.at -= 1;
+                    (3, 8)
+                }
+                _ => return Err(format!("invalid escape sequence \\{}", char::from(escaped))),
+            };
+            let code = self
+                .input
+                .get(self.at..self.at + digits)
+                .and_then(|digits| std::str::from_utf8(digits).ok())
+                .and_then(|digits| u32::from_str_radix(digits, radix).ok())
+                .ok_or_else(|| format!("invalid escape sequence \\{}", char::from(escaped)))?;
+            self.at += digits;
+            let decoded = char::from_u32(code)
+                .ok_or_else(|| format!("invalid code point {code:#x} in an escape sequence"))?;
+            text.extend_from_slice(decoded.encode_utf8(&mut [0; 4]).as_bytes());
         }
     }
 
     /// `ident(.ident)*`.
     fn path(&mut self) -> std::result::Result<String, String> {
         self.skip_space();
-        let from = self.at;
+        let mut path = String::new();
         loop {
             let start = self.at;
             while self
@@ -371,26 +461,36 @@ impl Parser<'_> {
                     "expected shardRange() call or field path at byte {start}"
                 ));
             }
+            path.push_str(&String::from_utf8_lossy(&self.input[start..self.at]));
+            self.skip_space();
             if self.input.get(self.at) != Some(&b'.') {
                 break;
             }
             self.at += 1;
+            self.skip_space();
+            path.push('.');
         }
-        Ok(String::from_utf8_lossy(&self.input[from..self.at]).into_owned())
+        Ok(path)
     }
 }
 
 enum Argument {
     Path(String),
     Literal(String),
+    /// A bytes literal (`b'...'`), which no bound may be.
+    Bytes,
 }
 
 /// A bound's literal, checked as apimachinery checks it.
 fn bound(argument: Argument, name: &str) -> std::result::Result<u128, String> {
-    let Argument::Literal(literal) = argument else {
-        return Err(format!(
-            "{name} must be a string literal (e.g. '0xff'), got a field path"
-        ));
+    let literal = match argument {
+        Argument::Literal(literal) => literal,
+        Argument::Bytes => return Err(format!("{name} must be a string literal, got []uint8")),
+        Argument::Path(_) => {
+            return Err(format!(
+                "{name} must be a string literal (e.g. '0xff'), got a field path"
+            ));
+        }
     };
     let Some(digits) = literal.strip_prefix("0x") else {
         return Err(format!("{name} must have '0x' prefix, got {literal:?}"));

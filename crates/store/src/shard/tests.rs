@@ -52,7 +52,7 @@ fn the_hash_is_fnv1a_64() {
 
 #[test]
 fn selectors_kube_apiserver_accepts_parse_to_their_ranges() {
-    let cases: [(&str, ShardKey, &[Range<u128>]); 6] = [
+    let cases: [(&str, ShardKey, &[Range<u128>]); 9] = [
         (
             "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')",
             ShardKey::Uid,
@@ -81,6 +81,22 @@ fn selectors_kube_apiserver_accepts_parse_to_their_ranges() {
         ),
         (
             "  (shardRange( object.metadata.uid ,  \"0x0000000000000000\" ,  '0x8000000000000000' ))  ",
+            ShardKey::Uid,
+            &[0..1 << 63],
+        ),
+        // CEL's comments, raw and triple-quoted strings and escapes, as kube-apiserver reads them.
+        (
+            "shardRange(object . metadata . uid, r'0x0000000000000000', // from\n \"\"\"0x8000000000000000\"\"\")",
+            ShardKey::Uid,
+            &[0..1 << 63],
+        ),
+        (
+            "shardRange(object.metadata.uid, '\\x30x0000000000000000', '0\\u00788000000000000000')",
+            ShardKey::Uid,
+            &[0..1 << 63],
+        ),
+        (
+            "shardRange(object.metadata.uid, '\\060x0000000000000000', R\"0x8000000000000000\")",
             ShardKey::Uid,
             &[0..1 << 63],
         ),
@@ -178,6 +194,14 @@ fn selectors_kube_apiserver_refuses_are_refused_with_its_reason() {
         (
             "shardRange(object.metadata.uid, '0x000000000000000A', '0x8000000000000000')",
             "invalid hex character \"A\"",
+        ),
+        (
+            "shardRange(object.metadata.uid, b'0x0000000000000000', '0x8000000000000000')",
+            "hexStart must be a string literal, got []uint8",
+        ),
+        (
+            "shardRange(object.metadata.uid, '0x0000000000000000', '\\q')",
+            "invalid escape sequence",
         ),
     ];
     for (input, reason) in cases {
