@@ -181,6 +181,8 @@ fn client_go(args: &[String]) -> Result<(), String> {
         "testing_client_go_conformance",
         "--test",
         "decode_differential",
+        "--test",
+        "shard_differential",
     ]);
     test.args(args);
     run(test)
