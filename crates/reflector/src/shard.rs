@@ -71,9 +71,9 @@ impl State {
 /// server's filtering, and either way the consumer sees exactly the shard. Which of the two
 /// happens is in [`stats`](Self::stats) and is logged once when it becomes known or changes:
 /// an object from outside the shard means the client filters; a list that echoes the selector
-/// in `metadata.shardInfo`, or a list long enough that holding no object from outside the shard
-/// cannot be chance (kube-apiserver does not echo the selector in metadata-only and
-/// custom-resource lists), means the server does.
+/// in `metadata.shardInfo`, or a list (or a streaming list's initial events) long enough that
+/// holding no object from outside the shard cannot be chance (kube-apiserver does not echo the
+/// selector in metadata-only and custom-resource lists, nor in a watch), means the server does.
 ///
 /// A shard by UID or namespace is stable for an object's life: an object never moves between
 /// shards, so a watch never needs to turn an update into an add or a delete.
@@ -222,19 +222,33 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
         options.shard_selector = Some(self.selector.clone());
         let stream = self.inner.watch(options).await?;
         let this = self.clone();
+        // Objects kept before a streaming list's initial events end: with none dropped, enough
+        // of them say the server filters, as a long enough list does.
+        let mut kept = 0;
         Ok(stream
             .filter(move |event| {
-                let keep = match event {
+                let in_shard = match event {
                     Ok(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
                         this.shard.contains(&**object)
                     }
                     Ok(WatchEvent::Deleted(object)) => this.shard.contains(&**object),
-                    Ok(WatchEvent::Bookmark { .. }) | Err(_) => true,
+                    Ok(WatchEvent::Bookmark {
+                        initial_events_end: true,
+                        ..
+                    }) => {
+                        if this.filtered_by_chance_below(kept, 1e-6) {
+                            this.state.set_mode(SERVER, &this.selector, "");
+                        }
+                        return std::future::ready(true);
+                    }
+                    Ok(WatchEvent::Bookmark { .. }) | Err(_) => return std::future::ready(true),
                 };
-                if !keep {
+                if in_shard {
+                    kept += 1;
+                } else {
                     this.dropped(1, "its watch sent an object outside the shard");
                 }
-                std::future::ready(keep)
+                std::future::ready(in_shard)
             })
             .boxed())
     }
