@@ -51,7 +51,17 @@ struct Running<K: Object> {
 impl<K: Object> Running<K> {
     fn start(lister_watcher: impl Fn() -> KubeListerWatcher<K>) -> Self
     where
-        K: serde::de::DeserializeOwned + Clone,
+        K: serde::de::DeserializeOwned,
+    {
+        Self::start_with(lister_watcher, |options| options)
+    }
+
+    fn start_with(
+        lister_watcher: impl Fn() -> KubeListerWatcher<K>,
+        options: impl Fn(InformerOptions<K>) -> InformerOptions<K>,
+    ) -> Self
+    where
+        K: serde::de::DeserializeOwned,
     {
         let token = CancellationToken::new();
         let mut informers = Vec::new();
@@ -60,7 +70,7 @@ impl<K: Object> Running<K> {
             let shard = Shard::of(index, SHARDS).expect("a shard");
             let informer = SharedIndexInformer::new(
                 lister_watcher(),
-                InformerOptions::new().page_size(7).shard(shard.clone()),
+                options(InformerOptions::new().page_size(7).shard(shard.clone())),
             );
             tasks.push(tokio::spawn({
                 let (informer, token) = (informer.clone(), token.clone());
@@ -118,7 +128,11 @@ impl<K: Object> Running<K> {
     }
 }
 
-async fn three_shards_hold_every_pod_once(server_filters: bool, format: WireFormat) {
+async fn three_shards_hold_every_pod_once(
+    server_filters: bool,
+    format: WireFormat,
+    watch_list: bool,
+) {
     let server =
         FakeApiServer::start_with(ServerOptions::default().sharded_list_and_watch(server_filters))
             .await
@@ -127,9 +141,10 @@ async fn three_shards_hold_every_pod_once(server_filters: bool, format: WireForm
         .map(|i| server.create_object(fixtures::pod(i)).expect("seeded"))
         .collect();
     let client = server.client().expect("a client");
-    let running = Running::start(|| {
-        KubeListerWatcher::new(Api::<Pod>::all(client.clone())).wire_format(format)
-    });
+    let running = Running::start_with(
+        || KubeListerWatcher::new(Api::<Pod>::all(client.clone())).wire_format(format),
+        |options| options.use_watch_list(watch_list),
+    );
     running.assert_hold(&pods, "after the list").await;
 
     // Adds, updates and deletes reach the shard that holds each Pod, and only it.
@@ -180,22 +195,32 @@ async fn three_shards_hold_every_pod_once(server_filters: bool, format: WireForm
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shards_filtered_by_the_server_in_protobuf() {
-    three_shards_hold_every_pod_once(true, WireFormat::Protobuf).await;
+    three_shards_hold_every_pod_once(true, WireFormat::Protobuf, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shards_filtered_by_the_server_in_json() {
-    three_shards_hold_every_pod_once(true, WireFormat::Json).await;
+    three_shards_hold_every_pod_once(true, WireFormat::Json, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shards_filtered_by_the_informer_when_the_server_ignores_the_selector_in_protobuf() {
-    three_shards_hold_every_pod_once(false, WireFormat::Protobuf).await;
+    three_shards_hold_every_pod_once(false, WireFormat::Protobuf, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shards_filtered_by_the_informer_when_the_server_ignores_the_selector_in_json() {
-    three_shards_hold_every_pod_once(false, WireFormat::Json).await;
+    three_shards_hold_every_pod_once(false, WireFormat::Json, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_lists_of_shards_filtered_by_the_server() {
+    three_shards_hold_every_pod_once(true, WireFormat::Protobuf, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_lists_of_shards_filtered_by_the_informer() {
+    three_shards_hold_every_pod_once(false, WireFormat::Protobuf, true).await;
 }
 
 /// A metadata-only list comes without `shardInfo` even from a server that filters (its list
