@@ -261,3 +261,68 @@ async fn metadata_only_lists_return_partial_object_metadata() {
     assert_eq!(body["items"][0]["kind"], "PartialObjectMetadata");
     assert!(body["items"][0].get("spec").is_none());
 }
+
+/// `shardSelector`, as kube-apiserver with `ShardedListAndWatch` on: the list holds the objects
+/// whose UID hashes into the shard and echoes the selector in `metadata.shardInfo`; a malformed
+/// selector is a 500 with the parser's reason; a server told to ignore it lists everything
+/// and echoes nothing, malformed or not.
+#[tokio::test]
+async fn a_shard_selector_lists_the_shard_and_is_echoed_or_ignored() {
+    let shard = kinformer_store::Shard::of(0, 2).expect("a shard");
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("shardSelector", &shard.to_string())
+        .finish();
+    for honoured in [true, false] {
+        let server =
+            FakeApiServer::start_with(ServerOptions::default().sharded_list_and_watch(honoured))
+                .await
+                .expect("the fake server starts");
+        for i in 0..40 {
+            server.create_object(fixtures::pod(i)).expect("seeded");
+        }
+        let listed = get(&server, &format!("/api/v1/pods?{query}")).await;
+        assert_eq!(listed.status, 200);
+        let list = listed.json();
+        let items = list["items"].as_array().expect("items");
+        let in_shard = items
+            .iter()
+            .filter(|item| {
+                let pod: Pod = serde_json::from_value((*item).clone()).expect("a Pod");
+                shard.contains(&pod)
+            })
+            .count();
+        if honoured {
+            assert_eq!(in_shard, items.len(), "only the shard's Pods");
+            assert!(
+                items.len() < 40 && !items.is_empty(),
+                "{} Pods",
+                items.len()
+            );
+            assert_eq!(list["metadata"]["shardInfo"]["selector"], shard.to_string());
+        } else {
+            assert_eq!(items.len(), 40, "every Pod");
+            assert!(list["metadata"].get("shardInfo").is_none(), "{list}");
+        }
+
+        let malformed = get(
+            &server,
+            "/api/v1/pods?shardSelector=shardRange(object.metadata.uid,%20%270x0%27,%20%270x8%27)",
+        )
+        .await;
+        if honoured {
+            assert_eq!(malformed.status, 500);
+            let message = malformed.json()["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            assert!(
+                message.starts_with(
+                    "invalid shard selector: hexStart must be a 0x-prefixed 16-digit hex value"
+                ),
+                "{message}"
+            );
+        } else {
+            assert_eq!(malformed.status, 200, "ignored, as with the gate off");
+        }
+    }
+}
