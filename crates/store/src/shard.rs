@@ -354,9 +354,7 @@ impl Parser<'_> {
         let prefix = (0..=prefix)
             .rev()
             .find(|&length| is_quote(rest.get(length)))
-            .filter(|&length| {
-                length < 2 || !rest[0].eq_ignore_ascii_case(&rest[1])
-            });
+            .filter(|&length| length < 2 || !rest[0].eq_ignore_ascii_case(&rest[1]));
         let Some(prefix) = prefix else {
             return self.path().map(Argument::Path);
         };
