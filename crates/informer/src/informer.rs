@@ -27,14 +27,16 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error_span, info, warn};
 
 use crate::{
-    ConsistencyStats, Error, InformerHealth, InformerOptions, QueueKind, Result, SyncStatus,
+    ConsistencyStats, Error, InformerHealth, InformerOptions, QueueKind, Result,
     checker::{Checker, Counters},
     controller::Applier,
     health,
     latency::LatencyRecorder,
     options::WatchErrorHandler,
-    progress::{Progress, WaitError},
+    progress::Progress,
 };
+
+mod sync;
 
 /// While the initial list has not been processed, the process loop looks at the queue's
 /// `has_synced` at least this often, since an empty first list may queue nothing to pop.
@@ -343,110 +345,6 @@ impl<K: Object> SharedIndexInformer<K> {
     /// The processor relaying notifications to the handlers.
     pub fn processor(&self) -> &SharedProcessor<K> {
         &self.inner.applier.processor
-    }
-
-    /// Whether the initial list has been applied to the cache and handed to the handlers
-    /// (client-go's `HasSynced`); false before start.
-    #[doc(alias = "HasSynced")]
-    pub fn has_synced(&self) -> bool {
-        self.inner
-            .queue
-            .get()
-            .is_some_and(|queue| queue.has_synced())
-    }
-
-    /// Whether the informer has synced and, when it has not, why: the errors its reflector met
-    /// since it last made progress. Cheap enough to poll while waiting for sync.
-    pub fn sync_status(&self) -> SyncStatus {
-        let reflector = self.inner.reflector.get();
-        let failures = reflector
-            .map(|reflector| reflector.failures())
-            .unwrap_or_default();
-        SyncStatus {
-            started: self.has_started(),
-            synced: self.has_synced(),
-            consecutive_failures: failures.consecutive,
-            last_error: failures.last_error,
-            resource_gone: reflector.is_some_and(|reflector| reflector.is_resource_gone()),
-        }
-    }
-
-    /// The signal [`has_synced`](Self::has_synced) sets, for waiting on several informers of
-    /// different types at once with [`wait_for_cache_sync`](crate::wait_for_cache_sync).
-    pub fn synced_signal(&self) -> UpstreamSynced {
-        self.inner.applier.processor.upstream_synced().clone()
-    }
-
-    /// Waits until the informer has synced; returns `false` if `token` fires or the informer
-    /// stops first.
-    #[doc(alias = "WaitForCacheSync")]
-    pub async fn wait_for_cache_sync(&self, token: &CancellationToken) -> bool {
-        tokio::select! {
-            biased;
-            () = self.inner.applier.processor.upstream_synced().synced() => true,
-            () = token.cancelled() => false,
-            () = self.inner.stopped.cancelled() => self.synced_signal().has_synced(),
-        }
-    }
-
-    /// Waits until the cache has seen `resource_version` or a later one: the version a create,
-    /// update or patch returned, so that a lister read afterwards sees that write or a newer
-    /// state (read-your-writes). Returns at once when the cache is already there.
-    ///
-    /// See [`WaitError`] for how versions are compared; an informer on the
-    /// [`QueueKind::DeltaFifo`] has no cache-wide version (wait on the key instead).
-    ///
-    /// # Errors
-    ///
-    /// [`WaitError::TimedOut`] after `within`, [`WaitError::Cancelled`] when `token` fires,
-    /// [`WaitError::Stopped`] when the informer stops first, and the two errors of a version
-    /// that cannot be compared.
-    pub async fn wait_for_version(
-        &self,
-        resource_version: &str,
-        within: Duration,
-        token: &CancellationToken,
-    ) -> std::result::Result<(), WaitError> {
-        self.inner
-            .applier
-            .progress
-            .wait_for_version(resource_version, within, token, &self.inner.stopped)
-            .await
-    }
-
-    /// Waits until the informer has synced and `condition` holds for what the cache holds under
-    /// `key` (`None` when it holds nothing), checking at sync and after every change the
-    /// informer applies; returns what the cache held then. `|object| object.is_none()` waits
-    /// for a deletion, and once the informer has synced returns at once for a key the cache
-    /// never had.
-    ///
-    /// # Errors
-    ///
-    /// [`WaitError::NotSynced`] when the informer has not synced by `within` (before its first
-    /// list the cache cannot answer for a key), [`WaitError::TimedOut`] when it has but the
-    /// condition does not hold by then, [`WaitError::Cancelled`] when `token` fires,
-    /// [`WaitError::Stopped`] when the informer stops first.
-    pub async fn wait_for_key(
-        &self,
-        key: &str,
-        condition: impl FnMut(Option<&K>) -> bool,
-        within: Duration,
-        token: &CancellationToken,
-    ) -> std::result::Result<Option<Arc<K>>, WaitError> {
-        let cache = self.cache();
-        self.inner
-            .applier
-            .progress
-            .wait_for_key(
-                cache.as_ref(),
-                self.inner.applier.processor.upstream_synced(),
-                key,
-                condition,
-                within,
-                token,
-                &self.inner.stopped,
-            )
-            .await
     }
 
     /// The informer's state in one read: sync status, the reflector's counters, every
