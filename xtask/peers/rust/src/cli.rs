@@ -194,6 +194,9 @@ struct Line {
     /// (kinformer only) [default: on the reading task]
     #[arg(long, value_name = "W")]
     decode_workers: Option<usize>,
+    /// inform only shard I of N (0-based), as one of N replicas would (kinformer only)
+    #[arg(long, value_name = "I/N", value_parser = shard_of)]
+    shard: Option<(u64, u64)>,
 }
 
 /// A parsed command line, with the protocol's defaults filled in.
@@ -222,6 +225,8 @@ pub struct Args {
     /// `--decode-workers N`: kinformer decodes watch events on up to N tasks beside the one
     /// reading the watch (kinformer only; absent: on the reading task).
     pub decode_workers: Option<usize>,
+    /// `--shard I/N`: inform only shard I of N, by UID (kinformer only).
+    pub shard: Option<(u64, u64)>,
 }
 
 /// Default `--count`: enough samples for a stable p99.9.
@@ -277,7 +282,22 @@ impl Args {
             fraction: line.fraction,
             compact_cache: line.cache == Cache::Compact,
             decode_workers: line.decode_workers,
+            shard: line.shard,
         })
+    }
+}
+
+/// `--shard`: `I/N` with I below N.
+fn shard_of(value: &str) -> Result<(u64, u64), String> {
+    let (index, count) = value
+        .split_once('/')
+        .ok_or_else(|| format!("expected I/N, got {value:?}"))?;
+    let index: u64 = index.parse().map_err(|error| format!("{error}"))?;
+    let count: u64 = count.parse().map_err(|error| format!("{error}"))?;
+    if index < count {
+        Ok((index, count))
+    } else {
+        Err(format!("shard {index} of {count}: I must be below N"))
     }
 }
 
@@ -386,6 +406,7 @@ mod tests {
                 fraction: 0.25,
                 compact_cache: true,
                 decode_workers: Some(3),
+                shard: None,
             }
         );
     }
@@ -408,6 +429,7 @@ mod tests {
             "--scenario memory --kubeconfig kc --n 100000 --mode projection",
             "--scenario memory --kubeconfig kc --n 100000 --mode metadata --cache compact",
             "--scenario sync-real --kubeconfig kc --n 20000 --mode protobuf",
+            "--scenario sync-real --kubeconfig kc --n 30000 --mode protobuf --shard 2/3",
         ];
         for line in lines {
             parse(line).unwrap_or_else(|error| panic!("{line}: {error}"));
@@ -419,6 +441,11 @@ mod tests {
         );
         let lookups = parse(lines[6]).expect("valid");
         assert_eq!((lookups.readers, lookups.compact_cache), (2, true));
+        assert_eq!(parse(lines[10]).expect("valid").shard, Some((2, 3)));
+        for bad in ["3/3", "1", "a/3", "1/0"] {
+            let line = format!("--scenario sync-real --kubeconfig kc --shard {bad}");
+            assert!(parse(&line).is_err(), "{line}");
+        }
     }
 
     #[test]

@@ -42,6 +42,7 @@ mod alloc;
 mod cli;
 mod latency;
 pub mod procfs;
+mod received;
 mod report;
 mod run;
 mod view;

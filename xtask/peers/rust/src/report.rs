@@ -74,6 +74,17 @@ pub struct Report {
     /// `reads` per second of the phase.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reads_per_s: Option<u64>,
+    /// Response body bytes the peer's client received from the server during the run, in
+    /// KiB (counted by a layer under kube-client).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub received_kib: Option<u64>,
+    /// For a peer of one shard (`--shard`): who filters it, `server` or `client`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard_mode: Option<String>,
+    /// For a peer of one shard: how many objects of the shard the server holds, counted in a
+    /// quorum list of every object after the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard_objects_on_server: Option<usize>,
     /// What the peer emulates that its library does not do itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,

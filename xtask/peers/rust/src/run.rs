@@ -23,7 +23,7 @@ use crate::{
     admin::Admin,
     cli::{Args, Scenario},
     latency::Percentiles,
-    procfs,
+    procfs, received,
     report::{Report, Unsupported, print_result, progress},
     view::{View, Views},
 };
@@ -73,6 +73,18 @@ pub trait Peer {
         args: &Args,
         views: &Arc<Views>,
     ) -> impl Future<Output = Result<Lookup, String>>;
+
+    /// For a peer informing one shard (`--shard`): who filters it (`server` or `client`) and
+    /// how many objects of the shard the server holds, counted in a quorum list over `client`.
+    /// `None` for a peer that informs everything.
+    fn shard_check(
+        &self,
+        client: &Client,
+        args: &Args,
+    ) -> impl Future<Output = Result<Option<(String, usize)>, String>> {
+        let _ = (client, args);
+        async { Ok(None) }
+    }
 }
 
 /// Parses the command line, runs the scenario and prints the result line; exits non-zero
@@ -134,7 +146,9 @@ pub async fn client(path: &Path) -> Result<Client, String> {
         kube_client::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .map_err(|error| format!("kubeconfig {}: {error}", path.display()))?;
-    Client::try_from(config).map_err(|error| format!("building the client: {error}"))
+    let builder = kube_client::client::ClientBuilder::try_from(config)
+        .map_err(|error| format!("building the client: {error}"))?;
+    Ok(builder.with_layer(&received::layer()).build())
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -180,6 +194,7 @@ async fn run<P: Peer>(peer: &mut P, args: &Args) -> Result<Report, String> {
     let client = client(&args.kubeconfig).await?;
     let admin = Admin::new(client.clone());
     let baseline_rss_kib = memory()?.rss_kib;
+    let received_before = received::received_bytes();
     let views = Views::new(args.handlers, args.scenario.slow_handler());
 
     progress(format!(
@@ -188,13 +203,15 @@ async fn run<P: Peer>(peer: &mut P, args: &Args) -> Result<Report, String> {
         args.scenario.resource().plural()
     ));
     let started = Instant::now();
-    let lookup = tokio::time::timeout(SYNC_LIMIT, peer.start(client, args, &views))
+    let lookup = tokio::time::timeout(SYNC_LIMIT, peer.start(client.clone(), args, &views))
         .await
         .map_err(|_| format!("not synced after {SYNC_LIMIT:?}"))??;
     let sync_ms = millis(started.elapsed());
     let synced_objects = views.with(0, View::len);
     progress(format!("synced {synced_objects} objects in {sync_ms} ms"));
-    if let Some(expected) = args.expected_objects.filter(|&n| n != synced_objects) {
+    // A shard holds part of what was seeded: its check is against the server, after the run.
+    let expected = args.expected_objects.filter(|_| args.shard.is_none());
+    if let Some(expected) = expected.filter(|&n| n != synced_objects) {
         progress(format!(
             "warning: the harness seeded {expected} objects, handler 0 has {synced_objects}"
         ));
@@ -247,6 +264,7 @@ async fn run<P: Peer>(peer: &mut P, args: &Args) -> Result<Report, String> {
     }
 
     report.objects = views.with(0, View::len);
+    report.received_kib = Some((received::received_bytes() - received_before) / 1024);
     let used = usage()?;
     report.cpu_ms = used.cpu_ms;
     report.sys_ms = used.sys_ms;
@@ -258,6 +276,11 @@ async fn run<P: Peer>(peer: &mut P, args: &Args) -> Result<Report, String> {
     report.events = views.events();
     report.checksum = views.with(0, View::checksum);
     report.views_agree = views.agree();
+    // After every figure: the quorum list of the check is no part of them.
+    if let Some((mode, on_server)) = peer.shard_check(&client, args).await? {
+        report.shard_mode = Some(mode);
+        report.shard_objects_on_server = Some(on_server);
+    }
     Ok(report)
 }
 

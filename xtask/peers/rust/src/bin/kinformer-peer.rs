@@ -10,8 +10,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer::{
     informer::InformerOptions,
     processor::HandlerFuncs,
+    reflector::ShardMode,
     reflector::{KubeDecoder, KubeListerWatcher, WireFormat},
-    store::{IndexFunc, NAMESPACE_INDEX, ObjectOrTombstone},
+    store::{IndexFunc, NAMESPACE_INDEX, ObjectOrTombstone, Shard},
 };
 use kinformer::{
     prelude::*,
@@ -53,6 +54,43 @@ impl Peer for Kinformer {
         None
     }
 
+    async fn shard_check(
+        &self,
+        client: &Client,
+        args: &Args,
+    ) -> Result<Option<(String, usize)>, String> {
+        let Some((index, count)) = args.shard else {
+            return Ok(None);
+        };
+        let shard = Shard::of(index, count).map_err(|error| error.to_string())?;
+        let factory = self.factory.as_ref().ok_or("no factory")?;
+        let modes: Vec<_> = factory
+            .health()
+            .into_values()
+            .map(|health| health.shard.and_then(|stats| stats.mode))
+            .collect();
+        let mode = match modes.as_slice() {
+            [Some(ShardMode::Server)] => "server",
+            [Some(ShardMode::Client)] => "client",
+            other => return Err(format!("one informer of a known mode expected: {other:?}")),
+        };
+        // Every Pod, from etcd (a quorum read), a page at a time.
+        let api = kube_client::Api::<Pod>::all(client.clone());
+        let mut params = kube_client::api::ListParams::default().limit(1_000);
+        let mut in_shard = 0;
+        loop {
+            let page = api
+                .list_metadata(&params)
+                .await
+                .map_err(|error| format!("listing the Pods: {error}"))?;
+            in_shard += page.items.iter().filter(|pod| shard.contains(*pod)).count();
+            match page.metadata.continue_.filter(|token| !token.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(Some((mode.to_owned(), in_shard))),
+            }
+        }
+    }
+
     async fn start(
         &mut self,
         client: Client,
@@ -68,6 +106,9 @@ impl Peer for Kinformer {
         }
         if let Some(workers) = args.decode_workers {
             options = options.watch_decode_workers(workers);
+        }
+        if let Some((index, count)) = args.shard {
+            options = options.shard(Shard::of(index, count).map_err(|error| error.to_string())?);
         }
         let factory = match args.mode {
             Mode::Json => SharedInformerFactory::new(client, options.wire_format(WireFormat::Json)),

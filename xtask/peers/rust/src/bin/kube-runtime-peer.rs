@@ -42,6 +42,9 @@ impl Peer for KubeRuntime {
         if args.decode_workers.is_some() {
             return Some("decode workers are kinformer's".to_owned());
         }
+        if args.shard.is_some() {
+            return Some("shards are kinformer's".to_owned());
+        }
         (args.mode == Mode::Protobuf).then(|| "kube-runtime decodes JSON only".to_owned())
     }
 
