@@ -67,6 +67,14 @@ pub(super) const STEADY_MIB: Metric = Metric {
     decimals: 0,
 };
 
+/// The response body bytes the peer's client received during the run.
+pub(super) const RECEIVED_MIB: Metric = Metric {
+    label: "received (MiB)",
+    better: Better::Lower,
+    read: |r| field(r, "/received_kib").map(|kib| kib / 1024.0),
+    decimals: 1,
+};
+
 pub(super) const KIB_PER_OBJECT: Metric = Metric {
     label: "steady RSS per object (KiB)",
     better: Better::Lower,

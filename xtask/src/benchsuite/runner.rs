@@ -248,7 +248,20 @@ fn agrees_with_the_real_server(
     result: &Value,
 ) -> Result<String, String> {
     let objects = result.get("objects").and_then(Value::as_u64);
-    if objects != Some(scenario.seeded as u64) {
+    if case.extra.iter().any(|arg| arg == "--shard") {
+        // A shard holds what the server has of it, and the server filtered it.
+        let on_server = result
+            .get("shard_objects_on_server")
+            .and_then(Value::as_u64);
+        let mode = result.get("shard_mode").and_then(Value::as_str);
+        if objects.is_none() || objects != on_server || mode != Some("server") {
+            return Err(format!(
+                "{}: {objects:?} objects, the server has {on_server:?} in the shard, \
+                 filtered by {mode:?}",
+                case.label
+            ));
+        }
+    } else if objects != Some(scenario.seeded as u64) {
         return Err(format!(
             "{}: {objects:?} objects but {} were seeded",
             case.label, scenario.seeded

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::metrics::{
     CPU_MS, CPU_US_PER_EVENT, FAULTS_K, FAULTS_PER_UPDATE, KIB_PER_OBJECT, Metric, P50_MS, P99_MS,
-    P999_MS, PEAK_MIB, PHASE_MS, PHASE_SYS_PERCENT, READS_PER_S, RELIST_DELETES,
+    P999_MS, PEAK_MIB, PHASE_MS, PHASE_SYS_PERCENT, READS_PER_S, RECEIVED_MIB, RELIST_DELETES,
     RELIST_PEAK_OVER_STEADY, RELIST_UPDATES, SLOW_P99_MS, STEADY_MIB, SYNC_MS, SYS_MS,
     UPDATES_PER_S,
 };
@@ -26,6 +26,8 @@ pub(super) struct Sizes {
     pub(super) lookup_updates: usize,
     /// Pods seeded into the real kube-apiserver for `sync-real`.
     pub(super) real_objects: usize,
+    /// Pods seeded into the real kube-apiserver for `shards-real`.
+    pub(super) shard_objects: usize,
     /// Runs of every case.
     pub(super) runs: usize,
     /// Whether each measured run follows an unmeasured run of the same case.
@@ -41,6 +43,7 @@ pub(super) const FULL: Sizes = Sizes {
     lookup_objects: 100_000,
     lookup_updates: 25_000,
     real_objects: 20_000,
+    shard_objects: 30_000,
     runs: 3,
     warm_up: false,
 };
@@ -54,6 +57,7 @@ pub(super) const QUICK: Sizes = Sizes {
     lookup_objects: 2_000,
     lookup_updates: 2_500,
     real_objects: 300,
+    shard_objects: 300,
     runs: 1,
     warm_up: false,
 };
@@ -280,6 +284,22 @@ fn watch_cases() -> Vec<Case> {
     cases
 }
 
+/// One replica informing every Pod, beside three replicas each informing one shard of three,
+/// all kinformer on protobuf with its default (compact) cache; kube-runtime and client-go
+/// informing every Pod for reference.
+fn shard_cases() -> Vec<Case> {
+    let mut cases = vec![compact("protobuf")];
+    for index in 0..3 {
+        cases.push(compact("protobuf").with(
+            &args(&[("shard", format!("{index}/3"))]),
+            &format!("shard {} of 3", index + 1),
+        ));
+    }
+    cases.push(Case::new(Peer::KubeRuntime, "json"));
+    cases.push(Case::new(Peer::ClientGo, "protobuf"));
+    cases
+}
+
 /// Every scenario, in the report's order.
 pub(super) fn scenarios(sizes: Sizes) -> Vec<Scenario> {
     let sync_metrics = vec![
@@ -401,6 +421,19 @@ pub(super) fn scenarios(sizes: Sizes) -> Vec<Scenario> {
                 cases
             },
             sync_metrics,
+        )
+        .on_a_real_server(),
+        Scenario::fake(
+            "shards-real",
+            "8. Replicas of three shards on a real kube-apiserver",
+            "Pods seeded into the e2e control plane, whose kube-apiserver runs with \
+             ShardedListAndWatch on; one replica informs every Pod, and each of three informs \
+             one shard of three by UID (FactoryOptions::shard(Shard::of(i, 3))), which the \
+             server filters. Each row is one replica's process: what it holds, what it \
+             received (response bodies) and the CPU it spent to sync.",
+            sizes.shard_objects,
+            shard_cases(),
+            vec![STEADY_MIB, RECEIVED_MIB, CPU_MS, SYNC_MS, PEAK_MIB],
         )
         .on_a_real_server(),
     ]

@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::{
     metrics::{
-        Better, KIB_PER_OBJECT, Metric, P99_MS, READS_PER_S, RELIST_PEAK_OVER_STEADY, SYNC_MS,
-        UPDATES_PER_S,
+        Better, CPU_MS, KIB_PER_OBJECT, Metric, P99_MS, READS_PER_S, RECEIVED_MIB,
+        RELIST_PEAK_OVER_STEADY, STEADY_MIB, SYNC_MS, UPDATES_PER_S,
     },
     report::{ScenarioResults, protobuf_floor_ms},
     scenarios::Peer,
@@ -42,7 +42,7 @@ impl Target {
 }
 
 /// The targets the issues set, between two cases of one scenario.
-fn target_list() -> [Target; 10] {
+fn target_list() -> [Target; 13] {
     let target = |what, scenario, metric, kinformer, other, bound| Target {
         what,
         scenario,
@@ -131,6 +131,30 @@ fn target_list() -> [Target; 10] {
             "kinformer (projection)",
             "client-go (full)",
             0.2,
+        ),
+        target(
+            "a replica of one shard of 3: steady RSS <= 0.4x one informing every Pod",
+            "shards-real",
+            STEADY_MIB,
+            "kinformer (protobuf) compact cache shard 1 of 3",
+            "kinformer (protobuf) compact cache",
+            0.4,
+        ),
+        target(
+            "a replica of one shard of 3: bytes received <= 0.4x one informing every Pod",
+            "shards-real",
+            RECEIVED_MIB,
+            "kinformer (protobuf) compact cache shard 1 of 3",
+            "kinformer (protobuf) compact cache",
+            0.4,
+        ),
+        target(
+            "a replica of one shard of 3: CPU <= 0.4x one informing every Pod",
+            "shards-real",
+            CPU_MS,
+            "kinformer (protobuf) compact cache shard 1 of 3",
+            "kinformer (protobuf) compact cache",
+            0.4,
         ),
     ]
 }
