@@ -187,10 +187,11 @@ fn peer_command(
         .stdout(Stdio::piped());
     if case.peer != Peer::ClientGo {
         on_4k_pages(&mut command);
-        if scenario.name == "memory" {
+        if matches!(scenario.name, "memory" | "shards-real") {
             // mimalloc keeps freed pages until the freeing thread allocates again; an idle
             // informer never does. Returning them at once makes steady RSS what is live, as
-            // glibc and Go's scavenger leave it.
+            // glibc and Go's scavenger leave it: the scenarios whose headline is what a
+            // process holds.
             command.env("MIMALLOC_PURGE_DELAY", "0");
         }
     }
