@@ -29,7 +29,8 @@ pub enum ShardMode {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ShardStats {
-    /// Who filters, once a list (or an object outside the shard) has told; `None` before.
+    /// Who filters, once an echo, an object from outside the shard or a long enough run of
+    /// objects in it has told; `None` before.
     pub mode: Option<ShardMode>,
     /// Objects received from outside the shard and dropped on the client.
     pub out_of_shard: u64,
@@ -42,6 +43,9 @@ const CLIENT: u8 = 2;
 #[derive(Default)]
 struct State {
     mode: AtomicU8,
+    /// Objects received in the shard since the last one from outside it, across lists and
+    /// watches: the evidence that the server filters when it echoes nothing.
+    in_shard_since_outsider: AtomicU64,
     out_of_shard: AtomicU64,
 }
 
@@ -71,9 +75,9 @@ impl State {
 /// server's filtering, and either way the consumer sees exactly the shard. Which of the two
 /// happens is in [`stats`](Self::stats) and is logged once when it becomes known or changes:
 /// an object from outside the shard means the client filters; a list that echoes the selector
-/// in `metadata.shardInfo`, or a list (or a streaming list's initial events) long enough that
-/// holding no object from outside the shard cannot be chance (kube-apiserver does not echo the
-/// selector in metadata-only and custom-resource lists, nor in a watch), means the server does.
+/// in `metadata.shardInfo`, or a run of objects in the shard (over lists and watches, streaming
+/// lists included) long enough that it cannot be chance, means the server does: kube-apiserver
+/// does not echo the selector in metadata-only and custom-resource lists, nor in a watch.
 ///
 /// A shard by UID or namespace is stable for an object's life: an object never moves between
 /// shards, so a watch never needs to turn an update into an add or a delete.
@@ -150,10 +154,25 @@ impl<K> ShardedListerWatcher<K> {
         }
     }
 
+    /// Counts `count` objects received in the shard. kube-apiserver filters but echoes nothing
+    /// in metadata-only and custom-resource lists nor in a watch, so a run of objects with none
+    /// from outside the shard, across lists and watches, says the server filters once it is
+    /// long enough that chance would give it less than once in a million.
+    fn kept(&self, count: u64) {
+        let run = self
+            .state
+            .in_shard_since_outsider
+            .fetch_add(count, Ordering::Relaxed)
+            + count;
+        if self.state.mode.load(Ordering::Relaxed) != SERVER
+            && self.filtered_by_chance_below(run, 1e-6)
+        {
+            self.state.set_mode(SERVER, &self.selector, "");
+        }
+    }
+
     /// Whether `kept` objects all falling in the shard by chance, from a server that does not
-    /// filter, is less likely than `odds`: kube-apiserver filters but does not echo the
-    /// selector in a metadata-only or custom-resource list, so a list with no object from
-    /// outside the shard says the server filters once it is long enough.
+    /// filter, is less likely than `odds`.
     fn filtered_by_chance_below(&self, kept: u64, odds: f64) -> bool {
         let width: u128 = self
             .shard
@@ -169,6 +188,9 @@ impl<K> ShardedListerWatcher<K> {
 
     fn dropped(&self, count: u64, what: &str) {
         if count > 0 {
+            self.state
+                .in_shard_since_outsider
+                .store(0, Ordering::Relaxed);
             self.state.out_of_shard.fetch_add(count, Ordering::Relaxed);
             self.state.set_mode(CLIENT, &self.selector, what);
         }
@@ -212,8 +234,13 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
             .is_some_and(|echo| echo == *self.shard);
         if in_shard.dropped > 0 {
             self.dropped(in_shard.dropped, "its list held objects outside the shard");
-        } else if echoed || self.filtered_by_chance_below(in_shard.kept, 1e-6) {
+        } else if echoed {
             self.state.set_mode(SERVER, &self.selector, "");
+        }
+        // A page with outsiders starts the run afresh: which of its objects came after the
+        // last outsider is not known, so none counts.
+        if in_shard.dropped == 0 {
+            self.kept(in_shard.kept);
         }
         Ok(page)
     }
@@ -222,9 +249,6 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
         options.shard_selector = Some(self.selector.clone());
         let stream = self.inner.watch(options).await?;
         let this = self.clone();
-        // Objects kept before a streaming list's initial events end: with none dropped, enough
-        // of them say the server filters, as a long enough list does.
-        let mut kept = 0;
         Ok(stream
             .filter(move |event| {
                 let in_shard = match event {
@@ -232,19 +256,10 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
                         this.shard.contains(&**object)
                     }
                     Ok(WatchEvent::Deleted(object)) => this.shard.contains(&**object),
-                    Ok(WatchEvent::Bookmark {
-                        initial_events_end: true,
-                        ..
-                    }) => {
-                        if this.filtered_by_chance_below(kept, 1e-6) {
-                            this.state.set_mode(SERVER, &this.selector, "");
-                        }
-                        return std::future::ready(true);
-                    }
                     Ok(WatchEvent::Bookmark { .. }) | Err(_) => return std::future::ready(true),
                 };
                 if in_shard {
-                    kept += 1;
+                    this.kept(1);
                 } else {
                     this.dropped(1, "its watch sent an object outside the shard");
                 }
