@@ -97,7 +97,7 @@ async fn converge<K: Object>(
 async fn three_shards_hold_every_config_map_once_whoever_filters() {
     run("sharded-informer", |ctx| async move {
         let api = config_maps(&ctx);
-        for i in 0..45 {
+        for i in 0..90 {
             api.create(
                 &PostParams::default(),
                 &config_map(&format!("cm-{i}"), "v", &[]),
@@ -149,7 +149,7 @@ async fn three_shards_hold_every_config_map_once_whoever_filters() {
             .len();
         assert_eq!(total, all, "every ConfigMap in exactly one shard");
 
-        for i in 45..60 {
+        for i in 90..105 {
             api.create(
                 &PostParams::default(),
                 &config_map(&format!("cm-{i}"), "v", &[]),
@@ -157,7 +157,7 @@ async fn three_shards_hold_every_config_map_once_whoever_filters() {
             .await
             .expect("created");
         }
-        for i in (0..45).step_by(4) {
+        for i in (0..90).step_by(8) {
             api.delete(&format!("cm-{i}"), &DeleteParams::default())
                 .await
                 .expect("deleted");
