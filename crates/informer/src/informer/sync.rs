@@ -60,7 +60,8 @@ impl<K: Object> SharedIndexInformer<K> {
     /// state (read-your-writes). Returns at once when the cache is already there.
     ///
     /// See [`WaitError`] for how versions are compared; an informer on the
-    /// [`QueueKind::DeltaFifo`] has no cache-wide version (wait on the key instead).
+    /// [`QueueKind::DeltaFifo`](crate::QueueKind::DeltaFifo) has no cache-wide version (wait on
+    /// the key instead).
     ///
     /// # Errors
     ///
