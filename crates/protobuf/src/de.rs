@@ -24,7 +24,7 @@ use serde::de::{
 
 use self::{entries::RepeatedAccess, fields::FieldAccess};
 use crate::{
-    Error,
+    Error, quantity,
     schema::{Message, Ty},
     time,
     wire::{Reader, WireValue, go_text},
@@ -236,9 +236,9 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
                     .unwrap_or(0) as i64;
                 visitor.visit_string(time::format_go_duration(nanos))
             }
-            Ty::Quantity => match single_field(self.bytes()?, 1)? {
-                Some(value) => visit_text(visitor, value.bytes("quantity")?),
-                None => visitor.visit_borrowed_str("0"),
+            Ty::Quantity => match quantity::from_message(self.bytes()?)? {
+                Cow::Borrowed(text) => visitor.visit_borrowed_str(text),
+                Cow::Owned(text) => visitor.visit_string(text),
             },
             Ty::IntOrString => match int_or_string_parts(self.bytes()?)? {
                 IntOrStringParts::String(text) => visit_text(visitor, text),
@@ -331,8 +331,7 @@ fn check(ty: Ty, value: WireValue<'_>) -> Result<(), Error> {
         }
         Ty::Duration => single_field(value.bytes("duration")?, 1)?
             .map_or(Ok(()), |nanos| nanos.integer("duration").map(drop)),
-        Ty::Quantity => single_field(value.bytes("quantity")?, 1)?
-            .map_or(Ok(()), |text| text.bytes("quantity").map(drop)),
+        Ty::Quantity => quantity::from_value(value).map(drop),
         Ty::IntOrString => int_or_string_parts(value.bytes("IntOrString")?).map(drop),
         Ty::FieldsV1 | Ty::RawExtension => {
             let json = match single_field(value.bytes("embedded JSON")?, 1)? {

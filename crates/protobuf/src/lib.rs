@@ -16,7 +16,10 @@
 //!   minor the tables were made from, decoders generated per type (by `cargo xtask
 //!   protobuf-schema`, from the tables and k8s-openapi's own field names) write each field
 //!   straight into the struct, with no serde in between; for any other type or minor it takes
-//!   the serde path, which gives the same value.
+//!   the serde path, which gives the same value. Both read a `Quantity` as apimachinery's
+//!   `ParseQuantity` does, refusing what it refuses, and hold the text Go's `Quantity.String`
+//!   writes for it (`"0.1"` is held as `"100m"`, `"1.5Gi"` as `"1536Mi"`): the text Go's JSON
+//!   has, and the one kube-apiserver sends.
 //! - [`Envelope`], [`WatchFrame`] and [`FrameReader`]: the `k8s\0` + `runtime.Unknown`
 //!   envelope and the length-prefixed watch frames; [`CONTENT_TYPE`] and
 //!   [`WATCH_CONTENT_TYPE`] for the `Accept` header.
@@ -62,6 +65,7 @@
 //! | a map entry cut short | `0a045a020a05` | `truncated protobuf: the body ends inside a length-delimited value (at metadata.labels[0], byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta)` |
 //! | a body cut short | `0a05` | `truncated protobuf: the body ends inside a length-delimited value (at the message's own fields, byte 0, in a k8s.io.api.core.v1.Pod)` |
 //! | a time out of Go's range | `0a0942070880a094a58d1d` | `malformed protobuf: a time outside 0000-01-01T00:00:00Z to 9999-12-30T22:00:00Z (at metadata.creationTimestamp, byte 2, in a k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta)` |
+//! | a quantity Go's `ParseQuantity` refuses | `1211120f420d0a0b0a0363707512040a023178` | `malformed protobuf: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' (at spec.containers[0].resources.limits[0], byte 6, in a k8s.io.api.core.v1.ResourceRequirements)` |
 //! | embedded JSON with bytes after the document | `0a1f8a011c3a1a0a187b22663a6d65746164617461223a7b7d7d67617262616765` | `embedded JSON: trailing characters at line 1 column 18 (at metadata.managedFields[0].fieldsV1, byte 5, in a k8s.io.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry)` |
 //!
 //! # Example
@@ -92,6 +96,7 @@ mod error;
 #[allow(unreachable_pub)]
 mod generated;
 mod list_splitter;
+mod quantity;
 mod schema;
 mod ser;
 mod strip;

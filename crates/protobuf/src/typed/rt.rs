@@ -21,7 +21,7 @@ use k8s_openapi::{
 use crate::{
     DecodeOptions, Error,
     de::{IntOrStringParts, int_or_string_parts, single_field},
-    time,
+    quantity, time,
     wire::{Reader, WireValue, go_text},
 };
 
@@ -429,11 +429,9 @@ pub(crate) fn bytes(value: WireValue<'_>, _: &DecodeOptions) -> Result<ByteStrin
     Ok(ByteString(value.bytes("bytes")?.to_vec()))
 }
 
+/// The text Go holds: `ParseQuantity`'s checks, `Quantity.String`'s form ([`quantity`]).
 pub(crate) fn quantity(value: WireValue<'_>, _: &DecodeOptions) -> Result<Quantity, Error> {
-    Ok(Quantity(match single_field(value.bytes("quantity")?, 1)? {
-        Some(text) => owned_str(text.bytes("quantity")?)?,
-        None => "0".to_owned(),
-    }))
+    Ok(Quantity(quantity::from_value(value)?.into_owned()))
 }
 
 pub(crate) fn int_or_string(value: WireValue<'_>, _: &DecodeOptions) -> Result<IntOrString, Error> {
