@@ -83,63 +83,6 @@ where
     .map_err(|error| error.located(bytes, message))
 }
 
-/// One wire value, typed by the schema.
-struct ValueDeserializer<'de> {
-    ty: Ty,
-    value: WireValue<'de>,
-    options: DecodeOptions,
-}
-
-impl<'de> ValueDeserializer<'de> {
-    fn bytes(&self) -> Result<&'de [u8], Error> {
-        self.value.bytes(self.ty.name())
-    }
-
-    /// Whether JSON would hold `null` here: a zero `Time` (protobuf writes it empty) or an
-    /// embedded JSON document that is absent.
-    fn is_null(&self) -> bool {
-        matches!(
-            self.ty,
-            Ty::Time | Ty::MicroTime | Ty::FieldsV1 | Ty::RawExtension
-        ) && is_empty_message(self.value)
-    }
-
-    /// The raw JSON inside a `FieldsV1` or `RawExtension`.
-    fn embedded_json(&self) -> Result<&'de [u8], Error> {
-        Ok(single_field(self.bytes()?, 1)?
-            .map(|value| value.bytes("raw JSON"))
-            .transpose()?
-            .unwrap_or(b"null"))
-    }
-}
-
-/// Whether `value` is an empty message: what Go writes for a zero `Time` or an absent embedded
-/// JSON document, which JSON shows as `null`.
-fn is_empty_message(value: WireValue<'_>) -> bool {
-    matches!(value, WireValue::Bytes(bytes) if bytes.is_empty())
-}
-
-/// The last value of field `number` in the message `bytes` (protobuf's "last one wins").
-pub(crate) fn single_field(bytes: &[u8], number: u32) -> Result<Option<WireValue<'_>>, Error> {
-    let mut reader = Reader::new(bytes);
-    let mut found = None;
-    while let Some((field, value)) = reader.field()? {
-        if field == number {
-            found = Some(value);
-        }
-    }
-    Ok(found)
-}
-
-/// `bytes` as text for `visitor`: borrowed when they are UTF-8, else as Go's JSON shows them
-/// ([`go_text`]).
-fn visit_text<'de, V: Visitor<'de>>(visitor: V, bytes: &'de [u8]) -> Result<V::Value, Error> {
-    match go_text(bytes) {
-        Cow::Borrowed(text) => visitor.visit_borrowed_str(text),
-        Cow::Owned(text) => visitor.visit_string(text),
-    }
-}
-
 /// What `$read` makes of the embedded JSON document `$json` (bound to `$de`, a serde_json
 /// deserializer), which must be one document with nothing after it but whitespace, as Go's JSON
 /// encoder requires when it writes the object. A document that is not UTF-8 is read as Go's
@@ -166,6 +109,189 @@ macro_rules! read_embedded {
         }
     }};
 }
+
+/// One wire value, typed by the schema.
+struct ValueDeserializer<'de> {
+    ty: Ty,
+    value: WireValue<'de>,
+    options: DecodeOptions,
+}
+
+impl<'de> ValueDeserializer<'de> {
+    fn bytes(&self) -> Result<&'de [u8], Error> {
+        self.value.bytes(self.ty.name())
+    }
+
+    /// Whether JSON would hold `null` here: a zero `Time` (protobuf writes it empty) or an
+    /// embedded JSON document that is absent.
+    fn is_null(&self) -> bool {
+        matches!(
+            self.ty,
+            Ty::Time | Ty::MicroTime | Ty::FieldsV1 | Ty::RawExtension
+        ) && is_empty_message(self.value)
+    }
+
+    /// The raw JSON inside a `FieldsV1` or `RawExtension`.
+    fn embedded_json(&self) -> Result<&'de [u8], Error> {
+        embedded_json(&[self.bytes()?])
+    }
+}
+
+/// The raw JSON inside a `FieldsV1` or `RawExtension`, merged from `segments`.
+fn embedded_json<'de>(segments: &[&'de [u8]]) -> Result<&'de [u8], Error> {
+    Ok(last_field(segments, 1)?
+        .map(|value| value.bytes("raw JSON"))
+        .transpose()?
+        .unwrap_or(b"null"))
+}
+
+/// A value of one of the types Go decodes as a message and merges when it comes more than
+/// once (every special type but `Time`, whose decoder replaces), from its occurrences.
+fn visit_special<'de, V: Visitor<'de>>(
+    ty: Ty,
+    segments: &[&'de [u8]],
+    options: DecodeOptions,
+    visitor: V,
+) -> Result<V::Value, Error> {
+    match ty {
+        Ty::Duration => {
+            let nanos = last_field(segments, 1)?
+                .map(|value| value.integer("duration"))
+                .transpose()?
+                .unwrap_or(0) as i64;
+            visitor.visit_string(time::format_go_duration(nanos))
+        }
+        Ty::Quantity => match quantity::from_segments(segments)? {
+            Cow::Borrowed(text) => visitor.visit_borrowed_str(text),
+            Cow::Owned(text) => visitor.visit_string(text),
+        },
+        Ty::IntOrString => match int_or_string_parts_of(segments)? {
+            IntOrStringParts::String(text) => visit_text(visitor, text),
+            IntOrStringParts::Int(int) => visitor.visit_i32(int),
+        },
+        Ty::FieldsV1 | Ty::RawExtension => {
+            read_embedded!(embedded_json(segments)?, |json| json
+                .deserialize_any(visitor))
+        }
+        Ty::StringList => {
+            // `{repeated items = 1}`: every item, wherever it appears.
+            let mut items = Vec::new();
+            for segment in segments {
+                let mut reader = Reader::new(segment);
+                while let Some((number, value)) = reader.field()? {
+                    if number == 1 {
+                        items.push(value);
+                    }
+                }
+            }
+            visitor.visit_seq(RepeatedAccess::gathered(items, Ty::String, options))
+        }
+        _ => Err(Error::Malformed(
+            "a merged value of a type that is not merged",
+        )),
+    }
+}
+
+/// Whether Go decodes a single field of `ty` as a message that merges with an earlier
+/// occurrence: the special types but `Time` and `MicroTime`, whose decoder replaces.
+pub(crate) fn merges(ty: Ty) -> bool {
+    matches!(
+        ty,
+        Ty::Duration
+            | Ty::Quantity
+            | Ty::IntOrString
+            | Ty::FieldsV1
+            | Ty::RawExtension
+            | Ty::StringList
+    )
+}
+
+/// A value of a type that [`merges`], which came more than once: its occurrences merged.
+pub(super) struct MergedValue<'de> {
+    pub(super) ty: Ty,
+    pub(super) segments: Vec<&'de [u8]>,
+    pub(super) options: DecodeOptions,
+}
+
+impl<'de> Deserializer<'de> for MergedValue<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visit_special(self.ty, &self.segments, self.options, visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let embedded = matches!(self.ty, Ty::FieldsV1 | Ty::RawExtension);
+        if embedded && self.segments.iter().all(|segment| segment.is_empty()) {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        match self.ty {
+            Ty::FieldsV1 | Ty::RawExtension => {
+                read_embedded!(embedded_json(&self.segments)?, |json| {
+                    json.deserialize_newtype_struct(name, visitor)
+                })
+            }
+            _ => visitor.visit_newtype_struct(self),
+        }
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+/// Whether `value` is an empty message: what Go writes for a zero `Time` or an absent embedded
+/// JSON document, which JSON shows as `null`.
+fn is_empty_message(value: WireValue<'_>) -> bool {
+    matches!(value, WireValue::Bytes(bytes) if bytes.is_empty())
+}
+
+/// The last value of field `number` in the message `bytes` (protobuf's "last one wins").
+pub(crate) fn single_field(bytes: &[u8], number: u32) -> Result<Option<WireValue<'_>>, Error> {
+    last_field(&[bytes], number)
+}
+
+/// The last value of field `number` across `segments`: the occurrences of one message field
+/// that came more than once, which protobuf and Go merge, each field's last value winning.
+pub(crate) fn last_field<'de>(
+    segments: &[&'de [u8]],
+    number: u32,
+) -> Result<Option<WireValue<'de>>, Error> {
+    let mut found = None;
+    for segment in segments {
+        let mut reader = Reader::new(segment);
+        while let Some((field, value)) = reader.field()? {
+            if field == number {
+                found = Some(value);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// `bytes` as text for `visitor`: borrowed when they are UTF-8, else as Go's JSON shows them
+/// ([`go_text`]).
+fn visit_text<'de, V: Visitor<'de>>(visitor: V, bytes: &'de [u8]) -> Result<V::Value, Error> {
+    match go_text(bytes) {
+        Cow::Borrowed(text) => visitor.visit_borrowed_str(text),
+        Cow::Owned(text) => visitor.visit_string(text),
+    }
+}
+
 /// What an `IntOrString` holds.
 pub(crate) enum IntOrStringParts<'de> {
     Int(i32),
@@ -177,15 +303,25 @@ pub(crate) enum IntOrStringParts<'de> {
 /// its field's wire type, whichever arm `type` picks. A `type` other than 0 (int) or 1
 /// (string) is an error, as Go's JSON encoder makes it.
 pub(crate) fn int_or_string_parts(bytes: &[u8]) -> Result<IntOrStringParts<'_>, Error> {
+    int_or_string_parts_of(&[bytes])
+}
+
+/// [`int_or_string_parts`] of an `IntOrString` that came more than once: its occurrences
+/// merged, as Go merges them, each of its fields' last value winning.
+pub(crate) fn int_or_string_parts_of<'de>(
+    segments: &[&'de [u8]],
+) -> Result<IntOrStringParts<'de>, Error> {
     let (mut kind, mut int, mut text): (u64, i32, &[u8]) = (0, 0, b"");
-    let mut reader = Reader::new(bytes);
-    while let Some((number, value)) = reader.field()? {
-        match number {
-            1 => kind = value.integer("type")?,
-            // An int32 on the wire: a negative one is sign-extended, truncation decodes it.
-            2 => int = value.integer("intVal")? as i32,
-            3 => text = value.bytes("strVal")?,
-            _ => {}
+    for segment in segments {
+        let mut reader = Reader::new(segment);
+        while let Some((number, value)) = reader.field()? {
+            match number {
+                1 => kind = value.integer("type")?,
+                // An int32 on the wire: a negative one is sign-extended, truncation decodes it.
+                2 => int = value.integer("intVal")? as i32,
+                3 => text = value.bytes("strVal")?,
+                _ => {}
+            }
         }
     }
     match kind {
@@ -229,35 +365,12 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
                 let text = std::str::from_utf8(&buffer[..len]).map_err(|_| Error::Utf8)?;
                 visitor.visit_str(text)
             }
-            Ty::Duration => {
-                let nanos = single_field(self.bytes()?, 1)?
-                    .map(|value| value.integer("duration"))
-                    .transpose()?
-                    .unwrap_or(0) as i64;
-                visitor.visit_string(time::format_go_duration(nanos))
-            }
-            Ty::Quantity => match quantity::from_message(self.bytes()?)? {
-                Cow::Borrowed(text) => visitor.visit_borrowed_str(text),
-                Cow::Owned(text) => visitor.visit_string(text),
-            },
-            Ty::IntOrString => match int_or_string_parts(self.bytes()?)? {
-                IntOrStringParts::String(text) => visit_text(visitor, text),
-                IntOrStringParts::Int(int) => visitor.visit_i32(int),
-            },
-            Ty::FieldsV1 | Ty::RawExtension => {
-                read_embedded!(self.embedded_json()?, |json| json.deserialize_any(visitor))
-            }
-            Ty::StringList => {
-                // `{repeated items = 1}`: every item, wherever it appears.
-                let mut items = Vec::new();
-                let mut reader = Reader::new(self.bytes()?);
-                while let Some((number, value)) = reader.field()? {
-                    if number == 1 {
-                        items.push(value);
-                    }
-                }
-                visitor.visit_seq(RepeatedAccess::gathered(items, Ty::String, self.options))
-            }
+            Ty::Duration
+            | Ty::Quantity
+            | Ty::IntOrString
+            | Ty::FieldsV1
+            | Ty::RawExtension
+            | Ty::StringList => visit_special(self.ty, &[self.bytes()?], self.options, visitor),
         }
     }
 

@@ -34,11 +34,20 @@ const MAX_INT64: &[u8] = b"9223372036854775807";
 /// the field is parsed, as Go's `Unmarshal` parses each, and the last wins; a message without
 /// it is zero, `"0"`.
 pub(crate) fn from_message(bytes: &[u8]) -> Result<Cow<'_, str>, Error> {
-    let mut reader = Reader::new(bytes);
+    from_segments(&[bytes])
+}
+
+/// [`from_message`] of a `Quantity` that came more than once: Go's `Unmarshal` reads each
+/// occurrence into the same value, so the last text wins, and an occurrence without one keeps
+/// the text before it.
+pub(crate) fn from_segments<'de>(segments: &[&'de [u8]]) -> Result<Cow<'de, str>, Error> {
     let mut text = Cow::Borrowed("0");
-    while let Some((number, value)) = reader.field()? {
-        if number == 1 {
-            text = canonical(value.bytes("quantity")?)?;
+    for segment in segments {
+        let mut reader = Reader::new(segment);
+        while let Some((number, value)) = reader.field()? {
+            if number == 1 {
+                text = canonical(value.bytes("quantity")?)?;
+            }
         }
     }
     Ok(text)

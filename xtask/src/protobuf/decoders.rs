@@ -316,6 +316,16 @@ fn merge_impl(
             .collect();
         format!("Self {{ {} }}", fields.join(", "))
     };
+    let merged = merged_fields(table, &target.fields);
+    let merged = if merged.is_empty() {
+        String::new()
+    } else {
+        let numbers: Vec<String> = merged.iter().map(u32::to_string).collect();
+        format!(
+            "    const MERGED: &'static [u32] = &[{}];\n\n",
+            numbers.join(", ")
+        )
+    };
     let repeated = repeated_fields(table, &target.fields);
     let reserve = if repeated.is_empty() {
         String::new()
@@ -351,7 +361,7 @@ fn merge_impl(
         )
     };
     format!(
-        "/// {proto}\nimpl Merge for {path} {{\n{reserve}    fn merge_field(&mut self, {number}: u32, \
+        "/// {proto}\nimpl Merge for {path} {{\n{merged}{reserve}    fn merge_field(&mut self, {number}: u32, \
          {value}: WireValue<'_>, {options}: &DecodeOptions) -> Result<(), Error> {{\n{body}\n    \
          }}\n}}\n\nimpl rt::Zero for {path} {{\n    fn zero() -> Self {{\n        {zero}\n    \
          }}\n}}\n\n",
@@ -378,6 +388,36 @@ fn repeated_fields<'a>(
                 .map(|rust| (field.number, rust.as_str(), is_managed_fields(table, field)))
         })
         .collect()
+}
+
+/// The numbers of `table`'s own single fields of a special type that Go decodes as a message
+/// merged with an earlier occurrence, for `Merge::MERGED` (every special type but the times,
+/// whose decoder replaces).
+fn merged_fields(table: &Table, rust_fields: &BTreeMap<String, String>) -> Vec<u32> {
+    let numbers: Vec<u32> = table
+        .fields
+        .iter()
+        .filter(|field| {
+            field.shape == "Single"
+                && matches!(
+                    field.ty.as_str(),
+                    "Duration"
+                        | "Quantity"
+                        | "IntOrString"
+                        | "FieldsV1"
+                        | "RawExtension"
+                        | "StringList"
+                )
+                && rust_fields.contains_key(&field.json)
+        })
+        .map(|field| field.number)
+        .collect();
+    assert!(
+        numbers.iter().all(|&number| number < 64),
+        "{}: a merged field numbered 64 or above, which Merge::MERGED_BITS cannot hold",
+        table.proto
+    );
+    numbers
 }
 
 /// Whether `field` is ObjectMeta's managedFields, which `DecodeOptions` may drop.

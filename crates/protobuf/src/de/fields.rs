@@ -8,8 +8,9 @@ use serde::de::{
 };
 
 use super::{
-    DecodeOptions, ValueDeserializer, check,
+    DecodeOptions, MergedValue, ValueDeserializer, check,
     entries::{Entries, MapDeserializer, MapEntries, RepeatedAccess, RepeatedDeserializer},
+    merges,
 };
 use crate::{
     Error,
@@ -291,7 +292,7 @@ impl<'de> FieldAccess<'de> {
                         // A message is merged, so absent only when every occurrence is empty;
                         // any other value is absent when its last occurrence is zero, and
                         // the earlier ones must still be values it can hold.
-                        let merged = matches!(field.ty, Ty::Message(_));
+                        let merged = matches!(field.ty, Ty::Message(_)) || merges(field.ty);
                         let absent = if merged {
                             values.iter().all(|value| value.is_zero())
                         } else {
@@ -410,6 +411,18 @@ impl<'de> MapAccess<'de> for FieldAccess<'de> {
                 seed.deserialize(MergedMessage {
                     segments,
                     message,
+                    options,
+                })
+            }
+            // A special type Go decodes as a message, seen more than once, is merged too.
+            (_, ty) if values.len() > 1 && merges(ty) => {
+                let segments = values
+                    .iter()
+                    .map(|value| value.bytes(ty.name()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                seed.deserialize(MergedValue {
+                    ty,
+                    segments,
                     options,
                 })
             }

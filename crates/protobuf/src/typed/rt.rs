@@ -36,6 +36,14 @@ pub(crate) trait Merge {
     /// every field, in one instruction rather than a scan of the list.
     const REPEATED_BITS: u64 = bits_under_64(Self::REPEATED);
 
+    /// Its single fields of a type Go decodes as a message that merges with an earlier
+    /// occurrence (`Quantity`, `IntOrString`, `Duration`, `FieldsV1`, `RawExtension`): [`merge`]
+    /// decodes every occurrence of one as the first, joined, which is protobuf's merge.
+    const MERGED: &'static [u32] = &[];
+
+    /// [`MERGED`](Merge::MERGED) as bits; the generator numbers none of them 64 or above.
+    const MERGED_BITS: u64 = bits_under_64(Self::MERGED);
+
     /// Makes room for `additional` more elements of repeated field `number`, one of
     /// [`REPEATED`](Merge::REPEATED), unless `options` drop that field.
     fn reserve(&mut self, _number: u32, _additional: usize, _options: &DecodeOptions) {}
@@ -64,6 +72,7 @@ pub(crate) fn merge<T: Merge>(
 ) -> Result<(), Error> {
     let mut reader = Reader::new(bytes);
     let mut previous = 0;
+    let mut merged = 0u64;
     loop {
         let tag = reader.remaining().as_ptr();
         let Some((number, value)) = reader.field().map_err(|error| error.at(tag))? else {
@@ -73,10 +82,48 @@ pub(crate) fn merge<T: Merge>(
             target.reserve(number, 1 + run_after(reader, number), options);
         }
         previous = number;
+        if T::MERGED_BITS != 0 && number < 64 && T::MERGED_BITS & (1 << number) != 0 {
+            let bit = 1u64 << number;
+            if merged & bit != 0 {
+                // Decoded with the first occurrence.
+                continue;
+            }
+            if let Some(joined) = joined_with_later(value, reader, number) {
+                merged |= bit;
+                target
+                    .merge_field(number, WireValue::Bytes(&joined), options)
+                    .map_err(|error| error.at(tag))?;
+                continue;
+            }
+        }
         target
             .merge_field(number, value, options)
             .map_err(|error| error.at(tag))?;
     }
+}
+
+/// `first`, an occurrence of field `number`, joined with the occurrences that follow it in
+/// `rest`: one message that decodes as protobuf merges them. `None` when there are none, or
+/// when one is not length-delimited: each occurrence is then decoded on its own, and that one
+/// refused where it stands. Reading stops at malformed bytes, which the decode reports.
+#[cold]
+fn joined_with_later(first: WireValue<'_>, mut rest: Reader<'_>, number: u32) -> Option<Vec<u8>> {
+    let WireValue::Bytes(first) = first else {
+        return None;
+    };
+    let mut joined: Option<Vec<u8>> = None;
+    while let Ok(Some((next, value))) = rest.field() {
+        if next != number {
+            continue;
+        }
+        let WireValue::Bytes(later) = value else {
+            return None;
+        };
+        joined
+            .get_or_insert_with(|| first.to_vec())
+            .extend_from_slice(later);
+    }
+    joined
 }
 
 /// Whether field `number` of `T` is one of its [`Merge::REPEATED`].

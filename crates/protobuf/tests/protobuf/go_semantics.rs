@@ -183,6 +183,62 @@ fn an_int_or_string_is_checked_on_both_arms_and_by_its_type() {
 }
 
 #[test]
+fn a_special_value_that_appears_twice_is_merged_as_go_merges_its_message() {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    // spec.ports[0] = {name "a", targetPort {type 1, strVal "http"}, targetPort {intVal 8080}}:
+    // Go decodes the second into the first, so the type and the text stay and "http" wins.
+    let ports = |port: &str| {
+        let ports = format!("0a{:02x}{port}", port.len() / 2);
+        let spec = format!("12{:02x}{ports}", ports.len() / 2);
+        both::<Service>(&hex(&spec), table("v1", "Service"))
+            .map(|service| service.spec.expect("a spec").ports.expect("ports"))
+    };
+    let merged = ports(
+        "0a01612208080 11a04687474702203 10903f"
+            .replace(' ', "")
+            .as_str(),
+    )
+    .expect("decodes");
+    assert_eq!(
+        merged[0].target_port,
+        Some(IntOrString::String("http".to_owned()))
+    );
+    // Split by another field, too: {targetPort {type 1, strVal "http"}, name "a",
+    // targetPort {type 0}}: the type's last value wins, and the int arm, never sent, is 0.
+    let merged = ports(
+        "22080801 1a04687474700a0161220208 00"
+            .replace(' ', "")
+            .as_str(),
+    )
+    .expect("decodes");
+    assert_eq!(merged[0].target_port, Some(IntOrString::Int(0)));
+    assert_eq!(merged[0].name.as_deref(), Some("a"));
+    // An invalid occurrence is refused even when a later one would replace it.
+    assert!(ports("22021802 22020800".replace(' ', "").as_str()).is_err());
+
+    // spec.containers[0].resources.limits is a map, whose values never merge; but a
+    // container's resources message twice is merged, and the quantity in it read as Go reads
+    // it: {limits {"cpu": "0.5"}}, then {requests {"cpu": "1"}}.
+    let field = |tag: &str, body: &str| format!("{tag}{:02x}{body}", body.len() / 2);
+    let limits = field(
+        "0a",
+        &format!("0a03637075{}", field("12", &field("0a", "302e35"))),
+    );
+    let requests = field(
+        "12",
+        &format!("0a03637075{}", field("12", &field("0a", "31"))),
+    );
+    let container = format!("0a0163{}{}", field("42", &limits), field("42", &requests));
+    let pod = pod(&field("12", &field("12", &container))).expect("decodes");
+    let resources = pod.spec.expect("a spec").containers[0]
+        .resources
+        .clone()
+        .expect("resources");
+    assert_eq!(resources.limits.expect("limits")["cpu"].0, "500m");
+    assert_eq!(resources.requests.expect("requests")["cpu"].0, "1");
+}
+
+#[test]
 fn a_string_that_is_not_utf8_reads_as_go_writes_it_in_json() {
     // metadata = {name "a\x80b", namespace "\xe6\x97A"}: one U+FFFD per byte of each invalid
     // sequence, as Go's JSON encoder writes the bytes Go keeps.

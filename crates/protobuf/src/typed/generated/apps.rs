@@ -14,6 +14,8 @@ use crate::{
 
 /// k8s.io.api.apps.v1.ControllerRevision
 impl Merge for k8s_openapi::api::apps::v1::ControllerRevision {
+    const MERGED: &'static [u32] = &[2];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -640,6 +642,8 @@ impl rt::Zero for k8s_openapi::api::apps::v1::ReplicaSetStatus {
 
 /// k8s.io.api.apps.v1.RollingUpdateDaemonSet
 impl Merge for k8s_openapi::api::apps::v1::RollingUpdateDaemonSet {
+    const MERGED: &'static [u32] = &[1, 2];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -674,6 +678,8 @@ impl rt::Zero for k8s_openapi::api::apps::v1::RollingUpdateDaemonSet {
 
 /// k8s.io.api.apps.v1.RollingUpdateDeployment
 impl Merge for k8s_openapi::api::apps::v1::RollingUpdateDeployment {
+    const MERGED: &'static [u32] = &[1, 2];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -708,6 +714,8 @@ impl rt::Zero for k8s_openapi::api::apps::v1::RollingUpdateDeployment {
 
 /// k8s.io.api.apps.v1.RollingUpdateStatefulSetStrategy
 impl Merge for k8s_openapi::api::apps::v1::RollingUpdateStatefulSetStrategy {
+    const MERGED: &'static [u32] = &[2];
+
     fn merge_field(
         &mut self,
         number: u32,

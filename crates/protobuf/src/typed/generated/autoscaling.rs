@@ -597,6 +597,8 @@ impl rt::Zero for k8s_openapi::api::autoscaling::v2::HPAScalingPolicy {
 
 /// k8s.io.api.autoscaling.v2.HPAScalingRules
 impl Merge for k8s_openapi::api::autoscaling::v2::HPAScalingRules {
+    const MERGED: &'static [u32] = &[4];
+
     const REPEATED: &'static [u32] = &[2];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -770,6 +772,8 @@ impl rt::Zero for k8s_openapi::api::autoscaling::v2::MetricStatus {
 
 /// k8s.io.api.autoscaling.v2.MetricTarget
 impl Merge for k8s_openapi::api::autoscaling::v2::MetricTarget {
+    const MERGED: &'static [u32] = &[2, 3];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -812,6 +816,8 @@ impl rt::Zero for k8s_openapi::api::autoscaling::v2::MetricTarget {
 
 /// k8s.io.api.autoscaling.v2.MetricValueStatus
 impl Merge for k8s_openapi::api::autoscaling::v2::MetricValueStatus {
+    const MERGED: &'static [u32] = &[1, 2];
+
     fn merge_field(
         &mut self,
         number: u32,

@@ -1451,6 +1451,8 @@ impl rt::Zero for k8s_openapi::api::core::v1::DownwardAPIVolumeSource {
 
 /// k8s.io.api.core.v1.EmptyDirVolumeSource
 impl Merge for k8s_openapi::api::core::v1::EmptyDirVolumeSource {
+    const MERGED: &'static [u32] = &[2];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2413,6 +2415,8 @@ impl rt::Zero for k8s_openapi::api::core::v1::HostPathVolumeSource {
 
 /// k8s.io.api.core.v1.HTTPGetAction
 impl Merge for k8s_openapi::api::core::v1::HTTPGetAction {
+    const MERGED: &'static [u32] = &[2];
+
     const REPEATED: &'static [u32] = &[5];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -3277,6 +3281,8 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeAffinity {
 
 /// k8s.io.api.core.v1.NodeAllocatableMappedResources
 impl Merge for k8s_openapi::api::core::v1::NodeAllocatableMappedResources {
+    const MERGED: &'static [u32] = &[2];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3305,6 +3311,8 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeAllocatableMappedResources {
 
 /// k8s.io.api.core.v1.NodeAllocatableOverheadResources
 impl Merge for k8s_openapi::api::core::v1::NodeAllocatableOverheadResources {
+    const MERGED: &'static [u32] = &[2, 3];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6121,6 +6129,8 @@ impl rt::Zero for k8s_openapi::api::core::v1::ResourceClaim {
 
 /// k8s.io.api.core.v1.ResourceFieldSelector
 impl Merge for k8s_openapi::api::core::v1::ResourceFieldSelector {
+    const MERGED: &'static [u32] = &[3];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6914,6 +6924,8 @@ impl rt::Zero for k8s_openapi::api::core::v1::ServiceAccountTokenProjection {
 
 /// k8s.io.api.core.v1.ServicePort
 impl Merge for k8s_openapi::api::core::v1::ServicePort {
+    const MERGED: &'static [u32] = &[4];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -7313,6 +7325,8 @@ impl rt::Zero for k8s_openapi::api::core::v1::Taint {
 
 /// k8s.io.api.core.v1.TCPSocketAction
 impl Merge for k8s_openapi::api::core::v1::TCPSocketAction {
+    const MERGED: &'static [u32] = &[1];
+
     fn merge_field(
         &mut self,
         number: u32,

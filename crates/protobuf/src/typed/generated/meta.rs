@@ -93,6 +93,8 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList {
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.APIResource
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource {
+    const MERGED: &'static [u32] = &[4];
+
     const REPEATED: &'static [u32] = &[5, 7];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -513,6 +515,8 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta {
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+    const MERGED: &'static [u32] = &[7];
+
     fn merge_field(
         &mut self,
         number: u32,

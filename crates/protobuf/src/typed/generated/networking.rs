@@ -709,6 +709,8 @@ impl rt::Zero for k8s_openapi::api::networking::v1::NetworkPolicyPeer {
 
 /// k8s.io.api.networking.v1.NetworkPolicyPort
 impl Merge for k8s_openapi::api::networking::v1::NetworkPolicyPort {
+    const MERGED: &'static [u32] = &[2];
+
     fn merge_field(
         &mut self,
         number: u32,

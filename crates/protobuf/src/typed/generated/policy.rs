@@ -79,6 +79,8 @@ impl rt::Zero for k8s_openapi::api::policy::v1::PodDisruptionBudget {
 
 /// k8s.io.api.policy.v1.PodDisruptionBudgetSpec
 impl Merge for k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
+    const MERGED: &'static [u32] = &[1, 3];
+
     fn merge_field(
         &mut self,
         number: u32,

@@ -376,6 +376,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1alpha3::ResourcePoolStatusReques
 
 /// k8s.io.api.resource.v1alpha3.ShareableCapacityStatus
 impl Merge for k8s_openapi::api::resource::v1alpha3::ShareableCapacityStatus {
+    const MERGED: &'static [u32] = &[2, 3, 4];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -465,6 +467,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1alpha3::ShareableSummaryStatus {
 
 /// k8s.io.api.resource.v1beta1.AllocatedDeviceStatus
 impl Merge for k8s_openapi::api::resource::v1beta1::AllocatedDeviceStatus {
+    const MERGED: &'static [u32] = &[5];
+
     const REPEATED: &'static [u32] = &[4];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -640,6 +644,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::BasicDevice {
 
 /// k8s.io.api.resource.v1beta1.CapacityRequestPolicy
 impl Merge for k8s_openapi::api::resource::v1beta1::CapacityRequestPolicy {
+    const MERGED: &'static [u32] = &[1];
+
     const REPEATED: &'static [u32] = &[3];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -687,6 +693,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::CapacityRequestPolicy {
 
 /// k8s.io.api.resource.v1beta1.CapacityRequestPolicyRange
 impl Merge for k8s_openapi::api::resource::v1beta1::CapacityRequestPolicyRange {
+    const MERGED: &'static [u32] = &[1, 2, 3];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -776,6 +784,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::CELDeviceSelector {
 
 /// k8s.io.api.resource.v1beta1.Counter
 impl Merge for k8s_openapi::api::resource::v1beta1::Counter {
+    const MERGED: &'static [u32] = &[1];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -973,6 +983,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceAttribute {
 
 /// k8s.io.api.resource.v1beta1.DeviceCapacity
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceCapacity {
+    const MERGED: &'static [u32] = &[1];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1625,6 +1637,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::NetworkDeviceData {
 
 /// k8s.io.api.resource.v1beta1.NodeAllocatableMapping
 impl Merge for k8s_openapi::api::resource::v1beta1::NodeAllocatableMapping {
+    const MERGED: &'static [u32] = &[2, 3];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1660,6 +1674,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::NodeAllocatableMapping {
 
 /// k8s.io.api.resource.v1beta1.NodeAllocatableOverhead
 impl Merge for k8s_openapi::api::resource::v1beta1::NodeAllocatableOverhead {
+    const MERGED: &'static [u32] = &[1, 2];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1724,6 +1740,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::NodeAllocatableResource {
 
 /// k8s.io.api.resource.v1beta1.OpaqueDeviceConfiguration
 impl Merge for k8s_openapi::api::resource::v1beta1::OpaqueDeviceConfiguration {
+    const MERGED: &'static [u32] = &[2];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2072,6 +2090,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::ResourceSliceSpec {
 
 /// k8s.io.api.resource.v1beta2.AllocatedDeviceStatus
 impl Merge for k8s_openapi::api::resource::v1beta2::AllocatedDeviceStatus {
+    const MERGED: &'static [u32] = &[5];
+
     const REPEATED: &'static [u32] = &[4];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -2161,6 +2181,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::AllocationResult {
 
 /// k8s.io.api.resource.v1beta2.CapacityRequestPolicy
 impl Merge for k8s_openapi::api::resource::v1beta2::CapacityRequestPolicy {
+    const MERGED: &'static [u32] = &[1];
+
     const REPEATED: &'static [u32] = &[3];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -2208,6 +2230,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::CapacityRequestPolicy {
 
 /// k8s.io.api.resource.v1beta2.CapacityRequestPolicyRange
 impl Merge for k8s_openapi::api::resource::v1beta2::CapacityRequestPolicyRange {
+    const MERGED: &'static [u32] = &[1, 2, 3];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2297,6 +2321,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::CELDeviceSelector {
 
 /// k8s.io.api.resource.v1beta2.Counter
 impl Merge for k8s_openapi::api::resource::v1beta2::Counter {
+    const MERGED: &'static [u32] = &[1];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2555,6 +2581,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceAttribute {
 
 /// k8s.io.api.resource.v1beta2.DeviceCapacity
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceCapacity {
+    const MERGED: &'static [u32] = &[1];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3364,6 +3392,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::NetworkDeviceData {
 
 /// k8s.io.api.resource.v1beta2.NodeAllocatableMapping
 impl Merge for k8s_openapi::api::resource::v1beta2::NodeAllocatableMapping {
+    const MERGED: &'static [u32] = &[2, 3];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3399,6 +3429,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::NodeAllocatableMapping {
 
 /// k8s.io.api.resource.v1beta2.NodeAllocatableOverhead
 impl Merge for k8s_openapi::api::resource::v1beta2::NodeAllocatableOverhead {
+    const MERGED: &'static [u32] = &[1, 2];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3463,6 +3495,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::NodeAllocatableResource {
 
 /// k8s.io.api.resource.v1beta2.OpaqueDeviceConfiguration
 impl Merge for k8s_openapi::api::resource::v1beta2::OpaqueDeviceConfiguration {
+    const MERGED: &'static [u32] = &[2];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3811,6 +3845,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::ResourceSliceSpec {
 
 /// k8s.io.api.resource.v1.AllocatedDeviceStatus
 impl Merge for k8s_openapi::api::resource::v1::AllocatedDeviceStatus {
+    const MERGED: &'static [u32] = &[5];
+
     const REPEATED: &'static [u32] = &[4];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -3900,6 +3936,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1::AllocationResult {
 
 /// k8s.io.api.resource.v1.CapacityRequestPolicy
 impl Merge for k8s_openapi::api::resource::v1::CapacityRequestPolicy {
+    const MERGED: &'static [u32] = &[1];
+
     const REPEATED: &'static [u32] = &[3];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -3947,6 +3985,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1::CapacityRequestPolicy {
 
 /// k8s.io.api.resource.v1.CapacityRequestPolicyRange
 impl Merge for k8s_openapi::api::resource::v1::CapacityRequestPolicyRange {
+    const MERGED: &'static [u32] = &[1, 2, 3];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4036,6 +4076,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1::CELDeviceSelector {
 
 /// k8s.io.api.resource.v1.Counter
 impl Merge for k8s_openapi::api::resource::v1::Counter {
+    const MERGED: &'static [u32] = &[1];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4296,6 +4338,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceAttribute {
 
 /// k8s.io.api.resource.v1.DeviceCapacity
 impl Merge for k8s_openapi::api::resource::v1::DeviceCapacity {
+    const MERGED: &'static [u32] = &[1];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5111,6 +5155,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1::NetworkDeviceData {
 
 /// k8s.io.api.resource.v1.NodeAllocatableMapping
 impl Merge for k8s_openapi::api::resource::v1::NodeAllocatableMapping {
+    const MERGED: &'static [u32] = &[2, 3];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5146,6 +5192,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1::NodeAllocatableMapping {
 
 /// k8s.io.api.resource.v1.NodeAllocatableOverhead
 impl Merge for k8s_openapi::api::resource::v1::NodeAllocatableOverhead {
+    const MERGED: &'static [u32] = &[1, 2];
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5210,6 +5258,8 @@ impl rt::Zero for k8s_openapi::api::resource::v1::NodeAllocatableResource {
 
 /// k8s.io.api.resource.v1.OpaqueDeviceConfiguration
 impl Merge for k8s_openapi::api::resource::v1::OpaqueDeviceConfiguration {
+    const MERGED: &'static [u32] = &[2];
+
     fn merge_field(
         &mut self,
         number: u32,

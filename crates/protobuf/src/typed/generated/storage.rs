@@ -266,6 +266,8 @@ impl rt::Zero for k8s_openapi::api::storage::v1::CSINodeStatus {
 
 /// k8s.io.api.storage.v1.CSIStorageCapacity
 impl Merge for k8s_openapi::api::storage::v1::CSIStorageCapacity {
+    const MERGED: &'static [u32] = &[4, 5];
+
     fn merge_field(
         &mut self,
         number: u32,
