@@ -248,6 +248,70 @@ impl<'de> Reader<'de> {
     }
 }
 
+/// One entry of a `map<…>` field as Go's generated decoders read it, which is looser than
+/// protobuf: `within` is the enclosing message's bytes from the entry's first byte to the
+/// message's end, and `len` the entry's length.
+///
+/// Go reads fields 1 (the key) and 2 (the value) as length-delimited whatever their wire type
+/// (a varint when `varint` values), bounds each by the enclosing message's end rather than
+/// the entry's, and skips any other field (field 0 included) as its `skipGenerated` does. A
+/// strict read of the entry that gives a key and a value of their wire types gives these, so
+/// this is what the decoders fall back on when that fails. `on_value` sees every occurrence
+/// of the value, as Go decodes each; the key is the last one's.
+pub(crate) fn go_map_entry<'de>(
+    within: &'de [u8],
+    len: usize,
+    varint: bool,
+    mut on_value: impl FnMut(WireValue<'de>) -> Result<(), Error>,
+) -> Result<Option<&'de [u8]>, Error> {
+    let mut reader = Reader::new(within);
+    let read = |reader: &Reader<'_>| within.len() - reader.bytes.len();
+    let mut key = None;
+    while read(&reader) < len {
+        let before = reader;
+        let tag = reader.varint()?;
+        match (tag >> 3) as u32 as i32 {
+            1 => key = Some(reader.go_bytes()?),
+            2 if varint => on_value(WireValue::Varint(reader.varint()?))?,
+            2 => on_value(WireValue::Bytes(reader.go_bytes()?))?,
+            _ => {
+                reader = before;
+                reader.skip_as_go()?;
+                if read(&reader) > len {
+                    return Err(Error::Truncated("a map entry"));
+                }
+            }
+        }
+    }
+    Ok(key)
+}
+
+impl<'de> Reader<'de> {
+    /// A length and that many bytes, whatever the tag before said.
+    fn go_bytes(&mut self) -> Result<&'de [u8], Error> {
+        let len = usize::try_from(self.varint()?)
+            .ok()
+            .filter(|&len| i64::try_from(len).is_ok())
+            .ok_or(Error::Malformed("a length out of range"))?;
+        self.take(len, "a length-delimited value")
+    }
+
+    /// Skips one field, tag included, as Go's `skipGenerated` does: whatever its number.
+    fn skip_as_go(&mut self) -> Result<(), Error> {
+        let tag = self.varint()?;
+        match tag & 7 {
+            0 => drop(self.varint()?),
+            1 => drop(self.take(8, "a fixed64")?),
+            2 => drop(self.go_bytes()?),
+            3 => self.skip_group()?,
+            4 => return Err(Error::Malformed("the end of a group that never started")),
+            5 => drop(self.take(4, "a fixed32")?),
+            _ => return Err(Error::Malformed("an unknown wire type")),
+        }
+        Ok(())
+    }
+}
+
 /// The field number of `tag` as Go's generated decoders read it: the low 32 bits of
 /// `tag >> 3` as an `int32`, which must be positive.
 #[inline(always)]

@@ -326,6 +326,19 @@ fn merge_impl(
             numbers.join(", ")
         )
     };
+    let maps = map_arms(table, &target.fields, by_name, structs);
+    let maps = if maps.is_empty() {
+        String::new()
+    } else {
+        let numbers: Vec<String> = maps.iter().map(|(number, _)| number.to_string()).collect();
+        let arms: String = maps.iter().map(|(_, arm)| arm.as_str()).collect();
+        format!(
+            "    const MAPS: &'static [u32] = &[{}];\n\n    fn merge_entry_as_go(&mut self, \
+             number: u32, within: &[u8], len: usize, options: &DecodeOptions) -> Result<(), \
+             Error> {{\nmatch number {{\n{arms}_ => Ok(()),\n}}\n    }}\n\n",
+            numbers.join(", ")
+        )
+    };
     let repeated = repeated_fields(table, &target.fields);
     let reserve = if repeated.is_empty() {
         String::new()
@@ -361,7 +374,7 @@ fn merge_impl(
         )
     };
     format!(
-        "/// {proto}\nimpl Merge for {path} {{\n{merged}{reserve}    fn merge_field(&mut self, {number}: u32, \
+        "/// {proto}\nimpl Merge for {path} {{\n{merged}{maps}{reserve}    fn merge_field(&mut self, {number}: u32, \
          {value}: WireValue<'_>, {options}: &DecodeOptions) -> Result<(), Error> {{\n{body}\n    \
          }}\n}}\n\nimpl rt::Zero for {path} {{\n    fn zero() -> Self {{\n        {zero}\n    \
          }}\n}}\n\n",
@@ -418,6 +431,39 @@ fn merged_fields(table: &Table, rust_fields: &BTreeMap<String, String>) -> Vec<u
         table.proto
     );
     numbers
+}
+
+/// The number of each of `table`'s own map fields and its arm in `Merge::merge_entry_as_go`.
+fn map_arms(
+    table: &Table,
+    rust_fields: &BTreeMap<String, String>,
+    by_name: &BTreeMap<&str, &Table>,
+    structs: &BTreeMap<String, Struct>,
+) -> Vec<(u32, String)> {
+    table
+        .fields
+        .iter()
+        .filter(|field| field.shape == "Map(Ty::String)")
+        .filter_map(|field| {
+            let rust = rust_fields.get(&field.json)?;
+            let (ty, read) = value_type(&field.ty, by_name, structs);
+            let zero = map_zero(&field.ty);
+            let arm = format!(
+                "{} => rt::map_as_go::<{ty}, _>(&mut self.{rust}, within, len, options, {read}, \
+                 {zero}),\n",
+                field.number
+            );
+            Some((field.number, arm))
+        })
+        .collect()
+}
+
+/// The value a map entry without one holds, on the wire.
+fn map_zero(ty: &str) -> &'static str {
+    match ty {
+        "Bool" | "Int32" | "Int64" => "WireValue::Varint(0)",
+        _ => "WireValue::Bytes(&[])",
+    }
 }
 
 /// Whether `field` is ObjectMeta's managedFields, which `DecodeOptions` may drop.
@@ -479,10 +525,7 @@ fn field_arms(
             }
             "Repeated" => format!("rt::repeated::<{ty}, _>({slot}, value, options, {read})"),
             "Map(Ty::String)" => {
-                let zero = match field.ty.as_str() {
-                    "Bool" | "Int32" | "Int64" => "WireValue::Varint(0)",
-                    _ => "WireValue::Bytes(&[])",
-                };
+                let zero = map_zero(&field.ty);
                 format!("rt::map::<{ty}, _>({slot}, value, options, {read}, {zero})")
             }
             other => format!("compile_error!(\"unsupported shape {other}\")"),

@@ -3,11 +3,11 @@
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::{DecodeOptions, ValueDeserializer};
+use super::{DecodeOptions, ValueDeserializer, check};
 use crate::{
     Error,
     schema::Ty,
-    wire::{Reader, WireValue},
+    wire::{Reader, WireValue, go_map_entry},
 };
 
 /// The entries of one repeated or map field.
@@ -250,6 +250,9 @@ pub(super) struct MapEntries<'a, 'de> {
     pub(super) ty: Ty,
     pub(super) value: Option<WireValue<'de>>,
     pub(super) options: DecodeOptions,
+    /// The message (or each occurrence of it) the entries came from: what an entry Go reads
+    /// loosely may reach into ([`go_map_entry`]).
+    pub(super) parents: &'a [&'de [u8]],
 }
 
 fn zero_of(ty: Ty) -> WireValue<'static> {
@@ -275,8 +278,14 @@ impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
                 None => return Ok(None),
             },
         };
-        let (key, value) =
-            map_entry(entry, self.key, self.ty).map_err(|error| self.entries.mark(error))?;
+        let (key, value) = match map_entry(entry, self.key, self.ty, self.options) {
+            Ok(read) => read,
+            // Go's decoders read an entry more loosely: as they do, when that reads it.
+            Err(error) => self
+                .entry_as_go(entry)
+                .unwrap_or(Err(error))
+                .map_err(|error| self.entries.mark(error))?,
+        };
         self.value = Some(value);
         seed.deserialize(ValueDeserializer {
             ty: self.key,
@@ -300,22 +309,87 @@ impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
     }
 }
 
-/// The key and value of one map entry; a missing one is its type's zero.
+impl<'de> MapEntries<'_, 'de> {
+    /// `entry` read as Go's decoders read it ([`go_map_entry`]), from the message it is in;
+    /// `None` when it is in none of [`parents`](MapEntries::parents).
+    #[cold]
+    fn entry_as_go(
+        &self,
+        entry: WireValue<'de>,
+    ) -> Option<Result<(WireValue<'de>, WireValue<'de>), Error>> {
+        let WireValue::Bytes(entry) = entry else {
+            return None;
+        };
+        let at = entry.as_ptr() as usize;
+        let parent = self.parents.iter().find(|parent| {
+            let start = parent.as_ptr() as usize;
+            at >= start && at + entry.len() <= start + parent.len()
+        })?;
+        let within = &parent[at - parent.as_ptr() as usize..];
+        let varint = matches!(zero_of(self.ty), WireValue::Varint(_));
+        let mut value = None;
+        let read = go_map_entry(within, entry.len(), varint, |found| {
+            if let Some(earlier) = value.replace(found) {
+                validate(self.ty, earlier, self.options)?;
+            }
+            Ok(())
+        });
+        Some(read.map(|key| {
+            (
+                key.map_or(zero_of(self.key), WireValue::Bytes),
+                value.unwrap_or(zero_of(self.ty)),
+            )
+        }))
+    }
+}
+
+/// The key and value of one map entry; a missing one is its type's zero. Go decodes every
+/// occurrence of the value, so an earlier one must be a value too.
 fn map_entry<'de>(
     entry: WireValue<'de>,
-    key: Ty,
+    key_ty: Ty,
     ty: Ty,
+    options: DecodeOptions,
 ) -> Result<(WireValue<'de>, WireValue<'de>), Error> {
     let mut fields = Reader::new(entry.bytes("map entry")?);
-    let (mut key, mut value) = (zero_of(key), zero_of(ty));
+    let (mut key, mut value) = (zero_of(key_ty), None);
     while let Some((number, field)) = fields.field()? {
         match number {
             1 => key = field,
-            2 => value = field,
+            2 => {
+                if let Some(earlier) = value.replace(field) {
+                    validate(ty, earlier, options)?;
+                }
+            }
             _ => {}
         }
     }
+    let value = value.unwrap_or(zero_of(ty));
+    // A key or value of another wire type is one Go reads otherwise: refused here, so that the
+    // caller reads the entry as Go does.
+    for (found, ty) in [(key, key_ty), (value, ty)] {
+        if std::mem::discriminant(&found) != std::mem::discriminant(&zero_of(ty)) {
+            check(ty, found)?;
+        }
+    }
     Ok((key, value))
+}
+
+/// Whether `value` is one a map value of `ty` can hold, decoded whole as the generated
+/// decoders decode it, and kept nowhere.
+fn validate(ty: Ty, value: WireValue<'_>, options: DecodeOptions) -> Result<(), Error> {
+    match ty {
+        // Through a JSON tree: the map's value type is known only to the seed of the last.
+        Ty::Message(_) => {
+            <serde_json::Value as serde::Deserialize>::deserialize(ValueDeserializer {
+                ty,
+                value,
+                options,
+            })
+            .map(drop)
+        }
+        _ => check(ty, value),
+    }
 }
 
 collection_deserializer! {

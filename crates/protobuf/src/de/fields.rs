@@ -39,10 +39,13 @@ pub(super) enum Fields<'de> {
         reader: Reader<'de>,
         message: &'static Message,
         /// The messages an inlined field was entered from, innermost last.
-        outer: Vec<(Reader<'de>, &'static Message)>,
+        outer: Vec<(Reader<'de>, &'static Message, &'de [u8])>,
+        /// The whole message `reader` reads: what a map entry Go reads loosely may reach into.
+        bytes: &'de [u8],
     },
-    /// Gathered first, field by field, in the order each field first appears.
-    Gathered(std::vec::IntoIter<Group<'de>>),
+    /// Gathered first, field by field, in the order each field first appears; and the
+    /// occurrences of the message they were gathered from.
+    Gathered(std::vec::IntoIter<Group<'de>>, Vec<&'de [u8]>),
 }
 
 /// Every occurrence of one field in a message (and the messages inlined in it).
@@ -181,6 +184,7 @@ impl<'de> FieldAccess<'de> {
                 reader: Reader::new(bytes),
                 message,
                 outer: Vec::new(),
+                bytes,
             };
             Ok(Self::over(fields, options))
         } else {
@@ -199,7 +203,10 @@ impl<'de> FieldAccess<'de> {
         for bytes in segments {
             gather(&mut groups, bytes, message, options)?;
         }
-        Ok(Self::over(Fields::Gathered(groups.into_iter()), options))
+        Ok(Self::over(
+            Fields::Gathered(groups.into_iter(), segments.to_vec()),
+            options,
+        ))
     }
 
     fn over(fields: Fields<'de>, mut options: DecodeOptions) -> Self {
@@ -235,13 +242,15 @@ impl<'de> FieldAccess<'de> {
                 reader,
                 message,
                 outer,
+                bytes,
             } => loop {
                 let tag = reader.remaining().as_ptr();
                 let Some((number, value)) = reader.field().map_err(|error| error.at(tag))? else {
                     match outer.pop() {
-                        Some((outer_reader, outer_message)) => {
+                        Some((outer_reader, outer_message, outer_bytes)) => {
                             *reader = outer_reader;
                             *message = outer_message;
+                            *bytes = outer_bytes;
                             continue;
                         }
                         None => return Ok(None),
@@ -256,12 +265,13 @@ impl<'de> FieldAccess<'de> {
                         let Ty::Message(inner) = field.ty else {
                             return Err(Error::Malformed("an inlined field that is not a message"));
                         };
-                        let bytes = value
+                        let inlined = value
                             .bytes("inlined message")
                             .map_err(|error| error.at(tag))?;
-                        outer.push((*reader, *message));
-                        *reader = Reader::new(bytes);
+                        outer.push((*reader, *message, *bytes));
+                        *reader = Reader::new(inlined);
                         *message = inner;
+                        *bytes = inlined;
                         continue;
                     }
                     Shape::Single if field.omit_zero && value.is_zero() => {
@@ -278,7 +288,7 @@ impl<'de> FieldAccess<'de> {
                 self.tag = tag;
                 return Ok(Some((field, Pending::Streamed(value))));
             },
-            Fields::Gathered(groups) => {
+            Fields::Gathered(groups, _) => {
                 for Group {
                     field,
                     values,
@@ -350,7 +360,7 @@ impl<'de> MapAccess<'de> for FieldAccess<'de> {
         let tag = self.tag;
         let values = match pending {
             Pending::Streamed(value) => {
-                let (Shape::Repeated | Shape::Map(_), Fields::Streamed { reader, .. }) =
+                let (Shape::Repeated | Shape::Map(_), Fields::Streamed { reader, bytes, .. }) =
                     (field.shape, &mut self.fields)
                 else {
                     return seed
@@ -374,6 +384,7 @@ impl<'de> MapAccess<'de> for FieldAccess<'de> {
                         ty: field.ty,
                         value: None,
                         options,
+                        parents: std::slice::from_ref(bytes),
                     })),
                     _ => seed.deserialize(RepeatedDeserializer(RepeatedAccess {
                         entries,
@@ -401,6 +412,10 @@ impl<'de> MapAccess<'de> for FieldAccess<'de> {
                 ty,
                 value: None,
                 options,
+                parents: match &self.fields {
+                    Fields::Gathered(_, segments) => segments,
+                    Fields::Streamed { bytes, .. } => std::slice::from_ref(bytes),
+                },
             })),
             // A message seen more than once is merged.
             (_, Ty::Message(message)) if values.len() > 1 => {

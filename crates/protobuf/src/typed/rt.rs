@@ -22,7 +22,7 @@ use crate::{
     DecodeOptions, Error,
     de::{IntOrStringParts, int_or_string_parts, single_field},
     quantity, time,
-    wire::{Reader, WireValue, go_text},
+    wire::{self, Reader, WireValue, go_text},
 };
 
 /// A k8s-openapi struct that takes its fields from protobuf by number.
@@ -43,6 +43,26 @@ pub(crate) trait Merge {
 
     /// [`MERGED`](Merge::MERGED) as bits; the generator numbers none of them 64 or above.
     const MERGED_BITS: u64 = bits_under_64(Self::MERGED);
+
+    /// Its `map<…>` fields: [`merge`] reads an entry of one strictly, and when that fails
+    /// again as Go's decoders read entries ([`Merge::merge_entry_as_go`]).
+    const MAPS: &'static [u32] = &[];
+
+    /// [`MAPS`](Merge::MAPS)'s numbers under 64, as bits.
+    const MAPS_BITS: u64 = bits_under_64(Self::MAPS);
+
+    /// Takes an entry of map field `number`, one of [`MAPS`](Merge::MAPS), as Go's decoders
+    /// read it ([`map_as_go`]): `within` is this message's bytes from the entry's start, `len`
+    /// the entry's length.
+    fn merge_entry_as_go(
+        &mut self,
+        _number: u32,
+        _within: &[u8],
+        _len: usize,
+        _options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        Ok(())
+    }
 
     /// Makes room for `additional` more elements of repeated field `number`, one of
     /// [`REPEATED`](Merge::REPEATED), unless `options` drop that field.
@@ -96,9 +116,18 @@ pub(crate) fn merge<T: Merge>(
                 continue;
             }
         }
-        target
-            .merge_field(number, value, options)
-            .map_err(|error| error.at(tag))?;
+        if let Err(error) = target.merge_field(number, value, options) {
+            // An entry Go reads loosely: retried as Go reads it, from this message's bytes.
+            match value {
+                WireValue::Bytes(entry) if listed(T::MAPS_BITS, T::MAPS, number) => {
+                    let start = entry.as_ptr() as usize - bytes.as_ptr() as usize;
+                    target
+                        .merge_entry_as_go(number, &bytes[start..], entry.len(), options)
+                        .map_err(|error| error.at(tag))?;
+                }
+                _ => return Err(error.at(tag)),
+            }
+        }
     }
 }
 
@@ -129,9 +158,15 @@ fn joined_with_later(first: WireValue<'_>, mut rest: Reader<'_>, number: u32) ->
 /// Whether field `number` of `T` is one of its [`Merge::REPEATED`].
 #[inline(always)]
 fn is_repeated<T: Merge>(number: u32) -> bool {
+    listed(T::REPEATED_BITS, T::REPEATED, number)
+}
+
+/// Whether `number` is in `list`, whose numbers under 64 are `bits`.
+#[inline(always)]
+fn listed(bits: u64, list: &[u32], number: u32) -> bool {
     match 1u64.checked_shl(number) {
-        Some(bit) => T::REPEATED_BITS & bit != 0,
-        None => T::REPEATED.contains(&number),
+        Some(bit) => bits & bit != 0,
+        None => list.contains(&number),
     }
 }
 
@@ -405,7 +440,12 @@ pub(crate) fn map<V, S: Slot<BTreeMap<String, V>>>(
     while let Some((number, value)) = reader.field()? {
         match number {
             1 => key = Some(value),
-            2 => entry_value = Some(value),
+            // Go decodes every occurrence: an earlier one must be a value too.
+            2 => {
+                if let Some(earlier) = entry_value.replace(value) {
+                    read(earlier, options)?;
+                }
+            }
             _ => {}
         }
     }
@@ -415,6 +455,35 @@ pub(crate) fn map<V, S: Slot<BTreeMap<String, V>>>(
     };
     let entry_value = read(entry_value.unwrap_or(zero), options)?;
     slot.slot().insert(key, entry_value);
+    Ok(())
+}
+
+/// One entry of a `map<string, V>` read as Go's decoders read it ([`wire::go_map_entry`]):
+/// what [`merge`] falls back on when [`map`] refuses an entry.
+#[cold]
+pub(crate) fn map_as_go<V, S: Slot<BTreeMap<String, V>>>(
+    slot: &mut S,
+    within: &[u8],
+    len: usize,
+    options: &DecodeOptions,
+    read: impl Fn(WireValue<'_>, &DecodeOptions) -> Result<V, Error>,
+    zero: WireValue<'static>,
+) -> Result<(), Error> {
+    let varint = matches!(zero, WireValue::Varint(_));
+    let mut last = None;
+    let key = wire::go_map_entry(within, len, varint, |value| {
+        last = Some(read(value, options)?);
+        Ok(())
+    })?;
+    let key = match key {
+        Some(key) => owned_str(key)?,
+        None => String::new(),
+    };
+    let value = match last {
+        Some(value) => value,
+        None => read(zero, options)?,
+    };
+    slot.slot().insert(key, value);
     Ok(())
 }
 

@@ -239,6 +239,53 @@ fn a_special_value_that_appears_twice_is_merged_as_go_merges_its_message() {
 }
 
 #[test]
+fn a_map_entry_is_read_as_loosely_as_go_reads_it() {
+    let labels = |bytes: &str| pod(bytes).map(|pod| (pod.metadata.labels, pod.metadata.name));
+    let one = |key: &str, value: &str| {
+        Some(std::collections::BTreeMap::from([(
+            key.to_owned(),
+            value.to_owned(),
+        )]))
+    };
+    // metadata.labels entry {key as a varint-tagged field: 3 bytes "abc", value "x"}: Go reads
+    // fields 1 and 2 as length-delimited whatever their wire type.
+    assert_eq!(
+        labels("0a0a5a080803616263120178"),
+        Ok((one("abc", "x"), None))
+    );
+    // An entry {field 0 = 5, key "a", value "b"}: Go skips any other field, even field 0.
+    assert_eq!(
+        labels("0a0a5a0800050a0161120162"),
+        Ok((one("a", "b"), None))
+    );
+    // An end-group tag alone is refused there too.
+    assert!(labels("0a095a07040a0161120162").is_err());
+    // An entry of 4 bytes whose key is 5 long, then metadata.name "n": Go reads the key into
+    // the enclosing message, then goes on after the entry.
+    assert_eq!(
+        labels("0a095a040a0561620a016e"),
+        Ok((one("ab\n\u{1}n", ""), Some("n".to_owned())))
+    );
+    // A key longer than the enclosing message is still refused.
+    assert!(labels("0a045a020a09").is_err());
+}
+
+#[test]
+fn every_occurrence_of_a_map_value_is_decoded() {
+    // spec.containers[0].resources.limits entry {"cpu", value "x", value "1"}: Go decodes
+    // "x" as a quantity before "1" replaces it, and refuses it.
+    let field = |tag: &str, body: &str| format!("{tag}{:02x}{body}", body.len() / 2);
+    let entry = format!(
+        "0a03637075{}{}",
+        field("12", &field("0a", "78")),
+        field("12", &field("0a", "31"))
+    );
+    let container = format!("0a0163{}", field("42", &field("0a", &entry)));
+    let error = pod(&field("12", &field("12", &container))).expect_err("refused");
+    assert!(error.contains("quantities must match"), "{error}");
+}
+
+#[test]
 fn a_string_that_is_not_utf8_reads_as_go_writes_it_in_json() {
     // metadata = {name "a\x80b", namespace "\xe6\x97A"}: one U+FFFD per byte of each invalid
     // sequence, as Go's JSON encoder writes the bytes Go keeps.

@@ -128,6 +128,28 @@ impl rt::Zero for k8s_openapi::api::authentication::v1::TokenRequest {
 
 /// k8s.io.api.authentication.v1.TokenRequestSpec
 impl Merge for k8s_openapi::api::authentication::v1::TokenRequestSpec {
+    const MAPS: &'static [u32] = &[5];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            5 => rt::map_as_go::<Vec<String>, _>(
+                &mut self.attestations,
+                within,
+                len,
+                options,
+                rt::string_list,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[1];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -308,6 +330,28 @@ impl rt::Zero for k8s_openapi::api::authentication::v1::TokenReviewStatus {
 
 /// k8s.io.api.authentication.v1.UserInfo
 impl Merge for k8s_openapi::api::authentication::v1::UserInfo {
+    const MAPS: &'static [u32] = &[4];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            4 => rt::map_as_go::<Vec<String>, _>(
+                &mut self.extra,
+                within,
+                len,
+                options,
+                rt::string_list,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[3];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {

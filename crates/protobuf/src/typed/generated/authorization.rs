@@ -402,6 +402,28 @@ impl rt::Zero for k8s_openapi::api::authorization::v1::SubjectAccessReview {
 
 /// k8s.io.api.authorization.v1.SubjectAccessReviewSpec
 impl Merge for k8s_openapi::api::authorization::v1::SubjectAccessReviewSpec {
+    const MAPS: &'static [u32] = &[5];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            5 => rt::map_as_go::<Vec<String>, _>(
+                &mut self.extra,
+                within,
+                len,
+                options,
+                rt::string_list,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[4];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {

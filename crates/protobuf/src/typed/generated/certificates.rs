@@ -102,6 +102,28 @@ impl rt::Zero for k8s_openapi::api::certificates::v1beta1::PodCertificateRequest
 
 /// k8s.io.api.certificates.v1beta1.PodCertificateRequestSpec
 impl Merge for k8s_openapi::api::certificates::v1beta1::PodCertificateRequestSpec {
+    const MAPS: &'static [u32] = &[11];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            11 => rt::map_as_go::<String, _>(
+                &mut self.unverified_user_annotations,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -314,6 +336,28 @@ impl rt::Zero for k8s_openapi::api::certificates::v1::CertificateSigningRequestC
 
 /// k8s.io.api.certificates.v1.CertificateSigningRequestSpec
 impl Merge for k8s_openapi::api::certificates::v1::CertificateSigningRequestSpec {
+    const MAPS: &'static [u32] = &[6];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            6 => rt::map_as_go::<Vec<String>, _>(
+                &mut self.extra,
+                within,
+                len,
+                options,
+                rt::string_list,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[4, 5];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -497,6 +541,28 @@ impl rt::Zero for k8s_openapi::api::certificates::v1::PodCertificateRequest {
 
 /// k8s.io.api.certificates.v1.PodCertificateRequestSpec
 impl Merge for k8s_openapi::api::certificates::v1::PodCertificateRequestSpec {
+    const MAPS: &'static [u32] = &[11];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            11 => rt::map_as_go::<String, _>(
+                &mut self.unverified_user_annotations,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

@@ -512,6 +512,36 @@ impl rt::Zero for k8s_openapi::api::core::v1::ComponentStatus {
 
 /// k8s.io.api.core.v1.ConfigMap
 impl Merge for k8s_openapi::api::core::v1::ConfigMap {
+    const MAPS: &'static [u32] = &[2, 3];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<String, _>(
+                &mut self.data,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            3 => rt::map_as_go::<k8s_openapi::ByteString, _>(
+                &mut self.binary_data,
+                within,
+                len,
+                options,
+                rt::bytes,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1134,6 +1164,28 @@ impl rt::Zero for k8s_openapi::api::core::v1::ContainerStateWaiting {
 
 /// k8s.io.api.core.v1.ContainerStatus
 impl Merge for k8s_openapi::api::core::v1::ContainerStatus {
+    const MAPS: &'static [u32] = &[10];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            10 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.allocated_resources,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[12, 14];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -1234,6 +1286,28 @@ impl rt::Zero for k8s_openapi::api::core::v1::ContainerUser {
 
 /// k8s.io.api.core.v1.CSIPersistentVolumeSource
 impl Merge for k8s_openapi::api::core::v1::CSIPersistentVolumeSource {
+    const MAPS: &'static [u32] = &[5];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            5 => rt::map_as_go::<String, _>(
+                &mut self.volume_attributes,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1292,6 +1366,28 @@ impl rt::Zero for k8s_openapi::api::core::v1::CSIPersistentVolumeSource {
 
 /// k8s.io.api.core.v1.CSIVolumeSource
 impl Merge for k8s_openapi::api::core::v1::CSIVolumeSource {
+    const MAPS: &'static [u32] = &[4];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            4 => rt::map_as_go::<String, _>(
+                &mut self.volume_attributes,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2126,6 +2222,28 @@ impl rt::Zero for k8s_openapi::api::core::v1::FileKeySelector {
 
 /// k8s.io.api.core.v1.FlexPersistentVolumeSource
 impl Merge for k8s_openapi::api::core::v1::FlexPersistentVolumeSource {
+    const MAPS: &'static [u32] = &[5];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            5 => rt::map_as_go::<String, _>(
+                &mut self.options,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2161,6 +2279,28 @@ impl rt::Zero for k8s_openapi::api::core::v1::FlexPersistentVolumeSource {
 
 /// k8s.io.api.core.v1.FlexVolumeSource
 impl Merge for k8s_openapi::api::core::v1::FlexVolumeSource {
+    const MAPS: &'static [u32] = &[5];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            5 => rt::map_as_go::<String, _>(
+                &mut self.options,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2768,6 +2908,60 @@ impl rt::Zero for k8s_openapi::api::core::v1::LimitRange {
 
 /// k8s.io.api.core.v1.LimitRangeItem
 impl Merge for k8s_openapi::api::core::v1::LimitRangeItem {
+    const MAPS: &'static [u32] = &[2, 3, 4, 5, 6];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.max,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            3 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.min,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            4 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.default,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            5 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.default_request,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            6 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.max_limit_request_ratio,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -3791,6 +3985,36 @@ impl rt::Zero for k8s_openapi::api::core::v1::NodeSpec {
 
 /// k8s.io.api.core.v1.NodeStatus
 impl Merge for k8s_openapi::api::core::v1::NodeStatus {
+    const MAPS: &'static [u32] = &[1, 2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.capacity,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            2 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.allocatable,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[4, 5, 8, 9, 10, 12, 14];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -4210,6 +4434,44 @@ impl rt::Zero for k8s_openapi::api::core::v1::PersistentVolumeClaimSpec {
 
 /// k8s.io.api.core.v1.PersistentVolumeClaimStatus
 impl Merge for k8s_openapi::api::core::v1::PersistentVolumeClaimStatus {
+    const MAPS: &'static [u32] = &[3, 5, 7];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            3 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.capacity,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            5 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.allocated_resources,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            7 => rt::map_as_go::<String, _>(
+                &mut self.allocated_resource_statuses,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[2, 4];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -4336,6 +4598,28 @@ impl rt::Zero for k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource 
 
 /// k8s.io.api.core.v1.PersistentVolumeSpec
 impl Merge for k8s_openapi::api::core::v1::PersistentVolumeSpec {
+    const MAPS: &'static [u32] = &[1];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.capacity,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[3, 7];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -4750,6 +5034,28 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodAntiAffinity {
 
 /// k8s.io.api.core.v1.PodCertificateProjection
 impl Merge for k8s_openapi::api::core::v1::PodCertificateProjection {
+    const MAPS: &'static [u32] = &[7];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            7 => rt::map_as_go::<String, _>(
+                &mut self.user_annotations,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -5204,6 +5510,36 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodSecurityContext {
 
 /// k8s.io.api.core.v1.PodSpec
 impl Merge for k8s_openapi::api::core::v1::PodSpec {
+    const MAPS: &'static [u32] = &[7, 32];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            7 => rt::map_as_go::<String, _>(
+                &mut self.node_selector,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            32 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.overhead,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[1, 2, 15, 20, 22, 23, 28, 33, 34, 38, 39, 44];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -5439,6 +5775,28 @@ impl rt::Zero for k8s_openapi::api::core::v1::PodSpec {
 
 /// k8s.io.api.core.v1.PodStatus
 impl Merge for k8s_openapi::api::core::v1::PodStatus {
+    const MAPS: &'static [u32] = &[19];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            19 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.allocated_resources,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[2, 8, 10, 12, 13, 15, 16, 21, 22];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -6017,6 +6375,28 @@ impl rt::Zero for k8s_openapi::api::core::v1::ReplicationControllerCondition {
 
 /// k8s.io.api.core.v1.ReplicationControllerSpec
 impl Merge for k8s_openapi::api::core::v1::ReplicationControllerSpec {
+    const MAPS: &'static [u32] = &[2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<String, _>(
+                &mut self.selector,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6220,6 +6600,28 @@ impl rt::Zero for k8s_openapi::api::core::v1::ResourceQuota {
 
 /// k8s.io.api.core.v1.ResourceQuotaSpec
 impl Merge for k8s_openapi::api::core::v1::ResourceQuotaSpec {
+    const MAPS: &'static [u32] = &[1];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.hard,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[2];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -6262,6 +6664,36 @@ impl rt::Zero for k8s_openapi::api::core::v1::ResourceQuotaSpec {
 
 /// k8s.io.api.core.v1.ResourceQuotaStatus
 impl Merge for k8s_openapi::api::core::v1::ResourceQuotaStatus {
+    const MAPS: &'static [u32] = &[1, 2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.hard,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            2 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.used,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6296,6 +6728,36 @@ impl rt::Zero for k8s_openapi::api::core::v1::ResourceQuotaStatus {
 
 /// k8s.io.api.core.v1.ResourceRequirements
 impl Merge for k8s_openapi::api::core::v1::ResourceRequirements {
+    const MAPS: &'static [u32] = &[1, 2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.limits,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            2 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.requests,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[3];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -6552,6 +7014,36 @@ impl rt::Zero for k8s_openapi::api::core::v1::SeccompProfile {
 
 /// k8s.io.api.core.v1.Secret
 impl Merge for k8s_openapi::api::core::v1::Secret {
+    const MAPS: &'static [u32] = &[2, 4];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<k8s_openapi::ByteString, _>(
+                &mut self.data,
+                within,
+                len,
+                options,
+                rt::bytes,
+                WireValue::Bytes(&[]),
+            ),
+            4 => rt::map_as_go::<String, _>(
+                &mut self.string_data,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -6958,6 +7450,28 @@ impl rt::Zero for k8s_openapi::api::core::v1::ServicePort {
 
 /// k8s.io.api.core.v1.ServiceSpec
 impl Merge for k8s_openapi::api::core::v1::ServiceSpec {
+    const MAPS: &'static [u32] = &[2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<String, _>(
+                &mut self.selector,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[1, 5, 9, 18, 19];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -7977,6 +8491,36 @@ impl rt::Zero for k8s_openapi::api::core::v1::VolumeProjection {
 
 /// k8s.io.api.core.v1.VolumeResourceRequirements
 impl Merge for k8s_openapi::api::core::v1::VolumeResourceRequirements {
+    const MAPS: &'static [u32] = &[1, 2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.limits,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            2 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.requests,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,

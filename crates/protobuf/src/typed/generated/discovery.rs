@@ -14,6 +14,28 @@ use crate::{
 
 /// k8s.io.api.discovery.v1.Endpoint
 impl Merge for k8s_openapi::api::discovery::v1::Endpoint {
+    const MAPS: &'static [u32] = &[5];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            5 => rt::map_as_go::<String, _>(
+                &mut self.deprecated_topology,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[1];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {

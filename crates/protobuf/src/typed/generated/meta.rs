@@ -402,6 +402,28 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::GroupVersionFo
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+    const MAPS: &'static [u32] = &[1];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<String, _>(
+                &mut self.match_labels,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[2];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -556,6 +578,36 @@ impl rt::Zero for k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsE
 
 /// k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta
 impl Merge for k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    const MAPS: &'static [u32] = &[11, 12];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            11 => rt::map_as_go::<String, _>(
+                &mut self.labels,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            12 => rt::map_as_go::<String, _>(
+                &mut self.annotations,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[13, 14, 17];
 
     fn reserve(&mut self, number: u32, additional: usize, options: &DecodeOptions) {

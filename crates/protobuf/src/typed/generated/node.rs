@@ -14,6 +14,28 @@ use crate::{
 
 /// k8s.io.api.node.v1.Overhead
 impl Merge for k8s_openapi::api::node::v1::Overhead {
+    const MAPS: &'static [u32] = &[1];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.pod_fixed,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -77,6 +99,28 @@ impl rt::Zero for k8s_openapi::api::node::v1::RuntimeClass {
 
 /// k8s.io.api.node.v1.Scheduling
 impl Merge for k8s_openapi::api::node::v1::Scheduling {
+    const MAPS: &'static [u32] = &[1];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<String, _>(
+                &mut self.node_selector,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[2];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {

@@ -127,6 +127,28 @@ impl rt::Zero for k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
 
 /// k8s.io.api.policy.v1.PodDisruptionBudgetStatus
 impl Merge for k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus {
+    const MAPS: &'static [u32] = &[2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time, _>(
+                &mut self.disrupted_pods,
+                within,
+                len,
+                options,
+                rt::time,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[7];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {

@@ -558,6 +558,44 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::AllocationResult {
 
 /// k8s.io.api.resource.v1beta1.BasicDevice
 impl Merge for k8s_openapi::api::resource::v1beta1::BasicDevice {
+    const MAPS: &'static [u32] = &[1, 2, 14];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<k8s_openapi::api::resource::v1beta1::DeviceAttribute, _>(
+                &mut self.attributes,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1beta1::DeviceAttribute>,
+                WireValue::Bytes(&[]),
+            ),
+            2 => rt::map_as_go::<k8s_openapi::api::resource::v1beta1::DeviceCapacity, _>(
+                &mut self.capacity,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1beta1::DeviceCapacity>,
+                WireValue::Bytes(&[]),
+            ),
+            14 => rt::map_as_go::<k8s_openapi::api::resource::v1beta1::NodeAllocatableResource, _>(
+                &mut self.node_allocatable_resources,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1beta1::NodeAllocatableResource>,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[3, 7, 9, 10];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -736,6 +774,28 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::CapacityRequestPolicyRang
 
 /// k8s.io.api.resource.v1beta1.CapacityRequirements
 impl Merge for k8s_openapi::api::resource::v1beta1::CapacityRequirements {
+    const MAPS: &'static [u32] = &[1];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.requests,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -813,6 +873,28 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::Counter {
 
 /// k8s.io.api.resource.v1beta1.CounterSet
 impl Merge for k8s_openapi::api::resource::v1beta1::CounterSet {
+    const MAPS: &'static [u32] = &[2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<k8s_openapi::api::resource::v1beta1::Counter, _>(
+                &mut self.counters,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1beta1::Counter>,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -1250,6 +1332,28 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceConstraint {
 
 /// k8s.io.api.resource.v1beta1.DeviceCounterConsumption
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceCounterConsumption {
+    const MAPS: &'static [u32] = &[2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<k8s_openapi::api::resource::v1beta1::Counter, _>(
+                &mut self.counters,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1beta1::Counter>,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[3];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -1384,6 +1488,28 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta1::DeviceRequest {
 
 /// k8s.io.api.resource.v1beta1.DeviceRequestAllocationResult
 impl Merge for k8s_openapi::api::resource::v1beta1::DeviceRequestAllocationResult {
+    const MAPS: &'static [u32] = &[10];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            10 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.consumed_capacity,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[6, 7, 8, 11];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -2273,6 +2399,28 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::CapacityRequestPolicyRang
 
 /// k8s.io.api.resource.v1beta2.CapacityRequirements
 impl Merge for k8s_openapi::api::resource::v1beta2::CapacityRequirements {
+    const MAPS: &'static [u32] = &[1];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.requests,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2350,6 +2498,28 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::Counter {
 
 /// k8s.io.api.resource.v1beta2.CounterSet
 impl Merge for k8s_openapi::api::resource::v1beta2::CounterSet {
+    const MAPS: &'static [u32] = &[2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<k8s_openapi::api::resource::v1beta2::Counter, _>(
+                &mut self.counters,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1beta2::Counter>,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -2378,6 +2548,44 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::CounterSet {
 
 /// k8s.io.api.resource.v1beta2.Device
 impl Merge for k8s_openapi::api::resource::v1beta2::Device {
+    const MAPS: &'static [u32] = &[2, 3, 14];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<k8s_openapi::api::resource::v1beta2::DeviceAttribute, _>(
+                &mut self.attributes,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1beta2::DeviceAttribute>,
+                WireValue::Bytes(&[]),
+            ),
+            3 => rt::map_as_go::<k8s_openapi::api::resource::v1beta2::DeviceCapacity, _>(
+                &mut self.capacity,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1beta2::DeviceCapacity>,
+                WireValue::Bytes(&[]),
+            ),
+            14 => rt::map_as_go::<k8s_openapi::api::resource::v1beta2::NodeAllocatableResource, _>(
+                &mut self.node_allocatable_resources,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1beta2::NodeAllocatableResource>,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[4, 8, 10, 11];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -2848,6 +3056,28 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceConstraint {
 
 /// k8s.io.api.resource.v1beta2.DeviceCounterConsumption
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceCounterConsumption {
+    const MAPS: &'static [u32] = &[2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<k8s_openapi::api::resource::v1beta2::Counter, _>(
+                &mut self.counters,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1beta2::Counter>,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[3];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -2953,6 +3183,28 @@ impl rt::Zero for k8s_openapi::api::resource::v1beta2::DeviceRequest {
 
 /// k8s.io.api.resource.v1beta2.DeviceRequestAllocationResult
 impl Merge for k8s_openapi::api::resource::v1beta2::DeviceRequestAllocationResult {
+    const MAPS: &'static [u32] = &[10];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            10 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.consumed_capacity,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[6, 7, 8, 11];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -4028,6 +4280,28 @@ impl rt::Zero for k8s_openapi::api::resource::v1::CapacityRequestPolicyRange {
 
 /// k8s.io.api.resource.v1.CapacityRequirements
 impl Merge for k8s_openapi::api::resource::v1::CapacityRequirements {
+    const MAPS: &'static [u32] = &[1];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            1 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.requests,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4105,6 +4379,28 @@ impl rt::Zero for k8s_openapi::api::resource::v1::Counter {
 
 /// k8s.io.api.resource.v1.CounterSet
 impl Merge for k8s_openapi::api::resource::v1::CounterSet {
+    const MAPS: &'static [u32] = &[2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<k8s_openapi::api::resource::v1::Counter, _>(
+                &mut self.counters,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1::Counter>,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -4133,6 +4429,44 @@ impl rt::Zero for k8s_openapi::api::resource::v1::CounterSet {
 
 /// k8s.io.api.resource.v1.Device
 impl Merge for k8s_openapi::api::resource::v1::Device {
+    const MAPS: &'static [u32] = &[2, 3, 14];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<k8s_openapi::api::resource::v1::DeviceAttribute, _>(
+                &mut self.attributes,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1::DeviceAttribute>,
+                WireValue::Bytes(&[]),
+            ),
+            3 => rt::map_as_go::<k8s_openapi::api::resource::v1::DeviceCapacity, _>(
+                &mut self.capacity,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1::DeviceCapacity>,
+                WireValue::Bytes(&[]),
+            ),
+            14 => rt::map_as_go::<k8s_openapi::api::resource::v1::NodeAllocatableResource, _>(
+                &mut self.node_allocatable_resources,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1::NodeAllocatableResource>,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[4, 8, 10, 11];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -4609,6 +4943,28 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceConstraint {
 
 /// k8s.io.api.resource.v1.DeviceCounterConsumption
 impl Merge for k8s_openapi::api::resource::v1::DeviceCounterConsumption {
+    const MAPS: &'static [u32] = &[2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<k8s_openapi::api::resource::v1::Counter, _>(
+                &mut self.counters,
+                within,
+                len,
+                options,
+                rt::owned::<k8s_openapi::api::resource::v1::Counter>,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[3];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -4714,6 +5070,28 @@ impl rt::Zero for k8s_openapi::api::resource::v1::DeviceRequest {
 
 /// k8s.io.api.resource.v1.DeviceRequestAllocationResult
 impl Merge for k8s_openapi::api::resource::v1::DeviceRequestAllocationResult {
+    const MAPS: &'static [u32] = &[10];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            10 => rt::map_as_go::<k8s_openapi::apimachinery::pkg::api::resource::Quantity, _>(
+                &mut self.consumed_capacity,
+                within,
+                len,
+                options,
+                rt::quantity,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[6, 7, 8, 11];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {

@@ -319,6 +319,28 @@ impl rt::Zero for k8s_openapi::api::storage::v1::CSIStorageCapacity {
 
 /// k8s.io.api.storage.v1.StorageClass
 impl Merge for k8s_openapi::api::storage::v1::StorageClass {
+    const MAPS: &'static [u32] = &[3];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            3 => rt::map_as_go::<String, _>(
+                &mut self.parameters,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     const REPEATED: &'static [u32] = &[5, 8];
 
     fn reserve(&mut self, number: u32, additional: usize, _options: &DecodeOptions) {
@@ -574,6 +596,28 @@ impl rt::Zero for k8s_openapi::api::storage::v1::VolumeAttachmentSpec {
 
 /// k8s.io.api.storage.v1.VolumeAttachmentStatus
 impl Merge for k8s_openapi::api::storage::v1::VolumeAttachmentStatus {
+    const MAPS: &'static [u32] = &[2];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            2 => rt::map_as_go::<String, _>(
+                &mut self.attachment_metadata,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
@@ -612,6 +656,28 @@ impl rt::Zero for k8s_openapi::api::storage::v1::VolumeAttachmentStatus {
 
 /// k8s.io.api.storage.v1.VolumeAttributesClass
 impl Merge for k8s_openapi::api::storage::v1::VolumeAttributesClass {
+    const MAPS: &'static [u32] = &[3];
+
+    fn merge_entry_as_go(
+        &mut self,
+        number: u32,
+        within: &[u8],
+        len: usize,
+        options: &DecodeOptions,
+    ) -> Result<(), Error> {
+        match number {
+            3 => rt::map_as_go::<String, _>(
+                &mut self.parameters,
+                within,
+                len,
+                options,
+                rt::string,
+                WireValue::Bytes(&[]),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     fn merge_field(
         &mut self,
         number: u32,
