@@ -90,8 +90,10 @@
 //! strategic merge patch semantics (applied as a JSON merge patch, so list fields are
 //! replaced, not merged), graceful pod deletion (a delete removes at once unless finalizers
 //! remain), garbage collection of dependents, CRD conversion webhooks and schema validation,
-//! and per-resource watch caches (one history window is shared by every resource, as etcd's
-//! is).
+//! per-resource watch caches (one history window is shared by every resource, as etcd's
+//! is), and the canonical form of quantities: kube-apiserver writes `"0.1"` back as `"100m"`,
+//! and kinformer's protobuf decoders hold that form, where this server keeps the text it was
+//! given, so a fixture whose JSON and protobuf must agree writes quantities canonically.
 
 mod admin;
 #[cfg(feature = "bench")]

@@ -185,7 +185,8 @@ async fn built_in_kinds_list_the_same_in_protobuf_as_in_json() {
                     "name": "web", "image": "nginx:1.27", "imagePullPolicy": "Never",
                     "ports": [{ "name": "http", "containerPort": 8080 }],
                     "resources": { "limits": { "cpu": "500m", "memory": "1Gi" },
-                                   "requests": { "cpu": "0.1", "memory": "128974848" } },
+                                   // In the canonical form kube-apiserver writes back.
+                                   "requests": { "cpu": "100m", "memory": "128974848" } },
                     "readinessProbe": { "httpGet": { "path": "/", "port": "http" } },
                     "livenessProbe": { "tcpSocket": { "port": 8080 }, "periodSeconds": 7 },
                     "env": [{ "name": "NODE", "valueFrom": { "fieldRef": { "fieldPath": "spec.nodeName" } } }],
