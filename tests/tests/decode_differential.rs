@@ -127,18 +127,52 @@ fn diverge(ours: &Outcome, go: &Outcome) -> bool {
     }
 }
 
-/// Decodes `inputs` mutations of the fixture `name` through kinformer's two paths and Go's,
-/// returning how many Go accepted and each divergence, described.
+/// The body of kinformer-protobuf's fixture `name`: a Go-encoded object in its envelope.
+fn fixture(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../crates/protobuf/tests/fixtures/{name}.pb"));
+    fs::read(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// What a metadata informer receives for the Pod fixture: its metadata as a
+/// `meta.k8s.io/v1` `PartialObjectMetadata`, whose message is the Pod's first field alone.
+fn partial_object_metadata() -> Vec<u8> {
+    let body = fixture("pod");
+    let pod = Envelope::parse(&body).expect("the fixture has the k8s envelope");
+    assert_eq!(
+        pod.raw[0], 0x0a,
+        "the Pod's message starts with its metadata"
+    );
+    let (mut len, mut at) = (0usize, 1);
+    while pod.raw[at] >= 0x80 {
+        len |= usize::from(pod.raw[at] & 0x7f) << (7 * (at - 1));
+        at += 1;
+    }
+    len |= usize::from(pod.raw[at]) << (7 * (at - 1));
+    encode_envelope(
+        "meta.k8s.io/v1",
+        "PartialObjectMetadata",
+        &pod.raw[..at + 1 + len],
+    )
+}
+
+/// A metadata informer's object, as kube's `PartialObjectMeta` holds it.
+#[derive(Debug, PartialEq, Serialize, serde::Deserialize)]
+struct PartialObjectMetadata {
+    #[serde(default)]
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+}
+
+/// Decodes `inputs` mutations of the fixture `name` (its `body`) through kinformer's two
+/// paths and Go's, returning how many Go accepted and each divergence, described. `scheme` is
+/// `"meta"` for a body Go's metadata client decodes.
 fn differ<T: DeserializeOwned + Serialize + PartialEq + Debug + 'static>(
     peer: &mut GoPeer,
-    name: &str,
+    (name, body, scheme): (&str, &[u8], &str),
     rng: &mut Rng,
     inputs: usize,
 ) -> (usize, Vec<String>) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../crates/protobuf/tests/fixtures/{name}.pb"));
-    let body = fs::read(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-    let fixture = Envelope::parse(&body).expect("the fixture has the k8s envelope");
+    let fixture = Envelope::parse(body).expect("the fixture has the k8s envelope");
     let (generated, serde) = (Decoder::<T>::new(), Decoder::<T>::serde());
     let (mut accepted, mut divergences) = (0, Vec::new());
     let mut left = inputs;
@@ -156,7 +190,7 @@ fn differ<T: DeserializeOwned + Serialize + PartialEq + Debug + 'static>(
             .map(|raw| {
                 let body = encode_envelope(fixture.api_version, fixture.kind, raw);
                 let hex: String = body.iter().map(|byte| format!("{byte:02x}")).collect();
-                format!(r#"{{"op":"decode","body":"{hex}"}}"#)
+                format!(r#"{{"op":"decode","body":"{hex}","scheme":"{scheme}"}}"#)
             })
             .collect();
         lines.push(r#"{"op":"end"}"#.to_owned());
@@ -195,10 +229,12 @@ fn differ<T: DeserializeOwned + Serialize + PartialEq + Debug + 'static>(
             ));
         }
     }
+    assert!(accepted > 0, "{name}: Go accepted none of the inputs");
     (accepted, divergences)
 }
 
-/// A thousand inputs per fixture; `KINFORMER_FUZZ_INPUTS` and `KINFORMER_FUZZ_SEED` make it a
+/// A thousand inputs per fixture, a metadata informer's `PartialObjectMetadata` among them;
+/// `KINFORMER_FUZZ_INPUTS` and `KINFORMER_FUZZ_SEED` make it a
 /// long run, as for kinformer-protobuf's fuzz test. Any divergence fails the test.
 #[test]
 fn mutated_objects_decode_as_client_go_decodes_them() {
@@ -207,13 +243,40 @@ fn mutated_objects_decode_as_client_go_decodes_them() {
     let (per_kind, mut rng) = run_size();
     let mut all = Vec::new();
     let mut accepted = 0;
+    let named = |name: &'static str| (name, fixture(name));
+    let [pod, minimal, deployment, node, service, configmap] = [
+        "pod",
+        "pod-minimal",
+        "deployment",
+        "node",
+        "service",
+        "configmap",
+    ]
+    .map(named);
+    let metadata = partial_object_metadata();
     for (found_accepted, divergences) in [
-        differ::<Pod>(&mut peer, "pod", &mut rng, per_kind),
-        differ::<Pod>(&mut peer, "pod-minimal", &mut rng, per_kind),
-        differ::<Deployment>(&mut peer, "deployment", &mut rng, per_kind),
-        differ::<Node>(&mut peer, "node", &mut rng, per_kind),
-        differ::<Service>(&mut peer, "service", &mut rng, per_kind),
-        differ::<ConfigMap>(&mut peer, "configmap", &mut rng, per_kind),
+        differ::<Pod>(&mut peer, (pod.0, &pod.1, ""), &mut rng, per_kind),
+        differ::<Pod>(&mut peer, (minimal.0, &minimal.1, ""), &mut rng, per_kind),
+        differ::<Deployment>(
+            &mut peer,
+            (deployment.0, &deployment.1, ""),
+            &mut rng,
+            per_kind,
+        ),
+        differ::<Node>(&mut peer, (node.0, &node.1, ""), &mut rng, per_kind),
+        differ::<Service>(&mut peer, (service.0, &service.1, ""), &mut rng, per_kind),
+        differ::<ConfigMap>(
+            &mut peer,
+            (configmap.0, &configmap.1, ""),
+            &mut rng,
+            per_kind,
+        ),
+        differ::<PartialObjectMetadata>(
+            &mut peer,
+            ("partial-object-metadata", &metadata, "meta"),
+            &mut rng,
+            per_kind,
+        ),
     ] {
         accepted += found_accepted;
         all.extend(divergences);
@@ -221,7 +284,7 @@ fn mutated_objects_decode_as_client_go_decodes_them() {
     assert!(accepted > 0, "Go accepted none of the inputs");
     report(&format!(
         "{} inputs, {accepted} accepted by Go, {} divergences",
-        per_kind * 6,
+        per_kind * 7,
         all.len()
     ));
     assert!(

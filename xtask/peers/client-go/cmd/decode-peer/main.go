@@ -4,7 +4,9 @@
 // Each input line is {"op": "decode", "body": HEX}, a whole response body (`k8s\0`, then the
 // runtime.Unknown holding apiVersion, kind and the message), or {"op": "end"}, which flushes
 // the answers so far. Each line gets one answer: {"object": ...} when client-go's protobuf
-// decoder and encoding/json both accept the body, else {"error": "..."}. See ../../README.md.
+// decoder and encoding/json both accept the body, else {"error": "..."}. A line with
+// "scheme": "meta" is decoded as client-go's metadata client decodes PartialObjectMetadata.
+// See ../../README.md.
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	metascheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 
@@ -22,8 +25,9 @@ import (
 )
 
 type line struct {
-	Op   string `json:"op"`
-	Body string `json:"body"`
+	Op     string `json:"op"`
+	Body   string `json:"body"`
+	Scheme string `json:"scheme"`
 }
 
 func (l line) OpName() string { return l.Op }
@@ -41,6 +45,13 @@ func main() {
 	}
 	// What client-go's REST client decodes a protobuf response with.
 	decoder := scheme.Codecs.WithoutConversion().DecoderToVersion(info.Serializer, nil)
+	// What client-go's metadata client decodes one with (metadata.ConfigFor).
+	metaInfo, ok := runtime.SerializerInfoForMediaType(metascheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	if !ok {
+		fmt.Fprintln(os.Stderr, "decode-peer: the metadata scheme has no protobuf serializer")
+		os.Exit(2)
+	}
+	metaDecoder := metascheme.Codecs.WithoutConversion().DecoderToVersion(metaInfo.Serializer, nil)
 	lines.Serve(os.Stdin, os.Stdout, func(l line) answer {
 		if l.Op != "decode" {
 			return answer{}
@@ -49,7 +60,11 @@ func main() {
 		if err != nil {
 			return answer{Error: "the line's body is not hex: " + err.Error()}
 		}
-		obj, _, err := decoder.Decode(body, nil, nil)
+		chosen := decoder
+		if l.Scheme == "meta" {
+			chosen = metaDecoder
+		}
+		obj, _, err := chosen.Decode(body, nil, nil)
 		if err != nil {
 			return answer{Error: "decode: " + err.Error()}
 		}
