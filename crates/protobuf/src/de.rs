@@ -131,9 +131,16 @@ impl<'de> ValueDeserializer<'de> {
         ) && is_empty_message(self.value)
     }
 
-    /// The raw JSON inside a `FieldsV1` or `RawExtension`.
-    fn embedded_json(&self) -> Result<&'de [u8], Error> {
-        embedded_json(&[self.bytes()?])
+    /// What `read` makes of this value of a type that [`merges`], as its one occurrence.
+    fn special<T>(
+        &self,
+        read: impl FnOnce(MergedValue<'_, 'de>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        read(MergedValue {
+            ty: self.ty,
+            segments: &[self.bytes()?],
+            options: self.options,
+        })
     }
 }
 
@@ -206,18 +213,18 @@ pub(crate) fn merges(ty: Ty) -> bool {
     )
 }
 
-/// A value of a type that [`merges`], which came more than once: its occurrences merged.
-pub(super) struct MergedValue<'de> {
+/// A value of a type that [`merges`], from its occurrences: one, or several merged.
+pub(super) struct MergedValue<'a, 'de> {
     pub(super) ty: Ty,
-    pub(super) segments: Vec<&'de [u8]>,
+    pub(super) segments: &'a [&'de [u8]],
     pub(super) options: DecodeOptions,
 }
 
-impl<'de> Deserializer<'de> for MergedValue<'de> {
+impl<'de> Deserializer<'de> for MergedValue<'_, 'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visit_special(self.ty, &self.segments, self.options, visitor)
+        visit_special(self.ty, self.segments, self.options, visitor)
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -236,7 +243,7 @@ impl<'de> Deserializer<'de> for MergedValue<'de> {
     ) -> Result<V::Value, Error> {
         match self.ty {
             Ty::FieldsV1 | Ty::RawExtension => {
-                read_embedded!(embedded_json(&self.segments)?, |json| {
+                read_embedded!(embedded_json(self.segments)?, |json| {
                     json.deserialize_newtype_struct(name, visitor)
                 })
             }
@@ -370,7 +377,7 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
             | Ty::IntOrString
             | Ty::FieldsV1
             | Ty::RawExtension
-            | Ty::StringList => visit_special(self.ty, &[self.bytes()?], self.options, visitor),
+            | Ty::StringList => self.special(|value| value.deserialize_any(visitor)),
         }
     }
 
@@ -388,9 +395,9 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
         visitor: V,
     ) -> Result<V::Value, Error> {
         match self.ty {
-            Ty::FieldsV1 | Ty::RawExtension => read_embedded!(self.embedded_json()?, |json| {
-                json.deserialize_newtype_struct(name, visitor)
-            }),
+            Ty::FieldsV1 | Ty::RawExtension => {
+                self.special(|value| value.deserialize_newtype_struct(name, visitor))
+            }
             _ => visitor.visit_newtype_struct(self),
         }
     }

@@ -437,7 +437,7 @@ impl<'de> MapAccess<'de> for FieldAccess<'de> {
                     .collect::<Result<Vec<_>, _>>()?;
                 seed.deserialize(MergedValue {
                     ty,
-                    segments,
+                    segments: &segments,
                     options,
                 })
             }

@@ -135,7 +135,6 @@ pub(crate) fn merge<T: Merge>(
 /// `rest`: one message that decodes as protobuf merges them. `None` when there are none, or
 /// when one is not length-delimited: each occurrence is then decoded on its own, and that one
 /// refused where it stands. Reading stops at malformed bytes, which the decode reports.
-#[cold]
 fn joined_with_later(first: WireValue<'_>, mut rest: Reader<'_>, number: u32) -> Option<Vec<u8>> {
     let WireValue::Bytes(first) = first else {
         return None;

@@ -5,7 +5,9 @@
 //!
 //! Each input below is a message as a server could send it, written out in hex, with what Go
 //! makes of it: repeated and map entries joined wherever they appear, a message that appears
-//! twice merged, a scalar's last occurrence kept, and the same refusals.
+//! twice merged (a `Quantity` or `IntOrString` too, which Go decodes as messages), a scalar's
+//! last occurrence kept, a map entry read as loosely as Go's generated decoders read one, and
+//! the same refusals. What Go makes of each quantity's text is `quantity::tests`' table.
 
 use std::fmt::Debug;
 
