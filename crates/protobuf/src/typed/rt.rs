@@ -37,8 +37,8 @@ pub(crate) trait Merge {
     const REPEATED_BITS: u64 = bits_under_64(Self::REPEATED);
 
     /// Its single fields of a type Go decodes as a message that merges with an earlier
-    /// occurrence (`Quantity`, `IntOrString`, `Duration`, `FieldsV1`, `RawExtension`): [`merge`]
-    /// decodes every occurrence of one as the first, joined, which is protobuf's merge.
+    /// occurrence (`Quantity`, `IntOrString`, `Duration`, `FieldsV1`, `RawExtension`): where one
+    /// comes again, [`merge`] decodes all its occurrences joined, which is protobuf's merge.
     const MERGED: &'static [u32] = &[];
 
     /// [`MERGED`](Merge::MERGED) as bits; the generator numbers none of them 64 or above.
@@ -92,7 +92,8 @@ pub(crate) fn merge<T: Merge>(
 ) -> Result<(), Error> {
     let mut reader = Reader::new(bytes);
     let mut previous = 0;
-    let mut merged = 0u64;
+    // The merged fields seen once, and those seen again and decoded joined.
+    let (mut merged, mut joined) = (0u64, 0u64);
     loop {
         let tag = reader.remaining().as_ptr();
         let Some((number, value)) = reader.field().map_err(|error| error.at(tag))? else {
@@ -104,14 +105,17 @@ pub(crate) fn merge<T: Merge>(
         previous = number;
         if T::MERGED_BITS != 0 && number < 64 && T::MERGED_BITS & (1 << number) != 0 {
             let bit = 1u64 << number;
-            if merged & bit != 0 {
-                // Decoded with the first occurrence.
-                continue;
-            }
-            if let Some(joined) = joined_with_later(value, reader, number) {
+            // The first occurrence is decoded as it comes; only a later one, which Go's
+            // encoders never write, decodes them all again, joined.
+            if merged & bit == 0 {
                 merged |= bit;
+            } else if joined & bit != 0 {
+                // Decoded with the others.
+                continue;
+            } else if let Some(all) = joined_occurrences(bytes, number) {
+                joined |= bit;
                 target
-                    .merge_field(number, WireValue::Bytes(&joined), options)
+                    .merge_field(number, WireValue::Bytes(&all), options)
                     .map_err(|error| error.at(tag))?;
                 continue;
             }
@@ -131,27 +135,23 @@ pub(crate) fn merge<T: Merge>(
     }
 }
 
-/// `first`, an occurrence of field `number`, joined with the occurrences that follow it in
-/// `rest`: one message that decodes as protobuf merges them. `None` when there are none, or
-/// when one is not length-delimited: each occurrence is then decoded on its own, and that one
-/// refused where it stands. Reading stops at malformed bytes, which the decode reports.
-fn joined_with_later(first: WireValue<'_>, mut rest: Reader<'_>, number: u32) -> Option<Vec<u8>> {
-    let WireValue::Bytes(first) = first else {
-        return None;
-    };
-    let mut joined: Option<Vec<u8>> = None;
-    while let Ok(Some((next, value))) = rest.field() {
-        if next != number {
-            continue;
+/// Every occurrence of field `number` in the message `bytes` so far and after, joined: one
+/// message that decodes as protobuf merges them. `None` when one is not length-delimited:
+/// each occurrence is then decoded on its own, and that one refused where it stands. Reading
+/// stops at malformed bytes, which the decode reports where it meets them.
+#[cold]
+fn joined_occurrences(bytes: &[u8], number: u32) -> Option<Vec<u8>> {
+    let mut reader = Reader::new(bytes);
+    let mut joined = Vec::new();
+    while let Ok(Some((next, value))) = reader.field() {
+        if next == number {
+            let WireValue::Bytes(occurrence) = value else {
+                return None;
+            };
+            joined.extend_from_slice(occurrence);
         }
-        let WireValue::Bytes(later) = value else {
-            return None;
-        };
-        joined
-            .get_or_insert_with(|| first.to_vec())
-            .extend_from_slice(later);
     }
-    joined
+    Some(joined)
 }
 
 /// Whether field `number` of `T` is one of its [`Merge::REPEATED`].
