@@ -17,6 +17,8 @@
 //!
 //! The tree becomes one `docker import`ed layer (what kind's own Dockerfile squashes to), not a
 //! `kind build node-image` run, which still fetches images it does not find in its archives.
+//! The packed tree and the image carry a key of the versions and of `xtask/kind/node`; a run
+//! whose key matches the image in Docker (or the cached tar) assembles nothing.
 //!
 //! The host may need changes first: Debian's `docker.io`, `debootstrap` and `libseccomp-dev`
 //! when absent; where root lacks `CAP_SYS_RESOURCE` (kind runs nodes `--privileged`, and runc
@@ -42,9 +44,12 @@ use crate::{
 };
 
 mod host;
+mod node;
 mod rootfs;
 
 pub(crate) use host::docker_answers;
+use node::{assemble_node, cached_node_key, image_key, image_size, node_key, remove_image};
+pub(crate) use node::{image_exists, import_node_tar};
 
 /// The node image `cargo xtask e2e --kind` runs, published by kind or built here.
 pub(crate) const NODE_IMAGE: &str = "kindest/node:v1.37.2";
@@ -122,7 +127,16 @@ pub(crate) fn kind_image(check_only: bool, prepare_host: bool) -> Result<(), Str
     check_image_names(&bin)?;
     let rootfs = rootfs::build_rootfs(&dir)?;
     let images = build_images(&dir, &bin, &rootfs)?;
-    assemble_node(&dir, &bin, &rootfs, &images)?;
+    let key = node_key()?;
+    if image_key(NODE_IMAGE).as_deref() == Some(key.as_str()) {
+        eprintln!("xtask: {NODE_IMAGE} in Docker is built from these pieces ({key})");
+    } else if fs::read_to_string(cached_node_key()).ok().as_deref() == Some(key.as_str())
+        && cached_node_tar().is_file()
+    {
+        import_node_tar()?;
+    } else {
+        assemble_node(&dir, &bin, &rootfs, &images, &key)?;
+    }
     let size = image_size(NODE_IMAGE)?;
     eprintln!(
         "xtask: {NODE_IMAGE} is ready ({size}) in {:.0?}; pieces cached in {}",
@@ -364,7 +378,6 @@ fn go_build(go: &Go, output: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `nice -n 19 ionice -c3 PROGRAM`: the image build must not starve whatever else runs.
 /// Tars `tree` (numeric owners) into `tar`, through a partial file renamed once complete.
 fn pack_tree(tree: &Path, tar: &Path) -> Result<(), String> {
     let partial = partial_path(tar);
@@ -374,10 +387,15 @@ fn pack_tree(tree: &Path, tar: &Path) -> Result<(), String> {
         .args(["--numeric-owner", "-cf"])
         .arg(&partial)
         .arg(".");
-    run_captured(pack)?;
+    if let Err(err) = run_captured(pack) {
+        // A full disk is the usual cause: the partial tar must not keep the space.
+        remove_file(&partial)?;
+        return Err(err);
+    }
     rename(&partial, tar)
 }
 
+/// `nice -n 19 ionice -c3 PROGRAM`: the image build must not starve whatever else runs.
 fn idle(program: &str) -> Command {
     let mut command = Command::new("nice");
     command.args(["-n", "19"]);
@@ -555,116 +573,6 @@ fn build_images(dir: &Path, bin: &Path, rootfs: &Path) -> Result<PathBuf, String
     Ok(images)
 }
 
-fn remove_image(reference: &str) -> Result<(), String> {
-    let mut remove = Command::new("docker");
-    remove.args(["image", "rm", reference]);
-    run_captured(remove).map(|_| ())
-}
-
-/// The ID of a local image, if Docker has it.
-fn image_id(reference: &str) -> Option<String> {
-    let output = Command::new("docker")
-        .args(["image", "inspect", "--format", "{{.Id}}", reference])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
-}
-
-/// Lays out the node's tree (`xtask/kind/node/assemble.sh`), tars it into the cache and
-/// imports it as [`NODE_IMAGE`].
-fn assemble_node(dir: &Path, bin: &Path, rootfs: &Path, images: &Path) -> Result<(), String> {
-    let started = Instant::now();
-    let work = dir.join("work");
-    remove_tree(&work)?;
-    let tree = work.join("rootfs");
-    fs::create_dir_all(&tree).map_err(|err| format!("creating {}: {err}", tree.display()))?;
-    let mut unpack = idle("tar");
-    unpack
-        .arg("-C")
-        .arg(&tree)
-        .args(["--numeric-owner", "-xf"])
-        .arg(rootfs);
-    run_captured(unpack)?;
-    let node = project_root().join("xtask/kind/node");
-    let mut assemble = Command::new("bash");
-    assemble
-        .arg(node.join("assemble.sh"))
-        .env("ROOTFS", &tree)
-        .env("BIN", bin)
-        .env(
-            "KIND_FILES",
-            module_dir("xtask/kind/runtime", "sigs.k8s.io/kind")?.join("images/base/files"),
-        )
-        .env("OVERLAY", &node)
-        .env("IMAGES", images)
-        .env("WORK", &work)
-        .env("K8S_VERSION", KUBERNETES_VERSION);
-    crate::run(assemble)?;
-    pack_tree(&tree, &cached_node_tar())?;
-    remove_tree(&work)?;
-    import_node_tar()?;
-    eprintln!(
-        "xtask: node image assembled and imported in {:.0?}",
-        started.elapsed()
-    );
-    Ok(())
-}
-
-/// `docker import`s the cached node tree as [`NODE_IMAGE`], then gives it the settings kind's
-/// base image carries (systemd's container hint and stop signal, kind's entrypoint) through a
-/// `docker build` that adds no layer: `docker import --change` takes no `STOPSIGNAL`.
-pub(crate) fn import_node_tar() -> Result<(), String> {
-    let imported = format!("kinformer/kind-node-tree:{KUBERNETES_VERSION}");
-    let mut import = Command::new("docker");
-    import.arg("import").arg(cached_node_tar()).arg(&imported);
-    run_captured(import)?;
-    let context = cache_dir().join("context-node");
-    remove_tree(&context)?;
-    fs::create_dir_all(&context).map_err(|err| format!("creating {}: {err}", context.display()))?;
-    let dockerfile = format!(
-        "FROM {imported}\nENV container=docker\nSTOPSIGNAL SIGRTMIN+3\n\
-         LABEL {KEY_LABEL}={key}\nENTRYPOINT [\"/usr/local/bin/entrypoint\", \"/sbin/init\"]\n",
-        key = versions_key()
-    );
-    fs::write(context.join("Dockerfile"), dockerfile)
-        .map_err(|err| format!("writing the node image's Dockerfile: {err}"))?;
-    let previous = image_id(NODE_IMAGE);
-    let mut build = Command::new("docker");
-    build
-        .args(["build", "--quiet", "--tag", NODE_IMAGE])
-        .arg(&context)
-        .env("DOCKER_BUILDKIT", "0");
-    run_captured(build)?;
-    remove_tree(&context)?;
-    // Only the name goes: the layer is the node image's.
-    remove_image(&imported)?;
-    // A node image this replaced would stay behind nameless, 1.2 GB at a time.
-    if let Some(previous) = previous.filter(|id| image_id(NODE_IMAGE).as_ref() != Some(id))
-        && let Err(err) = remove_image(&previous)
-    {
-        eprintln!(
-            "xtask: the replaced node image {previous} stays (a kind node may use it): {err}"
-        );
-    }
-    Ok(())
-}
-
-pub(crate) fn image_exists(reference: &str) -> bool {
-    image_id(reference).is_some()
-}
-
-/// The image's size as `docker image ls` prints it.
-fn image_size(reference: &str) -> Result<String, String> {
-    let mut command = Command::new("docker");
-    command.args(["image", "ls", "--format", "{{.Size}}", reference]);
-    let output = run_captured(command)?;
-    Ok(String::from_utf8_lossy(&output).trim().to_owned())
-}
-
 /// Runs `command`, returning its stdout; on failure the error names the command and carries
 /// its stderr.
 fn run_captured(mut command: Command) -> Result<Vec<u8>, String> {
@@ -703,6 +611,14 @@ fn copy_atomically(from: &Path, to: &Path) -> Result<(), String> {
     fs::copy(from, &partial)
         .map_err(|err| format!("copying {} to {}: {err}", from.display(), partial.display()))?;
     rename(&partial, to)
+}
+
+fn remove_file(path: &Path) -> Result<(), String> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(format!("removing {}: {err}", path.display())),
+    }
 }
 
 fn remove_tree(path: &Path) -> Result<(), String> {
