@@ -299,7 +299,9 @@ fn method(sizes: Sizes) -> String {
          kube-apiserver for scenario 7. Implementations alternate, in an order that changes \
          every run so that no case always follows the same one, {runs} run{s} each unless the notes below say otherwise{warm_up}; cells are the median with min–max \
          over a case's runs. Every run's final \
-         handler view was checked against the server's objects by checksum (see \
+         handler view was checked against the server's objects by checksum (a real server's \
+         through its own list after seeding; a shard's by its count of the server's objects in \
+         the shard; see \
          [the protocol](../xtask/peers/BENCH-PROTOCOL.md)); a run that disagreed would have \
          failed the command. \"kinformer's advantage\" is the other implementation's figure \
          over kinformer's on the first column (inverted where higher is better): above 1x \

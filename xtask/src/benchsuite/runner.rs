@@ -76,22 +76,29 @@ pub(super) struct Run {
     pub(super) content_types: String,
 }
 
+/// The e2e control plane seeded with a scenario's Pods, and the bench checksum of the Pods it
+/// holds, which nothing changes afterwards.
+struct Seeded {
+    plane: controlplane::ControlPlane,
+    checksum: String,
+}
+
 /// The server one case runs against.
 #[derive(Clone, Copy)]
 enum Target<'a> {
     Fake(&'a FakeServer),
-    Real(&'a Path),
+    Real(&'a Seeded),
 }
 
 impl<'a> Target<'a> {
     /// The real control plane when there is one, else the shared fake, else a fresh one.
     fn of(
-        plane: Option<&'a controlplane::ControlPlane>,
+        seeded: Option<&'a Seeded>,
         shared: Option<&'a FakeServer>,
         fresh: Option<&'a FakeServer>,
     ) -> Self {
-        match (plane, shared.or(fresh)) {
-            (Some(plane), _) => Target::Real(plane.kubeconfig()),
+        match (seeded, shared.or(fresh)) {
+            (Some(seeded), _) => Target::Real(seeded),
             (None, Some(fake)) => Target::Fake(fake),
             (None, None) => unreachable!("every fake scenario has a server"),
         }
@@ -107,7 +114,7 @@ fn run_case(
 ) -> Result<Run, String> {
     let kubeconfig = match target {
         Target::Fake(fake) => fake.kubeconfig.clone(),
-        Target::Real(kubeconfig) => kubeconfig.to_path_buf(),
+        Target::Real(seeded) => seeded.plane.kubeconfig().to_path_buf(),
     };
     // A shared server counts for every run; this run's share is the difference.
     let content_types_before = match target {
@@ -130,7 +137,7 @@ fn run_case(
             tail(&stderr, 1)
         )));
     }
-    let (mut result, last) = result_line(case, &output.stdout)?;
+    let (mut result, last) = last_json_line(&case.label, &output.stdout)?;
     // Throughput is over the updates the harness asked for, not what the peer says it saw.
     if let Some(count) = flag_value(&scenario.peer_args, "--count") {
         result["updates"] = Value::from(count);
@@ -155,7 +162,7 @@ fn run_case(
                 &content_types_before,
             ))
         }
-        Target::Real(_) => agrees_with_the_real_server(scenario, case, &result)?,
+        Target::Real(seeded) => agrees_with_the_real_server(scenario, case, &result, seeded)?,
     };
     Ok(Run {
         result,
@@ -209,16 +216,17 @@ pub(super) fn on_4k_pages(command: &mut Command) -> &mut Command {
     command.env("MIMALLOC_ALLOW_THP", "0")
 }
 
-/// The peer's result: the last line it printed, parsed, and that line as printed.
-fn result_line(case: &Case, stdout: &[u8]) -> Result<(Value, String), String> {
+/// The last non-empty line `program` printed, parsed as JSON, and that line as printed: every
+/// program of the suite ends its output with its result on one line.
+fn last_json_line(program: &str, stdout: &[u8]) -> Result<(Value, String), String> {
     let stdout = String::from_utf8_lossy(stdout);
     let last = stdout
         .lines()
         .rev()
         .find(|line| !line.trim().is_empty())
-        .ok_or_else(|| format!("{} printed no result line", case.label))?;
+        .ok_or_else(|| format!("{program} printed no result line"))?;
     let result = serde_json::from_str(last)
-        .map_err(|err| format!("{}: result line is not JSON ({err}): {last}", case.label))?;
+        .map_err(|err| format!("{program}: result line is not JSON ({err}): {last}"))?;
     Ok((result, last.to_owned()))
 }
 
@@ -241,12 +249,14 @@ fn agrees_with_the_fake(
     Ok(())
 }
 
-/// Whether the peer saw every seeded object of the real server (which has no checksum
-/// endpoint); answers the content types the peer counted, if it did.
+/// Whether the peer's view is what the real server holds: for a shard, as many objects as the
+/// server has in it, filtered by the server; otherwise every seeded object, with the checksum
+/// of the server's own list. Answers the content types the peer counted, if it did.
 fn agrees_with_the_real_server(
     scenario: &Scenario,
     case: &Case,
     result: &Value,
+    seeded: &Seeded,
 ) -> Result<String, String> {
     let objects = result.get("objects").and_then(Value::as_u64);
     if case.extra.iter().any(|arg| arg == "--shard") {
@@ -267,6 +277,25 @@ fn agrees_with_the_real_server(
             "{}: {objects:?} objects but {} were seeded",
             case.label, scenario.seeded
         ));
+    } else if result.get("checksum").and_then(Value::as_str) != Some(seeded.checksum.as_str()) {
+        return Err(format!(
+            "{}: checksum {:?} but the server's list has {}",
+            case.label,
+            result.get("checksum"),
+            seeded.checksum
+        ));
+    }
+    // A peer that counts what it was served must have been served the format it asked for.
+    if let Some(counts) = result.get("content_types").and_then(Value::as_object) {
+        let protobuf = counts.keys().any(|kind| kind.contains("protobuf"));
+        if protobuf != (case.mode == "protobuf") {
+            return Err(format!(
+                "{}: asked for {} but was served {}",
+                case.label,
+                case.mode,
+                describe_content_types(&Value::Object(counts.clone()))
+            ));
+        }
     }
     Ok(result
         .get("content_types")
@@ -424,9 +453,9 @@ pub(super) fn run_scenario(
     work: &Path,
     strict: bool,
 ) -> Result<ScenarioResults, String> {
-    let (plane, preparation) = if scenario.server == Server::Real {
-        let (plane, preparation) = seeded_control_plane(programs, scenario, work)?;
-        (Some(plane), preparation)
+    let (seeded, preparation) = if scenario.server == Server::Real {
+        let (seeded, preparation) = seeded_control_plane(programs, scenario, work)?;
+        (Some(seeded), preparation)
     } else {
         (None, fake_preparation(scenario))
     };
@@ -465,14 +494,14 @@ pub(super) fn run_scenario(
                 // back) then comes from this case alone. A scenario that changes its server
                 // warms up on a server of its own.
                 let warm_server = fresh()?;
-                let target = Target::of(plane.as_ref(), shared.as_ref(), warm_server.as_ref());
+                let target = Target::of(seeded.as_ref(), shared.as_ref(), warm_server.as_ref());
                 let warm = run_case(programs, scenario, case, target)?;
                 if let Some(why) = warm.failure() {
                     eprintln!("bench: {} warm-up did not finish: {why}", case.label);
                 }
             }
             let fresh = fresh()?;
-            let target = Target::of(plane.as_ref(), shared.as_ref(), fresh.as_ref());
+            let target = Target::of(seeded.as_ref(), shared.as_ref(), fresh.as_ref());
             let outcome = run_case(programs, scenario, case, target)?;
             if let Some(why) = outcome.failure() {
                 if strict {
@@ -513,7 +542,7 @@ fn seeded_control_plane(
     programs: &Programs,
     scenario: &Scenario,
     work: &Path,
-) -> Result<(controlplane::ControlPlane, String), String> {
+) -> Result<(Seeded, String), String> {
     let binaries = controlplane::ensure_binaries()?;
     let dir = work.join("control-plane");
     let plane = controlplane::ControlPlane::start(
@@ -527,7 +556,26 @@ fn seeded_control_plane(
     seed.arg("--kubeconfig")
         .arg(plane.kubeconfig())
         .args(["--n", &scenario.seeded.to_string()]);
-    crate::run(seed)?;
+    let output = seed
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|err| format!("running seed-pods: {err}"))?;
+    if !output.status.success() {
+        return Err(format!("seed-pods exited with {}", output.status));
+    }
+    let (held, last) = last_json_line("seed-pods", &output.stdout)?;
+    if held.get("pods").and_then(Value::as_u64) != Some(scenario.seeded as u64) {
+        return Err(format!(
+            "the server holds {:?} Pods after seeding {}",
+            held.get("pods"),
+            scenario.seeded
+        ));
+    }
+    let checksum = held
+        .get("checksum")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("seed-pods printed no checksum: {last}"))?
+        .to_owned();
     let preparation = format!(
         "kube-apiserver {} + etcd on loopback, seeded once with {} Pods in {:.1} s (not \
          in any figure)",
@@ -535,7 +583,7 @@ fn seeded_control_plane(
         format_figure(scenario.seeded as f64, 0),
         seeding.elapsed().as_secs_f64()
     );
-    Ok((plane, preparation))
+    Ok((Seeded { plane, checksum }, preparation))
 }
 
 /// The decode floor: the Pod list bytes decoded with no informer at all.
@@ -554,9 +602,7 @@ pub(super) fn decode_floor(
             String::from_utf8_lossy(&output.stderr)
         ));
     }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let last = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(last).map_err(|err| format!("decode-floor printed {last:?}: {err}"))
+    last_json_line("decode-floor", &output.stdout).map(|(result, _)| result)
 }
 
 /// The decode floor against the server of `kubeconfig`.

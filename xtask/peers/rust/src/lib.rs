@@ -52,5 +52,5 @@ pub use alloc::Mimalloc;
 pub use cli::{Args, Mode, Resource, Scenario};
 pub use latency::{EMIT_NS_ANNOTATION, Percentiles, latency_us, now_unix_ns};
 pub use report::{Report, Unsupported, print_result, progress};
-pub use run::{APP_LABEL, Lookup, Peer, Query, client, main};
+pub use run::{APP_LABEL, Lookup, Peer, Query, SyncClock, client, main};
 pub use view::{Handler, SENTINEL_PREFIX, View, Viewed, Views, key_of};

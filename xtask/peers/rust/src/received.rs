@@ -1,10 +1,15 @@
-//! The bytes of every response body the peer's client receives: a tower layer under
-//! kube-client that counts each data frame as it arrives, so a run can report what it received
-//! from the server (bodies only; headers and TLS framing are a small, fixed share).
+//! What the peer's client receives: a tower layer under kube-client that counts the bytes of
+//! each response body's data frames as they arrive (bodies only; headers and TLS framing are a
+//! small, fixed share) and each response by its `Content-Type`, so a run can report what it
+//! received from the server, a real one included, and in which format.
 
 use std::{
+    collections::BTreeMap,
     pin::Pin,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
     task::{Context, Poll},
 };
 
@@ -16,16 +21,41 @@ use tower::util::MapResponseLayer;
 /// Body bytes received since the process started.
 static RECEIVED: AtomicU64 = AtomicU64::new(0);
 
+/// Responses received since the process started, by `Content-Type` (empty when absent).
+static CONTENT_TYPES: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+
 /// Body bytes every client built with [`layer`] has received so far.
 pub(crate) fn received_bytes() -> u64 {
     RECEIVED.load(Ordering::Relaxed)
 }
 
+/// Responses every client built with [`layer`] has received so far, by `Content-Type`.
+pub(crate) fn content_types() -> BTreeMap<String, u64> {
+    CONTENT_TYPES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
 type Response = http::Response<Box<DynBody>>;
 
-/// The layer that makes every response body count its bytes.
+/// The layer that counts every response by its `Content-Type` and makes its body count its
+/// bytes.
 pub(crate) fn layer() -> MapResponseLayer<fn(Response) -> http::Response<Counted>> {
-    MapResponseLayer::new(|response: Response| response.map(Counted))
+    MapResponseLayer::new(|response: Response| {
+        let content_type = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        *CONTENT_TYPES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(content_type)
+            .or_default() += 1;
+        response.map(Counted)
+    })
 }
 
 /// A body that adds the length of each data frame to [`RECEIVED`].

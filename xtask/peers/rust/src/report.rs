@@ -78,6 +78,10 @@ pub struct Report {
     /// KiB (counted by a layer under kube-client).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub received_kib: Option<u64>,
+    /// Responses the peer's client received during the run, by `Content-Type` (counted by the
+    /// same layer), so a run against a real server shows which format it was served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_types: Option<std::collections::BTreeMap<String, u64>>,
     /// For a peer of one shard (`--shard`): who filters it, `server` or `client`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard_mode: Option<String>,

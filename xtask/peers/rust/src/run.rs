@@ -53,6 +53,23 @@ pub type Lookup = Arc<dyn Fn(Query<'_>) -> usize + Send + Sync>;
 /// The label the `lookups` scenario indexes by.
 pub const APP_LABEL: &str = "app.kubernetes.io/name";
 
+/// Where a peer's sync time starts: once its informer and handlers are built, as the client-go
+/// peer times `factory.Start` to synced.
+#[derive(Debug, Default)]
+pub struct SyncClock(std::sync::OnceLock<Instant>);
+
+impl SyncClock {
+    /// Starts the clock; later calls change nothing.
+    pub fn begin(&self) {
+        let _ = self.0.set(Instant::now());
+    }
+
+    /// The time since [`begin`](Self::begin), or since `fallback` if the peer never called it.
+    fn elapsed(&self, fallback: Instant) -> Duration {
+        self.0.get().copied().unwrap_or(fallback).elapsed()
+    }
+}
+
 /// What a peer binary implements; [`main`] does the rest.
 pub trait Peer {
     /// `kinformer` or `kube-runtime`, as in the result.
@@ -67,11 +84,16 @@ pub trait Peer {
     /// Builds the informer for `args` over `client`, with one handler per view of `views`,
     /// starts it, and resolves once it is synced (the informer says so and every handler has
     /// every initial object). Resolves to the peer's lookup for the `lookups` scenario.
+    ///
+    /// The peer calls [`SyncClock::begin`] when everything is built and its first request is
+    /// about to go out, where the client-go peer starts its factory: the sync time counts from
+    /// there, as it does in Go.
     fn start(
         &mut self,
         client: Client,
         args: &Args,
         views: &Arc<Views>,
+        clock: &SyncClock,
     ) -> impl Future<Output = Result<Lookup, String>>;
 
     /// For a peer informing one shard (`--shard`): who filters it (`server` or `client`) and
@@ -195,6 +217,7 @@ async fn run<P: Peer>(peer: &mut P, args: &Args) -> Result<Report, String> {
     let admin = Admin::new(client.clone());
     let baseline_rss_kib = memory()?.rss_kib;
     let received_before = received::received_bytes();
+    let content_types_before = received::content_types();
     let views = Views::new(args.handlers, args.scenario.slow_handler());
 
     progress(format!(
@@ -203,10 +226,11 @@ async fn run<P: Peer>(peer: &mut P, args: &Args) -> Result<Report, String> {
         args.scenario.resource().plural()
     ));
     let started = Instant::now();
-    let lookup = tokio::time::timeout(SYNC_LIMIT, peer.start(client.clone(), args, &views))
+    let clock = SyncClock::default();
+    let lookup = tokio::time::timeout(SYNC_LIMIT, peer.start(client.clone(), args, &views, &clock))
         .await
         .map_err(|_| format!("not synced after {SYNC_LIMIT:?}"))??;
-    let sync_ms = millis(started.elapsed());
+    let sync_ms = millis(clock.elapsed(started));
     let synced_objects = views.with(0, View::len);
     progress(format!("synced {synced_objects} objects in {sync_ms} ms"));
     // A shard holds part of what was seeded: its check is against the server, after the run.
@@ -265,6 +289,12 @@ async fn run<P: Peer>(peer: &mut P, args: &Args) -> Result<Report, String> {
 
     report.objects = views.with(0, View::len);
     report.received_kib = Some((received::received_bytes() - received_before) / 1024);
+    let mut content_types = received::content_types();
+    for (content_type, count) in &mut content_types {
+        *count -= content_types_before.get(content_type).copied().unwrap_or(0);
+    }
+    content_types.retain(|_, count| *count > 0);
+    report.content_types = Some(content_types);
     let used = usage()?;
     report.cpu_ms = used.cpu_ms;
     report.sys_ms = used.sys_ms;

@@ -11,7 +11,7 @@ use kinformer::{
     informer::InformerOptions,
     processor::HandlerFuncs,
     reflector::ShardMode,
-    reflector::{KubeDecoder, KubeListerWatcher, WireFormat},
+    reflector::{KubeListerWatcher, WireFormat},
     store::{IndexFunc, NAMESPACE_INDEX, ObjectOrTombstone, Shard},
 };
 use kinformer::{
@@ -19,7 +19,8 @@ use kinformer::{
     store::{Interned, Object, ProjectedMeta},
 };
 use kinformer_bench_peers::{
-    APP_LABEL, Args, Handler, Lookup, Mode, Peer, Query, Resource, Scenario, Viewed, Views, key_of,
+    APP_LABEL, Args, Handler, Lookup, Mode, Peer, Query, Resource, Scenario, SyncClock, Viewed,
+    Views, key_of,
 };
 use kube_client::Client;
 use kube_core::PartialObjectMeta;
@@ -96,6 +97,7 @@ impl Peer for Kinformer {
         client: Client,
         args: &Args,
         views: &Arc<Views>,
+        clock: &SyncClock,
     ) -> Result<Lookup, String> {
         // Protobuf is kinformer's default for built-in kinds, so `memory` measures it too.
         // The cache is named either way: the suite's "compact cache" cases set it, the others
@@ -120,24 +122,24 @@ impl Peer for Kinformer {
         match (args.scenario.resource(), args.mode) {
             (Resource::ConfigMaps, _) => {
                 let informer = factory.informer::<ConfigMap>().map_err(error)?;
-                inform(factory, &informer, views).await
+                inform(factory, &informer, views, clock).await
             }
             (Resource::Pods, Mode::Projection) => {
                 let api = kube_client::Api::<Pod>::all(factory.client().clone());
-                let decoder = KubeDecoder::<SlimPod>::for_resource::<Pod>(WireFormat::Protobuf);
-                let lister_watcher = KubeListerWatcher::with_decoder(api, decoder);
+                let lister_watcher =
+                    KubeListerWatcher::<SlimPod>::projected(api).wire_format(WireFormat::Protobuf);
                 let informer = factory
                     .informer_for(InformerRequest::built_by(|_, _| {
                         SharedIndexInformer::new(lister_watcher, InformerOptions::new())
                     }))
                     .map_err(error)?;
-                inform(factory, &informer, views).await
+                inform(factory, &informer, views, clock).await
             }
             (Resource::Pods, Mode::Metadata) => {
                 let informer = factory
                     .informer_for(InformerRequest::<PartialObjectMeta<Pod>>::metadata())
                     .map_err(error)?;
-                inform(factory, &informer, views).await
+                inform(factory, &informer, views, clock).await
             }
             (Resource::Pods, _) => {
                 let informer = factory.informer::<Pod>().map_err(error)?;
@@ -154,7 +156,7 @@ impl Peer for Kinformer {
                         .add_indexers(Indexers::from([(APP_INDEX.to_owned(), by_app)]))
                         .map_err(|error| error.to_string())?;
                 }
-                inform(factory, &informer, views).await
+                inform(factory, &informer, views, clock).await
             }
         }
     }
@@ -166,6 +168,7 @@ async fn inform<K>(
     factory: &SharedInformerFactory,
     informer: &SharedIndexInformer<K>,
     views: &Arc<Views>,
+    clock: &SyncClock,
 ) -> Result<Lookup, String>
 where
     K: Object + Viewed,
@@ -176,6 +179,7 @@ where
         .map(|handler| informer.add_event_handler(handler_funcs::<K>(handler)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| error.to_string())?;
+    clock.begin();
     factory.start().map_err(|error| error.to_string())?;
     for registration in &registrations {
         if !registration.synced().await {

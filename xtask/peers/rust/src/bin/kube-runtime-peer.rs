@@ -14,8 +14,8 @@ use std::{process::ExitCode, sync::Arc, time::Duration};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer_bench_peers::{
-    APP_LABEL, Args, Handler, Lookup, Mode, Peer, Query, Resource, Scenario, Views, key_of,
-    progress,
+    APP_LABEL, Args, Handler, Lookup, Mode, Peer, Query, Resource, Scenario, SyncClock, Views,
+    key_of, progress,
 };
 use kube_client::{Api, Client};
 use kube_core::PartialObjectMeta;
@@ -79,29 +79,30 @@ impl Peer for KubeRuntime {
         client: Client,
         args: &Args,
         views: &Arc<Views>,
+        clock: &SyncClock,
     ) -> Result<Lookup, String> {
         let config = watcher::Config::default();
         match (args.scenario.resource(), args.mode) {
             (Resource::ConfigMaps, _) => {
                 let api = Api::<ConfigMap>::all(client);
-                inform(watcher(api, config).default_backoff(), views).await
+                inform(watcher(api, config).default_backoff(), views, clock).await
             }
             (Resource::Pods, Mode::Metadata) => {
                 // kube 5's metadata watch (`metadata_watcher` is deprecated in its favour): an
                 // `Api` of `PartialObjectMeta` asks for metadata-only lists and watches.
                 let api = Api::<PartialObjectMeta<Pod>>::all(client);
-                inform(watcher(api, config).default_backoff(), views).await
+                inform(watcher(api, config).default_backoff(), views, clock).await
             }
             (Resource::Pods, Mode::Stripped) => {
                 let api = Api::<Pod>::all(client);
                 let stream = watcher(api, config)
                     .default_backoff()
                     .modify(|pod: &mut Pod| pod.metadata.managed_fields = None);
-                inform(stream, views).await
+                inform(stream, views, clock).await
             }
             (Resource::Pods, _) => {
                 let api = Api::<Pod>::all(client);
-                inform(watcher(api, config).default_backoff(), views).await
+                inform(watcher(api, config).default_backoff(), views, clock).await
             }
         }
     }
@@ -109,7 +110,7 @@ impl Peer for KubeRuntime {
 
 /// Runs `stream` through a reflector into a `Store`, fans its events out to one task per
 /// handler, and waits until `InitDone` has reached every handler.
-async fn inform<K, S>(stream: S, views: &Arc<Views>) -> Result<Lookup, String>
+async fn inform<K, S>(stream: S, views: &Arc<Views>, clock: &SyncClock) -> Result<Lookup, String>
 where
     K: kube_core::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
@@ -124,6 +125,8 @@ where
             sender
         })
         .collect();
+    // The watcher's first request goes out when the task below first polls it.
+    clock.begin();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(reflector(writer, stream));
         while let Some(item) = stream.next().await {

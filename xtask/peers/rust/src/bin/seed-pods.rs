@@ -4,6 +4,11 @@
 //! ServiceAccount (Pod admission requires it, and no controller-manager runs beside the e2e
 //! control plane to create it), then `N` fixture Pods, 32 requests in flight. An object that
 //! already exists is left as it is, so a second run only adds what is missing.
+//!
+//! Then it lists every Pod of the cluster, paged and consistent, and prints one JSON line,
+//! `{"pods":N,"checksum":"HEX"}`: the bench checksum (kinformer-testing's) of what the server
+//! holds, which a peer's view of the cluster must equal. Nothing changes the Pods afterwards
+//! (no kubelet, scheduler or controller runs beside the benchmark's control plane).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -14,8 +19,8 @@ use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kinformer_testing::fixtures;
 use kube_client::{
-    Api, Client, Config,
-    api::PostParams,
+    Api, Client, Config, ResourceExt,
+    api::{ListParams, PostParams},
     config::{KubeConfigOptions, Kubeconfig},
 };
 use serde_json::{Value, json};
@@ -83,7 +88,32 @@ async fn run(path: PathBuf, count: usize) -> Result<(), String> {
         "seed-pods: {count} Pods in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    let held = held_pods(&Api::<Pod>::all(client)).await?;
+    println!(
+        "{}",
+        json!({ "pods": held.len(), "checksum": kinformer_testing::bench::checksum(held) })
+    );
     Ok(())
+}
+
+/// Every Pod the server holds, as `(namespace/name, resourceVersion)`, from a consistent
+/// paged list.
+async fn held_pods(pods: &Api<Pod>) -> Result<Vec<(String, String)>, String> {
+    let mut held = Vec::new();
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = pods.list(&params).await.map_err(|err| err.to_string())?;
+        held.extend(page.items.iter().map(|pod| {
+            (
+                format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
+                pod.resource_version().unwrap_or_default(),
+            )
+        }));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(held),
+        }
+    }
 }
 
 /// The command line; the fields' doc comments are the help.
