@@ -17,21 +17,13 @@ use std::{
 };
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kinformer_store::{Object, Shard, ShardKey};
+use kinformer_store::{Shard, ShardKey};
 use kinformer_tests::GoPeer;
 use serde_json::{Value, json};
 
 fn go_peer() -> MutexGuard<'static, GoPeer> {
     static PEER: OnceLock<Mutex<GoPeer>> = OnceLock::new();
-    let peer = PEER.get_or_init(|| {
-        let cache_root = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        match GoPeer::start("shard-peer", cache_root) {
-            Ok(peer) => Mutex::new(peer),
-            Err(err) => panic!("the client-go peer is required for this test: {err}"),
-        }
-    });
-    peer.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    GoPeer::shared(&PEER, "shard-peer", Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
 /// xorshift64*: the same inputs on every run.
@@ -225,27 +217,6 @@ fn meta(uid: &str, namespace: &str) -> ObjectMeta {
     }
 }
 
-/// What `shard.contains` reads, with the fields `Object` asks for.
-struct Meta(ObjectMeta);
-
-impl Object for Meta {
-    fn name(&self) -> Option<&str> {
-        None
-    }
-    fn namespace(&self) -> Option<&str> {
-        self.0.namespace.as_deref()
-    }
-    fn resource_version(&self) -> Option<&str> {
-        None
-    }
-    fn uid(&self) -> Option<&str> {
-        self.0.uid.as_deref()
-    }
-    fn labels(&self) -> Option<&std::collections::BTreeMap<String, String>> {
-        None
-    }
-}
-
 fn exchange(lines: &[Value]) -> Vec<Value> {
     let mut script: Vec<String> = lines.iter().map(Value::to_string).collect();
     script.push(json!({ "op": "end" }).to_string());
@@ -326,7 +297,7 @@ fn selectors_parse_print_and_match_as_kube_apiserver_does() {
             .and_then(Value::as_bool)
             .unwrap_or_else(|| panic!("Go matched {shard}: {go}"));
         assert_eq!(
-            shard.contains(&Meta(meta.clone())),
+            shard.contains_fields(meta.uid.as_deref(), meta.namespace.as_deref()),
             go,
             "{shard} and {meta:?}"
         );

@@ -1,7 +1,7 @@
 //! What a projection type needs to be cached: [`ProjectedMeta`] and [`impl_object!`].
 //!
 //! A projection is a slim type with only the fields a controller reads, decoded straight from
-//! the wire (see kinformer-reflector's `KubeDecoder`). The store keys, versions and selects by
+//! the wire (see kinformer-reflector's `KubeListerWatcher::projected`). The store keys, versions and selects by
 //! five metadata fields; a projection keeps them in a [`ProjectedMeta`] and gets
 //! [`Object`](crate::Object) from one macro line.
 

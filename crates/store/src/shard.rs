@@ -39,14 +39,6 @@ impl ShardKey {
             Self::Namespace => "object.metadata.namespace",
         }
     }
-
-    fn value(self, object: &(impl Object + ?Sized)) -> &str {
-        match self {
-            Self::Uid => object.uid(),
-            Self::Namespace => object.namespace(),
-        }
-        .unwrap_or_default()
-    }
 }
 
 /// A shard of a collection: the objects whose FNV-1a hash of one metadata field falls in one
@@ -140,7 +132,17 @@ impl Shard {
     /// Whether `object` is in this shard: the FNV-1a hash of its key field (empty when
     /// unset) in one of the ranges, as kube-apiserver decides it.
     pub fn contains(&self, object: &(impl Object + ?Sized)) -> bool {
-        let hash = u128::from(fnv1a_64(self.key.value(object)));
+        self.contains_fields(object.uid(), object.namespace())
+    }
+
+    /// Whether an object with this `uid` and `namespace` is in this shard, for metadata held
+    /// apart from an [`Object`]: [`contains`](Self::contains) on the fields themselves.
+    pub fn contains_fields(&self, uid: Option<&str>, namespace: Option<&str>) -> bool {
+        let value = match self.key {
+            ShardKey::Uid => uid,
+            ShardKey::Namespace => namespace,
+        };
+        let hash = u128::from(fnv1a_64(value.unwrap_or_default()));
         self.ranges.iter().any(|range| range.contains(&hash))
     }
 }
@@ -344,26 +346,16 @@ impl Parser<'_> {
     fn argument(&mut self) -> std::result::Result<Argument, String> {
         self.skip_space();
         let rest = &self.input[self.at..];
-        let is_quote = |byte: Option<&u8>| matches!(byte, Some(b'\'' | b'"'));
-        // CEL's string prefixes: `r` raw, `b` bytes, in either order and case.
-        let prefix = rest
-            .iter()
-            .take(2)
-            .take_while(|byte| matches!(byte, b'r' | b'R' | b'b' | b'B'))
-            .count();
-        let prefix = (0..=prefix)
-            .rev()
-            .find(|&length| is_quote(rest.get(length)))
-            .filter(|&length| length < 2 || !rest[0].eq_ignore_ascii_case(&rest[1]));
-        let Some(prefix) = prefix else {
-            return self.path().map(Argument::Path);
+        // CEL's string prefixes: `r` raw, `b` bytes, or both in either order, in either case.
+        let lower = |i: usize| rest.get(i).map(u8::to_ascii_lowercase);
+        let (prefix, raw, bytes) = match (lower(0), lower(1), lower(2)) {
+            (Some(b'\'' | b'"'), _, _) => (0, false, false),
+            (Some(b'r'), Some(b'\'' | b'"'), _) => (1, true, false),
+            (Some(b'b'), Some(b'\'' | b'"'), _) => (1, false, true),
+            (Some(b'r'), Some(b'b'), Some(b'\'' | b'"'))
+            | (Some(b'b'), Some(b'r'), Some(b'\'' | b'"')) => (2, true, true),
+            _ => return self.path().map(Argument::Path),
         };
-        let raw = rest[..prefix]
-            .iter()
-            .any(|byte| byte.eq_ignore_ascii_case(&b'r'));
-        let bytes = rest[..prefix]
-            .iter()
-            .any(|byte| byte.eq_ignore_ascii_case(&b'b'));
         let start = self.at;
         self.at += prefix;
         let text = self

@@ -284,6 +284,7 @@ proptest! {
         let hash = u128::from(fnv1a_64(&uid));
         let expected = ranges.iter().any(|range| range.start <= hash && hash < range.end);
         prop_assert_eq!(shard.contains(&with_uid(&uid)), expected);
+        prop_assert_eq!(shard.contains_fields(Some(&uid), Some("any")), expected);
         prop_assert_eq!(&shard.to_string().parse::<Shard>().unwrap(), &shard);
     }
 }
