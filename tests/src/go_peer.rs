@@ -5,7 +5,11 @@ use std::{
     io::{self, BufRead, BufReader, Write},
     path::{Path, PathBuf},
     process::{Child, ChildStdout, Command, Stdio},
-    sync::mpsc,
+    sync::{
+        Mutex, MutexGuard, OnceLock,
+        atomic::{AtomicU64, Ordering},
+        mpsc,
+    },
     thread,
 };
 
@@ -125,6 +129,26 @@ impl GoPeer {
         })
     }
 
+    /// The one peer of `program` that the tests of a binary share, started in `cell` at first
+    /// use (see [`start`](Self::start)); a test that failed while holding it left it between
+    /// scripts, so it is handed on as it is.
+    ///
+    /// # Panics
+    ///
+    /// When the peer cannot be built or started: a differential test needs its peer.
+    pub fn shared(
+        cell: &'static OnceLock<Mutex<GoPeer>>,
+        program: &str,
+        cache_root: &Path,
+    ) -> MutexGuard<'static, GoPeer> {
+        cell.get_or_init(|| match Self::start(program, cache_root) {
+            Ok(peer) => Mutex::new(peer),
+            Err(error) => panic!("the client-go peer is required for this test: {error}"),
+        })
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Sends `lines` and returns the peer's answers, one per line, in order.
     ///
     /// # Errors
@@ -209,9 +233,14 @@ pub fn build_peer(program: &str, cache_root: &Path) -> Result<PathBuf, Error> {
         return Ok(binary);
     }
     fs::create_dir_all(&dir).map_err(io_error(format!("creating {}", dir.display())))?;
-    // Built under a private name and renamed, so concurrent test binaries never run a
-    // half-written file.
-    let partial = dir.join(format!("{program}.partial-{}", std::process::id()));
+    // Built under a name no other build shares and renamed, so concurrent builds (test
+    // binaries, or the tests of one binary) never run or move each other's half-written file.
+    static BUILDS: AtomicU64 = AtomicU64::new(0);
+    let partial = dir.join(format!(
+        "{program}.partial-{}-{}",
+        std::process::id(),
+        BUILDS.fetch_add(1, Ordering::Relaxed)
+    ));
     let output = Command::new("go")
         .arg("build")
         .arg("-o")

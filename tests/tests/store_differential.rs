@@ -27,15 +27,7 @@ use proptest::{prelude::*, test_runner::Config};
 
 fn go_peer() -> MutexGuard<'static, GoPeer> {
     static PEER: OnceLock<Mutex<GoPeer>> = OnceLock::new();
-    let peer = PEER.get_or_init(|| {
-        let cache_root = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        match GoPeer::start("store-peer", cache_root) {
-            Ok(peer) => Mutex::new(peer),
-            Err(err) => panic!("the client-go peer is required for this test: {err}"),
-        }
-    });
-    // A test that failed while holding the peer left it between scripts: still usable.
-    peer.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    GoPeer::shared(&PEER, "store-peer", Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
 fn run_go(script: &StoreScript) -> Vec<StoreResult> {
