@@ -26,7 +26,8 @@
 //! - [`list_items`] and [`ListSplitter`]: a `...List` body's items, from the whole body or cut
 //!   off it as its bytes arrive, each to be decoded on its own.
 //! - [`encode_object`], [`encode_message`], [`encode_list`] and [`encode_watch_frame`]: JSON
-//!   to protobuf, for servers (kinformer-testing's fake API server) and tests;
+//!   to protobuf, byte for byte as kube-apiserver's Go encoder writes the same object, for
+//!   servers (kinformer-testing's fake API server) and tests;
 //!   [`encode_list_head`], [`list_item_prefix`] and [`LIST_TAIL`] write a list in
 //!   pieces, for a server that streams it.
 //! - [`to_message`]: any `Serialize` value in its JSON shape (a k8s-openapi struct) straight to
@@ -129,3 +130,8 @@ pub use ser::{encode_message, encode_object};
 pub use strip::without_managed_fields;
 pub use to_message::to_message;
 pub use typed::Decoder;
+
+// The README's code blocks, compiled as doc tests so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

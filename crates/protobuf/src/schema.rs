@@ -33,6 +33,9 @@ pub(crate) struct Field {
     /// A zero value on the wire means "absent" in JSON: the Go field is a non-pointer scalar
     /// tagged `omitempty`, which protobuf writes even when it is empty.
     pub(crate) omit_zero: bool,
+    /// Go writes the field even when it holds its zero value: a value field, not a pointer,
+    /// slice or map, so an encoder that writes what Go writes writes it when JSON leaves it out.
+    pub(crate) always: bool,
 }
 
 /// How a [`Field`] holds its values.

@@ -11,21 +11,35 @@ use crate::{
     wire::Writer,
 };
 
-/// Encodes a JSON object as the protobuf message `message`.
+/// Encodes a JSON object as the protobuf message `message`, byte for byte as kube-apiserver's
+/// Go encoder writes the same object.
 ///
 /// Keys the table does not name are dropped, as a Go server drops what its struct does not
-/// hold; `null` means absent.
+/// hold. A field that is absent or `null` is left out where Go's field is a pointer, slice or
+/// map, and written as its zero value where Go's is a value (a string, a number, a struct),
+/// as Go's generated `Marshal` writes it.
 ///
 /// # Errors
 ///
 /// [`Error::Custom`] naming the field when a value does not fit its type (a string where a
 /// number belongs, an unparsable time).
 pub fn encode_message(object: &Value, message: &'static Message) -> Result<Vec<u8>, Error> {
+    encode(object, message, true)
+}
+
+/// [`encode_message`] without the zero values JSON leaves out: the fields `object` holds and
+/// nothing else, as [`to_message`](crate::to_message) writes them.
+#[cfg(test)]
+pub(crate) fn encode_present(object: &Value, message: &'static Message) -> Result<Vec<u8>, Error> {
+    encode(object, message, false)
+}
+
+fn encode(object: &Value, message: &'static Message, zeros: bool) -> Result<Vec<u8>, Error> {
     let mut writer = Writer::default();
     let fields = object
         .as_object()
         .ok_or_else(|| Error::custom(format_args!("{} must be a JSON object", message.name)))?;
-    write_fields(&mut writer, fields, message)?;
+    write_fields(&mut writer, fields, message, zeros)?;
     Ok(writer.buf)
 }
 
@@ -50,19 +64,27 @@ pub fn encode_object(object: &Value) -> Result<Vec<u8>, Error> {
     ))
 }
 
+/// Writes `object`'s fields in `message`'s order; with `zeros`, also the value fields `object`
+/// leaves out, as Go's `Marshal` writes them.
 fn write_fields(
     writer: &mut Writer,
     object: &Map<String, Value>,
     message: &'static Message,
+    zeros: bool,
 ) -> Result<(), Error> {
     for field in message.fields {
         if let (Shape::Inline, Ty::Message(inner)) = (field.shape, field.ty) {
-            writer.message_field(field.number, |nested| write_fields(nested, object, inner))?;
+            writer.message_field(field.number, |nested| {
+                write_fields(nested, object, inner, zeros)
+            })?;
             continue;
         }
         match object.get(field.name) {
+            None | Some(Value::Null) if zeros && field.always => {
+                write_zero(writer, field.number, field.ty)?;
+            }
             None | Some(Value::Null) => {}
-            Some(value) => write_field(writer, field, value).map_err(|error| {
+            Some(value) => write_field(writer, field, value, zeros).map_err(|error| {
                 Error::custom(format_args!("{}.{}: {error}", message.name, field.name))
             })?,
         }
@@ -70,16 +92,62 @@ fn write_fields(
     Ok(())
 }
 
-fn write_field(writer: &mut Writer, field: &Field, value: &Value) -> Result<(), Error> {
+/// Writes what Go's generated `Marshal` writes for a value field holding its zero value, which
+/// JSON leaves out (or writes as `null`, as for a zero `metav1.Time`).
+fn write_zero(writer: &mut Writer, number: u32, ty: Ty) -> Result<(), Error> {
+    match ty {
+        Ty::Bool | Ty::Int32 | Ty::Int64 | Ty::Uint32 | Ty::Uint64 => {
+            writer.varint_field(number, 0);
+        }
+        Ty::Double => {
+            writer.tag(number, 1);
+            writer.buf.extend_from_slice(&[0; 8]);
+        }
+        Ty::Float => {
+            writer.tag(number, 5);
+            writer.buf.extend_from_slice(&[0; 4]);
+        }
+        Ty::String => writer.bytes_field(number, b""),
+        // Go writes a nil byte slice not at all; a string list is a slice.
+        Ty::Bytes | Ty::StringList => {}
+        Ty::Message(message) => {
+            writer.message_field(number, |nested| {
+                write_fields(nested, &Map::new(), message, true)
+            })?;
+        }
+        // A zero `metav1.Time` marshals to nothing, and so do the nil `Raw` bytes of
+        // `FieldsV1` and `RawExtension`: an empty message.
+        Ty::Time | Ty::MicroTime | Ty::FieldsV1 | Ty::RawExtension => {
+            writer.bytes_field(number, b"");
+        }
+        Ty::Duration => write_text(writer, number, ty, "0s")?,
+        // The zero `resource.Quantity` prints as "0".
+        Ty::Quantity => write_text(writer, number, ty, "0")?,
+        Ty::IntOrString => writer.message_field(number, |nested| {
+            nested.varint_field(1, 0);
+            nested.varint_field(2, 0);
+            nested.bytes_field(3, b"");
+            Ok::<_, Error>(())
+        })?,
+    }
+    Ok(())
+}
+
+fn write_field(
+    writer: &mut Writer,
+    field: &Field,
+    value: &Value,
+    zeros: bool,
+) -> Result<(), Error> {
     match field.shape {
-        Shape::Single | Shape::Inline => write_value(writer, field.number, field.ty, value),
+        Shape::Single | Shape::Inline => write_value(writer, field.number, field.ty, value, zeros),
         Shape::Repeated => {
             let items = value
                 .as_array()
                 .ok_or_else(|| Error::custom("expected an array"))?;
             items
                 .iter()
-                .try_for_each(|item| write_value(writer, field.number, field.ty, item))
+                .try_for_each(|item| write_value(writer, field.number, field.ty, item, zeros))
         }
         Shape::Map(key_ty) => {
             let entries = value
@@ -87,8 +155,8 @@ fn write_field(writer: &mut Writer, field: &Field, value: &Value) -> Result<(), 
                 .ok_or_else(|| Error::custom("expected an object"))?;
             for (key, item) in entries {
                 writer.message_field(field.number, |entry| {
-                    write_value(entry, 1, key_ty, &Value::String(key.clone()))?;
-                    write_value(entry, 2, field.ty, item)
+                    write_value(entry, 1, key_ty, &Value::String(key.clone()), zeros)?;
+                    write_value(entry, 2, field.ty, item, zeros)
                 })?;
             }
             Ok(())
@@ -110,7 +178,13 @@ fn text(value: &Value) -> Result<&str, Error> {
         .ok_or_else(|| Error::custom(format_args!("expected a string, found {value}")))
 }
 
-fn write_value(writer: &mut Writer, number: u32, ty: Ty, value: &Value) -> Result<(), Error> {
+fn write_value(
+    writer: &mut Writer,
+    number: u32,
+    ty: Ty,
+    value: &Value,
+    zeros: bool,
+) -> Result<(), Error> {
     match ty {
         Ty::Bool => {
             let flag = value
@@ -143,7 +217,9 @@ fn write_value(writer: &mut Writer, number: u32, ty: Ty, value: &Value) -> Resul
             let object = value
                 .as_object()
                 .ok_or_else(|| Error::custom("expected an object"))?;
-            writer.message_field(number, |nested| write_fields(nested, object, message))?;
+            writer.message_field(number, |nested| {
+                write_fields(nested, object, message, zeros)
+            })?;
         }
         Ty::Quantity => {
             let quantity = match value {

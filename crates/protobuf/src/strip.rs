@@ -35,7 +35,8 @@ use crate::{
 /// assert!(cut.len() < bytes.len());
 /// let read: serde_json::Value =
 ///     kinformer_protobuf::from_message(&cut, table, DecodeOptions::default())?;
-/// assert_eq!(read["metadata"], json!({ "name": "web-0" }));
+/// // Go writes a zero creationTimestamp, which reads as JSON's null.
+/// assert_eq!(read["metadata"], json!({ "name": "web-0", "creationTimestamp": null }));
 /// # Ok::<(), kinformer_protobuf::Error>(())
 /// ```
 pub fn without_managed_fields(

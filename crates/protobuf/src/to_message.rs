@@ -26,10 +26,12 @@ impl ser::Error for Error {
 }
 
 /// Encodes `value`, which serializes in its JSON shape (a k8s-openapi struct, a
-/// `serde_json::Value`), as the protobuf message `message`: the bytes
-/// [`encode_message`](crate::encode_message) makes of its JSON, without building the JSON.
+/// `serde_json::Value`), as the protobuf message `message`: the fields its JSON holds, as
+/// [`encode_message`](crate::encode_message) writes them, without building the JSON.
 ///
-/// Keys the table does not name are dropped; `None` and `null` mean absent.
+/// Keys the table does not name are dropped; `None` and `null` mean absent. Unlike
+/// `encode_message`, which writes what kube-apiserver writes, a field JSON leaves out is not
+/// written as its zero value: what a cache keeps is only what the object holds.
 ///
 /// # Errors
 ///
@@ -393,10 +395,9 @@ pub(crate) fn write_text(
         Ty::Time | Ty::MicroTime => {
             let (seconds, nanos) = time::parse_rfc3339(text)?;
             nested(writer, number, |timestamp| {
+                // Go's Timestamp is a message of two value fields: both always written.
                 timestamp.varint_field(1, seconds as u64);
-                if nanos != 0 {
-                    timestamp.varint_field(2, nanos as u64);
-                }
+                timestamp.varint_field(2, nanos as u64);
                 Ok(())
             })?;
         }
@@ -507,6 +508,7 @@ mod tests {
 
     use crate::{
         DecodeOptions, Envelope, encode_message, encode_object, from_message, message_for,
+        ser::encode_present,
     };
 
     use super::to_message;
@@ -568,7 +570,7 @@ mod tests {
             // than it needs.
             assert_eq!(
                 direct.len(),
-                encode_message(&config, message).expect("encodes").len(),
+                encode_present(&config, message).expect("encodes").len(),
                 "annotation and value of {size} bytes"
             );
             let back: serde_json::Value =

@@ -11,6 +11,9 @@
 //! the built-in kinds, and metadata-only answers of any kind) to a client that prefers it in
 //! `Accept`, as client-go does by default. Like kube-apiserver, it writes a list body as it
 //! sends it, so a client reads the first items of a large list before the last are written.
+//! A built-in object is stored as kube-apiserver holds it once decoded into its Go struct (keys
+//! the struct lacks dropped, the zero values Go's encoders write filled in), so its JSON and its
+//! protobuf, byte for byte what kube-apiserver sends, decode to the same object.
 //! One global revision counter plays etcd's revision. [`Faults`] breaks it on purpose: close watches, fail requests with a status, write
 //! garbage into watch streams, delay responses, compact, drop the listener, count requests.
 //!
@@ -128,3 +131,8 @@ pub use options::ServerOptions;
 pub use resources::{ResourceType, builtin_resources};
 pub use server::FakeApiServer;
 pub use wait::{eventually, wait_until};
+
+// The README's code blocks, compiled as doc tests so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use kinformer_protobuf::Message;
+use kinformer_protobuf::{DecodeOptions, Message};
 use serde_json::Value;
 
 use crate::restamp::{restamp, restamp_protobuf};
@@ -35,7 +35,17 @@ pub(crate) struct Obj {
 }
 
 impl Obj {
+    /// Stores `value` as kube-apiserver would hold it (see [`as_go_holds_it`]).
     pub(crate) fn new(value: &Value) -> Arc<Self> {
+        match as_go_holds_it(value) {
+            Some(as_go) => Self::held(&as_go),
+            None => Self::held(value),
+        }
+    }
+
+    /// Stores `value` as it is: a state already in the form [`Obj::new`] gives it (an earlier
+    /// state with its resourceVersion or an annotation changed).
+    fn held(value: &Value) -> Arc<Self> {
         let (json, untyped_from) = encode_type_meta_first(value);
         let meta = |field: &str| value.get("metadata").and_then(|m| m.get(field));
         Arc::new(Self {
@@ -104,7 +114,7 @@ impl Obj {
                 annotations.insert(key.to_owned(), Value::String(text.to_owned()));
             }
         }
-        Obj::new(&value)
+        Obj::held(&value)
     }
 
     /// The whole object, parsed from its stored JSON.
@@ -203,6 +213,28 @@ impl Obj {
     }
 }
 
+/// A built-in object as kube-apiserver holds it once decoded into its Go struct, so its JSON and
+/// its protobuf say the same: keys the struct lacks dropped, and the value fields JSON left out
+/// present as Go's JSON encoder writes them (`{}` for a struct, `null` for a zero time, the
+/// zero of a field without `omitempty`). `None` for a kind with no protobuf table, or an
+/// object that does not fit its table (its protobuf form then reports why).
+///
+/// Go's protobuf encoder writes every value field, and reading those bytes gives Go's JSON, so
+/// the round trip through kinformer-protobuf (held to Go's bytes by its differential tests)
+/// is the normalization.
+pub(crate) fn as_go_holds_it(value: &Value) -> Option<Value> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str);
+    let (api_version, kind) = (text("apiVersion")?, text("kind")?);
+    let message = kinformer_protobuf::message_for(api_version, kind)?;
+    let bytes = kinformer_protobuf::encode_message(value, message).ok()?;
+    let mut go: Value =
+        kinformer_protobuf::from_message(&bytes, message, DecodeOptions::default()).ok()?;
+    let fields = go.as_object_mut()?;
+    fields.insert("apiVersion".to_owned(), Value::from(api_version));
+    fields.insert("kind".to_owned(), Value::from(kind));
+    Some(go)
+}
+
 /// An object's protobuf form: the message it was encoded as and the bytes (no envelope), or
 /// why the JSON does not fit that message.
 #[derive(Debug, Clone)]
@@ -278,9 +310,10 @@ mod tests {
 
     #[test]
     fn an_untyped_item_is_the_stored_json_without_api_version_and_kind() {
+        // Both as kube-apiserver holds them: a zero creationTimestamp is `null`.
         for value in [
-            json!({ "kind": "ConfigMap", "data": { "kind": "x" }, "apiVersion": "v1", "metadata": { "name": "a" } }),
-            json!({ "apiVersion": "v1", "kind": "ConfigMap" }),
+            json!({ "kind": "ConfigMap", "data": { "kind": "x" }, "apiVersion": "v1", "metadata": { "name": "a", "creationTimestamp": null } }),
+            json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "creationTimestamp": null } }),
         ] {
             let obj = Obj::new(&value);
             assert!(
@@ -308,7 +341,8 @@ mod tests {
         ] {
             let obj = Obj::new(&value);
             let answer: Value = serde_json::from_slice(&obj.metadata_json()).expect("valid JSON");
-            let metadata = value.get("metadata").cloned().unwrap_or_else(|| json!({}));
+            let metadata = obj.value()["metadata"].clone();
+            assert!(metadata.is_object(), "Go holds every object's metadata");
             assert_eq!(
                 answer,
                 json!({
@@ -323,6 +357,50 @@ mod tests {
                     .expect("encodes");
             assert_eq!(&encoded[..], &expected[..]);
         }
+    }
+
+    #[test]
+    fn a_built_in_object_is_stored_as_go_holds_it() {
+        let obj = Obj::new(&json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": { "name": "web-0", "namespace": "ns", "resourceVersion": "4" },
+            "spec": { "containers": [{ "name": "web", "image": "nginx" }] },
+            "notAField": true,
+        }));
+        // What kube-apiserver's JSON encoder writes for the same Go struct: the key it does not
+        // know is gone, a struct JSON left out is `{}`, a zero time `null`.
+        assert_eq!(
+            obj.value(),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": "web-0",
+                    "namespace": "ns",
+                    "resourceVersion": "4",
+                    "creationTimestamp": null,
+                },
+                "spec": { "containers": [{ "name": "web", "image": "nginx", "resources": {} }] },
+                "status": {},
+            })
+        );
+        // Stored so, its JSON and its protobuf decode to the same Pod.
+        let message = kinformer_protobuf::message_for("v1", "Pod").expect("a Pod table");
+        let from_protobuf: Value = kinformer_protobuf::from_message(
+            &obj.protobuf(message).expect("encodes"),
+            message,
+            DecodeOptions::default(),
+        )
+        .expect("decodes");
+        let mut from_json = obj.value();
+        let fields = from_json.as_object_mut().expect("an object");
+        fields.remove("apiVersion");
+        fields.remove("kind");
+        assert_eq!(from_protobuf, from_json);
+        // A kind with no protobuf table is stored as given.
+        let custom = json!({ "apiVersion": "example.com/v1", "kind": "Widget", "anything": 1 });
+        assert_eq!(Obj::new(&custom).value(), custom);
     }
 
     #[test]

@@ -4,9 +4,7 @@
 //! `labels.Parse` (`>`/`<` and kube-apiserver's error texts included); what is left here is
 //! the 400 a bad one gets, and field selectors, which only the server has.
 
-use std::collections::BTreeMap;
-
-use kinformer_store::{LabelSelector, Object, Shard};
+use kinformer_store::{LabelSelector, Shard};
 use serde_json::Value;
 
 use crate::object::Obj;
@@ -123,40 +121,6 @@ pub(crate) fn parse_shard(input: Option<&str>, honoured: bool) -> Result<Option<
     })
 }
 
-/// What the shard hash reads of a stored object: its UID and namespace (copied, as an
-/// [`Object`] borrows nothing).
-struct ShardFields {
-    uid: Option<String>,
-    namespace: Option<String>,
-}
-
-impl ShardFields {
-    fn of(obj: &Obj) -> Self {
-        Self {
-            uid: obj.uid.clone(),
-            namespace: obj.namespace.clone(),
-        }
-    }
-}
-
-impl Object for ShardFields {
-    fn name(&self) -> Option<&str> {
-        None
-    }
-    fn namespace(&self) -> Option<&str> {
-        self.namespace.as_deref()
-    }
-    fn resource_version(&self) -> Option<&str> {
-        None
-    }
-    fn uid(&self) -> Option<&str> {
-        self.uid.as_deref()
-    }
-    fn labels(&self) -> Option<&BTreeMap<String, String>> {
-        None
-    }
-}
-
 /// The selectors of a list or watch request: labels, fields and shard.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Selectors {
@@ -173,10 +137,9 @@ impl Selectors {
     pub(crate) fn matches(&self, obj: &Obj) -> bool {
         labels_match(&self.labels, obj.labels.as_ref())
             && self.fields.matches_obj(obj)
-            && self
-                .shard
-                .as_ref()
-                .is_none_or(|shard| shard.contains(&ShardFields::of(obj)))
+            && self.shard.as_ref().is_none_or(|shard| {
+                shard.contains_fields(obj.uid.as_deref(), obj.namespace.as_deref())
+            })
     }
 }
 

@@ -12,7 +12,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::faults::WatchFault;
 use crate::list::{ListParams, wait_for_revision};
-use crate::object::Obj;
+use crate::object::{Obj, as_go_holds_it};
 use crate::resources::ResourceType;
 use crate::response::{ResponseBody, wire_json};
 use crate::shared::Shared;
@@ -280,11 +280,7 @@ impl Watcher {
             EventType::Modified => match (before, now, &event.prev) {
                 (true, true, _) => ("MODIFIED", event.object.clone()),
                 (false, true, _) => ("ADDED", event.object.clone()),
-                (true, false, Some(prev)) => {
-                    let mut value = prev.value();
-                    value["metadata"]["resourceVersion"] = json!(event.rv.to_string());
-                    ("DELETED", Obj::new(&value))
-                }
+                (true, false, Some(prev)) => ("DELETED", prev.restamped(event.rv, None)),
                 _ => return Ok(None),
             },
             _ => return Ok(None),
@@ -325,16 +321,12 @@ impl Watcher {
         self.send(event(self.encoding, "BOOKMARK", &object)).await
     }
 
+    /// The bookmark as kube-apiserver holds it: an object of the kind, so a Pod's carries an
+    /// empty `spec` and `status`, as its protobuf form does.
     fn bookmark_json(&self, metadata: Value) -> Bytes {
         let (kind, api_version) = self.shape.object_type(&self.resource);
-        to_bytes(&Value::Object(
-            [
-                ("kind".to_owned(), json!(kind)),
-                ("apiVersion".to_owned(), json!(api_version)),
-                ("metadata".to_owned(), metadata),
-            ]
-            .into_iter()
-            .collect(),
-        ))
+        let mut bookmark = json!({ "kind": kind, "apiVersion": api_version });
+        bookmark["metadata"] = metadata;
+        to_bytes(&as_go_holds_it(&bookmark).unwrap_or(bookmark))
     }
 }

@@ -71,6 +71,7 @@ static API_VERSION: Field = Field {
     ty: Ty::String,
     shape: Shape::Single,
     omit_zero: false,
+    always: false,
 };
 static KIND: Field = Field {
     number: 0,
@@ -78,6 +79,7 @@ static KIND: Field = Field {
     ty: Ty::String,
     shape: Shape::Single,
     omit_zero: false,
+    always: false,
 };
 
 /// Whether the message `bytes` can stream to serde: each field (counting those of inlined

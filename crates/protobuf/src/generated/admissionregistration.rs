@@ -12,6 +12,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_APPLY_CONFIGURATION: Message = Message
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -25,6 +26,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_AUDIT_ANNOTATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -32,6 +34,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_AUDIT_ANNOTATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -46,6 +49,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_EXPRESSION_WARNING: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -53,6 +57,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_EXPRESSION_WARNING: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -66,6 +71,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_JSON_PATCH: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -79,6 +85,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MATCH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -86,6 +93,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MATCH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -100,6 +108,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MATCH_RESOURCES: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -107,6 +116,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MATCH_RESOURCES: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -114,6 +124,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MATCH_RESOURCES: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_NAMED_RULE_WITH_OPERATIONS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -121,6 +132,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MATCH_RESOURCES: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_NAMED_RULE_WITH_OPERATIONS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -128,6 +140,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MATCH_RESOURCES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -142,6 +155,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY: Message = M
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -149,6 +163,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY: Message = M
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -163,6 +178,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING: Mes
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -170,6 +186,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING: Mes
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -185,6 +202,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING_LIST
                 ty: Ty::Message(&META_V1_LIST_META),
                 shape: Shape::Single,
                 omit_zero: false,
+                always: true,
             },
             Field {
                 number: 2,
@@ -192,6 +210,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING_LIST
                 ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING),
                 shape: Shape::Repeated,
                 omit_zero: false,
+                always: false,
             },
         ],
     };
@@ -207,6 +226,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING_SPEC
                 ty: Ty::String,
                 shape: Shape::Single,
                 omit_zero: true,
+                always: true,
             },
             Field {
                 number: 2,
@@ -214,6 +234,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING_SPEC
                 ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_PARAM_REF),
                 shape: Shape::Single,
                 omit_zero: false,
+                always: false,
             },
             Field {
                 number: 3,
@@ -221,6 +242,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_BINDING_SPEC
                 ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_MATCH_RESOURCES),
                 shape: Shape::Single,
                 omit_zero: false,
+                always: false,
             },
         ],
     };
@@ -235,6 +257,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_LIST: Messag
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -242,6 +265,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_LIST: Messag
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -256,6 +280,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_SPEC: Messag
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_PARAM_KIND),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -263,6 +288,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_SPEC: Messag
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_MATCH_RESOURCES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -270,6 +296,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_SPEC: Messag
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_VARIABLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -277,6 +304,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_SPEC: Messag
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_MUTATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -284,6 +312,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_SPEC: Messag
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -291,6 +320,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_SPEC: Messag
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_MATCH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -298,6 +328,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATING_ADMISSION_POLICY_SPEC: Messag
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -312,6 +343,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -319,6 +351,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATION: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_APPLY_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -326,6 +359,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_MUTATION: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_JSON_PATCH),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -340,6 +374,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_NAMED_RULE_WITH_OPERATIONS: Message = 
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -347,6 +382,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_NAMED_RULE_WITH_OPERATIONS: Message = 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -361,6 +397,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_PARAM_KIND: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -368,6 +405,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_PARAM_KIND: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -382,6 +420,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_PARAM_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -389,6 +428,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_PARAM_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -396,6 +436,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_PARAM_REF: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -403,6 +444,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_PARAM_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -416,6 +458,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_TYPE_CHECKING: Message = Message {
         ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_EXPRESSION_WARNING),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -429,6 +472,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY: Message =
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -436,6 +480,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY: Message =
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -443,6 +488,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY: Message =
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -457,6 +503,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_BINDING: M
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -466,6 +513,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_BINDING: M
             ),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -481,6 +529,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_BINDING_LI
                 ty: Ty::Message(&META_V1_LIST_META),
                 shape: Shape::Single,
                 omit_zero: false,
+                always: true,
             },
             Field {
                 number: 2,
@@ -490,6 +539,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_BINDING_LI
                 ),
                 shape: Shape::Repeated,
                 omit_zero: false,
+                always: false,
             },
         ],
     };
@@ -505,6 +555,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_BINDING_SP
                 ty: Ty::String,
                 shape: Shape::Single,
                 omit_zero: true,
+                always: true,
             },
             Field {
                 number: 2,
@@ -512,6 +563,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_BINDING_SP
                 ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_PARAM_REF),
                 shape: Shape::Single,
                 omit_zero: false,
+                always: false,
             },
             Field {
                 number: 3,
@@ -519,6 +571,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_BINDING_SP
                 ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_MATCH_RESOURCES),
                 shape: Shape::Single,
                 omit_zero: false,
+                always: false,
             },
             Field {
                 number: 4,
@@ -526,6 +579,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_BINDING_SP
                 ty: Ty::String,
                 shape: Shape::Repeated,
                 omit_zero: false,
+                always: false,
             },
         ],
     };
@@ -540,6 +594,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_LIST: Mess
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -547,6 +602,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_LIST: Mess
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -561,6 +617,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_SPEC: Mess
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_PARAM_KIND),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -568,6 +625,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_SPEC: Mess
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_MATCH_RESOURCES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -575,6 +633,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_SPEC: Mess
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_VALIDATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -582,6 +641,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_SPEC: Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -589,6 +649,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_SPEC: Mess
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_AUDIT_ANNOTATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -596,6 +657,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_SPEC: Mess
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_MATCH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -603,6 +665,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_SPEC: Mess
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_VARIABLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -617,6 +680,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_STATUS: Me
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -624,6 +688,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_STATUS: Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1ALPHA1_TYPE_CHECKING),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -631,6 +696,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATING_ADMISSION_POLICY_STATUS: Me
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -645,6 +711,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -652,6 +719,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -659,6 +727,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -666,6 +735,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VALIDATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -680,6 +750,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VARIABLE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -687,6 +758,7 @@ pub static ADMISSIONREGISTRATION_V1ALPHA1_VARIABLE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -700,6 +772,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_APPLY_CONFIGURATION: Message = Message 
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -713,6 +786,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_AUDIT_ANNOTATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -720,6 +794,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_AUDIT_ANNOTATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -734,6 +809,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_EXPRESSION_WARNING: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -741,6 +817,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_EXPRESSION_WARNING: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -754,6 +831,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_JSON_PATCH: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -767,6 +845,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MATCH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -774,6 +853,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MATCH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -788,6 +868,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MATCH_RESOURCES: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -795,6 +876,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MATCH_RESOURCES: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -802,6 +884,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MATCH_RESOURCES: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_NAMED_RULE_WITH_OPERATIONS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -809,6 +892,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MATCH_RESOURCES: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_NAMED_RULE_WITH_OPERATIONS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -816,6 +900,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MATCH_RESOURCES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -830,6 +915,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY: Message = Me
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -837,6 +923,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY: Message = Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -851,6 +938,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING: Mess
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -858,6 +946,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING: Mess
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -873,6 +962,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING_LIST:
                 ty: Ty::Message(&META_V1_LIST_META),
                 shape: Shape::Single,
                 omit_zero: false,
+                always: true,
             },
             Field {
                 number: 2,
@@ -880,6 +970,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING_LIST:
                 ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING),
                 shape: Shape::Repeated,
                 omit_zero: false,
+                always: false,
             },
         ],
     };
@@ -895,6 +986,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING_SPEC:
                 ty: Ty::String,
                 shape: Shape::Single,
                 omit_zero: true,
+                always: true,
             },
             Field {
                 number: 2,
@@ -902,6 +994,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING_SPEC:
                 ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_PARAM_REF),
                 shape: Shape::Single,
                 omit_zero: false,
+                always: false,
             },
             Field {
                 number: 3,
@@ -909,6 +1002,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_BINDING_SPEC:
                 ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MATCH_RESOURCES),
                 shape: Shape::Single,
                 omit_zero: false,
+                always: false,
             },
         ],
     };
@@ -923,6 +1017,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_LIST: Message
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -930,6 +1025,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_LIST: Message
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -944,6 +1040,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_SPEC: Message
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_PARAM_KIND),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -951,6 +1048,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_SPEC: Message
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MATCH_RESOURCES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -958,6 +1056,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_SPEC: Message
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_VARIABLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -965,6 +1064,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_SPEC: Message
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MUTATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -972,6 +1072,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_SPEC: Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -979,6 +1080,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_SPEC: Message
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MATCH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -986,6 +1088,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_ADMISSION_POLICY_SPEC: Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1000,6 +1103,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1007,6 +1111,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_WEBHOOK_CLIENT_CONFIG),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1014,6 +1119,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1021,6 +1127,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1028,6 +1135,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1035,6 +1143,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1042,6 +1151,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -1049,6 +1159,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -1056,6 +1167,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -1063,6 +1175,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -1070,6 +1183,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -1077,6 +1191,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MATCH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1091,6 +1206,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK_CONFIGURATION: Message
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1098,6 +1214,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK_CONFIGURATION: Message
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1112,6 +1229,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK_CONFIGURATION_LIST: Me
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1119,6 +1237,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK_CONFIGURATION_LIST: Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MUTATING_WEBHOOK_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1133,6 +1252,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1140,6 +1260,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATION: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_APPLY_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1147,6 +1268,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_MUTATION: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_JSON_PATCH),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1161,6 +1283,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_NAMED_RULE_WITH_OPERATIONS: Message = M
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1168,6 +1291,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_NAMED_RULE_WITH_OPERATIONS: Message = M
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1182,6 +1306,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_PARAM_KIND: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1189,6 +1314,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_PARAM_KIND: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1203,6 +1329,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_PARAM_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1210,6 +1337,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_PARAM_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1217,6 +1345,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_PARAM_REF: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1224,6 +1353,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_PARAM_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1238,6 +1368,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_SERVICE_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1245,6 +1376,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_SERVICE_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1252,6 +1384,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_SERVICE_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1259,6 +1392,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_SERVICE_REFERENCE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1272,6 +1406,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_TYPE_CHECKING: Message = Message {
         ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_EXPRESSION_WARNING),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1285,6 +1420,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY: Message = 
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1292,6 +1428,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY: Message = 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1299,6 +1436,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY: Message = 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1313,6 +1451,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_BINDING: Me
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1322,6 +1461,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_BINDING: Me
             ),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1337,6 +1477,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_BINDING_LIS
                 ty: Ty::Message(&META_V1_LIST_META),
                 shape: Shape::Single,
                 omit_zero: false,
+                always: true,
             },
             Field {
                 number: 2,
@@ -1344,6 +1485,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_BINDING_LIS
                 ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_BINDING),
                 shape: Shape::Repeated,
                 omit_zero: false,
+                always: false,
             },
         ],
     };
@@ -1359,6 +1501,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_BINDING_SPE
                 ty: Ty::String,
                 shape: Shape::Single,
                 omit_zero: true,
+                always: true,
             },
             Field {
                 number: 2,
@@ -1366,6 +1509,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_BINDING_SPE
                 ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_PARAM_REF),
                 shape: Shape::Single,
                 omit_zero: false,
+                always: false,
             },
             Field {
                 number: 3,
@@ -1373,6 +1517,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_BINDING_SPE
                 ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MATCH_RESOURCES),
                 shape: Shape::Single,
                 omit_zero: false,
+                always: false,
             },
             Field {
                 number: 4,
@@ -1380,6 +1525,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_BINDING_SPE
                 ty: Ty::String,
                 shape: Shape::Repeated,
                 omit_zero: false,
+                always: false,
             },
         ],
     };
@@ -1394,6 +1540,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_LIST: Messa
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1401,6 +1548,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_LIST: Messa
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1415,6 +1563,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_SPEC: Messa
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_PARAM_KIND),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1422,6 +1571,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_SPEC: Messa
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MATCH_RESOURCES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1429,6 +1579,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_SPEC: Messa
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_VALIDATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1436,6 +1587,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_SPEC: Messa
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1443,6 +1595,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_SPEC: Messa
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_AUDIT_ANNOTATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1450,6 +1603,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_SPEC: Messa
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MATCH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1457,6 +1611,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_SPEC: Messa
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_VARIABLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1471,6 +1626,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_STATUS: Mes
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1478,6 +1634,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_STATUS: Mes
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_TYPE_CHECKING),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1485,6 +1642,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_ADMISSION_POLICY_STATUS: Mes
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1499,6 +1657,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1506,6 +1665,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_WEBHOOK_CLIENT_CONFIG),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1513,6 +1673,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1520,6 +1681,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1527,6 +1689,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1534,6 +1697,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1541,6 +1705,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -1548,6 +1713,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -1555,6 +1721,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -1562,6 +1729,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -1569,6 +1737,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_MATCH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1583,6 +1752,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK_CONFIGURATION: Messa
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1590,6 +1760,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK_CONFIGURATION: Messa
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1604,6 +1775,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK_CONFIGURATION_LIST: 
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1611,6 +1783,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK_CONFIGURATION_LIST: 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_VALIDATING_WEBHOOK_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1625,6 +1798,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1632,6 +1806,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1639,6 +1814,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1646,6 +1822,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VALIDATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1660,6 +1837,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VARIABLE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1667,6 +1845,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_VARIABLE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1681,6 +1860,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_WEBHOOK_CLIENT_CONFIG: Message = Messag
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1BETA1_SERVICE_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1688,6 +1868,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_WEBHOOK_CLIENT_CONFIG: Message = Messag
             ty: Ty::Bytes,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1695,6 +1876,7 @@ pub static ADMISSIONREGISTRATION_V1BETA1_WEBHOOK_CLIENT_CONFIG: Message = Messag
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1708,6 +1890,7 @@ pub static ADMISSIONREGISTRATION_V1_APPLY_CONFIGURATION: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -1721,6 +1904,7 @@ pub static ADMISSIONREGISTRATION_V1_AUDIT_ANNOTATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1728,6 +1912,7 @@ pub static ADMISSIONREGISTRATION_V1_AUDIT_ANNOTATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1742,6 +1927,7 @@ pub static ADMISSIONREGISTRATION_V1_EXPRESSION_WARNING: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1749,6 +1935,7 @@ pub static ADMISSIONREGISTRATION_V1_EXPRESSION_WARNING: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1762,6 +1949,7 @@ pub static ADMISSIONREGISTRATION_V1_JSON_PATCH: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -1775,6 +1963,7 @@ pub static ADMISSIONREGISTRATION_V1_MATCH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1782,6 +1971,7 @@ pub static ADMISSIONREGISTRATION_V1_MATCH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1796,6 +1986,7 @@ pub static ADMISSIONREGISTRATION_V1_MATCH_RESOURCES: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1803,6 +1994,7 @@ pub static ADMISSIONREGISTRATION_V1_MATCH_RESOURCES: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1810,6 +2002,7 @@ pub static ADMISSIONREGISTRATION_V1_MATCH_RESOURCES: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_NAMED_RULE_WITH_OPERATIONS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1817,6 +2010,7 @@ pub static ADMISSIONREGISTRATION_V1_MATCH_RESOURCES: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_NAMED_RULE_WITH_OPERATIONS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1824,6 +2018,7 @@ pub static ADMISSIONREGISTRATION_V1_MATCH_RESOURCES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1838,6 +2033,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY: Message = Message
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1845,6 +2041,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY: Message = Message
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1859,6 +2056,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_BINDING: Message =
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1866,6 +2064,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_BINDING: Message =
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_BINDING_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1880,6 +2079,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_BINDING_LIST: Mess
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1887,6 +2087,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_BINDING_LIST: Mess
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_BINDING),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1901,6 +2102,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_BINDING_SPEC: Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1908,6 +2110,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_BINDING_SPEC: Mess
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_PARAM_REF),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1915,6 +2118,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_BINDING_SPEC: Mess
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MATCH_RESOURCES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1929,6 +2133,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_LIST: Message = Me
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1936,6 +2141,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_LIST: Message = Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1950,6 +2156,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_SPEC: Message = Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_PARAM_KIND),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1957,6 +2164,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_SPEC: Message = Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MATCH_RESOURCES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1964,6 +2172,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_SPEC: Message = Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_VARIABLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1971,6 +2180,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_SPEC: Message = Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MUTATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1978,6 +2188,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_SPEC: Message = Me
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1985,6 +2196,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_SPEC: Message = Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MATCH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1992,6 +2204,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_ADMISSION_POLICY_SPEC: Message = Me
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2006,6 +2219,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2013,6 +2227,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_WEBHOOK_CLIENT_CONFIG),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2020,6 +2235,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2027,6 +2243,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -2034,6 +2251,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -2041,6 +2259,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -2048,6 +2267,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -2055,6 +2275,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -2062,6 +2283,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -2069,6 +2291,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -2076,6 +2299,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -2083,6 +2307,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MATCH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2097,6 +2322,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK_CONFIGURATION: Message = Me
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2104,6 +2330,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK_CONFIGURATION: Message = Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2118,6 +2345,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK_CONFIGURATION_LIST: Message
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2125,6 +2353,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK_CONFIGURATION_LIST: Message
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2139,6 +2368,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2146,6 +2376,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATION: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_APPLY_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2153,6 +2384,7 @@ pub static ADMISSIONREGISTRATION_V1_MUTATION: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_JSON_PATCH),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2167,6 +2399,7 @@ pub static ADMISSIONREGISTRATION_V1_NAMED_RULE_WITH_OPERATIONS: Message = Messag
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2174,6 +2407,7 @@ pub static ADMISSIONREGISTRATION_V1_NAMED_RULE_WITH_OPERATIONS: Message = Messag
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2188,6 +2422,7 @@ pub static ADMISSIONREGISTRATION_V1_PARAM_KIND: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2195,6 +2430,7 @@ pub static ADMISSIONREGISTRATION_V1_PARAM_KIND: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2209,6 +2445,7 @@ pub static ADMISSIONREGISTRATION_V1_PARAM_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2216,6 +2453,7 @@ pub static ADMISSIONREGISTRATION_V1_PARAM_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -2223,6 +2461,7 @@ pub static ADMISSIONREGISTRATION_V1_PARAM_REF: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2230,6 +2469,7 @@ pub static ADMISSIONREGISTRATION_V1_PARAM_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2244,6 +2484,7 @@ pub static ADMISSIONREGISTRATION_V1_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2251,6 +2492,7 @@ pub static ADMISSIONREGISTRATION_V1_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2258,6 +2500,7 @@ pub static ADMISSIONREGISTRATION_V1_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2265,6 +2508,7 @@ pub static ADMISSIONREGISTRATION_V1_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2279,6 +2523,7 @@ pub static ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2286,6 +2531,7 @@ pub static ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_RULE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2300,6 +2546,7 @@ pub static ADMISSIONREGISTRATION_V1_SERVICE_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2307,6 +2554,7 @@ pub static ADMISSIONREGISTRATION_V1_SERVICE_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2314,6 +2562,7 @@ pub static ADMISSIONREGISTRATION_V1_SERVICE_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2321,6 +2570,7 @@ pub static ADMISSIONREGISTRATION_V1_SERVICE_REFERENCE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2334,6 +2584,7 @@ pub static ADMISSIONREGISTRATION_V1_TYPE_CHECKING: Message = Message {
         ty: Ty::Message(&ADMISSIONREGISTRATION_V1_EXPRESSION_WARNING),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -2347,6 +2598,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY: Message = Messa
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2354,6 +2606,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY: Message = Messa
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2361,6 +2614,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY: Message = Messa
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2375,6 +2629,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING: Message
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2382,6 +2637,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING: Message
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2396,6 +2652,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING_LIST: Me
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2403,6 +2660,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING_LIST: Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2417,6 +2675,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING_SPEC: Me
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2424,6 +2683,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING_SPEC: Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_PARAM_REF),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2431,6 +2691,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING_SPEC: Me
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MATCH_RESOURCES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2438,6 +2699,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING_SPEC: Me
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2452,6 +2714,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_LIST: Message = 
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2459,6 +2722,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_LIST: Message = 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2473,6 +2737,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_SPEC: Message = 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_PARAM_KIND),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2480,6 +2745,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_SPEC: Message = 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MATCH_RESOURCES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2487,6 +2753,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_SPEC: Message = 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_VALIDATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2494,6 +2761,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_SPEC: Message = 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -2501,6 +2769,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_SPEC: Message = 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_AUDIT_ANNOTATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -2508,6 +2777,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_SPEC: Message = 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MATCH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -2515,6 +2785,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_SPEC: Message = 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_VARIABLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2529,6 +2800,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_STATUS: Message 
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2536,6 +2808,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_STATUS: Message 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_TYPE_CHECKING),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2543,6 +2816,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_STATUS: Message 
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2557,6 +2831,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2564,6 +2839,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_WEBHOOK_CLIENT_CONFIG),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2571,6 +2847,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2578,6 +2855,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -2585,6 +2863,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -2592,6 +2871,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -2599,6 +2879,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -2606,6 +2887,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -2613,6 +2895,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -2620,6 +2903,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -2627,6 +2911,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_MATCH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2641,6 +2926,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK_CONFIGURATION: Message = 
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2648,6 +2934,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK_CONFIGURATION: Message = 
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2662,6 +2949,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK_CONFIGURATION_LIST: Messa
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2669,6 +2957,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK_CONFIGURATION_LIST: Messa
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2683,6 +2972,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2690,6 +2980,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -2697,6 +2988,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2704,6 +2996,7 @@ pub static ADMISSIONREGISTRATION_V1_VALIDATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2718,6 +3011,7 @@ pub static ADMISSIONREGISTRATION_V1_VARIABLE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2725,6 +3019,7 @@ pub static ADMISSIONREGISTRATION_V1_VARIABLE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2739,6 +3034,7 @@ pub static ADMISSIONREGISTRATION_V1_WEBHOOK_CLIENT_CONFIG: Message = Message {
             ty: Ty::Message(&ADMISSIONREGISTRATION_V1_SERVICE_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2746,6 +3042,7 @@ pub static ADMISSIONREGISTRATION_V1_WEBHOOK_CLIENT_CONFIG: Message = Message {
             ty: Ty::Bytes,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2753,6 +3050,7 @@ pub static ADMISSIONREGISTRATION_V1_WEBHOOK_CLIENT_CONFIG: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };

@@ -13,6 +13,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_SERVER_STORAGE_VERSION: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_SERVER_STORAGE_VERSION: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_SERVER_STORAGE_VERSION: Message = Message 
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -34,6 +37,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_SERVER_STORAGE_VERSION: Message = Message 
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -48,6 +52,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -55,6 +60,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION: Message = Message {
             ty: Ty::Message(&APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -62,6 +68,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION: Message = Message {
             ty: Ty::Message(&APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -76,6 +83,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_CONDITION: Message = Messa
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -83,6 +91,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_CONDITION: Message = Messa
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -90,6 +99,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_CONDITION: Message = Messa
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -97,6 +107,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_CONDITION: Message = Messa
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -104,6 +115,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_CONDITION: Message = Messa
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -111,6 +123,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_CONDITION: Message = Messa
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -125,6 +138,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -132,6 +146,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_LIST: Message = Message {
             ty: Ty::Message(&APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -152,6 +167,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_STATUS: Message = Message 
             ty: Ty::Message(&APISERVERINTERNAL_V1ALPHA1_SERVER_STORAGE_VERSION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -159,6 +175,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_STATUS: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -166,6 +183,7 @@ pub static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_STATUS: Message = Message 
             ty: Ty::Message(&APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };

@@ -13,6 +13,7 @@ pub static APPS_V1BETA1_CONTROLLER_REVISION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static APPS_V1BETA1_CONTROLLER_REVISION: Message = Message {
             ty: Ty::RawExtension,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static APPS_V1BETA1_CONTROLLER_REVISION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -41,6 +44,7 @@ pub static APPS_V1BETA1_CONTROLLER_REVISION_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -48,6 +52,7 @@ pub static APPS_V1BETA1_CONTROLLER_REVISION_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_CONTROLLER_REVISION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -62,6 +67,7 @@ pub static APPS_V1BETA1_DEPLOYMENT: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -69,6 +75,7 @@ pub static APPS_V1BETA1_DEPLOYMENT: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_DEPLOYMENT_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -76,6 +83,7 @@ pub static APPS_V1BETA1_DEPLOYMENT: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_DEPLOYMENT_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -90,6 +98,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -97,6 +106,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -104,6 +114,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -111,6 +122,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -118,6 +130,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -125,6 +138,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -139,6 +153,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -146,6 +161,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_DEPLOYMENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -160,6 +176,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_ROLLBACK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -167,6 +184,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_ROLLBACK: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -174,6 +192,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_ROLLBACK: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_ROLLBACK_CONFIG),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -188,6 +207,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -195,6 +215,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -202,6 +223,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -209,6 +231,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_DEPLOYMENT_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -216,6 +239,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -223,6 +247,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -230,6 +255,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -237,6 +263,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_ROLLBACK_CONFIG),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -244,6 +271,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -258,6 +286,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -265,6 +294,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -272,6 +302,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -279,6 +310,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -286,6 +318,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -293,6 +326,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_DEPLOYMENT_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -300,6 +334,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -307,6 +342,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -314,6 +350,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -328,6 +365,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_STRATEGY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -335,6 +373,7 @@ pub static APPS_V1BETA1_DEPLOYMENT_STRATEGY: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_ROLLING_UPDATE_DEPLOYMENT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -348,6 +387,7 @@ pub static APPS_V1BETA1_ROLLBACK_CONFIG: Message = Message {
         ty: Ty::Int64,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -361,6 +401,7 @@ pub static APPS_V1BETA1_ROLLING_UPDATE_DEPLOYMENT: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -368,6 +409,7 @@ pub static APPS_V1BETA1_ROLLING_UPDATE_DEPLOYMENT: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -382,6 +424,7 @@ pub static APPS_V1BETA1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message 
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -389,6 +432,7 @@ pub static APPS_V1BETA1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message 
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -403,6 +447,7 @@ pub static APPS_V1BETA1_SCALE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -410,6 +455,7 @@ pub static APPS_V1BETA1_SCALE: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_SCALE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -417,6 +463,7 @@ pub static APPS_V1BETA1_SCALE: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_SCALE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -430,6 +477,7 @@ pub static APPS_V1BETA1_SCALE_SPEC: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -443,6 +491,7 @@ pub static APPS_V1BETA1_SCALE_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -450,6 +499,7 @@ pub static APPS_V1BETA1_SCALE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -457,6 +507,7 @@ pub static APPS_V1BETA1_SCALE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -471,6 +522,7 @@ pub static APPS_V1BETA1_STATEFUL_SET: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -478,6 +530,7 @@ pub static APPS_V1BETA1_STATEFUL_SET: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_STATEFUL_SET_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -485,6 +538,7 @@ pub static APPS_V1BETA1_STATEFUL_SET: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_STATEFUL_SET_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -499,6 +553,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -506,6 +561,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -513,6 +569,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -520,6 +577,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -527,6 +585,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -541,6 +600,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -548,6 +608,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_STATEFUL_SET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -561,6 +622,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_ORDINALS: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -574,6 +636,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: M
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -581,6 +644,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: M
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -595,6 +659,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -602,6 +667,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -609,6 +675,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -616,6 +683,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -623,6 +691,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -630,6 +699,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -637,6 +707,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_STATEFUL_SET_UPDATE_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 8,
@@ -644,6 +715,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -651,6 +723,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -658,6 +731,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -665,6 +739,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_STATEFUL_SET_ORDINALS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -679,6 +754,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -686,6 +762,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -693,6 +770,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -700,6 +778,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -707,6 +786,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -714,6 +794,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -721,6 +802,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -728,6 +810,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -735,6 +818,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_STATEFUL_SET_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -742,6 +826,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -756,6 +841,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -763,6 +849,7 @@ pub static APPS_V1BETA1_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
             ty: Ty::Message(&APPS_V1BETA1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -777,6 +864,7 @@ pub static APPS_V1BETA2_CONTROLLER_REVISION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -784,6 +872,7 @@ pub static APPS_V1BETA2_CONTROLLER_REVISION: Message = Message {
             ty: Ty::RawExtension,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -791,6 +880,7 @@ pub static APPS_V1BETA2_CONTROLLER_REVISION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -805,6 +895,7 @@ pub static APPS_V1BETA2_CONTROLLER_REVISION_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -812,6 +903,7 @@ pub static APPS_V1BETA2_CONTROLLER_REVISION_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_CONTROLLER_REVISION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -826,6 +918,7 @@ pub static APPS_V1BETA2_DAEMON_SET: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -833,6 +926,7 @@ pub static APPS_V1BETA2_DAEMON_SET: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_DAEMON_SET_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -840,6 +934,7 @@ pub static APPS_V1BETA2_DAEMON_SET: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_DAEMON_SET_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -854,6 +949,7 @@ pub static APPS_V1BETA2_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -861,6 +957,7 @@ pub static APPS_V1BETA2_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -868,6 +965,7 @@ pub static APPS_V1BETA2_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -875,6 +973,7 @@ pub static APPS_V1BETA2_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -882,6 +981,7 @@ pub static APPS_V1BETA2_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -896,6 +996,7 @@ pub static APPS_V1BETA2_DAEMON_SET_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -903,6 +1004,7 @@ pub static APPS_V1BETA2_DAEMON_SET_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_DAEMON_SET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -917,6 +1019,7 @@ pub static APPS_V1BETA2_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -924,6 +1027,7 @@ pub static APPS_V1BETA2_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -931,6 +1035,7 @@ pub static APPS_V1BETA2_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_DAEMON_SET_UPDATE_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -938,6 +1043,7 @@ pub static APPS_V1BETA2_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -945,6 +1051,7 @@ pub static APPS_V1BETA2_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -959,6 +1066,7 @@ pub static APPS_V1BETA2_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -966,6 +1074,7 @@ pub static APPS_V1BETA2_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -973,6 +1082,7 @@ pub static APPS_V1BETA2_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -980,6 +1090,7 @@ pub static APPS_V1BETA2_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -987,6 +1098,7 @@ pub static APPS_V1BETA2_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -994,6 +1106,7 @@ pub static APPS_V1BETA2_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -1001,6 +1114,7 @@ pub static APPS_V1BETA2_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -1008,6 +1122,7 @@ pub static APPS_V1BETA2_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -1015,6 +1130,7 @@ pub static APPS_V1BETA2_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -1022,6 +1138,7 @@ pub static APPS_V1BETA2_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_DAEMON_SET_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1036,6 +1153,7 @@ pub static APPS_V1BETA2_DAEMON_SET_UPDATE_STRATEGY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1043,6 +1161,7 @@ pub static APPS_V1BETA2_DAEMON_SET_UPDATE_STRATEGY: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_ROLLING_UPDATE_DAEMON_SET),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1057,6 +1176,7 @@ pub static APPS_V1BETA2_DEPLOYMENT: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1064,6 +1184,7 @@ pub static APPS_V1BETA2_DEPLOYMENT: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_DEPLOYMENT_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1071,6 +1192,7 @@ pub static APPS_V1BETA2_DEPLOYMENT: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_DEPLOYMENT_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1085,6 +1207,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1092,6 +1215,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1099,6 +1223,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1106,6 +1231,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -1113,6 +1239,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -1120,6 +1247,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1134,6 +1262,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1141,6 +1270,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_DEPLOYMENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1155,6 +1285,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1162,6 +1293,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1169,6 +1301,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1176,6 +1309,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_DEPLOYMENT_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -1183,6 +1317,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -1190,6 +1325,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1197,6 +1333,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -1204,6 +1341,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1218,6 +1356,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1225,6 +1364,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1232,6 +1372,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1239,6 +1380,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1246,6 +1388,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -1253,6 +1396,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_DEPLOYMENT_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1260,6 +1404,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -1267,6 +1412,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -1274,6 +1420,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1288,6 +1435,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_STRATEGY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1295,6 +1443,7 @@ pub static APPS_V1BETA2_DEPLOYMENT_STRATEGY: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_ROLLING_UPDATE_DEPLOYMENT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1309,6 +1458,7 @@ pub static APPS_V1BETA2_REPLICA_SET: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1316,6 +1466,7 @@ pub static APPS_V1BETA2_REPLICA_SET: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_REPLICA_SET_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1323,6 +1474,7 @@ pub static APPS_V1BETA2_REPLICA_SET: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_REPLICA_SET_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1337,6 +1489,7 @@ pub static APPS_V1BETA2_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1344,6 +1497,7 @@ pub static APPS_V1BETA2_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1351,6 +1505,7 @@ pub static APPS_V1BETA2_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1358,6 +1513,7 @@ pub static APPS_V1BETA2_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1365,6 +1521,7 @@ pub static APPS_V1BETA2_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1379,6 +1536,7 @@ pub static APPS_V1BETA2_REPLICA_SET_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1386,6 +1544,7 @@ pub static APPS_V1BETA2_REPLICA_SET_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_REPLICA_SET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1400,6 +1559,7 @@ pub static APPS_V1BETA2_REPLICA_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1407,6 +1567,7 @@ pub static APPS_V1BETA2_REPLICA_SET_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1414,6 +1575,7 @@ pub static APPS_V1BETA2_REPLICA_SET_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1421,6 +1583,7 @@ pub static APPS_V1BETA2_REPLICA_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1435,6 +1598,7 @@ pub static APPS_V1BETA2_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1442,6 +1606,7 @@ pub static APPS_V1BETA2_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1449,6 +1614,7 @@ pub static APPS_V1BETA2_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1456,6 +1622,7 @@ pub static APPS_V1BETA2_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1463,6 +1630,7 @@ pub static APPS_V1BETA2_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -1470,6 +1638,7 @@ pub static APPS_V1BETA2_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_REPLICA_SET_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1477,6 +1646,7 @@ pub static APPS_V1BETA2_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1491,6 +1661,7 @@ pub static APPS_V1BETA2_ROLLING_UPDATE_DAEMON_SET: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1498,6 +1669,7 @@ pub static APPS_V1BETA2_ROLLING_UPDATE_DAEMON_SET: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1512,6 +1684,7 @@ pub static APPS_V1BETA2_ROLLING_UPDATE_DEPLOYMENT: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1519,6 +1692,7 @@ pub static APPS_V1BETA2_ROLLING_UPDATE_DEPLOYMENT: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1533,6 +1707,7 @@ pub static APPS_V1BETA2_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message 
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1540,6 +1715,7 @@ pub static APPS_V1BETA2_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message 
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1554,6 +1730,7 @@ pub static APPS_V1BETA2_SCALE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1561,6 +1738,7 @@ pub static APPS_V1BETA2_SCALE: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_SCALE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1568,6 +1746,7 @@ pub static APPS_V1BETA2_SCALE: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_SCALE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1581,6 +1760,7 @@ pub static APPS_V1BETA2_SCALE_SPEC: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -1594,6 +1774,7 @@ pub static APPS_V1BETA2_SCALE_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1601,6 +1782,7 @@ pub static APPS_V1BETA2_SCALE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1608,6 +1790,7 @@ pub static APPS_V1BETA2_SCALE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1622,6 +1805,7 @@ pub static APPS_V1BETA2_STATEFUL_SET: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1629,6 +1813,7 @@ pub static APPS_V1BETA2_STATEFUL_SET: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_STATEFUL_SET_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1636,6 +1821,7 @@ pub static APPS_V1BETA2_STATEFUL_SET: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_STATEFUL_SET_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1650,6 +1836,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1657,6 +1844,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1664,6 +1852,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1671,6 +1860,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1678,6 +1868,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1692,6 +1883,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1699,6 +1891,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_STATEFUL_SET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1712,6 +1905,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_ORDINALS: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1725,6 +1919,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: M
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1732,6 +1927,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: M
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1746,6 +1942,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1753,6 +1950,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1760,6 +1958,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1767,6 +1966,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1774,6 +1974,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -1781,6 +1982,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -1788,6 +1990,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_STATEFUL_SET_UPDATE_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 8,
@@ -1795,6 +1998,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -1802,6 +2006,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -1809,6 +2014,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -1816,6 +2022,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_STATEFUL_SET_ORDINALS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1830,6 +2037,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1837,6 +2045,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1844,6 +2053,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1851,6 +2061,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1858,6 +2069,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -1865,6 +2077,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -1872,6 +2085,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -1879,6 +2093,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -1886,6 +2101,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_STATEFUL_SET_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -1893,6 +2109,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1907,6 +2124,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1914,6 +2132,7 @@ pub static APPS_V1BETA2_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
             ty: Ty::Message(&APPS_V1BETA2_ROLLING_UPDATE_STATEFUL_SET_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1928,6 +2147,7 @@ pub static APPS_V1_CONTROLLER_REVISION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1935,6 +2155,7 @@ pub static APPS_V1_CONTROLLER_REVISION: Message = Message {
             ty: Ty::RawExtension,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1942,6 +2163,7 @@ pub static APPS_V1_CONTROLLER_REVISION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1956,6 +2178,7 @@ pub static APPS_V1_CONTROLLER_REVISION_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1963,6 +2186,7 @@ pub static APPS_V1_CONTROLLER_REVISION_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1_CONTROLLER_REVISION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1977,6 +2201,7 @@ pub static APPS_V1_DAEMON_SET: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1984,6 +2209,7 @@ pub static APPS_V1_DAEMON_SET: Message = Message {
             ty: Ty::Message(&APPS_V1_DAEMON_SET_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1991,6 +2217,7 @@ pub static APPS_V1_DAEMON_SET: Message = Message {
             ty: Ty::Message(&APPS_V1_DAEMON_SET_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2005,6 +2232,7 @@ pub static APPS_V1_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2012,6 +2240,7 @@ pub static APPS_V1_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2019,6 +2248,7 @@ pub static APPS_V1_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2026,6 +2256,7 @@ pub static APPS_V1_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2033,6 +2264,7 @@ pub static APPS_V1_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2047,6 +2279,7 @@ pub static APPS_V1_DAEMON_SET_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2054,6 +2287,7 @@ pub static APPS_V1_DAEMON_SET_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1_DAEMON_SET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2068,6 +2302,7 @@ pub static APPS_V1_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2075,6 +2310,7 @@ pub static APPS_V1_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2082,6 +2318,7 @@ pub static APPS_V1_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1_DAEMON_SET_UPDATE_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2089,6 +2326,7 @@ pub static APPS_V1_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -2096,6 +2334,7 @@ pub static APPS_V1_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2110,6 +2349,7 @@ pub static APPS_V1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2117,6 +2357,7 @@ pub static APPS_V1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2124,6 +2365,7 @@ pub static APPS_V1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2131,6 +2373,7 @@ pub static APPS_V1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -2138,6 +2381,7 @@ pub static APPS_V1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -2145,6 +2389,7 @@ pub static APPS_V1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -2152,6 +2397,7 @@ pub static APPS_V1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -2159,6 +2405,7 @@ pub static APPS_V1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -2166,6 +2413,7 @@ pub static APPS_V1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -2173,6 +2421,7 @@ pub static APPS_V1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Message(&APPS_V1_DAEMON_SET_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2187,6 +2436,7 @@ pub static APPS_V1_DAEMON_SET_UPDATE_STRATEGY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2194,6 +2444,7 @@ pub static APPS_V1_DAEMON_SET_UPDATE_STRATEGY: Message = Message {
             ty: Ty::Message(&APPS_V1_ROLLING_UPDATE_DAEMON_SET),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2208,6 +2459,7 @@ pub static APPS_V1_DEPLOYMENT: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2215,6 +2467,7 @@ pub static APPS_V1_DEPLOYMENT: Message = Message {
             ty: Ty::Message(&APPS_V1_DEPLOYMENT_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2222,6 +2475,7 @@ pub static APPS_V1_DEPLOYMENT: Message = Message {
             ty: Ty::Message(&APPS_V1_DEPLOYMENT_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2236,6 +2490,7 @@ pub static APPS_V1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2243,6 +2498,7 @@ pub static APPS_V1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2250,6 +2506,7 @@ pub static APPS_V1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2257,6 +2514,7 @@ pub static APPS_V1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -2264,6 +2522,7 @@ pub static APPS_V1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -2271,6 +2530,7 @@ pub static APPS_V1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2285,6 +2545,7 @@ pub static APPS_V1_DEPLOYMENT_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2292,6 +2553,7 @@ pub static APPS_V1_DEPLOYMENT_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1_DEPLOYMENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2306,6 +2568,7 @@ pub static APPS_V1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2313,6 +2576,7 @@ pub static APPS_V1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2320,6 +2584,7 @@ pub static APPS_V1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2327,6 +2592,7 @@ pub static APPS_V1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1_DEPLOYMENT_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -2334,6 +2600,7 @@ pub static APPS_V1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -2341,6 +2608,7 @@ pub static APPS_V1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -2348,6 +2616,7 @@ pub static APPS_V1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -2355,6 +2624,7 @@ pub static APPS_V1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2369,6 +2639,7 @@ pub static APPS_V1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2376,6 +2647,7 @@ pub static APPS_V1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -2383,6 +2655,7 @@ pub static APPS_V1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -2390,6 +2663,7 @@ pub static APPS_V1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2397,6 +2671,7 @@ pub static APPS_V1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -2404,6 +2679,7 @@ pub static APPS_V1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Message(&APPS_V1_DEPLOYMENT_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -2411,6 +2687,7 @@ pub static APPS_V1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -2418,6 +2695,7 @@ pub static APPS_V1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -2425,6 +2703,7 @@ pub static APPS_V1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2439,6 +2718,7 @@ pub static APPS_V1_DEPLOYMENT_STRATEGY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2446,6 +2726,7 @@ pub static APPS_V1_DEPLOYMENT_STRATEGY: Message = Message {
             ty: Ty::Message(&APPS_V1_ROLLING_UPDATE_DEPLOYMENT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2460,6 +2741,7 @@ pub static APPS_V1_REPLICA_SET: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2467,6 +2749,7 @@ pub static APPS_V1_REPLICA_SET: Message = Message {
             ty: Ty::Message(&APPS_V1_REPLICA_SET_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2474,6 +2757,7 @@ pub static APPS_V1_REPLICA_SET: Message = Message {
             ty: Ty::Message(&APPS_V1_REPLICA_SET_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2488,6 +2772,7 @@ pub static APPS_V1_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2495,6 +2780,7 @@ pub static APPS_V1_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2502,6 +2788,7 @@ pub static APPS_V1_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2509,6 +2796,7 @@ pub static APPS_V1_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2516,6 +2804,7 @@ pub static APPS_V1_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2530,6 +2819,7 @@ pub static APPS_V1_REPLICA_SET_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2537,6 +2827,7 @@ pub static APPS_V1_REPLICA_SET_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1_REPLICA_SET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2551,6 +2842,7 @@ pub static APPS_V1_REPLICA_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2558,6 +2850,7 @@ pub static APPS_V1_REPLICA_SET_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2565,6 +2858,7 @@ pub static APPS_V1_REPLICA_SET_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2572,6 +2866,7 @@ pub static APPS_V1_REPLICA_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2586,6 +2881,7 @@ pub static APPS_V1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2593,6 +2889,7 @@ pub static APPS_V1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -2600,6 +2897,7 @@ pub static APPS_V1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -2607,6 +2905,7 @@ pub static APPS_V1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2614,6 +2913,7 @@ pub static APPS_V1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -2621,6 +2921,7 @@ pub static APPS_V1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Message(&APPS_V1_REPLICA_SET_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -2628,6 +2929,7 @@ pub static APPS_V1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2642,6 +2944,7 @@ pub static APPS_V1_ROLLING_UPDATE_DAEMON_SET: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2649,6 +2952,7 @@ pub static APPS_V1_ROLLING_UPDATE_DAEMON_SET: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2663,6 +2967,7 @@ pub static APPS_V1_ROLLING_UPDATE_DEPLOYMENT: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2670,6 +2975,7 @@ pub static APPS_V1_ROLLING_UPDATE_DEPLOYMENT: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2684,6 +2990,7 @@ pub static APPS_V1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2691,6 +2998,7 @@ pub static APPS_V1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2705,6 +3013,7 @@ pub static APPS_V1_STATEFUL_SET: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2712,6 +3021,7 @@ pub static APPS_V1_STATEFUL_SET: Message = Message {
             ty: Ty::Message(&APPS_V1_STATEFUL_SET_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2719,6 +3029,7 @@ pub static APPS_V1_STATEFUL_SET: Message = Message {
             ty: Ty::Message(&APPS_V1_STATEFUL_SET_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2733,6 +3044,7 @@ pub static APPS_V1_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2740,6 +3052,7 @@ pub static APPS_V1_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2747,6 +3060,7 @@ pub static APPS_V1_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2754,6 +3068,7 @@ pub static APPS_V1_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2761,6 +3076,7 @@ pub static APPS_V1_STATEFUL_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2775,6 +3091,7 @@ pub static APPS_V1_STATEFUL_SET_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2782,6 +3099,7 @@ pub static APPS_V1_STATEFUL_SET_LIST: Message = Message {
             ty: Ty::Message(&APPS_V1_STATEFUL_SET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2795,6 +3113,7 @@ pub static APPS_V1_STATEFUL_SET_ORDINALS: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -2808,6 +3127,7 @@ pub static APPS_V1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: Messag
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2815,6 +3135,7 @@ pub static APPS_V1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: Messag
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2829,6 +3150,7 @@ pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2836,6 +3158,7 @@ pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2843,6 +3166,7 @@ pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2850,6 +3174,7 @@ pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -2857,6 +3182,7 @@ pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -2864,6 +3190,7 @@ pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -2871,6 +3198,7 @@ pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1_STATEFUL_SET_UPDATE_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 8,
@@ -2878,6 +3206,7 @@ pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -2885,6 +3214,7 @@ pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -2892,6 +3222,7 @@ pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -2899,6 +3230,7 @@ pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
             ty: Ty::Message(&APPS_V1_STATEFUL_SET_ORDINALS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2913,6 +3245,7 @@ pub static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2920,6 +3253,7 @@ pub static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2927,6 +3261,7 @@ pub static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -2934,6 +3269,7 @@ pub static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2941,6 +3277,7 @@ pub static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -2948,6 +3285,7 @@ pub static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -2955,6 +3293,7 @@ pub static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -2962,6 +3301,7 @@ pub static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -2969,6 +3309,7 @@ pub static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Message(&APPS_V1_STATEFUL_SET_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -2976,6 +3317,7 @@ pub static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2990,6 +3332,7 @@ pub static APPS_V1_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2997,6 +3340,7 @@ pub static APPS_V1_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
             ty: Ty::Message(&APPS_V1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };

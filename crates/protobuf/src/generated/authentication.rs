@@ -13,6 +13,7 @@ pub static AUTHENTICATION_V1ALPHA1_SELF_SUBJECT_REVIEW: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static AUTHENTICATION_V1ALPHA1_SELF_SUBJECT_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHENTICATION_V1ALPHA1_SELF_SUBJECT_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -33,6 +35,7 @@ pub static AUTHENTICATION_V1ALPHA1_SELF_SUBJECT_REVIEW_STATUS: Message = Message
         ty: Ty::Message(&AUTHENTICATION_V1_USER_INFO),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -46,6 +49,7 @@ pub static AUTHENTICATION_V1BETA1_SELF_SUBJECT_REVIEW: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -53,6 +57,7 @@ pub static AUTHENTICATION_V1BETA1_SELF_SUBJECT_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHENTICATION_V1BETA1_SELF_SUBJECT_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -66,6 +71,7 @@ pub static AUTHENTICATION_V1BETA1_SELF_SUBJECT_REVIEW_STATUS: Message = Message 
         ty: Ty::Message(&AUTHENTICATION_V1_USER_INFO),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -79,6 +85,7 @@ pub static AUTHENTICATION_V1BETA1_TOKEN_REVIEW: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -86,6 +93,7 @@ pub static AUTHENTICATION_V1BETA1_TOKEN_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHENTICATION_V1BETA1_TOKEN_REVIEW_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -93,6 +101,7 @@ pub static AUTHENTICATION_V1BETA1_TOKEN_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHENTICATION_V1BETA1_TOKEN_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -107,6 +116,7 @@ pub static AUTHENTICATION_V1BETA1_TOKEN_REVIEW_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -114,6 +124,7 @@ pub static AUTHENTICATION_V1BETA1_TOKEN_REVIEW_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -128,6 +139,7 @@ pub static AUTHENTICATION_V1BETA1_TOKEN_REVIEW_STATUS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -135,6 +147,7 @@ pub static AUTHENTICATION_V1BETA1_TOKEN_REVIEW_STATUS: Message = Message {
             ty: Ty::Message(&AUTHENTICATION_V1BETA1_USER_INFO),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -142,6 +155,7 @@ pub static AUTHENTICATION_V1BETA1_TOKEN_REVIEW_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -149,6 +163,7 @@ pub static AUTHENTICATION_V1BETA1_TOKEN_REVIEW_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -163,6 +178,7 @@ pub static AUTHENTICATION_V1BETA1_USER_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -170,6 +186,7 @@ pub static AUTHENTICATION_V1BETA1_USER_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -177,6 +194,7 @@ pub static AUTHENTICATION_V1BETA1_USER_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -184,6 +202,7 @@ pub static AUTHENTICATION_V1BETA1_USER_INFO: Message = Message {
             ty: Ty::StringList,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -198,6 +217,7 @@ pub static AUTHENTICATION_V1_BOUND_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -205,6 +225,7 @@ pub static AUTHENTICATION_V1_BOUND_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -212,6 +233,7 @@ pub static AUTHENTICATION_V1_BOUND_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -219,6 +241,7 @@ pub static AUTHENTICATION_V1_BOUND_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -233,6 +256,7 @@ pub static AUTHENTICATION_V1_SELF_SUBJECT_REVIEW: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -240,6 +264,7 @@ pub static AUTHENTICATION_V1_SELF_SUBJECT_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHENTICATION_V1_SELF_SUBJECT_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -253,6 +278,7 @@ pub static AUTHENTICATION_V1_SELF_SUBJECT_REVIEW_STATUS: Message = Message {
         ty: Ty::Message(&AUTHENTICATION_V1_USER_INFO),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -266,6 +292,7 @@ pub static AUTHENTICATION_V1_TOKEN_REQUEST: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -273,6 +300,7 @@ pub static AUTHENTICATION_V1_TOKEN_REQUEST: Message = Message {
             ty: Ty::Message(&AUTHENTICATION_V1_TOKEN_REQUEST_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -280,6 +308,7 @@ pub static AUTHENTICATION_V1_TOKEN_REQUEST: Message = Message {
             ty: Ty::Message(&AUTHENTICATION_V1_TOKEN_REQUEST_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -294,6 +323,7 @@ pub static AUTHENTICATION_V1_TOKEN_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -301,6 +331,7 @@ pub static AUTHENTICATION_V1_TOKEN_REQUEST_SPEC: Message = Message {
             ty: Ty::Message(&AUTHENTICATION_V1_BOUND_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -308,6 +339,7 @@ pub static AUTHENTICATION_V1_TOKEN_REQUEST_SPEC: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -315,6 +347,7 @@ pub static AUTHENTICATION_V1_TOKEN_REQUEST_SPEC: Message = Message {
             ty: Ty::StringList,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -329,6 +362,7 @@ pub static AUTHENTICATION_V1_TOKEN_REQUEST_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -336,6 +370,7 @@ pub static AUTHENTICATION_V1_TOKEN_REQUEST_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -350,6 +385,7 @@ pub static AUTHENTICATION_V1_TOKEN_REVIEW: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -357,6 +393,7 @@ pub static AUTHENTICATION_V1_TOKEN_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHENTICATION_V1_TOKEN_REVIEW_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -364,6 +401,7 @@ pub static AUTHENTICATION_V1_TOKEN_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHENTICATION_V1_TOKEN_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -378,6 +416,7 @@ pub static AUTHENTICATION_V1_TOKEN_REVIEW_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -385,6 +424,7 @@ pub static AUTHENTICATION_V1_TOKEN_REVIEW_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -399,6 +439,7 @@ pub static AUTHENTICATION_V1_TOKEN_REVIEW_STATUS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -406,6 +447,7 @@ pub static AUTHENTICATION_V1_TOKEN_REVIEW_STATUS: Message = Message {
             ty: Ty::Message(&AUTHENTICATION_V1_USER_INFO),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -413,6 +455,7 @@ pub static AUTHENTICATION_V1_TOKEN_REVIEW_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -420,6 +463,7 @@ pub static AUTHENTICATION_V1_TOKEN_REVIEW_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -434,6 +478,7 @@ pub static AUTHENTICATION_V1_USER_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -441,6 +486,7 @@ pub static AUTHENTICATION_V1_USER_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -448,6 +494,7 @@ pub static AUTHENTICATION_V1_USER_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -455,6 +502,7 @@ pub static AUTHENTICATION_V1_USER_INFO: Message = Message {
             ty: Ty::StringList,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };

@@ -13,6 +13,7 @@ pub static AUTHORIZATION_V1BETA1_LOCAL_SUBJECT_ACCESS_REVIEW: Message = Message 
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static AUTHORIZATION_V1BETA1_LOCAL_SUBJECT_ACCESS_REVIEW: Message = Message 
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static AUTHORIZATION_V1BETA1_LOCAL_SUBJECT_ACCESS_REVIEW: Message = Message 
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -41,6 +44,7 @@ pub static AUTHORIZATION_V1BETA1_NON_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -48,6 +52,7 @@ pub static AUTHORIZATION_V1BETA1_NON_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -62,6 +67,7 @@ pub static AUTHORIZATION_V1BETA1_NON_RESOURCE_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -69,6 +75,7 @@ pub static AUTHORIZATION_V1BETA1_NON_RESOURCE_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -83,6 +90,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -90,6 +98,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -97,6 +106,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -104,6 +114,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -111,6 +122,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -118,6 +130,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -125,6 +138,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -132,6 +146,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_FIELD_SELECTOR_ATTRIBUTES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -139,6 +154,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_LABEL_SELECTOR_ATTRIBUTES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -153,6 +169,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -160,6 +177,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -167,6 +185,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -174,6 +193,7 @@ pub static AUTHORIZATION_V1BETA1_RESOURCE_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -188,6 +208,7 @@ pub static AUTHORIZATION_V1BETA1_SELF_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -195,6 +216,7 @@ pub static AUTHORIZATION_V1BETA1_SELF_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_SELF_SUBJECT_ACCESS_REVIEW_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -202,6 +224,7 @@ pub static AUTHORIZATION_V1BETA1_SELF_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -216,6 +239,7 @@ pub static AUTHORIZATION_V1BETA1_SELF_SUBJECT_ACCESS_REVIEW_SPEC: Message = Mess
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_RESOURCE_ATTRIBUTES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -223,6 +247,7 @@ pub static AUTHORIZATION_V1BETA1_SELF_SUBJECT_ACCESS_REVIEW_SPEC: Message = Mess
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_NON_RESOURCE_ATTRIBUTES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -237,6 +262,7 @@ pub static AUTHORIZATION_V1BETA1_SELF_SUBJECT_RULES_REVIEW: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -244,6 +270,7 @@ pub static AUTHORIZATION_V1BETA1_SELF_SUBJECT_RULES_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_SELF_SUBJECT_RULES_REVIEW_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -251,6 +278,7 @@ pub static AUTHORIZATION_V1BETA1_SELF_SUBJECT_RULES_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_SUBJECT_RULES_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -264,6 +292,7 @@ pub static AUTHORIZATION_V1BETA1_SELF_SUBJECT_RULES_REVIEW_SPEC: Message = Messa
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -277,6 +306,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -284,6 +314,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -291,6 +322,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -305,6 +337,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_RESOURCE_ATTRIBUTES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -312,6 +345,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_NON_RESOURCE_ATTRIBUTES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -319,6 +353,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -326,6 +361,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -333,6 +369,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::StringList,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -340,6 +377,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -354,6 +392,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -361,6 +400,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -368,6 +408,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -375,6 +416,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -389,6 +431,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_RULES_REVIEW_STATUS: Message = Message 
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_RESOURCE_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -396,6 +439,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_RULES_REVIEW_STATUS: Message = Message 
             ty: Ty::Message(&AUTHORIZATION_V1BETA1_NON_RESOURCE_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -403,6 +447,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_RULES_REVIEW_STATUS: Message = Message 
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -410,6 +455,7 @@ pub static AUTHORIZATION_V1BETA1_SUBJECT_RULES_REVIEW_STATUS: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -424,6 +470,7 @@ pub static AUTHORIZATION_V1_FIELD_SELECTOR_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -431,6 +478,7 @@ pub static AUTHORIZATION_V1_FIELD_SELECTOR_ATTRIBUTES: Message = Message {
             ty: Ty::Message(&META_V1_FIELD_SELECTOR_REQUIREMENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -445,6 +493,7 @@ pub static AUTHORIZATION_V1_LABEL_SELECTOR_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -452,6 +501,7 @@ pub static AUTHORIZATION_V1_LABEL_SELECTOR_ATTRIBUTES: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR_REQUIREMENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -466,6 +516,7 @@ pub static AUTHORIZATION_V1_LOCAL_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -473,6 +524,7 @@ pub static AUTHORIZATION_V1_LOCAL_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -480,6 +532,7 @@ pub static AUTHORIZATION_V1_LOCAL_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -494,6 +547,7 @@ pub static AUTHORIZATION_V1_NON_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -501,6 +555,7 @@ pub static AUTHORIZATION_V1_NON_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -515,6 +570,7 @@ pub static AUTHORIZATION_V1_NON_RESOURCE_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -522,6 +578,7 @@ pub static AUTHORIZATION_V1_NON_RESOURCE_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -536,6 +593,7 @@ pub static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -543,6 +601,7 @@ pub static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -550,6 +609,7 @@ pub static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -557,6 +617,7 @@ pub static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -564,6 +625,7 @@ pub static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -571,6 +633,7 @@ pub static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -578,6 +641,7 @@ pub static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -585,6 +649,7 @@ pub static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_FIELD_SELECTOR_ATTRIBUTES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -592,6 +657,7 @@ pub static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_LABEL_SELECTOR_ATTRIBUTES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -606,6 +672,7 @@ pub static AUTHORIZATION_V1_RESOURCE_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -613,6 +680,7 @@ pub static AUTHORIZATION_V1_RESOURCE_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -620,6 +688,7 @@ pub static AUTHORIZATION_V1_RESOURCE_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -627,6 +696,7 @@ pub static AUTHORIZATION_V1_RESOURCE_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -641,6 +711,7 @@ pub static AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -648,6 +719,7 @@ pub static AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -655,6 +727,7 @@ pub static AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -669,6 +742,7 @@ pub static AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_RESOURCE_ATTRIBUTES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -676,6 +750,7 @@ pub static AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_NON_RESOURCE_ATTRIBUTES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -690,6 +765,7 @@ pub static AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -697,6 +773,7 @@ pub static AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -704,6 +781,7 @@ pub static AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_SUBJECT_RULES_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -717,6 +795,7 @@ pub static AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW_SPEC: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -730,6 +809,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -737,6 +817,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -744,6 +825,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -758,6 +840,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_RESOURCE_ATTRIBUTES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -765,6 +848,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_NON_RESOURCE_ATTRIBUTES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -772,6 +856,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -779,6 +864,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -786,6 +872,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::StringList,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -793,6 +880,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -807,6 +895,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -814,6 +903,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -821,6 +911,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -828,6 +919,7 @@ pub static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -842,6 +934,7 @@ pub static AUTHORIZATION_V1_SUBJECT_RULES_REVIEW_STATUS: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_RESOURCE_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -849,6 +942,7 @@ pub static AUTHORIZATION_V1_SUBJECT_RULES_REVIEW_STATUS: Message = Message {
             ty: Ty::Message(&AUTHORIZATION_V1_NON_RESOURCE_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -856,6 +950,7 @@ pub static AUTHORIZATION_V1_SUBJECT_RULES_REVIEW_STATUS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -863,6 +958,7 @@ pub static AUTHORIZATION_V1_SUBJECT_RULES_REVIEW_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };

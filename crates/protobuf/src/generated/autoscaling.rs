@@ -13,6 +13,7 @@ pub static AUTOSCALING_V1_CROSS_VERSION_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static AUTOSCALING_V1_CROSS_VERSION_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static AUTOSCALING_V1_CROSS_VERSION_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -41,6 +44,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -48,6 +52,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -55,6 +60,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -69,6 +75,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -76,6 +83,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_LIST: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -90,6 +98,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V1_CROSS_VERSION_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -97,6 +106,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -104,6 +114,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -111,6 +122,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -125,6 +137,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -132,6 +145,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -139,6 +153,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -146,6 +161,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -153,6 +169,7 @@ pub static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -167,6 +184,7 @@ pub static AUTOSCALING_V1_SCALE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -174,6 +192,7 @@ pub static AUTOSCALING_V1_SCALE: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V1_SCALE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -181,6 +200,7 @@ pub static AUTOSCALING_V1_SCALE: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V1_SCALE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -194,6 +214,7 @@ pub static AUTOSCALING_V1_SCALE_SPEC: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -207,6 +228,7 @@ pub static AUTOSCALING_V1_SCALE_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -214,6 +236,7 @@ pub static AUTOSCALING_V1_SCALE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -228,6 +251,7 @@ pub static AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -235,6 +259,7 @@ pub static AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_SOURCE: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_TARGET),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -242,6 +267,7 @@ pub static AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -256,6 +282,7 @@ pub static AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -263,6 +290,7 @@ pub static AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_VALUE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -270,6 +298,7 @@ pub static AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -284,6 +313,7 @@ pub static AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -291,6 +321,7 @@ pub static AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -298,6 +329,7 @@ pub static AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -312,6 +344,7 @@ pub static AUTOSCALING_V2_EXTERNAL_METRIC_SOURCE: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_IDENTIFIER),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -319,6 +352,7 @@ pub static AUTOSCALING_V2_EXTERNAL_METRIC_SOURCE: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_TARGET),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -333,6 +367,7 @@ pub static AUTOSCALING_V2_EXTERNAL_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_IDENTIFIER),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -340,6 +375,7 @@ pub static AUTOSCALING_V2_EXTERNAL_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_VALUE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -354,6 +390,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -361,6 +398,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -368,6 +406,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -382,6 +421,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_BEHAVIOR: Message = Message 
             ty: Ty::Message(&AUTOSCALING_V2_HPA_SCALING_RULES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -389,6 +429,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_BEHAVIOR: Message = Message 
             ty: Ty::Message(&AUTOSCALING_V2_HPA_SCALING_RULES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -403,6 +444,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_CONDITION: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -410,6 +452,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_CONDITION: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -417,6 +460,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_CONDITION: Message = Message
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -424,6 +468,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_CONDITION: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -431,6 +476,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_CONDITION: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -438,6 +484,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_CONDITION: Message = Message
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -452,6 +499,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -459,6 +507,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_LIST: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -473,6 +522,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -480,6 +530,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -487,6 +538,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -494,6 +546,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_SPEC),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -501,6 +554,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_BEHAVIOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -515,6 +569,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -522,6 +577,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -529,6 +585,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -536,6 +593,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -543,6 +601,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -550,6 +609,7 @@ pub static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -564,6 +624,7 @@ pub static AUTOSCALING_V2_HPA_SCALING_POLICY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -571,6 +632,7 @@ pub static AUTOSCALING_V2_HPA_SCALING_POLICY: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -578,6 +640,7 @@ pub static AUTOSCALING_V2_HPA_SCALING_POLICY: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -592,6 +655,7 @@ pub static AUTOSCALING_V2_HPA_SCALING_RULES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -599,6 +663,7 @@ pub static AUTOSCALING_V2_HPA_SCALING_RULES: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_HPA_SCALING_POLICY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -606,6 +671,7 @@ pub static AUTOSCALING_V2_HPA_SCALING_RULES: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -613,6 +679,7 @@ pub static AUTOSCALING_V2_HPA_SCALING_RULES: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -627,6 +694,7 @@ pub static AUTOSCALING_V2_METRIC_IDENTIFIER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -634,6 +702,7 @@ pub static AUTOSCALING_V2_METRIC_IDENTIFIER: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -648,6 +717,7 @@ pub static AUTOSCALING_V2_METRIC_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -655,6 +725,7 @@ pub static AUTOSCALING_V2_METRIC_SPEC: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_OBJECT_METRIC_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -662,6 +733,7 @@ pub static AUTOSCALING_V2_METRIC_SPEC: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_PODS_METRIC_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -669,6 +741,7 @@ pub static AUTOSCALING_V2_METRIC_SPEC: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_RESOURCE_METRIC_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -676,6 +749,7 @@ pub static AUTOSCALING_V2_METRIC_SPEC: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_EXTERNAL_METRIC_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -683,6 +757,7 @@ pub static AUTOSCALING_V2_METRIC_SPEC: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -697,6 +772,7 @@ pub static AUTOSCALING_V2_METRIC_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -704,6 +780,7 @@ pub static AUTOSCALING_V2_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_OBJECT_METRIC_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -711,6 +788,7 @@ pub static AUTOSCALING_V2_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_PODS_METRIC_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -718,6 +796,7 @@ pub static AUTOSCALING_V2_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_RESOURCE_METRIC_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -725,6 +804,7 @@ pub static AUTOSCALING_V2_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_EXTERNAL_METRIC_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -732,6 +812,7 @@ pub static AUTOSCALING_V2_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -746,6 +827,7 @@ pub static AUTOSCALING_V2_METRIC_TARGET: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -753,6 +835,7 @@ pub static AUTOSCALING_V2_METRIC_TARGET: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -760,6 +843,7 @@ pub static AUTOSCALING_V2_METRIC_TARGET: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -767,6 +851,7 @@ pub static AUTOSCALING_V2_METRIC_TARGET: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -781,6 +866,7 @@ pub static AUTOSCALING_V2_METRIC_VALUE_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -788,6 +874,7 @@ pub static AUTOSCALING_V2_METRIC_VALUE_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -795,6 +882,7 @@ pub static AUTOSCALING_V2_METRIC_VALUE_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -809,6 +897,7 @@ pub static AUTOSCALING_V2_OBJECT_METRIC_SOURCE: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -816,6 +905,7 @@ pub static AUTOSCALING_V2_OBJECT_METRIC_SOURCE: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_TARGET),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -823,6 +913,7 @@ pub static AUTOSCALING_V2_OBJECT_METRIC_SOURCE: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_IDENTIFIER),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -837,6 +928,7 @@ pub static AUTOSCALING_V2_OBJECT_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_IDENTIFIER),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -844,6 +936,7 @@ pub static AUTOSCALING_V2_OBJECT_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_VALUE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -851,6 +944,7 @@ pub static AUTOSCALING_V2_OBJECT_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -865,6 +959,7 @@ pub static AUTOSCALING_V2_PODS_METRIC_SOURCE: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_IDENTIFIER),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -872,6 +967,7 @@ pub static AUTOSCALING_V2_PODS_METRIC_SOURCE: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_TARGET),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -886,6 +982,7 @@ pub static AUTOSCALING_V2_PODS_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_IDENTIFIER),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -893,6 +990,7 @@ pub static AUTOSCALING_V2_PODS_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_VALUE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -907,6 +1005,7 @@ pub static AUTOSCALING_V2_RESOURCE_METRIC_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -914,6 +1013,7 @@ pub static AUTOSCALING_V2_RESOURCE_METRIC_SOURCE: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_TARGET),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -928,6 +1028,7 @@ pub static AUTOSCALING_V2_RESOURCE_METRIC_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -935,6 +1036,7 @@ pub static AUTOSCALING_V2_RESOURCE_METRIC_STATUS: Message = Message {
             ty: Ty::Message(&AUTOSCALING_V2_METRIC_VALUE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };

@@ -13,6 +13,7 @@ pub static BATCH_V1BETA1_CRON_JOB: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static BATCH_V1BETA1_CRON_JOB: Message = Message {
             ty: Ty::Message(&BATCH_V1BETA1_CRON_JOB_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static BATCH_V1BETA1_CRON_JOB: Message = Message {
             ty: Ty::Message(&BATCH_V1BETA1_CRON_JOB_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -41,6 +44,7 @@ pub static BATCH_V1BETA1_CRON_JOB_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -48,6 +52,7 @@ pub static BATCH_V1BETA1_CRON_JOB_LIST: Message = Message {
             ty: Ty::Message(&BATCH_V1BETA1_CRON_JOB),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -62,6 +67,7 @@ pub static BATCH_V1BETA1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -69,6 +75,7 @@ pub static BATCH_V1BETA1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -76,6 +83,7 @@ pub static BATCH_V1BETA1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -83,6 +91,7 @@ pub static BATCH_V1BETA1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -90,6 +99,7 @@ pub static BATCH_V1BETA1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::Message(&BATCH_V1BETA1_JOB_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -97,6 +107,7 @@ pub static BATCH_V1BETA1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -104,6 +115,7 @@ pub static BATCH_V1BETA1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -111,6 +123,7 @@ pub static BATCH_V1BETA1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -125,6 +138,7 @@ pub static BATCH_V1BETA1_CRON_JOB_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -132,6 +146,7 @@ pub static BATCH_V1BETA1_CRON_JOB_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -139,6 +154,7 @@ pub static BATCH_V1BETA1_CRON_JOB_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -153,6 +169,7 @@ pub static BATCH_V1BETA1_JOB_TEMPLATE_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -160,6 +177,7 @@ pub static BATCH_V1BETA1_JOB_TEMPLATE_SPEC: Message = Message {
             ty: Ty::Message(&BATCH_V1_JOB_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -174,6 +192,7 @@ pub static BATCH_V1_CRON_JOB: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -181,6 +200,7 @@ pub static BATCH_V1_CRON_JOB: Message = Message {
             ty: Ty::Message(&BATCH_V1_CRON_JOB_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -188,6 +208,7 @@ pub static BATCH_V1_CRON_JOB: Message = Message {
             ty: Ty::Message(&BATCH_V1_CRON_JOB_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -202,6 +223,7 @@ pub static BATCH_V1_CRON_JOB_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -209,6 +231,7 @@ pub static BATCH_V1_CRON_JOB_LIST: Message = Message {
             ty: Ty::Message(&BATCH_V1_CRON_JOB),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -223,6 +246,7 @@ pub static BATCH_V1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -230,6 +254,7 @@ pub static BATCH_V1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -237,6 +262,7 @@ pub static BATCH_V1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -244,6 +270,7 @@ pub static BATCH_V1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -251,6 +278,7 @@ pub static BATCH_V1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::Message(&BATCH_V1_JOB_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -258,6 +286,7 @@ pub static BATCH_V1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -265,6 +294,7 @@ pub static BATCH_V1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -272,6 +302,7 @@ pub static BATCH_V1_CRON_JOB_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -286,6 +317,7 @@ pub static BATCH_V1_CRON_JOB_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -293,6 +325,7 @@ pub static BATCH_V1_CRON_JOB_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -300,6 +333,7 @@ pub static BATCH_V1_CRON_JOB_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -314,6 +348,7 @@ pub static BATCH_V1_JOB: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -321,6 +356,7 @@ pub static BATCH_V1_JOB: Message = Message {
             ty: Ty::Message(&BATCH_V1_JOB_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -328,6 +364,7 @@ pub static BATCH_V1_JOB: Message = Message {
             ty: Ty::Message(&BATCH_V1_JOB_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -342,6 +379,7 @@ pub static BATCH_V1_JOB_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -349,6 +387,7 @@ pub static BATCH_V1_JOB_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -356,6 +395,7 @@ pub static BATCH_V1_JOB_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -363,6 +403,7 @@ pub static BATCH_V1_JOB_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -370,6 +411,7 @@ pub static BATCH_V1_JOB_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -377,6 +419,7 @@ pub static BATCH_V1_JOB_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -391,6 +434,7 @@ pub static BATCH_V1_JOB_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -398,6 +442,7 @@ pub static BATCH_V1_JOB_LIST: Message = Message {
             ty: Ty::Message(&BATCH_V1_JOB),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -412,6 +457,7 @@ pub static BATCH_V1_JOB_SCHEDULING_CONFIGURATION: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -419,6 +465,7 @@ pub static BATCH_V1_JOB_SCHEDULING_CONFIGURATION: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_SCHEDULING_CONSTRAINTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -426,6 +473,7 @@ pub static BATCH_V1_JOB_SCHEDULING_CONFIGURATION: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -433,6 +481,7 @@ pub static BATCH_V1_JOB_SCHEDULING_CONFIGURATION: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_RESOURCE_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -447,6 +496,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -454,6 +504,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -461,6 +512,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -468,6 +520,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -475,6 +528,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -482,6 +536,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -489,6 +544,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -496,6 +552,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -503,6 +560,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -510,6 +568,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -517,6 +576,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Message(&BATCH_V1_POD_FAILURE_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -524,6 +584,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 13,
@@ -531,6 +592,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 14,
@@ -538,6 +600,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 15,
@@ -545,6 +608,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 16,
@@ -552,6 +616,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Message(&BATCH_V1_SUCCESS_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 17,
@@ -559,6 +624,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
             ty: Ty::Message(&BATCH_V1_JOB_SCHEDULING_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -573,6 +639,7 @@ pub static BATCH_V1_JOB_STATUS: Message = Message {
             ty: Ty::Message(&BATCH_V1_JOB_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -580,6 +647,7 @@ pub static BATCH_V1_JOB_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -587,6 +655,7 @@ pub static BATCH_V1_JOB_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -594,6 +663,7 @@ pub static BATCH_V1_JOB_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -601,6 +671,7 @@ pub static BATCH_V1_JOB_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -608,6 +679,7 @@ pub static BATCH_V1_JOB_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -615,6 +687,7 @@ pub static BATCH_V1_JOB_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -622,6 +695,7 @@ pub static BATCH_V1_JOB_STATUS: Message = Message {
             ty: Ty::Message(&BATCH_V1_UNCOUNTED_TERMINATED_PODS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -629,6 +703,7 @@ pub static BATCH_V1_JOB_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -636,6 +711,7 @@ pub static BATCH_V1_JOB_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -643,6 +719,7 @@ pub static BATCH_V1_JOB_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -657,6 +734,7 @@ pub static BATCH_V1_JOB_TEMPLATE_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -664,6 +742,7 @@ pub static BATCH_V1_JOB_TEMPLATE_SPEC: Message = Message {
             ty: Ty::Message(&BATCH_V1_JOB_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -677,6 +756,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY: Message = Message {
         ty: Ty::Message(&BATCH_V1_POD_FAILURE_POLICY_RULE),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -690,6 +770,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY_ON_EXIT_CODES_REQUIREMENT: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -697,6 +778,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY_ON_EXIT_CODES_REQUIREMENT: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -704,6 +786,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY_ON_EXIT_CODES_REQUIREMENT: Message = Mess
             ty: Ty::Int32,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -718,6 +801,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY_ON_POD_CONDITIONS_PATTERN: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -725,6 +809,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY_ON_POD_CONDITIONS_PATTERN: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -739,6 +824,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -746,6 +832,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY_RULE: Message = Message {
             ty: Ty::Message(&BATCH_V1_POD_FAILURE_POLICY_ON_EXIT_CODES_REQUIREMENT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -753,6 +840,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY_RULE: Message = Message {
             ty: Ty::Message(&BATCH_V1_POD_FAILURE_POLICY_ON_POD_CONDITIONS_PATTERN),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -766,6 +854,7 @@ pub static BATCH_V1_SUCCESS_POLICY: Message = Message {
         ty: Ty::Message(&BATCH_V1_SUCCESS_POLICY_RULE),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -779,6 +868,7 @@ pub static BATCH_V1_SUCCESS_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -786,6 +876,7 @@ pub static BATCH_V1_SUCCESS_POLICY_RULE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -800,6 +891,7 @@ pub static BATCH_V1_UNCOUNTED_TERMINATED_PODS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -807,6 +899,7 @@ pub static BATCH_V1_UNCOUNTED_TERMINATED_PODS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };

@@ -13,6 +13,7 @@ pub static CERTIFICATES_V1ALPHA1_CLUSTER_TRUST_BUNDLE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static CERTIFICATES_V1ALPHA1_CLUSTER_TRUST_BUNDLE: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1ALPHA1_CLUSTER_TRUST_BUNDLE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -34,6 +36,7 @@ pub static CERTIFICATES_V1ALPHA1_CLUSTER_TRUST_BUNDLE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -41,6 +44,7 @@ pub static CERTIFICATES_V1ALPHA1_CLUSTER_TRUST_BUNDLE_LIST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1ALPHA1_CLUSTER_TRUST_BUNDLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -55,6 +59,7 @@ pub static CERTIFICATES_V1ALPHA1_CLUSTER_TRUST_BUNDLE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -62,6 +67,7 @@ pub static CERTIFICATES_V1ALPHA1_CLUSTER_TRUST_BUNDLE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -76,6 +82,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -83,6 +90,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -90,6 +98,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -104,6 +113,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -111,6 +121,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -118,6 +129,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -125,6 +137,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message =
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -132,6 +145,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message =
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -139,6 +153,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -153,6 +168,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_LIST: Message = Mess
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -160,6 +176,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_LIST: Message = Mess
             ty: Ty::Message(&CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -174,6 +191,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Mess
             ty: Ty::Bytes,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -181,6 +199,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -188,6 +207,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -195,6 +215,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Mess
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -202,6 +223,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Mess
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -209,6 +231,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Mess
             ty: Ty::StringList,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -216,6 +239,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -223,6 +247,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Mess
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -237,6 +262,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_STATUS: Message = Me
             ty: Ty::Message(&CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -244,6 +270,7 @@ pub static CERTIFICATES_V1BETA1_CERTIFICATE_SIGNING_REQUEST_STATUS: Message = Me
             ty: Ty::Bytes,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -258,6 +285,7 @@ pub static CERTIFICATES_V1BETA1_CLUSTER_TRUST_BUNDLE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -265,6 +293,7 @@ pub static CERTIFICATES_V1BETA1_CLUSTER_TRUST_BUNDLE: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1BETA1_CLUSTER_TRUST_BUNDLE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -279,6 +308,7 @@ pub static CERTIFICATES_V1BETA1_CLUSTER_TRUST_BUNDLE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -286,6 +316,7 @@ pub static CERTIFICATES_V1BETA1_CLUSTER_TRUST_BUNDLE_LIST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1BETA1_CLUSTER_TRUST_BUNDLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -300,6 +331,7 @@ pub static CERTIFICATES_V1BETA1_CLUSTER_TRUST_BUNDLE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -307,6 +339,7 @@ pub static CERTIFICATES_V1BETA1_CLUSTER_TRUST_BUNDLE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -321,6 +354,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -328,6 +362,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -335,6 +370,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -349,6 +385,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_LIST: Message = Message 
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -356,6 +393,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_LIST: Message = Message 
             ty: Ty::Message(&CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -370,6 +408,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -377,6 +416,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -384,6 +424,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -391,6 +432,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -398,6 +440,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -405,6 +448,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -412,6 +456,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 8,
@@ -419,6 +464,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message 
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -426,6 +472,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message 
             ty: Ty::Bytes,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -433,6 +480,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message 
             ty: Ty::Bytes,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -440,6 +488,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message 
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -447,6 +496,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message 
             ty: Ty::Bytes,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -461,6 +511,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_STATUS: Message = Messag
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -468,6 +519,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_STATUS: Message = Messag
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -475,6 +527,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_STATUS: Message = Messag
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -482,6 +535,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_STATUS: Message = Messag
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -489,6 +543,7 @@ pub static CERTIFICATES_V1BETA1_POD_CERTIFICATE_REQUEST_STATUS: Message = Messag
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -503,6 +558,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -510,6 +566,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -517,6 +574,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -531,6 +589,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -538,6 +597,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -545,6 +605,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -552,6 +613,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message = Mess
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -559,6 +621,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message = Mess
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -566,6 +629,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -580,6 +644,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -587,6 +652,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_LIST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -601,6 +667,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Message {
             ty: Ty::Bytes,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -608,6 +675,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -615,6 +683,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -622,6 +691,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -629,6 +699,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -636,6 +707,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Message {
             ty: Ty::StringList,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -643,6 +715,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 8,
@@ -650,6 +723,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -664,6 +738,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_STATUS: Message = Message
             ty: Ty::Message(&CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -671,6 +746,7 @@ pub static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_STATUS: Message = Message
             ty: Ty::Bytes,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -685,6 +761,7 @@ pub static CERTIFICATES_V1_CLUSTER_TRUST_BUNDLE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -692,6 +769,7 @@ pub static CERTIFICATES_V1_CLUSTER_TRUST_BUNDLE: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1_CLUSTER_TRUST_BUNDLE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -706,6 +784,7 @@ pub static CERTIFICATES_V1_CLUSTER_TRUST_BUNDLE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -713,6 +792,7 @@ pub static CERTIFICATES_V1_CLUSTER_TRUST_BUNDLE_LIST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1_CLUSTER_TRUST_BUNDLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -727,6 +807,7 @@ pub static CERTIFICATES_V1_CLUSTER_TRUST_BUNDLE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -734,6 +815,7 @@ pub static CERTIFICATES_V1_CLUSTER_TRUST_BUNDLE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -748,6 +830,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -755,6 +838,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -762,6 +846,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -776,6 +861,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -783,6 +869,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_LIST: Message = Message {
             ty: Ty::Message(&CERTIFICATES_V1_POD_CERTIFICATE_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -797,6 +884,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -804,6 +892,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -811,6 +900,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -818,6 +908,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -825,6 +916,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -832,6 +924,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -839,6 +932,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 8,
@@ -846,6 +940,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -853,6 +948,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -860,6 +956,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_SPEC: Message = Message {
             ty: Ty::Bytes,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -874,6 +971,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -881,6 +979,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -888,6 +987,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -895,6 +995,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -902,6 +1003,7 @@ pub static CERTIFICATES_V1_POD_CERTIFICATE_REQUEST_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };

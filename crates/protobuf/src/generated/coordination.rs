@@ -13,6 +13,7 @@ pub static COORDINATION_V1ALPHA2_LEASE_CANDIDATE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static COORDINATION_V1ALPHA2_LEASE_CANDIDATE: Message = Message {
             ty: Ty::Message(&COORDINATION_V1ALPHA2_LEASE_CANDIDATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -34,6 +36,7 @@ pub static COORDINATION_V1ALPHA2_LEASE_CANDIDATE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -41,6 +44,7 @@ pub static COORDINATION_V1ALPHA2_LEASE_CANDIDATE_LIST: Message = Message {
             ty: Ty::Message(&COORDINATION_V1ALPHA2_LEASE_CANDIDATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -55,6 +59,7 @@ pub static COORDINATION_V1ALPHA2_LEASE_CANDIDATE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -62,6 +67,7 @@ pub static COORDINATION_V1ALPHA2_LEASE_CANDIDATE_SPEC: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -69,6 +75,7 @@ pub static COORDINATION_V1ALPHA2_LEASE_CANDIDATE_SPEC: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -76,6 +83,7 @@ pub static COORDINATION_V1ALPHA2_LEASE_CANDIDATE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -83,6 +91,7 @@ pub static COORDINATION_V1ALPHA2_LEASE_CANDIDATE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -90,6 +99,7 @@ pub static COORDINATION_V1ALPHA2_LEASE_CANDIDATE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -104,6 +114,7 @@ pub static COORDINATION_V1BETA1_LEASE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -111,6 +122,7 @@ pub static COORDINATION_V1BETA1_LEASE: Message = Message {
             ty: Ty::Message(&COORDINATION_V1BETA1_LEASE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -125,6 +137,7 @@ pub static COORDINATION_V1BETA1_LEASE_CANDIDATE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -132,6 +145,7 @@ pub static COORDINATION_V1BETA1_LEASE_CANDIDATE: Message = Message {
             ty: Ty::Message(&COORDINATION_V1BETA1_LEASE_CANDIDATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -146,6 +160,7 @@ pub static COORDINATION_V1BETA1_LEASE_CANDIDATE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -153,6 +168,7 @@ pub static COORDINATION_V1BETA1_LEASE_CANDIDATE_LIST: Message = Message {
             ty: Ty::Message(&COORDINATION_V1BETA1_LEASE_CANDIDATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -167,6 +183,7 @@ pub static COORDINATION_V1BETA1_LEASE_CANDIDATE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -174,6 +191,7 @@ pub static COORDINATION_V1BETA1_LEASE_CANDIDATE_SPEC: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -181,6 +199,7 @@ pub static COORDINATION_V1BETA1_LEASE_CANDIDATE_SPEC: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -188,6 +207,7 @@ pub static COORDINATION_V1BETA1_LEASE_CANDIDATE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -195,6 +215,7 @@ pub static COORDINATION_V1BETA1_LEASE_CANDIDATE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -202,6 +223,7 @@ pub static COORDINATION_V1BETA1_LEASE_CANDIDATE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -216,6 +238,7 @@ pub static COORDINATION_V1BETA1_LEASE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -223,6 +246,7 @@ pub static COORDINATION_V1BETA1_LEASE_LIST: Message = Message {
             ty: Ty::Message(&COORDINATION_V1BETA1_LEASE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -237,6 +261,7 @@ pub static COORDINATION_V1BETA1_LEASE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -244,6 +269,7 @@ pub static COORDINATION_V1BETA1_LEASE_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -251,6 +277,7 @@ pub static COORDINATION_V1BETA1_LEASE_SPEC: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -258,6 +285,7 @@ pub static COORDINATION_V1BETA1_LEASE_SPEC: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -265,6 +293,7 @@ pub static COORDINATION_V1BETA1_LEASE_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -272,6 +301,7 @@ pub static COORDINATION_V1BETA1_LEASE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -279,6 +309,7 @@ pub static COORDINATION_V1BETA1_LEASE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -293,6 +324,7 @@ pub static COORDINATION_V1_LEASE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -300,6 +332,7 @@ pub static COORDINATION_V1_LEASE: Message = Message {
             ty: Ty::Message(&COORDINATION_V1_LEASE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -314,6 +347,7 @@ pub static COORDINATION_V1_LEASE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -321,6 +355,7 @@ pub static COORDINATION_V1_LEASE_LIST: Message = Message {
             ty: Ty::Message(&COORDINATION_V1_LEASE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -335,6 +370,7 @@ pub static COORDINATION_V1_LEASE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -342,6 +378,7 @@ pub static COORDINATION_V1_LEASE_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -349,6 +386,7 @@ pub static COORDINATION_V1_LEASE_SPEC: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -356,6 +394,7 @@ pub static COORDINATION_V1_LEASE_SPEC: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -363,6 +402,7 @@ pub static COORDINATION_V1_LEASE_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -370,6 +410,7 @@ pub static COORDINATION_V1_LEASE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -377,6 +418,7 @@ pub static COORDINATION_V1_LEASE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };

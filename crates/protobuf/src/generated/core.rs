@@ -13,6 +13,7 @@ pub static CORE_V1_AFFINITY: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_AFFINITY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static CORE_V1_AFFINITY: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_AFFINITY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static CORE_V1_AFFINITY: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_ANTI_AFFINITY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -41,6 +44,7 @@ pub static CORE_V1_APP_ARMOR_PROFILE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -48,6 +52,7 @@ pub static CORE_V1_APP_ARMOR_PROFILE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -62,6 +67,7 @@ pub static CORE_V1_ATTACHED_VOLUME: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -69,6 +75,7 @@ pub static CORE_V1_ATTACHED_VOLUME: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -83,6 +90,7 @@ pub static CORE_V1_AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -90,6 +98,7 @@ pub static CORE_V1_AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -97,6 +106,7 @@ pub static CORE_V1_AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -104,6 +114,7 @@ pub static CORE_V1_AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -118,6 +129,7 @@ pub static CORE_V1_AZURE_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -125,6 +137,7 @@ pub static CORE_V1_AZURE_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -132,6 +145,7 @@ pub static CORE_V1_AZURE_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -139,6 +153,7 @@ pub static CORE_V1_AZURE_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -146,6 +161,7 @@ pub static CORE_V1_AZURE_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -153,6 +169,7 @@ pub static CORE_V1_AZURE_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -167,6 +184,7 @@ pub static CORE_V1_AZURE_FILE_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -174,6 +192,7 @@ pub static CORE_V1_AZURE_FILE_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -181,6 +200,7 @@ pub static CORE_V1_AZURE_FILE_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -188,6 +208,7 @@ pub static CORE_V1_AZURE_FILE_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -202,6 +223,7 @@ pub static CORE_V1_AZURE_FILE_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -209,6 +231,7 @@ pub static CORE_V1_AZURE_FILE_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -216,6 +239,7 @@ pub static CORE_V1_AZURE_FILE_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -230,6 +254,7 @@ pub static CORE_V1_BINDING: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -237,6 +262,7 @@ pub static CORE_V1_BINDING: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -251,6 +277,7 @@ pub static CORE_V1_CAPABILITIES: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -258,6 +285,7 @@ pub static CORE_V1_CAPABILITIES: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -272,6 +300,7 @@ pub static CORE_V1_CEPH_FS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -279,6 +308,7 @@ pub static CORE_V1_CEPH_FS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -286,6 +316,7 @@ pub static CORE_V1_CEPH_FS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -293,6 +324,7 @@ pub static CORE_V1_CEPH_FS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -300,6 +332,7 @@ pub static CORE_V1_CEPH_FS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -307,6 +340,7 @@ pub static CORE_V1_CEPH_FS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -321,6 +355,7 @@ pub static CORE_V1_CEPH_FS_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -328,6 +363,7 @@ pub static CORE_V1_CEPH_FS_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -335,6 +371,7 @@ pub static CORE_V1_CEPH_FS_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -342,6 +379,7 @@ pub static CORE_V1_CEPH_FS_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -349,6 +387,7 @@ pub static CORE_V1_CEPH_FS_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -356,6 +395,7 @@ pub static CORE_V1_CEPH_FS_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -370,6 +410,7 @@ pub static CORE_V1_CINDER_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -377,6 +418,7 @@ pub static CORE_V1_CINDER_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -384,6 +426,7 @@ pub static CORE_V1_CINDER_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -391,6 +434,7 @@ pub static CORE_V1_CINDER_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -405,6 +449,7 @@ pub static CORE_V1_CINDER_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -412,6 +457,7 @@ pub static CORE_V1_CINDER_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -419,6 +465,7 @@ pub static CORE_V1_CINDER_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -426,6 +473,7 @@ pub static CORE_V1_CINDER_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -439,6 +487,7 @@ pub static CORE_V1_CLIENT_IP_CONFIG: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -452,6 +501,7 @@ pub static CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -459,6 +509,7 @@ pub static CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -466,6 +517,7 @@ pub static CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -473,6 +525,7 @@ pub static CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -480,6 +533,7 @@ pub static CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -487,6 +541,7 @@ pub static CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -501,6 +556,7 @@ pub static CORE_V1_COMPONENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -508,6 +564,7 @@ pub static CORE_V1_COMPONENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -515,6 +572,7 @@ pub static CORE_V1_COMPONENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -522,6 +580,7 @@ pub static CORE_V1_COMPONENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -536,6 +595,7 @@ pub static CORE_V1_COMPONENT_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -543,6 +603,7 @@ pub static CORE_V1_COMPONENT_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_COMPONENT_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -557,6 +618,7 @@ pub static CORE_V1_COMPONENT_STATUS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -564,6 +626,7 @@ pub static CORE_V1_COMPONENT_STATUS_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_COMPONENT_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -578,6 +641,7 @@ pub static CORE_V1_CONFIG_MAP: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -585,6 +649,7 @@ pub static CORE_V1_CONFIG_MAP: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -592,6 +657,7 @@ pub static CORE_V1_CONFIG_MAP: Message = Message {
             ty: Ty::Bytes,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -599,6 +665,7 @@ pub static CORE_V1_CONFIG_MAP: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -613,6 +680,7 @@ pub static CORE_V1_CONFIG_MAP_ENV_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -620,6 +688,7 @@ pub static CORE_V1_CONFIG_MAP_ENV_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -634,6 +703,7 @@ pub static CORE_V1_CONFIG_MAP_KEY_SELECTOR: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -641,6 +711,7 @@ pub static CORE_V1_CONFIG_MAP_KEY_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -648,6 +719,7 @@ pub static CORE_V1_CONFIG_MAP_KEY_SELECTOR: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -662,6 +734,7 @@ pub static CORE_V1_CONFIG_MAP_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -669,6 +742,7 @@ pub static CORE_V1_CONFIG_MAP_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_CONFIG_MAP),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -683,6 +757,7 @@ pub static CORE_V1_CONFIG_MAP_NODE_CONFIG_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -690,6 +765,7 @@ pub static CORE_V1_CONFIG_MAP_NODE_CONFIG_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -697,6 +773,7 @@ pub static CORE_V1_CONFIG_MAP_NODE_CONFIG_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -704,6 +781,7 @@ pub static CORE_V1_CONFIG_MAP_NODE_CONFIG_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -711,6 +789,7 @@ pub static CORE_V1_CONFIG_MAP_NODE_CONFIG_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -725,6 +804,7 @@ pub static CORE_V1_CONFIG_MAP_PROJECTION: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -732,6 +812,7 @@ pub static CORE_V1_CONFIG_MAP_PROJECTION: Message = Message {
             ty: Ty::Message(&CORE_V1_KEY_TO_PATH),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -739,6 +820,7 @@ pub static CORE_V1_CONFIG_MAP_PROJECTION: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -753,6 +835,7 @@ pub static CORE_V1_CONFIG_MAP_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -760,6 +843,7 @@ pub static CORE_V1_CONFIG_MAP_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_KEY_TO_PATH),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -767,6 +851,7 @@ pub static CORE_V1_CONFIG_MAP_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -774,6 +859,7 @@ pub static CORE_V1_CONFIG_MAP_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -781,6 +867,7 @@ pub static CORE_V1_CONFIG_MAP_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -795,6 +882,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -802,6 +890,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -809,6 +898,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -816,6 +906,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -823,6 +914,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -830,6 +922,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_PORT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -837,6 +930,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_ENV_VAR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -844,6 +938,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_REQUIREMENTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 9,
@@ -851,6 +946,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_MOUNT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -858,6 +954,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_PROBE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -865,6 +962,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_PROBE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -872,6 +970,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_LIFECYCLE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 13,
@@ -879,6 +978,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 14,
@@ -886,6 +986,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 15,
@@ -893,6 +994,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_SECURITY_CONTEXT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 16,
@@ -900,6 +1002,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 17,
@@ -907,6 +1010,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 18,
@@ -914,6 +1018,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 19,
@@ -921,6 +1026,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_ENV_FROM_SOURCE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 20,
@@ -928,6 +1034,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 21,
@@ -935,6 +1042,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_DEVICE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 22,
@@ -942,6 +1050,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_PROBE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 23,
@@ -949,6 +1058,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_RESIZE_POLICY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 24,
@@ -956,6 +1066,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 25,
@@ -963,6 +1074,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_RESTART_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -977,6 +1089,7 @@ pub static CORE_V1_CONTAINER_EXTENDED_RESOURCE_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -984,6 +1097,7 @@ pub static CORE_V1_CONTAINER_EXTENDED_RESOURCE_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -991,6 +1105,7 @@ pub static CORE_V1_CONTAINER_EXTENDED_RESOURCE_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1005,6 +1120,7 @@ pub static CORE_V1_CONTAINER_IMAGE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1012,6 +1128,7 @@ pub static CORE_V1_CONTAINER_IMAGE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1026,6 +1143,7 @@ pub static CORE_V1_CONTAINER_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1033,6 +1151,7 @@ pub static CORE_V1_CONTAINER_PORT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1040,6 +1159,7 @@ pub static CORE_V1_CONTAINER_PORT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1047,6 +1167,7 @@ pub static CORE_V1_CONTAINER_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1054,6 +1175,7 @@ pub static CORE_V1_CONTAINER_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1068,6 +1190,7 @@ pub static CORE_V1_CONTAINER_RESIZE_POLICY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1075,6 +1198,7 @@ pub static CORE_V1_CONTAINER_RESIZE_POLICY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1089,6 +1213,7 @@ pub static CORE_V1_CONTAINER_RESTART_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1096,6 +1221,7 @@ pub static CORE_V1_CONTAINER_RESTART_RULE: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_RESTART_RULE_ON_EXIT_CODES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1110,6 +1236,7 @@ pub static CORE_V1_CONTAINER_RESTART_RULE_ON_EXIT_CODES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1117,6 +1244,7 @@ pub static CORE_V1_CONTAINER_RESTART_RULE_ON_EXIT_CODES: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1131,6 +1259,7 @@ pub static CORE_V1_CONTAINER_STATE: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_STATE_WAITING),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1138,6 +1267,7 @@ pub static CORE_V1_CONTAINER_STATE: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_STATE_RUNNING),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1145,6 +1275,7 @@ pub static CORE_V1_CONTAINER_STATE: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_STATE_TERMINATED),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1158,6 +1289,7 @@ pub static CORE_V1_CONTAINER_STATE_RUNNING: Message = Message {
         ty: Ty::Time,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1171,6 +1303,7 @@ pub static CORE_V1_CONTAINER_STATE_TERMINATED: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1178,6 +1311,7 @@ pub static CORE_V1_CONTAINER_STATE_TERMINATED: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1185,6 +1319,7 @@ pub static CORE_V1_CONTAINER_STATE_TERMINATED: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1192,6 +1327,7 @@ pub static CORE_V1_CONTAINER_STATE_TERMINATED: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1199,6 +1335,7 @@ pub static CORE_V1_CONTAINER_STATE_TERMINATED: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -1206,6 +1343,7 @@ pub static CORE_V1_CONTAINER_STATE_TERMINATED: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -1213,6 +1351,7 @@ pub static CORE_V1_CONTAINER_STATE_TERMINATED: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1227,6 +1366,7 @@ pub static CORE_V1_CONTAINER_STATE_WAITING: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1234,6 +1374,7 @@ pub static CORE_V1_CONTAINER_STATE_WAITING: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1248,6 +1389,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1255,6 +1397,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_STATE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1262,6 +1405,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_STATE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1269,6 +1413,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -1276,6 +1421,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -1283,6 +1429,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -1290,6 +1437,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 8,
@@ -1297,6 +1445,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -1304,6 +1453,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -1311,6 +1461,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -1318,6 +1469,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_REQUIREMENTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -1325,6 +1477,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_MOUNT_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 13,
@@ -1332,6 +1485,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_USER),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 14,
@@ -1339,6 +1493,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 15,
@@ -1346,6 +1501,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1359,6 +1515,7 @@ pub static CORE_V1_CONTAINER_USER: Message = Message {
         ty: Ty::Message(&CORE_V1_LINUX_CONTAINER_USER),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1372,6 +1529,7 @@ pub static CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1379,6 +1537,7 @@ pub static CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1386,6 +1545,7 @@ pub static CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1393,6 +1553,7 @@ pub static CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1400,6 +1561,7 @@ pub static CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1407,6 +1569,7 @@ pub static CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1414,6 +1577,7 @@ pub static CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -1421,6 +1585,7 @@ pub static CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -1428,6 +1593,7 @@ pub static CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -1435,6 +1601,7 @@ pub static CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1449,6 +1616,7 @@ pub static CORE_V1_CSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1456,6 +1624,7 @@ pub static CORE_V1_CSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1463,6 +1632,7 @@ pub static CORE_V1_CSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1470,6 +1640,7 @@ pub static CORE_V1_CSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1477,6 +1648,7 @@ pub static CORE_V1_CSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1490,6 +1662,7 @@ pub static CORE_V1_DAEMON_ENDPOINT: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1502,6 +1675,7 @@ pub static CORE_V1_DOWNWARD_API_PROJECTION: Message = Message {
         ty: Ty::Message(&CORE_V1_DOWNWARD_API_VOLUME_FILE),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1515,6 +1689,7 @@ pub static CORE_V1_DOWNWARD_API_VOLUME_FILE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1522,6 +1697,7 @@ pub static CORE_V1_DOWNWARD_API_VOLUME_FILE: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_FIELD_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1529,6 +1705,7 @@ pub static CORE_V1_DOWNWARD_API_VOLUME_FILE: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_FIELD_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1536,6 +1713,7 @@ pub static CORE_V1_DOWNWARD_API_VOLUME_FILE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1543,6 +1721,7 @@ pub static CORE_V1_DOWNWARD_API_VOLUME_FILE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1557,6 +1736,7 @@ pub static CORE_V1_DOWNWARD_API_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_DOWNWARD_API_VOLUME_FILE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1564,6 +1744,7 @@ pub static CORE_V1_DOWNWARD_API_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1571,6 +1752,7 @@ pub static CORE_V1_DOWNWARD_API_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1585,6 +1767,7 @@ pub static CORE_V1_EMPTY_DIR_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1592,6 +1775,7 @@ pub static CORE_V1_EMPTY_DIR_VOLUME_SOURCE: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1599,6 +1783,7 @@ pub static CORE_V1_EMPTY_DIR_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1613,6 +1798,7 @@ pub static CORE_V1_ENDPOINTS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1620,6 +1806,7 @@ pub static CORE_V1_ENDPOINTS: Message = Message {
             ty: Ty::Message(&CORE_V1_ENDPOINT_SUBSET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1634,6 +1821,7 @@ pub static CORE_V1_ENDPOINTS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1641,6 +1829,7 @@ pub static CORE_V1_ENDPOINTS_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_ENDPOINTS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1655,6 +1844,7 @@ pub static CORE_V1_ENDPOINT_ADDRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1662,6 +1852,7 @@ pub static CORE_V1_ENDPOINT_ADDRESS: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1669,6 +1860,7 @@ pub static CORE_V1_ENDPOINT_ADDRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1676,6 +1868,7 @@ pub static CORE_V1_ENDPOINT_ADDRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1690,6 +1883,7 @@ pub static CORE_V1_ENDPOINT_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1697,6 +1891,7 @@ pub static CORE_V1_ENDPOINT_PORT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1704,6 +1899,7 @@ pub static CORE_V1_ENDPOINT_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1711,6 +1907,7 @@ pub static CORE_V1_ENDPOINT_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1725,6 +1922,7 @@ pub static CORE_V1_ENDPOINT_SUBSET: Message = Message {
             ty: Ty::Message(&CORE_V1_ENDPOINT_ADDRESS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1732,6 +1930,7 @@ pub static CORE_V1_ENDPOINT_SUBSET: Message = Message {
             ty: Ty::Message(&CORE_V1_ENDPOINT_ADDRESS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1739,6 +1938,7 @@ pub static CORE_V1_ENDPOINT_SUBSET: Message = Message {
             ty: Ty::Message(&CORE_V1_ENDPOINT_PORT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1753,6 +1953,7 @@ pub static CORE_V1_ENV_FROM_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1760,6 +1961,7 @@ pub static CORE_V1_ENV_FROM_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_CONFIG_MAP_ENV_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1767,6 +1969,7 @@ pub static CORE_V1_ENV_FROM_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_ENV_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1781,6 +1984,7 @@ pub static CORE_V1_ENV_VAR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1788,6 +1992,7 @@ pub static CORE_V1_ENV_VAR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1795,6 +2000,7 @@ pub static CORE_V1_ENV_VAR: Message = Message {
             ty: Ty::Message(&CORE_V1_ENV_VAR_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1809,6 +2015,7 @@ pub static CORE_V1_ENV_VAR_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_FIELD_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1816,6 +2023,7 @@ pub static CORE_V1_ENV_VAR_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_FIELD_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1823,6 +2031,7 @@ pub static CORE_V1_ENV_VAR_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_CONFIG_MAP_KEY_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1830,6 +2039,7 @@ pub static CORE_V1_ENV_VAR_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_KEY_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1837,6 +2047,7 @@ pub static CORE_V1_ENV_VAR_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_FILE_KEY_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1851,6 +2062,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER: Message = Message {
             ty: Ty::Message(&CORE_V1_EPHEMERAL_CONTAINER_COMMON),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1858,6 +2070,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1872,6 +2085,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1879,6 +2093,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1886,6 +2101,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1893,6 +2109,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1900,6 +2117,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -1907,6 +2125,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_PORT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1914,6 +2133,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_ENV_VAR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -1921,6 +2141,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_REQUIREMENTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 9,
@@ -1928,6 +2149,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_MOUNT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -1935,6 +2157,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_PROBE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -1942,6 +2165,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_PROBE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -1949,6 +2173,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_LIFECYCLE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 13,
@@ -1956,6 +2181,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 14,
@@ -1963,6 +2189,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 15,
@@ -1970,6 +2197,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_SECURITY_CONTEXT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 16,
@@ -1977,6 +2205,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 17,
@@ -1984,6 +2213,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 18,
@@ -1991,6 +2221,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 19,
@@ -1998,6 +2229,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_ENV_FROM_SOURCE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 20,
@@ -2005,6 +2237,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 21,
@@ -2012,6 +2245,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_DEVICE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 22,
@@ -2019,6 +2253,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_PROBE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 23,
@@ -2026,6 +2261,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_RESIZE_POLICY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 24,
@@ -2033,6 +2269,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 25,
@@ -2040,6 +2277,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_RESTART_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2053,6 +2291,7 @@ pub static CORE_V1_EPHEMERAL_VOLUME_SOURCE: Message = Message {
         ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_TEMPLATE),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -2066,6 +2305,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2073,6 +2313,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2080,6 +2321,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -2087,6 +2329,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2094,6 +2337,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::Message(&CORE_V1_EVENT_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -2101,6 +2345,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -2108,6 +2353,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 8,
@@ -2115,6 +2361,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -2122,6 +2369,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -2129,6 +2377,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 11,
@@ -2136,6 +2385,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::Message(&CORE_V1_EVENT_SERIES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -2143,6 +2393,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 13,
@@ -2150,6 +2401,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 14,
@@ -2157,6 +2409,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 15,
@@ -2164,6 +2417,7 @@ pub static CORE_V1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2178,6 +2432,7 @@ pub static CORE_V1_EVENT_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2185,6 +2440,7 @@ pub static CORE_V1_EVENT_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_EVENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2199,6 +2455,7 @@ pub static CORE_V1_EVENT_SERIES: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2206,6 +2463,7 @@ pub static CORE_V1_EVENT_SERIES: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2220,6 +2478,7 @@ pub static CORE_V1_EVENT_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2227,6 +2486,7 @@ pub static CORE_V1_EVENT_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2241,6 +2501,7 @@ pub static CORE_V1_EVICTION_RESPONDER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2248,6 +2509,7 @@ pub static CORE_V1_EVICTION_RESPONDER: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2261,6 +2523,7 @@ pub static CORE_V1_EXEC_ACTION: Message = Message {
         ty: Ty::String,
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -2274,6 +2537,7 @@ pub static CORE_V1_FC_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2281,6 +2545,7 @@ pub static CORE_V1_FC_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2288,6 +2553,7 @@ pub static CORE_V1_FC_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -2295,6 +2561,7 @@ pub static CORE_V1_FC_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2302,6 +2569,7 @@ pub static CORE_V1_FC_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2316,6 +2584,7 @@ pub static CORE_V1_FILE_KEY_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2323,6 +2592,7 @@ pub static CORE_V1_FILE_KEY_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2330,6 +2600,7 @@ pub static CORE_V1_FILE_KEY_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2337,6 +2608,7 @@ pub static CORE_V1_FILE_KEY_SELECTOR: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2351,6 +2623,7 @@ pub static CORE_V1_FLEX_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2358,6 +2631,7 @@ pub static CORE_V1_FLEX_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -2365,6 +2639,7 @@ pub static CORE_V1_FLEX_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2372,6 +2647,7 @@ pub static CORE_V1_FLEX_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2379,6 +2655,7 @@ pub static CORE_V1_FLEX_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2393,6 +2670,7 @@ pub static CORE_V1_FLEX_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2400,6 +2678,7 @@ pub static CORE_V1_FLEX_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -2407,6 +2686,7 @@ pub static CORE_V1_FLEX_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2414,6 +2694,7 @@ pub static CORE_V1_FLEX_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2421,6 +2702,7 @@ pub static CORE_V1_FLEX_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2435,6 +2717,7 @@ pub static CORE_V1_FLOCKER_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2442,6 +2725,7 @@ pub static CORE_V1_FLOCKER_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2456,6 +2740,7 @@ pub static CORE_V1_GCE_PERSISTENT_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2463,6 +2748,7 @@ pub static CORE_V1_GCE_PERSISTENT_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -2470,6 +2756,7 @@ pub static CORE_V1_GCE_PERSISTENT_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -2477,6 +2764,7 @@ pub static CORE_V1_GCE_PERSISTENT_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2491,6 +2779,7 @@ pub static CORE_V1_GIT_REPO_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2498,6 +2787,7 @@ pub static CORE_V1_GIT_REPO_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -2505,6 +2795,7 @@ pub static CORE_V1_GIT_REPO_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2519,6 +2810,7 @@ pub static CORE_V1_GLUSTERFS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2526,6 +2818,7 @@ pub static CORE_V1_GLUSTERFS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2533,6 +2826,7 @@ pub static CORE_V1_GLUSTERFS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -2540,6 +2834,7 @@ pub static CORE_V1_GLUSTERFS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2554,6 +2849,7 @@ pub static CORE_V1_GLUSTERFS_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2561,6 +2857,7 @@ pub static CORE_V1_GLUSTERFS_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2568,6 +2865,7 @@ pub static CORE_V1_GLUSTERFS_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2582,6 +2880,7 @@ pub static CORE_V1_GRPC_ACTION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2589,6 +2888,7 @@ pub static CORE_V1_GRPC_ACTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2596,6 +2896,7 @@ pub static CORE_V1_GRPC_ACTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2610,6 +2911,7 @@ pub static CORE_V1_HOST_ALIAS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2617,6 +2919,7 @@ pub static CORE_V1_HOST_ALIAS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2630,6 +2933,7 @@ pub static CORE_V1_HOST_IP: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -2643,6 +2947,7 @@ pub static CORE_V1_HOST_PATH_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2650,6 +2955,7 @@ pub static CORE_V1_HOST_PATH_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2664,6 +2970,7 @@ pub static CORE_V1_HTTP_GET_ACTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2671,6 +2978,7 @@ pub static CORE_V1_HTTP_GET_ACTION: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2678,6 +2986,7 @@ pub static CORE_V1_HTTP_GET_ACTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -2685,6 +2994,7 @@ pub static CORE_V1_HTTP_GET_ACTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2692,6 +3002,7 @@ pub static CORE_V1_HTTP_GET_ACTION: Message = Message {
             ty: Ty::Message(&CORE_V1_HTTP_HEADER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -2699,6 +3010,7 @@ pub static CORE_V1_HTTP_GET_ACTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2713,6 +3025,7 @@ pub static CORE_V1_HTTP_HEADER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2720,6 +3033,7 @@ pub static CORE_V1_HTTP_HEADER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2734,6 +3048,7 @@ pub static CORE_V1_IMAGE_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2741,6 +3056,7 @@ pub static CORE_V1_IMAGE_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2754,6 +3070,7 @@ pub static CORE_V1_IMAGE_VOLUME_STATUS: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -2767,6 +3084,7 @@ pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2774,6 +3092,7 @@ pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2781,6 +3100,7 @@ pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2788,6 +3108,7 @@ pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2795,6 +3116,7 @@ pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -2802,6 +3124,7 @@ pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -2809,6 +3132,7 @@ pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -2816,6 +3140,7 @@ pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -2823,6 +3148,7 @@ pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -2830,6 +3156,7 @@ pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 12,
@@ -2837,6 +3164,7 @@ pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2851,6 +3179,7 @@ pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2858,6 +3187,7 @@ pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2865,6 +3195,7 @@ pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2872,6 +3203,7 @@ pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2879,6 +3211,7 @@ pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -2886,6 +3219,7 @@ pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -2893,6 +3227,7 @@ pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -2900,6 +3235,7 @@ pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -2907,6 +3243,7 @@ pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -2914,6 +3251,7 @@ pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 12,
@@ -2921,6 +3259,7 @@ pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2935,6 +3274,7 @@ pub static CORE_V1_KEY_TO_PATH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2942,6 +3282,7 @@ pub static CORE_V1_KEY_TO_PATH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2949,6 +3290,7 @@ pub static CORE_V1_KEY_TO_PATH: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2956,6 +3298,7 @@ pub static CORE_V1_KEY_TO_PATH: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2970,6 +3313,7 @@ pub static CORE_V1_LIFECYCLE: Message = Message {
             ty: Ty::Message(&CORE_V1_LIFECYCLE_HANDLER),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2977,6 +3321,7 @@ pub static CORE_V1_LIFECYCLE: Message = Message {
             ty: Ty::Message(&CORE_V1_LIFECYCLE_HANDLER),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2984,6 +3329,7 @@ pub static CORE_V1_LIFECYCLE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2998,6 +3344,7 @@ pub static CORE_V1_LIFECYCLE_HANDLER: Message = Message {
             ty: Ty::Message(&CORE_V1_EXEC_ACTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3005,6 +3352,7 @@ pub static CORE_V1_LIFECYCLE_HANDLER: Message = Message {
             ty: Ty::Message(&CORE_V1_HTTP_GET_ACTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -3012,6 +3360,7 @@ pub static CORE_V1_LIFECYCLE_HANDLER: Message = Message {
             ty: Ty::Message(&CORE_V1_TCP_SOCKET_ACTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -3019,6 +3368,7 @@ pub static CORE_V1_LIFECYCLE_HANDLER: Message = Message {
             ty: Ty::Message(&CORE_V1_SLEEP_ACTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3033,6 +3383,7 @@ pub static CORE_V1_LIMIT_RANGE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3040,6 +3391,7 @@ pub static CORE_V1_LIMIT_RANGE: Message = Message {
             ty: Ty::Message(&CORE_V1_LIMIT_RANGE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3054,6 +3406,7 @@ pub static CORE_V1_LIMIT_RANGE_ITEM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3061,6 +3414,7 @@ pub static CORE_V1_LIMIT_RANGE_ITEM: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -3068,6 +3422,7 @@ pub static CORE_V1_LIMIT_RANGE_ITEM: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -3075,6 +3430,7 @@ pub static CORE_V1_LIMIT_RANGE_ITEM: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -3082,6 +3438,7 @@ pub static CORE_V1_LIMIT_RANGE_ITEM: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -3089,6 +3446,7 @@ pub static CORE_V1_LIMIT_RANGE_ITEM: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3103,6 +3461,7 @@ pub static CORE_V1_LIMIT_RANGE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3110,6 +3469,7 @@ pub static CORE_V1_LIMIT_RANGE_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_LIMIT_RANGE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3123,6 +3483,7 @@ pub static CORE_V1_LIMIT_RANGE_SPEC: Message = Message {
         ty: Ty::Message(&CORE_V1_LIMIT_RANGE_ITEM),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -3136,6 +3497,7 @@ pub static CORE_V1_LINUX_CONTAINER_USER: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3143,6 +3505,7 @@ pub static CORE_V1_LINUX_CONTAINER_USER: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -3150,6 +3513,7 @@ pub static CORE_V1_LINUX_CONTAINER_USER: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3164,6 +3528,7 @@ pub static CORE_V1_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3171,6 +3536,7 @@ pub static CORE_V1_LIST: Message = Message {
             ty: Ty::RawExtension,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3185,6 +3551,7 @@ pub static CORE_V1_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -3192,6 +3559,7 @@ pub static CORE_V1_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -3199,6 +3567,7 @@ pub static CORE_V1_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -3206,6 +3575,7 @@ pub static CORE_V1_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::Message(&CORE_V1_PORT_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3219,6 +3589,7 @@ pub static CORE_V1_LOAD_BALANCER_STATUS: Message = Message {
         ty: Ty::Message(&CORE_V1_LOAD_BALANCER_INGRESS),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -3231,6 +3602,7 @@ pub static CORE_V1_LOCAL_OBJECT_REFERENCE: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -3244,6 +3616,7 @@ pub static CORE_V1_LOCAL_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3251,6 +3624,7 @@ pub static CORE_V1_LOCAL_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3265,6 +3639,7 @@ pub static CORE_V1_MODIFY_VOLUME_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -3272,6 +3647,7 @@ pub static CORE_V1_MODIFY_VOLUME_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3286,6 +3662,7 @@ pub static CORE_V1_NAMESPACE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3293,6 +3670,7 @@ pub static CORE_V1_NAMESPACE: Message = Message {
             ty: Ty::Message(&CORE_V1_NAMESPACE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -3300,6 +3678,7 @@ pub static CORE_V1_NAMESPACE: Message = Message {
             ty: Ty::Message(&CORE_V1_NAMESPACE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3314,6 +3693,7 @@ pub static CORE_V1_NAMESPACE_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3321,6 +3701,7 @@ pub static CORE_V1_NAMESPACE_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -3328,6 +3709,7 @@ pub static CORE_V1_NAMESPACE_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -3335,6 +3717,7 @@ pub static CORE_V1_NAMESPACE_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -3342,6 +3725,7 @@ pub static CORE_V1_NAMESPACE_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -3356,6 +3740,7 @@ pub static CORE_V1_NAMESPACE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3363,6 +3748,7 @@ pub static CORE_V1_NAMESPACE_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_NAMESPACE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3376,6 +3762,7 @@ pub static CORE_V1_NAMESPACE_SPEC: Message = Message {
         ty: Ty::String,
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -3389,6 +3776,7 @@ pub static CORE_V1_NAMESPACE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -3396,6 +3784,7 @@ pub static CORE_V1_NAMESPACE_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NAMESPACE_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3410,6 +3799,7 @@ pub static CORE_V1_NFS_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3417,6 +3807,7 @@ pub static CORE_V1_NFS_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -3424,6 +3815,7 @@ pub static CORE_V1_NFS_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -3438,6 +3830,7 @@ pub static CORE_V1_NODE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3445,6 +3838,7 @@ pub static CORE_V1_NODE: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -3452,6 +3846,7 @@ pub static CORE_V1_NODE: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3466,6 +3861,7 @@ pub static CORE_V1_NODE_ADDRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3473,6 +3869,7 @@ pub static CORE_V1_NODE_ADDRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3487,6 +3884,7 @@ pub static CORE_V1_NODE_AFFINITY: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3494,6 +3892,7 @@ pub static CORE_V1_NODE_AFFINITY: Message = Message {
             ty: Ty::Message(&CORE_V1_PREFERRED_SCHEDULING_TERM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3508,6 +3907,7 @@ pub static CORE_V1_NODE_ALLOCATABLE_MAPPED_RESOURCES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3515,6 +3915,7 @@ pub static CORE_V1_NODE_ALLOCATABLE_MAPPED_RESOURCES: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3529,6 +3930,7 @@ pub static CORE_V1_NODE_ALLOCATABLE_OVERHEAD_RESOURCES: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3536,6 +3938,7 @@ pub static CORE_V1_NODE_ALLOCATABLE_OVERHEAD_RESOURCES: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -3543,6 +3946,7 @@ pub static CORE_V1_NODE_ALLOCATABLE_OVERHEAD_RESOURCES: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3557,6 +3961,7 @@ pub static CORE_V1_NODE_ALLOCATABLE_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3564,6 +3969,7 @@ pub static CORE_V1_NODE_ALLOCATABLE_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -3571,6 +3977,7 @@ pub static CORE_V1_NODE_ALLOCATABLE_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_ALLOCATABLE_MAPPED_RESOURCES),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -3578,6 +3985,7 @@ pub static CORE_V1_NODE_ALLOCATABLE_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_ALLOCATABLE_OVERHEAD_RESOURCES),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3592,6 +4000,7 @@ pub static CORE_V1_NODE_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3599,6 +4008,7 @@ pub static CORE_V1_NODE_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -3606,6 +4016,7 @@ pub static CORE_V1_NODE_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -3613,6 +4024,7 @@ pub static CORE_V1_NODE_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -3620,6 +4032,7 @@ pub static CORE_V1_NODE_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -3627,6 +4040,7 @@ pub static CORE_V1_NODE_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -3640,6 +4054,7 @@ pub static CORE_V1_NODE_CONFIG_SOURCE: Message = Message {
         ty: Ty::Message(&CORE_V1_CONFIG_MAP_NODE_CONFIG_SOURCE),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -3653,6 +4068,7 @@ pub static CORE_V1_NODE_CONFIG_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_CONFIG_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3660,6 +4076,7 @@ pub static CORE_V1_NODE_CONFIG_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_CONFIG_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -3667,6 +4084,7 @@ pub static CORE_V1_NODE_CONFIG_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_CONFIG_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -3674,6 +4092,7 @@ pub static CORE_V1_NODE_CONFIG_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -3687,6 +4106,7 @@ pub static CORE_V1_NODE_DAEMON_ENDPOINTS: Message = Message {
         ty: Ty::Message(&CORE_V1_DAEMON_ENDPOINT),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -3699,6 +4119,7 @@ pub static CORE_V1_NODE_FEATURES: Message = Message {
         ty: Ty::Bool,
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -3712,6 +4133,7 @@ pub static CORE_V1_NODE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3719,6 +4141,7 @@ pub static CORE_V1_NODE_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3732,6 +4155,7 @@ pub static CORE_V1_NODE_POD_PREEMPTION_POLICY: Message = Message {
         ty: Ty::String,
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -3744,6 +4168,7 @@ pub static CORE_V1_NODE_PROXY_OPTIONS: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -3757,6 +4182,7 @@ pub static CORE_V1_NODE_RUNTIME_HANDLER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3764,6 +4190,7 @@ pub static CORE_V1_NODE_RUNTIME_HANDLER: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_RUNTIME_HANDLER_FEATURES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3778,6 +4205,7 @@ pub static CORE_V1_NODE_RUNTIME_HANDLER_FEATURES: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3785,6 +4213,7 @@ pub static CORE_V1_NODE_RUNTIME_HANDLER_FEATURES: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3798,6 +4227,7 @@ pub static CORE_V1_NODE_SELECTOR: Message = Message {
         ty: Ty::Message(&CORE_V1_NODE_SELECTOR_TERM),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -3811,6 +4241,7 @@ pub static CORE_V1_NODE_SELECTOR_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3818,6 +4249,7 @@ pub static CORE_V1_NODE_SELECTOR_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -3825,6 +4257,7 @@ pub static CORE_V1_NODE_SELECTOR_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3839,6 +4272,7 @@ pub static CORE_V1_NODE_SELECTOR_TERM: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR_REQUIREMENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3846,6 +4280,7 @@ pub static CORE_V1_NODE_SELECTOR_TERM: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR_REQUIREMENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3860,6 +4295,7 @@ pub static CORE_V1_NODE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -3867,6 +4303,7 @@ pub static CORE_V1_NODE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -3874,6 +4311,7 @@ pub static CORE_V1_NODE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -3881,6 +4319,7 @@ pub static CORE_V1_NODE_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -3888,6 +4327,7 @@ pub static CORE_V1_NODE_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_TAINT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -3895,6 +4335,7 @@ pub static CORE_V1_NODE_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_CONFIG_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -3902,6 +4343,7 @@ pub static CORE_V1_NODE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -3909,6 +4351,7 @@ pub static CORE_V1_NODE_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_POD_PREEMPTION_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3923,6 +4366,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3930,6 +4374,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -3937,6 +4382,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -3944,6 +4390,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -3951,6 +4398,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_ADDRESS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -3958,6 +4406,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_DAEMON_ENDPOINTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -3965,6 +4414,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SYSTEM_INFO),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 8,
@@ -3972,6 +4422,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_IMAGE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -3979,6 +4430,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -3986,6 +4438,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_ATTACHED_VOLUME),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -3993,6 +4446,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_CONFIG_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -4000,6 +4454,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_RUNTIME_HANDLER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 13,
@@ -4007,6 +4462,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_FEATURES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 14,
@@ -4014,6 +4470,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4027,6 +4484,7 @@ pub static CORE_V1_NODE_SWAP_STATUS: Message = Message {
         ty: Ty::Int64,
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -4040,6 +4498,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4047,6 +4506,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -4054,6 +4514,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -4061,6 +4522,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -4068,6 +4530,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -4075,6 +4538,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -4082,6 +4546,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 8,
@@ -4089,6 +4554,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 9,
@@ -4096,6 +4562,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 10,
@@ -4103,6 +4570,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 11,
@@ -4110,6 +4578,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SWAP_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -4117,6 +4586,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4131,6 +4601,7 @@ pub static CORE_V1_OBJECT_FIELD_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -4138,6 +4609,7 @@ pub static CORE_V1_OBJECT_FIELD_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4152,6 +4624,7 @@ pub static CORE_V1_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -4159,6 +4632,7 @@ pub static CORE_V1_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -4166,6 +4640,7 @@ pub static CORE_V1_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -4173,6 +4648,7 @@ pub static CORE_V1_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -4180,6 +4656,7 @@ pub static CORE_V1_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -4187,6 +4664,7 @@ pub static CORE_V1_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -4194,6 +4672,7 @@ pub static CORE_V1_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -4208,6 +4687,7 @@ pub static CORE_V1_PERSISTENT_VOLUME: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4215,6 +4695,7 @@ pub static CORE_V1_PERSISTENT_VOLUME: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -4222,6 +4703,7 @@ pub static CORE_V1_PERSISTENT_VOLUME: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4236,6 +4718,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4243,6 +4726,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -4250,6 +4734,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4264,6 +4749,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4271,6 +4757,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -4278,6 +4765,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -4285,6 +4773,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -4292,6 +4781,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -4299,6 +4789,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -4313,6 +4804,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4320,6 +4812,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4334,6 +4827,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -4341,6 +4835,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_RESOURCE_REQUIREMENTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -4348,6 +4843,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -4355,6 +4851,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -4362,6 +4859,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -4369,6 +4867,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -4376,6 +4875,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_TYPED_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -4383,6 +4883,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_TYPED_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -4390,6 +4891,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4404,6 +4906,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -4411,6 +4914,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -4418,6 +4922,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -4425,6 +4930,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -4432,6 +4938,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -4439,6 +4946,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -4446,6 +4954,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -4453,6 +4962,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_MODIFY_VOLUME_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -4460,6 +4970,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_HEALTH_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4474,6 +4985,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_TEMPLATE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4481,6 +4993,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_TEMPLATE: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4495,6 +5008,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4502,6 +5016,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -4516,6 +5031,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4523,6 +5039,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4537,6 +5054,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_GCE_PERSISTENT_DISK_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -4544,6 +5062,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -4551,6 +5070,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_HOST_PATH_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -4558,6 +5078,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_GLUSTERFS_PERSISTENT_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -4565,6 +5086,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_NFS_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -4572,6 +5094,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_RBD_PERSISTENT_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -4579,6 +5102,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -4586,6 +5110,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_CINDER_PERSISTENT_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -4593,6 +5118,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_CEPH_FS_PERSISTENT_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -4600,6 +5126,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_FC_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -4607,6 +5134,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_FLOCKER_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -4614,6 +5142,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_FLEX_PERSISTENT_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 13,
@@ -4621,6 +5150,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_AZURE_FILE_PERSISTENT_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 14,
@@ -4628,6 +5158,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 15,
@@ -4635,6 +5166,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_QUOBYTE_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 16,
@@ -4642,6 +5174,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_AZURE_DISK_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 17,
@@ -4649,6 +5182,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_PHOTON_PERSISTENT_DISK_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 18,
@@ -4656,6 +5190,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_PORTWORX_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 19,
@@ -4663,6 +5198,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 20,
@@ -4670,6 +5206,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 21,
@@ -4677,6 +5214,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_STORAGE_OS_PERSISTENT_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 22,
@@ -4684,6 +5222,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4698,6 +5237,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -4705,6 +5245,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_SOURCE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -4712,6 +5253,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -4719,6 +5261,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -4726,6 +5269,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -4733,6 +5277,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -4740,6 +5285,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -4747,6 +5293,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -4754,6 +5301,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_NODE_AFFINITY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -4761,6 +5309,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4775,6 +5324,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -4782,6 +5332,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -4789,6 +5340,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -4796,6 +5348,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4810,6 +5363,7 @@ pub static CORE_V1_PHOTON_PERSISTENT_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4817,6 +5371,7 @@ pub static CORE_V1_PHOTON_PERSISTENT_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -4831,6 +5386,7 @@ pub static CORE_V1_POD: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4838,6 +5394,7 @@ pub static CORE_V1_POD: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -4845,6 +5402,7 @@ pub static CORE_V1_POD: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4859,6 +5417,7 @@ pub static CORE_V1_POD_AFFINITY: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_AFFINITY_TERM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -4866,6 +5425,7 @@ pub static CORE_V1_POD_AFFINITY: Message = Message {
             ty: Ty::Message(&CORE_V1_WEIGHTED_POD_AFFINITY_TERM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4880,6 +5440,7 @@ pub static CORE_V1_POD_AFFINITY_TERM: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -4887,6 +5448,7 @@ pub static CORE_V1_POD_AFFINITY_TERM: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -4894,6 +5456,7 @@ pub static CORE_V1_POD_AFFINITY_TERM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -4901,6 +5464,7 @@ pub static CORE_V1_POD_AFFINITY_TERM: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -4908,6 +5472,7 @@ pub static CORE_V1_POD_AFFINITY_TERM: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -4915,6 +5480,7 @@ pub static CORE_V1_POD_AFFINITY_TERM: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4929,6 +5495,7 @@ pub static CORE_V1_POD_ANTI_AFFINITY: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_AFFINITY_TERM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -4936,6 +5503,7 @@ pub static CORE_V1_POD_ANTI_AFFINITY: Message = Message {
             ty: Ty::Message(&CORE_V1_WEIGHTED_POD_AFFINITY_TERM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4950,6 +5518,7 @@ pub static CORE_V1_POD_ATTACH_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -4957,6 +5526,7 @@ pub static CORE_V1_POD_ATTACH_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -4964,6 +5534,7 @@ pub static CORE_V1_POD_ATTACH_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -4971,6 +5542,7 @@ pub static CORE_V1_POD_ATTACH_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -4978,6 +5550,7 @@ pub static CORE_V1_POD_ATTACH_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -4992,6 +5565,7 @@ pub static CORE_V1_POD_CERTIFICATE_PROJECTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -4999,6 +5573,7 @@ pub static CORE_V1_POD_CERTIFICATE_PROJECTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -5006,6 +5581,7 @@ pub static CORE_V1_POD_CERTIFICATE_PROJECTION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -5013,6 +5589,7 @@ pub static CORE_V1_POD_CERTIFICATE_PROJECTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -5020,6 +5597,7 @@ pub static CORE_V1_POD_CERTIFICATE_PROJECTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -5027,6 +5605,7 @@ pub static CORE_V1_POD_CERTIFICATE_PROJECTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -5034,6 +5613,7 @@ pub static CORE_V1_POD_CERTIFICATE_PROJECTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -5041,6 +5621,7 @@ pub static CORE_V1_POD_CERTIFICATE_PROJECTION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -5055,6 +5636,7 @@ pub static CORE_V1_POD_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -5062,6 +5644,7 @@ pub static CORE_V1_POD_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -5069,6 +5652,7 @@ pub static CORE_V1_POD_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -5076,6 +5660,7 @@ pub static CORE_V1_POD_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -5083,6 +5668,7 @@ pub static CORE_V1_POD_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -5090,6 +5676,7 @@ pub static CORE_V1_POD_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -5097,6 +5684,7 @@ pub static CORE_V1_POD_CONDITION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -5111,6 +5699,7 @@ pub static CORE_V1_POD_DNS_CONFIG: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -5118,6 +5707,7 @@ pub static CORE_V1_POD_DNS_CONFIG: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -5125,6 +5715,7 @@ pub static CORE_V1_POD_DNS_CONFIG: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_DNS_CONFIG_OPTION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -5139,6 +5730,7 @@ pub static CORE_V1_POD_DNS_CONFIG_OPTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -5146,6 +5738,7 @@ pub static CORE_V1_POD_DNS_CONFIG_OPTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -5160,6 +5753,7 @@ pub static CORE_V1_POD_EXEC_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -5167,6 +5761,7 @@ pub static CORE_V1_POD_EXEC_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -5174,6 +5769,7 @@ pub static CORE_V1_POD_EXEC_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -5181,6 +5777,7 @@ pub static CORE_V1_POD_EXEC_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -5188,6 +5785,7 @@ pub static CORE_V1_POD_EXEC_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -5195,6 +5793,7 @@ pub static CORE_V1_POD_EXEC_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -5209,6 +5808,7 @@ pub static CORE_V1_POD_EXTENDED_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_EXTENDED_RESOURCE_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -5216,6 +5816,7 @@ pub static CORE_V1_POD_EXTENDED_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -5229,6 +5830,7 @@ pub static CORE_V1_POD_IP: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -5242,6 +5844,7 @@ pub static CORE_V1_POD_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -5249,6 +5852,7 @@ pub static CORE_V1_POD_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_POD),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -5263,6 +5867,7 @@ pub static CORE_V1_POD_LOG_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -5270,6 +5875,7 @@ pub static CORE_V1_POD_LOG_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -5277,6 +5883,7 @@ pub static CORE_V1_POD_LOG_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -5284,6 +5891,7 @@ pub static CORE_V1_POD_LOG_OPTIONS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -5291,6 +5899,7 @@ pub static CORE_V1_POD_LOG_OPTIONS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -5298,6 +5907,7 @@ pub static CORE_V1_POD_LOG_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -5305,6 +5915,7 @@ pub static CORE_V1_POD_LOG_OPTIONS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -5312,6 +5923,7 @@ pub static CORE_V1_POD_LOG_OPTIONS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -5319,6 +5931,7 @@ pub static CORE_V1_POD_LOG_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -5326,6 +5939,7 @@ pub static CORE_V1_POD_LOG_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -5339,6 +5953,7 @@ pub static CORE_V1_POD_OS: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -5351,6 +5966,7 @@ pub static CORE_V1_POD_PORT_FORWARD_OPTIONS: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -5363,6 +5979,7 @@ pub static CORE_V1_POD_PROXY_OPTIONS: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -5375,6 +5992,7 @@ pub static CORE_V1_POD_READINESS_GATE: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -5388,6 +6006,7 @@ pub static CORE_V1_POD_RESOURCE_CLAIM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -5395,6 +6014,7 @@ pub static CORE_V1_POD_RESOURCE_CLAIM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -5402,6 +6022,7 @@ pub static CORE_V1_POD_RESOURCE_CLAIM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -5416,6 +6037,7 @@ pub static CORE_V1_POD_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -5423,6 +6045,7 @@ pub static CORE_V1_POD_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -5436,6 +6059,7 @@ pub static CORE_V1_POD_SCHEDULING_GATE: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -5448,6 +6072,7 @@ pub static CORE_V1_POD_SCHEDULING_GROUP: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -5461,6 +6086,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Message(&CORE_V1_SE_LINUX_OPTIONS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -5468,6 +6094,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -5475,6 +6102,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -5482,6 +6110,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -5489,6 +6118,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -5496,6 +6126,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -5503,6 +6134,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Message(&CORE_V1_SYSCTL),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -5510,6 +6142,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Message(&CORE_V1_WINDOWS_SECURITY_CONTEXT_OPTIONS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -5517,6 +6150,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -5524,6 +6158,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Message(&CORE_V1_SECCOMP_PROFILE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -5531,6 +6166,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Message(&CORE_V1_APP_ARMOR_PROFILE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -5538,6 +6174,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 13,
@@ -5545,6 +6182,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -5559,6 +6197,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -5566,6 +6205,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -5573,6 +6213,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -5580,6 +6221,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -5587,6 +6229,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -5594,6 +6237,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -5601,6 +6245,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -5608,6 +6253,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -5615,6 +6261,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -5622,6 +6269,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 11,
@@ -5629,6 +6277,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 12,
@@ -5636,6 +6285,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 13,
@@ -5643,6 +6293,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 14,
@@ -5650,6 +6301,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_SECURITY_CONTEXT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 15,
@@ -5657,6 +6309,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 16,
@@ -5664,6 +6317,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 17,
@@ -5671,6 +6325,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 18,
@@ -5678,6 +6333,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_AFFINITY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 19,
@@ -5685,6 +6341,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 20,
@@ -5692,6 +6349,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 21,
@@ -5699,6 +6357,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 22,
@@ -5706,6 +6365,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 23,
@@ -5713,6 +6373,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_HOST_ALIAS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 24,
@@ -5720,6 +6381,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 25,
@@ -5727,6 +6389,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 26,
@@ -5734,6 +6397,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_DNS_CONFIG),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 27,
@@ -5741,6 +6405,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 28,
@@ -5748,6 +6413,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_READINESS_GATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 29,
@@ -5755,6 +6421,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 30,
@@ -5762,6 +6429,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 31,
@@ -5769,6 +6437,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 32,
@@ -5776,6 +6445,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 33,
@@ -5783,6 +6453,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_TOPOLOGY_SPREAD_CONSTRAINT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 34,
@@ -5790,6 +6461,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_EPHEMERAL_CONTAINER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 35,
@@ -5797,6 +6469,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 36,
@@ -5804,6 +6477,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_OS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 37,
@@ -5811,6 +6485,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 38,
@@ -5818,6 +6493,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_SCHEDULING_GATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 39,
@@ -5825,6 +6501,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_RESOURCE_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 40,
@@ -5832,6 +6509,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_REQUIREMENTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 41,
@@ -5839,6 +6517,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 43,
@@ -5846,6 +6525,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_SCHEDULING_GROUP),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 44,
@@ -5853,6 +6533,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_EVICTION_RESPONDER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -5867,6 +6548,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -5874,6 +6556,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -5881,6 +6564,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -5888,6 +6572,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -5895,6 +6580,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -5902,6 +6588,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -5909,6 +6596,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -5916,6 +6604,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -5923,6 +6612,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -5930,6 +6620,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -5937,6 +6628,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 12,
@@ -5944,6 +6636,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_IP),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 13,
@@ -5951,6 +6644,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_CONTAINER_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 14,
@@ -5958,6 +6652,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 15,
@@ -5965,6 +6660,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_RESOURCE_CLAIM_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 16,
@@ -5972,6 +6668,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_HOST_IP),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 17,
@@ -5979,6 +6676,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 18,
@@ -5986,6 +6684,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_EXTENDED_RESOURCE_CLAIM_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 19,
@@ -5993,6 +6692,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 20,
@@ -6000,6 +6700,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_REQUIREMENTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 21,
@@ -6007,6 +6708,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_ALLOCATABLE_RESOURCE_CLAIM_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 22,
@@ -6014,6 +6716,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_VOLUME_HEALTH),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6028,6 +6731,7 @@ pub static CORE_V1_POD_TEMPLATE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6035,6 +6739,7 @@ pub static CORE_V1_POD_TEMPLATE: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -6049,6 +6754,7 @@ pub static CORE_V1_POD_TEMPLATE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6056,6 +6762,7 @@ pub static CORE_V1_POD_TEMPLATE_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6070,6 +6777,7 @@ pub static CORE_V1_POD_TEMPLATE_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6077,6 +6785,7 @@ pub static CORE_V1_POD_TEMPLATE_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -6091,6 +6800,7 @@ pub static CORE_V1_POD_VOLUME_HEALTH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6098,6 +6808,7 @@ pub static CORE_V1_POD_VOLUME_HEALTH: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_HEALTH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -6105,6 +6816,7 @@ pub static CORE_V1_POD_VOLUME_HEALTH: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -6119,6 +6831,7 @@ pub static CORE_V1_PORTWORX_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6126,6 +6839,7 @@ pub static CORE_V1_PORTWORX_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -6133,6 +6847,7 @@ pub static CORE_V1_PORTWORX_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -6147,6 +6862,7 @@ pub static CORE_V1_PORT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6154,6 +6870,7 @@ pub static CORE_V1_PORT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -6161,6 +6878,7 @@ pub static CORE_V1_PORT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6175,6 +6893,7 @@ pub static CORE_V1_PREFERRED_SCHEDULING_TERM: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6182,6 +6901,7 @@ pub static CORE_V1_PREFERRED_SCHEDULING_TERM: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR_TERM),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -6196,6 +6916,7 @@ pub static CORE_V1_PROBE: Message = Message {
             ty: Ty::Message(&CORE_V1_PROBE_HANDLER),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -6203,6 +6924,7 @@ pub static CORE_V1_PROBE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -6210,6 +6932,7 @@ pub static CORE_V1_PROBE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -6217,6 +6940,7 @@ pub static CORE_V1_PROBE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -6224,6 +6948,7 @@ pub static CORE_V1_PROBE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -6231,6 +6956,7 @@ pub static CORE_V1_PROBE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -6238,6 +6964,7 @@ pub static CORE_V1_PROBE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6252,6 +6979,7 @@ pub static CORE_V1_PROBE_HANDLER: Message = Message {
             ty: Ty::Message(&CORE_V1_EXEC_ACTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -6259,6 +6987,7 @@ pub static CORE_V1_PROBE_HANDLER: Message = Message {
             ty: Ty::Message(&CORE_V1_HTTP_GET_ACTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -6266,6 +6995,7 @@ pub static CORE_V1_PROBE_HANDLER: Message = Message {
             ty: Ty::Message(&CORE_V1_TCP_SOCKET_ACTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -6273,6 +7003,7 @@ pub static CORE_V1_PROBE_HANDLER: Message = Message {
             ty: Ty::Message(&CORE_V1_GRPC_ACTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6287,6 +7018,7 @@ pub static CORE_V1_PROJECTED_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_PROJECTION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -6294,6 +7026,7 @@ pub static CORE_V1_PROJECTED_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -6301,6 +7034,7 @@ pub static CORE_V1_PROJECTED_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6315,6 +7049,7 @@ pub static CORE_V1_QUOBYTE_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6322,6 +7057,7 @@ pub static CORE_V1_QUOBYTE_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -6329,6 +7065,7 @@ pub static CORE_V1_QUOBYTE_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -6336,6 +7073,7 @@ pub static CORE_V1_QUOBYTE_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -6343,6 +7081,7 @@ pub static CORE_V1_QUOBYTE_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -6350,6 +7089,7 @@ pub static CORE_V1_QUOBYTE_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -6364,6 +7104,7 @@ pub static CORE_V1_RANGE_ALLOCATION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6371,6 +7112,7 @@ pub static CORE_V1_RANGE_ALLOCATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -6378,6 +7120,7 @@ pub static CORE_V1_RANGE_ALLOCATION: Message = Message {
             ty: Ty::Bytes,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6392,6 +7135,7 @@ pub static CORE_V1_RBD_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -6399,6 +7143,7 @@ pub static CORE_V1_RBD_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -6406,6 +7151,7 @@ pub static CORE_V1_RBD_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -6413,6 +7159,7 @@ pub static CORE_V1_RBD_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -6420,6 +7167,7 @@ pub static CORE_V1_RBD_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -6427,6 +7175,7 @@ pub static CORE_V1_RBD_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -6434,6 +7183,7 @@ pub static CORE_V1_RBD_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -6441,6 +7191,7 @@ pub static CORE_V1_RBD_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -6455,6 +7206,7 @@ pub static CORE_V1_RBD_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -6462,6 +7214,7 @@ pub static CORE_V1_RBD_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -6469,6 +7222,7 @@ pub static CORE_V1_RBD_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -6476,6 +7230,7 @@ pub static CORE_V1_RBD_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -6483,6 +7238,7 @@ pub static CORE_V1_RBD_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -6490,6 +7246,7 @@ pub static CORE_V1_RBD_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -6497,6 +7254,7 @@ pub static CORE_V1_RBD_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -6504,6 +7262,7 @@ pub static CORE_V1_RBD_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -6518,6 +7277,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6525,6 +7285,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER: Message = Message {
             ty: Ty::Message(&CORE_V1_REPLICATION_CONTROLLER_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -6532,6 +7293,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER: Message = Message {
             ty: Ty::Message(&CORE_V1_REPLICATION_CONTROLLER_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -6546,6 +7308,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6553,6 +7316,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -6560,6 +7324,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -6567,6 +7332,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -6574,6 +7340,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -6588,6 +7355,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6595,6 +7363,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_REPLICATION_CONTROLLER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6609,6 +7378,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -6616,6 +7386,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -6623,6 +7394,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -6630,6 +7402,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -6644,6 +7417,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6651,6 +7425,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -6658,6 +7433,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -6665,6 +7441,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -6672,6 +7449,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -6679,6 +7457,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_REPLICATION_CONTROLLER_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6693,6 +7472,7 @@ pub static CORE_V1_RESOURCE_CLAIM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6700,6 +7480,7 @@ pub static CORE_V1_RESOURCE_CLAIM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -6714,6 +7495,7 @@ pub static CORE_V1_RESOURCE_FIELD_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -6721,6 +7503,7 @@ pub static CORE_V1_RESOURCE_FIELD_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -6728,6 +7511,7 @@ pub static CORE_V1_RESOURCE_FIELD_SELECTOR: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -6742,6 +7526,7 @@ pub static CORE_V1_RESOURCE_HEALTH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6749,6 +7534,7 @@ pub static CORE_V1_RESOURCE_HEALTH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -6756,6 +7542,7 @@ pub static CORE_V1_RESOURCE_HEALTH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6770,6 +7557,7 @@ pub static CORE_V1_RESOURCE_QUOTA: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6777,6 +7565,7 @@ pub static CORE_V1_RESOURCE_QUOTA: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_QUOTA_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -6784,6 +7573,7 @@ pub static CORE_V1_RESOURCE_QUOTA: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_QUOTA_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -6798,6 +7588,7 @@ pub static CORE_V1_RESOURCE_QUOTA_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6805,6 +7596,7 @@ pub static CORE_V1_RESOURCE_QUOTA_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_QUOTA),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6819,6 +7611,7 @@ pub static CORE_V1_RESOURCE_QUOTA_SPEC: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -6826,6 +7619,7 @@ pub static CORE_V1_RESOURCE_QUOTA_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -6833,6 +7627,7 @@ pub static CORE_V1_RESOURCE_QUOTA_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_SCOPE_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6847,6 +7642,7 @@ pub static CORE_V1_RESOURCE_QUOTA_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -6854,6 +7650,7 @@ pub static CORE_V1_RESOURCE_QUOTA_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6868,6 +7665,7 @@ pub static CORE_V1_RESOURCE_REQUIREMENTS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -6875,6 +7673,7 @@ pub static CORE_V1_RESOURCE_REQUIREMENTS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -6882,6 +7681,7 @@ pub static CORE_V1_RESOURCE_REQUIREMENTS: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6896,6 +7696,7 @@ pub static CORE_V1_RESOURCE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6903,6 +7704,7 @@ pub static CORE_V1_RESOURCE_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_RESOURCE_HEALTH),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -6917,6 +7719,7 @@ pub static CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -6924,6 +7727,7 @@ pub static CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -6931,6 +7735,7 @@ pub static CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -6938,6 +7743,7 @@ pub static CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -6945,6 +7751,7 @@ pub static CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -6952,6 +7759,7 @@ pub static CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -6959,6 +7767,7 @@ pub static CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -6966,6 +7775,7 @@ pub static CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -6973,6 +7783,7 @@ pub static CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -6980,6 +7791,7 @@ pub static CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -6994,6 +7806,7 @@ pub static CORE_V1_SCALE_IO_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -7001,6 +7814,7 @@ pub static CORE_V1_SCALE_IO_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -7008,6 +7822,7 @@ pub static CORE_V1_SCALE_IO_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -7015,6 +7830,7 @@ pub static CORE_V1_SCALE_IO_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -7022,6 +7838,7 @@ pub static CORE_V1_SCALE_IO_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -7029,6 +7846,7 @@ pub static CORE_V1_SCALE_IO_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -7036,6 +7854,7 @@ pub static CORE_V1_SCALE_IO_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -7043,6 +7862,7 @@ pub static CORE_V1_SCALE_IO_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -7050,6 +7870,7 @@ pub static CORE_V1_SCALE_IO_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -7057,6 +7878,7 @@ pub static CORE_V1_SCALE_IO_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -7071,6 +7893,7 @@ pub static CORE_V1_SCOPED_RESOURCE_SELECTOR_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -7078,6 +7901,7 @@ pub static CORE_V1_SCOPED_RESOURCE_SELECTOR_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -7085,6 +7909,7 @@ pub static CORE_V1_SCOPED_RESOURCE_SELECTOR_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7098,6 +7923,7 @@ pub static CORE_V1_SCOPE_SELECTOR: Message = Message {
         ty: Ty::Message(&CORE_V1_SCOPED_RESOURCE_SELECTOR_REQUIREMENT),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -7111,6 +7937,7 @@ pub static CORE_V1_SECCOMP_PROFILE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -7118,6 +7945,7 @@ pub static CORE_V1_SECCOMP_PROFILE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7132,6 +7960,7 @@ pub static CORE_V1_SECRET: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -7139,6 +7968,7 @@ pub static CORE_V1_SECRET: Message = Message {
             ty: Ty::Bytes,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -7146,6 +7976,7 @@ pub static CORE_V1_SECRET: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -7153,6 +7984,7 @@ pub static CORE_V1_SECRET: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -7160,6 +7992,7 @@ pub static CORE_V1_SECRET: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7174,6 +8007,7 @@ pub static CORE_V1_SECRET_ENV_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -7181,6 +8015,7 @@ pub static CORE_V1_SECRET_ENV_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7195,6 +8030,7 @@ pub static CORE_V1_SECRET_KEY_SELECTOR: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -7202,6 +8038,7 @@ pub static CORE_V1_SECRET_KEY_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -7209,6 +8046,7 @@ pub static CORE_V1_SECRET_KEY_SELECTOR: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7223,6 +8061,7 @@ pub static CORE_V1_SECRET_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -7230,6 +8069,7 @@ pub static CORE_V1_SECRET_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7244,6 +8084,7 @@ pub static CORE_V1_SECRET_PROJECTION: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -7251,6 +8092,7 @@ pub static CORE_V1_SECRET_PROJECTION: Message = Message {
             ty: Ty::Message(&CORE_V1_KEY_TO_PATH),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -7258,6 +8100,7 @@ pub static CORE_V1_SECRET_PROJECTION: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7272,6 +8115,7 @@ pub static CORE_V1_SECRET_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -7279,6 +8123,7 @@ pub static CORE_V1_SECRET_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -7293,6 +8138,7 @@ pub static CORE_V1_SECRET_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -7300,6 +8146,7 @@ pub static CORE_V1_SECRET_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_KEY_TO_PATH),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -7307,6 +8154,7 @@ pub static CORE_V1_SECRET_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -7314,6 +8162,7 @@ pub static CORE_V1_SECRET_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -7321,6 +8170,7 @@ pub static CORE_V1_SECRET_VOLUME_SOURCE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7335,6 +8185,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Message(&CORE_V1_CAPABILITIES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -7342,6 +8193,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -7349,6 +8201,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Message(&CORE_V1_SE_LINUX_OPTIONS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -7356,6 +8209,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -7363,6 +8217,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -7370,6 +8225,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -7377,6 +8233,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -7384,6 +8241,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -7391,6 +8249,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -7398,6 +8257,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Message(&CORE_V1_WINDOWS_SECURITY_CONTEXT_OPTIONS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -7405,6 +8265,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Message(&CORE_V1_SECCOMP_PROFILE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -7412,6 +8273,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
             ty: Ty::Message(&CORE_V1_APP_ARMOR_PROFILE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7425,6 +8287,7 @@ pub static CORE_V1_SERIALIZED_REFERENCE: Message = Message {
         ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -7438,6 +8301,7 @@ pub static CORE_V1_SERVICE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -7445,6 +8309,7 @@ pub static CORE_V1_SERVICE: Message = Message {
             ty: Ty::Message(&CORE_V1_SERVICE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -7452,6 +8317,7 @@ pub static CORE_V1_SERVICE: Message = Message {
             ty: Ty::Message(&CORE_V1_SERVICE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -7466,6 +8332,7 @@ pub static CORE_V1_SERVICE_ACCOUNT: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -7473,6 +8340,7 @@ pub static CORE_V1_SERVICE_ACCOUNT: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -7480,6 +8348,7 @@ pub static CORE_V1_SERVICE_ACCOUNT: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -7487,6 +8356,7 @@ pub static CORE_V1_SERVICE_ACCOUNT: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7501,6 +8371,7 @@ pub static CORE_V1_SERVICE_ACCOUNT_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -7508,6 +8379,7 @@ pub static CORE_V1_SERVICE_ACCOUNT_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_SERVICE_ACCOUNT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7522,6 +8394,7 @@ pub static CORE_V1_SERVICE_ACCOUNT_TOKEN_PROJECTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -7529,6 +8402,7 @@ pub static CORE_V1_SERVICE_ACCOUNT_TOKEN_PROJECTION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -7536,6 +8410,7 @@ pub static CORE_V1_SERVICE_ACCOUNT_TOKEN_PROJECTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -7543,6 +8418,7 @@ pub static CORE_V1_SERVICE_ACCOUNT_TOKEN_PROJECTION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7557,6 +8433,7 @@ pub static CORE_V1_SERVICE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -7564,6 +8441,7 @@ pub static CORE_V1_SERVICE_LIST: Message = Message {
             ty: Ty::Message(&CORE_V1_SERVICE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7578,6 +8456,7 @@ pub static CORE_V1_SERVICE_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -7585,6 +8464,7 @@ pub static CORE_V1_SERVICE_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -7592,6 +8472,7 @@ pub static CORE_V1_SERVICE_PORT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -7599,6 +8480,7 @@ pub static CORE_V1_SERVICE_PORT: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -7606,6 +8488,7 @@ pub static CORE_V1_SERVICE_PORT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -7613,6 +8496,7 @@ pub static CORE_V1_SERVICE_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7626,6 +8510,7 @@ pub static CORE_V1_SERVICE_PROXY_OPTIONS: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -7639,6 +8524,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_SERVICE_PORT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -7646,6 +8532,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -7653,6 +8540,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -7660,6 +8548,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -7667,6 +8556,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -7674,6 +8564,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -7681,6 +8572,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -7688,6 +8580,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -7695,6 +8588,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 11,
@@ -7702,6 +8596,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 12,
@@ -7709,6 +8604,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 13,
@@ -7716,6 +8612,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 14,
@@ -7723,6 +8620,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_SESSION_AFFINITY_CONFIG),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 17,
@@ -7730,6 +8628,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 18,
@@ -7737,6 +8636,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 19,
@@ -7744,6 +8644,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 20,
@@ -7751,6 +8652,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 21,
@@ -7758,6 +8660,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 22,
@@ -7765,6 +8668,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 23,
@@ -7772,6 +8676,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7786,6 +8691,7 @@ pub static CORE_V1_SERVICE_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_LOAD_BALANCER_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -7793,6 +8699,7 @@ pub static CORE_V1_SERVICE_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7806,6 +8713,7 @@ pub static CORE_V1_SESSION_AFFINITY_CONFIG: Message = Message {
         ty: Ty::Message(&CORE_V1_CLIENT_IP_CONFIG),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -7819,6 +8727,7 @@ pub static CORE_V1_SE_LINUX_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -7826,6 +8735,7 @@ pub static CORE_V1_SE_LINUX_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -7833,6 +8743,7 @@ pub static CORE_V1_SE_LINUX_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -7840,6 +8751,7 @@ pub static CORE_V1_SE_LINUX_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -7853,6 +8765,7 @@ pub static CORE_V1_SLEEP_ACTION: Message = Message {
         ty: Ty::Int64,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -7866,6 +8779,7 @@ pub static CORE_V1_STORAGE_OS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -7873,6 +8787,7 @@ pub static CORE_V1_STORAGE_OS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -7880,6 +8795,7 @@ pub static CORE_V1_STORAGE_OS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -7887,6 +8803,7 @@ pub static CORE_V1_STORAGE_OS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -7894,6 +8811,7 @@ pub static CORE_V1_STORAGE_OS_PERSISTENT_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7908,6 +8826,7 @@ pub static CORE_V1_STORAGE_OS_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -7915,6 +8834,7 @@ pub static CORE_V1_STORAGE_OS_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -7922,6 +8842,7 @@ pub static CORE_V1_STORAGE_OS_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -7929,6 +8850,7 @@ pub static CORE_V1_STORAGE_OS_VOLUME_SOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -7936,6 +8858,7 @@ pub static CORE_V1_STORAGE_OS_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -7950,6 +8873,7 @@ pub static CORE_V1_SYSCTL: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -7957,6 +8881,7 @@ pub static CORE_V1_SYSCTL: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -7971,6 +8896,7 @@ pub static CORE_V1_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -7978,6 +8904,7 @@ pub static CORE_V1_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -7985,6 +8912,7 @@ pub static CORE_V1_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -7992,6 +8920,7 @@ pub static CORE_V1_TAINT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -8006,6 +8935,7 @@ pub static CORE_V1_TCP_SOCKET_ACTION: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -8013,6 +8943,7 @@ pub static CORE_V1_TCP_SOCKET_ACTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -8027,6 +8958,7 @@ pub static CORE_V1_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -8034,6 +8966,7 @@ pub static CORE_V1_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -8041,6 +8974,7 @@ pub static CORE_V1_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -8048,6 +8982,7 @@ pub static CORE_V1_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -8055,6 +8990,7 @@ pub static CORE_V1_TOLERATION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -8069,6 +9005,7 @@ pub static CORE_V1_TOPOLOGY_SELECTOR_LABEL_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -8076,6 +9013,7 @@ pub static CORE_V1_TOPOLOGY_SELECTOR_LABEL_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -8089,6 +9027,7 @@ pub static CORE_V1_TOPOLOGY_SELECTOR_TERM: Message = Message {
         ty: Ty::Message(&CORE_V1_TOPOLOGY_SELECTOR_LABEL_REQUIREMENT),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -8102,6 +9041,7 @@ pub static CORE_V1_TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -8109,6 +9049,7 @@ pub static CORE_V1_TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -8116,6 +9057,7 @@ pub static CORE_V1_TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -8123,6 +9065,7 @@ pub static CORE_V1_TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -8130,6 +9073,7 @@ pub static CORE_V1_TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -8137,6 +9081,7 @@ pub static CORE_V1_TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -8144,6 +9089,7 @@ pub static CORE_V1_TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -8151,6 +9097,7 @@ pub static CORE_V1_TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -8165,6 +9112,7 @@ pub static CORE_V1_TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -8172,6 +9120,7 @@ pub static CORE_V1_TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -8179,6 +9128,7 @@ pub static CORE_V1_TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -8193,6 +9143,7 @@ pub static CORE_V1_TYPED_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -8200,6 +9151,7 @@ pub static CORE_V1_TYPED_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -8207,6 +9159,7 @@ pub static CORE_V1_TYPED_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -8214,6 +9167,7 @@ pub static CORE_V1_TYPED_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -8228,6 +9182,7 @@ pub static CORE_V1_VOLUME: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -8235,6 +9190,7 @@ pub static CORE_V1_VOLUME: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_SOURCE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -8249,6 +9205,7 @@ pub static CORE_V1_VOLUME_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -8256,6 +9213,7 @@ pub static CORE_V1_VOLUME_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -8270,6 +9228,7 @@ pub static CORE_V1_VOLUME_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -8277,6 +9236,7 @@ pub static CORE_V1_VOLUME_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -8284,6 +9244,7 @@ pub static CORE_V1_VOLUME_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -8298,6 +9259,7 @@ pub static CORE_V1_VOLUME_HEALTH_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_HEALTH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -8305,6 +9267,7 @@ pub static CORE_V1_VOLUME_HEALTH_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -8319,6 +9282,7 @@ pub static CORE_V1_VOLUME_MOUNT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -8326,6 +9290,7 @@ pub static CORE_V1_VOLUME_MOUNT: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -8333,6 +9298,7 @@ pub static CORE_V1_VOLUME_MOUNT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -8340,6 +9306,7 @@ pub static CORE_V1_VOLUME_MOUNT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -8347,6 +9314,7 @@ pub static CORE_V1_VOLUME_MOUNT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -8354,6 +9322,7 @@ pub static CORE_V1_VOLUME_MOUNT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -8361,6 +9330,7 @@ pub static CORE_V1_VOLUME_MOUNT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -8368,6 +9338,7 @@ pub static CORE_V1_VOLUME_MOUNT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -8382,6 +9353,7 @@ pub static CORE_V1_VOLUME_MOUNT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -8389,6 +9361,7 @@ pub static CORE_V1_VOLUME_MOUNT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -8396,6 +9369,7 @@ pub static CORE_V1_VOLUME_MOUNT_STATUS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -8403,6 +9377,7 @@ pub static CORE_V1_VOLUME_MOUNT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -8410,6 +9385,7 @@ pub static CORE_V1_VOLUME_MOUNT_STATUS: Message = Message {
             ty: Ty::Message(&CORE_V1_VOLUME_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -8423,6 +9399,7 @@ pub static CORE_V1_VOLUME_NODE_AFFINITY: Message = Message {
         ty: Ty::Message(&CORE_V1_NODE_SELECTOR),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -8436,6 +9413,7 @@ pub static CORE_V1_VOLUME_PROJECTION: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_PROJECTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -8443,6 +9421,7 @@ pub static CORE_V1_VOLUME_PROJECTION: Message = Message {
             ty: Ty::Message(&CORE_V1_DOWNWARD_API_PROJECTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -8450,6 +9429,7 @@ pub static CORE_V1_VOLUME_PROJECTION: Message = Message {
             ty: Ty::Message(&CORE_V1_CONFIG_MAP_PROJECTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -8457,6 +9437,7 @@ pub static CORE_V1_VOLUME_PROJECTION: Message = Message {
             ty: Ty::Message(&CORE_V1_SERVICE_ACCOUNT_TOKEN_PROJECTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -8464,6 +9445,7 @@ pub static CORE_V1_VOLUME_PROJECTION: Message = Message {
             ty: Ty::Message(&CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -8471,6 +9453,7 @@ pub static CORE_V1_VOLUME_PROJECTION: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_CERTIFICATE_PROJECTION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -8485,6 +9468,7 @@ pub static CORE_V1_VOLUME_RESOURCE_REQUIREMENTS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -8492,6 +9476,7 @@ pub static CORE_V1_VOLUME_RESOURCE_REQUIREMENTS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -8506,6 +9491,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_HOST_PATH_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -8513,6 +9499,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_EMPTY_DIR_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -8520,6 +9507,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_GCE_PERSISTENT_DISK_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -8527,6 +9515,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -8534,6 +9523,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_GIT_REPO_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -8541,6 +9531,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SECRET_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -8548,6 +9539,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_NFS_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -8555,6 +9547,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_ISCSI_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -8562,6 +9555,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_GLUSTERFS_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -8569,6 +9563,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -8576,6 +9571,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_RBD_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -8583,6 +9579,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_FLEX_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 13,
@@ -8590,6 +9587,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_CINDER_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 14,
@@ -8597,6 +9595,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_CEPH_FS_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 15,
@@ -8604,6 +9603,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_FLOCKER_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 16,
@@ -8611,6 +9611,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_DOWNWARD_API_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 17,
@@ -8618,6 +9619,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_FC_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 18,
@@ -8625,6 +9627,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_AZURE_FILE_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 19,
@@ -8632,6 +9635,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_CONFIG_MAP_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 20,
@@ -8639,6 +9643,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 21,
@@ -8646,6 +9651,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_QUOBYTE_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 22,
@@ -8653,6 +9659,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_AZURE_DISK_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 23,
@@ -8660,6 +9667,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_PHOTON_PERSISTENT_DISK_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 24,
@@ -8667,6 +9675,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_PORTWORX_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 25,
@@ -8674,6 +9683,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_SCALE_IO_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 26,
@@ -8681,6 +9691,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_PROJECTED_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 27,
@@ -8688,6 +9699,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_STORAGE_OS_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 28,
@@ -8695,6 +9707,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_CSI_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 29,
@@ -8702,6 +9715,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_EPHEMERAL_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 30,
@@ -8709,6 +9723,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_IMAGE_VOLUME_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -8722,6 +9737,7 @@ pub static CORE_V1_VOLUME_STATUS: Message = Message {
         ty: Ty::Message(&CORE_V1_IMAGE_VOLUME_STATUS),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -8735,6 +9751,7 @@ pub static CORE_V1_VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -8742,6 +9759,7 @@ pub static CORE_V1_VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -8749,6 +9767,7 @@ pub static CORE_V1_VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -8756,6 +9775,7 @@ pub static CORE_V1_VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -8770,6 +9790,7 @@ pub static CORE_V1_WEIGHTED_POD_AFFINITY_TERM: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -8777,6 +9798,7 @@ pub static CORE_V1_WEIGHTED_POD_AFFINITY_TERM: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_AFFINITY_TERM),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -8791,6 +9813,7 @@ pub static CORE_V1_WINDOWS_SECURITY_CONTEXT_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -8798,6 +9821,7 @@ pub static CORE_V1_WINDOWS_SECURITY_CONTEXT_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -8805,6 +9829,7 @@ pub static CORE_V1_WINDOWS_SECURITY_CONTEXT_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -8812,6 +9837,7 @@ pub static CORE_V1_WINDOWS_SECURITY_CONTEXT_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };

@@ -13,6 +13,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1BETA1_ENDPOINT_CONDITIONS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -34,6 +37,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -41,6 +45,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -48,6 +53,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -55,6 +61,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1BETA1_ENDPOINT_HINTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -69,6 +76,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_CONDITIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -76,6 +84,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_CONDITIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -83,6 +92,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_CONDITIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -97,6 +107,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_HINTS: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1BETA1_FOR_ZONE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -104,6 +115,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_HINTS: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1BETA1_FOR_NODE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -118,6 +130,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -125,6 +138,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -132,6 +146,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_PORT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -139,6 +154,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -153,6 +169,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_SLICE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -160,6 +177,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_SLICE: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1BETA1_ENDPOINT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -167,6 +185,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_SLICE: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1BETA1_ENDPOINT_PORT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -174,6 +193,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_SLICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -188,6 +208,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_SLICE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -195,6 +216,7 @@ pub static DISCOVERY_V1BETA1_ENDPOINT_SLICE_LIST: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1BETA1_ENDPOINT_SLICE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -208,6 +230,7 @@ pub static DISCOVERY_V1BETA1_FOR_NODE: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -220,6 +243,7 @@ pub static DISCOVERY_V1BETA1_FOR_ZONE: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -233,6 +257,7 @@ pub static DISCOVERY_V1_ENDPOINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -240,6 +265,7 @@ pub static DISCOVERY_V1_ENDPOINT: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1_ENDPOINT_CONDITIONS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -247,6 +273,7 @@ pub static DISCOVERY_V1_ENDPOINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -254,6 +281,7 @@ pub static DISCOVERY_V1_ENDPOINT: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -261,6 +289,7 @@ pub static DISCOVERY_V1_ENDPOINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -268,6 +297,7 @@ pub static DISCOVERY_V1_ENDPOINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -275,6 +305,7 @@ pub static DISCOVERY_V1_ENDPOINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -282,6 +313,7 @@ pub static DISCOVERY_V1_ENDPOINT: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1_ENDPOINT_HINTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -296,6 +328,7 @@ pub static DISCOVERY_V1_ENDPOINT_CONDITIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -303,6 +336,7 @@ pub static DISCOVERY_V1_ENDPOINT_CONDITIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -310,6 +344,7 @@ pub static DISCOVERY_V1_ENDPOINT_CONDITIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -324,6 +359,7 @@ pub static DISCOVERY_V1_ENDPOINT_HINTS: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1_FOR_ZONE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -331,6 +367,7 @@ pub static DISCOVERY_V1_ENDPOINT_HINTS: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1_FOR_NODE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -345,6 +382,7 @@ pub static DISCOVERY_V1_ENDPOINT_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -352,6 +390,7 @@ pub static DISCOVERY_V1_ENDPOINT_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -359,6 +398,7 @@ pub static DISCOVERY_V1_ENDPOINT_PORT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -366,6 +406,7 @@ pub static DISCOVERY_V1_ENDPOINT_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -380,6 +421,7 @@ pub static DISCOVERY_V1_ENDPOINT_SLICE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -387,6 +429,7 @@ pub static DISCOVERY_V1_ENDPOINT_SLICE: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1_ENDPOINT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -394,6 +437,7 @@ pub static DISCOVERY_V1_ENDPOINT_SLICE: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1_ENDPOINT_PORT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -401,6 +445,7 @@ pub static DISCOVERY_V1_ENDPOINT_SLICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -415,6 +460,7 @@ pub static DISCOVERY_V1_ENDPOINT_SLICE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -422,6 +468,7 @@ pub static DISCOVERY_V1_ENDPOINT_SLICE_LIST: Message = Message {
             ty: Ty::Message(&DISCOVERY_V1_ENDPOINT_SLICE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -435,6 +482,7 @@ pub static DISCOVERY_V1_FOR_NODE: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -447,5 +495,6 @@ pub static DISCOVERY_V1_FOR_ZONE: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };

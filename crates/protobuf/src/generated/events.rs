@@ -13,6 +13,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::Message(&EVENTS_V1BETA1_EVENT_SERIES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -34,6 +37,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -41,6 +45,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -48,6 +53,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -55,6 +61,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -62,6 +69,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 9,
@@ -69,6 +77,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -76,6 +85,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 11,
@@ -83,6 +93,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 12,
@@ -90,6 +101,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::Message(&CORE_V1_EVENT_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 13,
@@ -97,6 +109,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 14,
@@ -104,6 +117,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 15,
@@ -111,6 +125,7 @@ pub static EVENTS_V1BETA1_EVENT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -125,6 +140,7 @@ pub static EVENTS_V1BETA1_EVENT_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -132,6 +148,7 @@ pub static EVENTS_V1BETA1_EVENT_LIST: Message = Message {
             ty: Ty::Message(&EVENTS_V1BETA1_EVENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -146,6 +163,7 @@ pub static EVENTS_V1BETA1_EVENT_SERIES: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -153,6 +171,7 @@ pub static EVENTS_V1BETA1_EVENT_SERIES: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -167,6 +186,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -174,6 +194,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -181,6 +202,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::Message(&EVENTS_V1_EVENT_SERIES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -188,6 +210,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -195,6 +218,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -202,6 +226,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -209,6 +234,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -216,6 +242,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 9,
@@ -223,6 +250,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::Message(&CORE_V1_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -230,6 +258,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 11,
@@ -237,6 +266,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 12,
@@ -244,6 +274,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::Message(&CORE_V1_EVENT_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 13,
@@ -251,6 +282,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 14,
@@ -258,6 +290,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 15,
@@ -265,6 +298,7 @@ pub static EVENTS_V1_EVENT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -279,6 +313,7 @@ pub static EVENTS_V1_EVENT_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -286,6 +321,7 @@ pub static EVENTS_V1_EVENT_LIST: Message = Message {
             ty: Ty::Message(&EVENTS_V1_EVENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -300,6 +336,7 @@ pub static EVENTS_V1_EVENT_SERIES: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -307,6 +344,7 @@ pub static EVENTS_V1_EVENT_SERIES: Message = Message {
             ty: Ty::MicroTime,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };

@@ -13,6 +13,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_DAEMON_SET_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_DAEMON_SET_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -41,6 +44,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -48,6 +52,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -55,6 +60,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -62,6 +68,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -69,6 +76,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -83,6 +91,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -90,6 +99,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_LIST: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_DAEMON_SET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -104,6 +114,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -111,6 +122,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -118,6 +130,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_DAEMON_SET_UPDATE_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -125,6 +138,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -132,6 +146,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -139,6 +154,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -153,6 +169,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -160,6 +177,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -167,6 +185,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -174,6 +193,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -181,6 +201,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -188,6 +209,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -195,6 +217,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -202,6 +225,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -209,6 +233,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -216,6 +241,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_STATUS: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_DAEMON_SET_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -230,6 +256,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_UPDATE_STRATEGY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -237,6 +264,7 @@ pub static EXTENSIONS_V1BETA1_DAEMON_SET_UPDATE_STRATEGY: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_ROLLING_UPDATE_DAEMON_SET),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -251,6 +279,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -258,6 +287,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_DEPLOYMENT_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -265,6 +295,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_DEPLOYMENT_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -279,6 +310,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -286,6 +318,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -293,6 +326,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -300,6 +334,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -307,6 +342,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -314,6 +350,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -328,6 +365,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -335,6 +373,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_LIST: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_DEPLOYMENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -349,6 +388,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_ROLLBACK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -356,6 +396,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_ROLLBACK: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -363,6 +404,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_ROLLBACK: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_ROLLBACK_CONFIG),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -377,6 +419,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -384,6 +427,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -391,6 +435,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -398,6 +443,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_DEPLOYMENT_STRATEGY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -405,6 +451,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -412,6 +459,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -419,6 +467,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -426,6 +475,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_ROLLBACK_CONFIG),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -433,6 +483,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -447,6 +498,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -454,6 +506,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -461,6 +514,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -468,6 +522,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -475,6 +530,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -482,6 +538,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_DEPLOYMENT_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -489,6 +546,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -496,6 +554,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -503,6 +562,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -517,6 +577,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_STRATEGY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -524,6 +585,7 @@ pub static EXTENSIONS_V1BETA1_DEPLOYMENT_STRATEGY: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_ROLLING_UPDATE_DEPLOYMENT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -538,6 +600,7 @@ pub static EXTENSIONS_V1BETA1_HTTP_INGRESS_PATH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -545,6 +608,7 @@ pub static EXTENSIONS_V1BETA1_HTTP_INGRESS_PATH: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_INGRESS_BACKEND),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -552,6 +616,7 @@ pub static EXTENSIONS_V1BETA1_HTTP_INGRESS_PATH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -565,6 +630,7 @@ pub static EXTENSIONS_V1BETA1_HTTP_INGRESS_RULE_VALUE: Message = Message {
         ty: Ty::Message(&EXTENSIONS_V1BETA1_HTTP_INGRESS_PATH),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -578,6 +644,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -585,6 +652,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_INGRESS_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -592,6 +660,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_INGRESS_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -606,6 +675,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_BACKEND: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -613,6 +683,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_BACKEND: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -620,6 +691,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_BACKEND: Message = Message {
             ty: Ty::Message(&CORE_V1_TYPED_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -634,6 +706,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -641,6 +714,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_LIST: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_INGRESS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -655,6 +729,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -662,6 +737,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -669,6 +745,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_INGRESS_PORT_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -682,6 +759,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_LOAD_BALANCER_STATUS: Message = Message {
         ty: Ty::Message(&EXTENSIONS_V1BETA1_INGRESS_LOAD_BALANCER_INGRESS),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -695,6 +773,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_PORT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -702,6 +781,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_PORT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -709,6 +789,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_PORT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -723,6 +804,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -730,6 +812,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_RULE: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_INGRESS_RULE_VALUE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -743,6 +826,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_RULE_VALUE: Message = Message {
         ty: Ty::Message(&EXTENSIONS_V1BETA1_HTTP_INGRESS_RULE_VALUE),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -756,6 +840,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_SPEC: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_INGRESS_BACKEND),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -763,6 +848,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_SPEC: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_INGRESS_TLS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -770,6 +856,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_SPEC: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_INGRESS_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -777,6 +864,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -790,6 +878,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_STATUS: Message = Message {
         ty: Ty::Message(&EXTENSIONS_V1BETA1_INGRESS_LOAD_BALANCER_STATUS),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -803,6 +892,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_TLS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -810,6 +900,7 @@ pub static EXTENSIONS_V1BETA1_INGRESS_TLS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -824,6 +915,7 @@ pub static EXTENSIONS_V1BETA1_IP_BLOCK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -831,6 +923,7 @@ pub static EXTENSIONS_V1BETA1_IP_BLOCK: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -845,6 +938,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -852,6 +946,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_NETWORK_POLICY_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -866,6 +961,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_EGRESS_RULE: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_NETWORK_POLICY_PORT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -873,6 +969,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_EGRESS_RULE: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_NETWORK_POLICY_PEER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -887,6 +984,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_INGRESS_RULE: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_NETWORK_POLICY_PORT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -894,6 +992,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_INGRESS_RULE: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_NETWORK_POLICY_PEER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -908,6 +1007,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -915,6 +1015,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_LIST: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_NETWORK_POLICY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -929,6 +1030,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_PEER: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -936,6 +1038,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_PEER: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -943,6 +1046,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_PEER: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_IP_BLOCK),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -957,6 +1061,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -964,6 +1069,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_PORT: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -971,6 +1077,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_PORT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -985,6 +1092,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -992,6 +1100,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_SPEC: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_NETWORK_POLICY_INGRESS_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -999,6 +1108,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_SPEC: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_NETWORK_POLICY_EGRESS_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1006,6 +1116,7 @@ pub static EXTENSIONS_V1BETA1_NETWORK_POLICY_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1020,6 +1131,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1027,6 +1139,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_REPLICA_SET_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1034,6 +1147,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_REPLICA_SET_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1048,6 +1162,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1055,6 +1170,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1062,6 +1178,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1069,6 +1186,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1076,6 +1194,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1090,6 +1209,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1097,6 +1217,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_LIST: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_REPLICA_SET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1111,6 +1232,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1118,6 +1240,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1125,6 +1248,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_POD_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1132,6 +1256,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1146,6 +1271,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1153,6 +1279,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1160,6 +1287,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1167,6 +1295,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1174,6 +1303,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -1181,6 +1311,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_REPLICA_SET_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1188,6 +1319,7 @@ pub static EXTENSIONS_V1BETA1_REPLICA_SET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1201,6 +1333,7 @@ pub static EXTENSIONS_V1BETA1_ROLLBACK_CONFIG: Message = Message {
         ty: Ty::Int64,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -1214,6 +1347,7 @@ pub static EXTENSIONS_V1BETA1_ROLLING_UPDATE_DAEMON_SET: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1221,6 +1355,7 @@ pub static EXTENSIONS_V1BETA1_ROLLING_UPDATE_DAEMON_SET: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1235,6 +1370,7 @@ pub static EXTENSIONS_V1BETA1_ROLLING_UPDATE_DEPLOYMENT: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1242,6 +1378,7 @@ pub static EXTENSIONS_V1BETA1_ROLLING_UPDATE_DEPLOYMENT: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1256,6 +1393,7 @@ pub static EXTENSIONS_V1BETA1_SCALE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1263,6 +1401,7 @@ pub static EXTENSIONS_V1BETA1_SCALE: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_SCALE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1270,6 +1409,7 @@ pub static EXTENSIONS_V1BETA1_SCALE: Message = Message {
             ty: Ty::Message(&EXTENSIONS_V1BETA1_SCALE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1283,6 +1423,7 @@ pub static EXTENSIONS_V1BETA1_SCALE_SPEC: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -1296,6 +1437,7 @@ pub static EXTENSIONS_V1BETA1_SCALE_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1303,6 +1445,7 @@ pub static EXTENSIONS_V1BETA1_SCALE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1310,6 +1453,7 @@ pub static EXTENSIONS_V1BETA1_SCALE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };

@@ -13,6 +13,7 @@ pub static FLOWCONTROL_V1BETA1_EXEMPT_PRIORITY_LEVEL_CONFIGURATION: Message = Me
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static FLOWCONTROL_V1BETA1_EXEMPT_PRIORITY_LEVEL_CONFIGURATION: Message = Me
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -33,6 +35,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_DISTINGUISHER_METHOD: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -46,6 +49,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -53,6 +57,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_FLOW_SCHEMA_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -60,6 +65,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_FLOW_SCHEMA_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -74,6 +80,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -81,6 +88,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -88,6 +96,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -95,6 +104,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -102,6 +112,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -116,6 +127,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -123,6 +135,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA_LIST: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_FLOW_SCHEMA),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -137,6 +150,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -144,6 +158,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -151,6 +166,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_FLOW_DISTINGUISHER_METHOD),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -158,6 +174,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_POLICY_RULES_WITH_SUBJECTS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -171,6 +188,7 @@ pub static FLOWCONTROL_V1BETA1_FLOW_SCHEMA_STATUS: Message = Message {
         ty: Ty::Message(&FLOWCONTROL_V1BETA1_FLOW_SCHEMA_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -183,6 +201,7 @@ pub static FLOWCONTROL_V1BETA1_GROUP_SUBJECT: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -196,6 +215,7 @@ pub static FLOWCONTROL_V1BETA1_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = M
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -203,6 +223,7 @@ pub static FLOWCONTROL_V1BETA1_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = M
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_LIMIT_RESPONSE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -210,6 +231,7 @@ pub static FLOWCONTROL_V1BETA1_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = M
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -217,6 +239,7 @@ pub static FLOWCONTROL_V1BETA1_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = M
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -231,6 +254,7 @@ pub static FLOWCONTROL_V1BETA1_LIMIT_RESPONSE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -238,6 +262,7 @@ pub static FLOWCONTROL_V1BETA1_LIMIT_RESPONSE: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_QUEUING_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -252,6 +277,7 @@ pub static FLOWCONTROL_V1BETA1_NON_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -259,6 +285,7 @@ pub static FLOWCONTROL_V1BETA1_NON_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -273,6 +300,7 @@ pub static FLOWCONTROL_V1BETA1_POLICY_RULES_WITH_SUBJECTS: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_SUBJECT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -280,6 +308,7 @@ pub static FLOWCONTROL_V1BETA1_POLICY_RULES_WITH_SUBJECTS: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_RESOURCE_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -287,6 +316,7 @@ pub static FLOWCONTROL_V1BETA1_POLICY_RULES_WITH_SUBJECTS: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_NON_RESOURCE_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -301,6 +331,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -308,6 +339,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -315,6 +347,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -329,6 +362,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -336,6 +370,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -343,6 +378,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -350,6 +386,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -357,6 +394,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -371,6 +409,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_LIST: Message = Mess
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -378,6 +417,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_LIST: Message = Mess
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -391,6 +431,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_REFERENCE: Message =
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -404,6 +445,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -411,6 +453,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Mess
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_LIMITED_PRIORITY_LEVEL_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -418,6 +461,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Mess
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_EXEMPT_PRIORITY_LEVEL_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -431,6 +475,7 @@ pub static FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_STATUS: Message = Me
         ty: Ty::Message(&FLOWCONTROL_V1BETA1_PRIORITY_LEVEL_CONFIGURATION_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -444,6 +489,7 @@ pub static FLOWCONTROL_V1BETA1_QUEUING_CONFIGURATION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -451,6 +497,7 @@ pub static FLOWCONTROL_V1BETA1_QUEUING_CONFIGURATION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -458,6 +505,7 @@ pub static FLOWCONTROL_V1BETA1_QUEUING_CONFIGURATION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -472,6 +520,7 @@ pub static FLOWCONTROL_V1BETA1_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -479,6 +528,7 @@ pub static FLOWCONTROL_V1BETA1_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -486,6 +536,7 @@ pub static FLOWCONTROL_V1BETA1_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -493,6 +544,7 @@ pub static FLOWCONTROL_V1BETA1_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -500,6 +552,7 @@ pub static FLOWCONTROL_V1BETA1_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -514,6 +567,7 @@ pub static FLOWCONTROL_V1BETA1_SERVICE_ACCOUNT_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -521,6 +575,7 @@ pub static FLOWCONTROL_V1BETA1_SERVICE_ACCOUNT_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -535,6 +590,7 @@ pub static FLOWCONTROL_V1BETA1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -542,6 +598,7 @@ pub static FLOWCONTROL_V1BETA1_SUBJECT: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_USER_SUBJECT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -549,6 +606,7 @@ pub static FLOWCONTROL_V1BETA1_SUBJECT: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_GROUP_SUBJECT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -556,6 +614,7 @@ pub static FLOWCONTROL_V1BETA1_SUBJECT: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA1_SERVICE_ACCOUNT_SUBJECT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -569,6 +628,7 @@ pub static FLOWCONTROL_V1BETA1_USER_SUBJECT: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -582,6 +642,7 @@ pub static FLOWCONTROL_V1BETA2_EXEMPT_PRIORITY_LEVEL_CONFIGURATION: Message = Me
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -589,6 +650,7 @@ pub static FLOWCONTROL_V1BETA2_EXEMPT_PRIORITY_LEVEL_CONFIGURATION: Message = Me
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -602,6 +664,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_DISTINGUISHER_METHOD: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -615,6 +678,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -622,6 +686,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_FLOW_SCHEMA_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -629,6 +694,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_FLOW_SCHEMA_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -643,6 +709,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -650,6 +717,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -657,6 +725,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -664,6 +733,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -671,6 +741,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -685,6 +756,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -692,6 +764,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA_LIST: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_FLOW_SCHEMA),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -706,6 +779,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -713,6 +787,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -720,6 +795,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_FLOW_DISTINGUISHER_METHOD),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -727,6 +803,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_POLICY_RULES_WITH_SUBJECTS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -740,6 +817,7 @@ pub static FLOWCONTROL_V1BETA2_FLOW_SCHEMA_STATUS: Message = Message {
         ty: Ty::Message(&FLOWCONTROL_V1BETA2_FLOW_SCHEMA_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -752,6 +830,7 @@ pub static FLOWCONTROL_V1BETA2_GROUP_SUBJECT: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -765,6 +844,7 @@ pub static FLOWCONTROL_V1BETA2_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = M
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -772,6 +852,7 @@ pub static FLOWCONTROL_V1BETA2_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = M
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_LIMIT_RESPONSE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -779,6 +860,7 @@ pub static FLOWCONTROL_V1BETA2_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = M
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -786,6 +868,7 @@ pub static FLOWCONTROL_V1BETA2_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = M
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -800,6 +883,7 @@ pub static FLOWCONTROL_V1BETA2_LIMIT_RESPONSE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -807,6 +891,7 @@ pub static FLOWCONTROL_V1BETA2_LIMIT_RESPONSE: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_QUEUING_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -821,6 +906,7 @@ pub static FLOWCONTROL_V1BETA2_NON_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -828,6 +914,7 @@ pub static FLOWCONTROL_V1BETA2_NON_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -842,6 +929,7 @@ pub static FLOWCONTROL_V1BETA2_POLICY_RULES_WITH_SUBJECTS: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_SUBJECT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -849,6 +937,7 @@ pub static FLOWCONTROL_V1BETA2_POLICY_RULES_WITH_SUBJECTS: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_RESOURCE_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -856,6 +945,7 @@ pub static FLOWCONTROL_V1BETA2_POLICY_RULES_WITH_SUBJECTS: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_NON_RESOURCE_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -870,6 +960,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -877,6 +968,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -884,6 +976,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -898,6 +991,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -905,6 +999,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -912,6 +1007,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -919,6 +1015,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -926,6 +1023,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -940,6 +1038,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_LIST: Message = Mess
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -947,6 +1046,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_LIST: Message = Mess
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -960,6 +1060,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_REFERENCE: Message =
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -973,6 +1074,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -980,6 +1082,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Mess
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_LIMITED_PRIORITY_LEVEL_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -987,6 +1090,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Mess
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_EXEMPT_PRIORITY_LEVEL_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1000,6 +1104,7 @@ pub static FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_STATUS: Message = Me
         ty: Ty::Message(&FLOWCONTROL_V1BETA2_PRIORITY_LEVEL_CONFIGURATION_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1013,6 +1118,7 @@ pub static FLOWCONTROL_V1BETA2_QUEUING_CONFIGURATION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1020,6 +1126,7 @@ pub static FLOWCONTROL_V1BETA2_QUEUING_CONFIGURATION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1027,6 +1134,7 @@ pub static FLOWCONTROL_V1BETA2_QUEUING_CONFIGURATION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1041,6 +1149,7 @@ pub static FLOWCONTROL_V1BETA2_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1048,6 +1157,7 @@ pub static FLOWCONTROL_V1BETA2_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1055,6 +1165,7 @@ pub static FLOWCONTROL_V1BETA2_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1062,6 +1173,7 @@ pub static FLOWCONTROL_V1BETA2_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1069,6 +1181,7 @@ pub static FLOWCONTROL_V1BETA2_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1083,6 +1196,7 @@ pub static FLOWCONTROL_V1BETA2_SERVICE_ACCOUNT_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1090,6 +1204,7 @@ pub static FLOWCONTROL_V1BETA2_SERVICE_ACCOUNT_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1104,6 +1219,7 @@ pub static FLOWCONTROL_V1BETA2_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1111,6 +1227,7 @@ pub static FLOWCONTROL_V1BETA2_SUBJECT: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_USER_SUBJECT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1118,6 +1235,7 @@ pub static FLOWCONTROL_V1BETA2_SUBJECT: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_GROUP_SUBJECT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1125,6 +1243,7 @@ pub static FLOWCONTROL_V1BETA2_SUBJECT: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA2_SERVICE_ACCOUNT_SUBJECT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1138,6 +1257,7 @@ pub static FLOWCONTROL_V1BETA2_USER_SUBJECT: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1151,6 +1271,7 @@ pub static FLOWCONTROL_V1BETA3_EXEMPT_PRIORITY_LEVEL_CONFIGURATION: Message = Me
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1158,6 +1279,7 @@ pub static FLOWCONTROL_V1BETA3_EXEMPT_PRIORITY_LEVEL_CONFIGURATION: Message = Me
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1171,6 +1293,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_DISTINGUISHER_METHOD: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1184,6 +1307,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1191,6 +1315,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_FLOW_SCHEMA_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1198,6 +1323,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_FLOW_SCHEMA_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1212,6 +1338,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1219,6 +1346,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1226,6 +1354,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1233,6 +1362,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1240,6 +1370,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1254,6 +1385,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1261,6 +1393,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA_LIST: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_FLOW_SCHEMA),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1275,6 +1408,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1282,6 +1416,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1289,6 +1424,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_FLOW_DISTINGUISHER_METHOD),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1296,6 +1432,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_POLICY_RULES_WITH_SUBJECTS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1309,6 +1446,7 @@ pub static FLOWCONTROL_V1BETA3_FLOW_SCHEMA_STATUS: Message = Message {
         ty: Ty::Message(&FLOWCONTROL_V1BETA3_FLOW_SCHEMA_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1321,6 +1459,7 @@ pub static FLOWCONTROL_V1BETA3_GROUP_SUBJECT: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1334,6 +1473,7 @@ pub static FLOWCONTROL_V1BETA3_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = M
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1341,6 +1481,7 @@ pub static FLOWCONTROL_V1BETA3_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = M
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_LIMIT_RESPONSE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1348,6 +1489,7 @@ pub static FLOWCONTROL_V1BETA3_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = M
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1355,6 +1497,7 @@ pub static FLOWCONTROL_V1BETA3_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = M
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1369,6 +1512,7 @@ pub static FLOWCONTROL_V1BETA3_LIMIT_RESPONSE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1376,6 +1520,7 @@ pub static FLOWCONTROL_V1BETA3_LIMIT_RESPONSE: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_QUEUING_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1390,6 +1535,7 @@ pub static FLOWCONTROL_V1BETA3_NON_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1397,6 +1543,7 @@ pub static FLOWCONTROL_V1BETA3_NON_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1411,6 +1558,7 @@ pub static FLOWCONTROL_V1BETA3_POLICY_RULES_WITH_SUBJECTS: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_SUBJECT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1418,6 +1566,7 @@ pub static FLOWCONTROL_V1BETA3_POLICY_RULES_WITH_SUBJECTS: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_RESOURCE_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1425,6 +1574,7 @@ pub static FLOWCONTROL_V1BETA3_POLICY_RULES_WITH_SUBJECTS: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_NON_RESOURCE_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1439,6 +1589,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1446,6 +1597,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1453,6 +1605,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1467,6 +1620,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1474,6 +1628,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1481,6 +1636,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1488,6 +1644,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1495,6 +1652,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message =
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1509,6 +1667,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_LIST: Message = Mess
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1516,6 +1675,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_LIST: Message = Mess
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1529,6 +1689,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_REFERENCE: Message =
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1542,6 +1703,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1549,6 +1711,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Mess
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_LIMITED_PRIORITY_LEVEL_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1556,6 +1719,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Mess
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_EXEMPT_PRIORITY_LEVEL_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1569,6 +1733,7 @@ pub static FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_STATUS: Message = Me
         ty: Ty::Message(&FLOWCONTROL_V1BETA3_PRIORITY_LEVEL_CONFIGURATION_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1582,6 +1747,7 @@ pub static FLOWCONTROL_V1BETA3_QUEUING_CONFIGURATION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1589,6 +1755,7 @@ pub static FLOWCONTROL_V1BETA3_QUEUING_CONFIGURATION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1596,6 +1763,7 @@ pub static FLOWCONTROL_V1BETA3_QUEUING_CONFIGURATION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1610,6 +1778,7 @@ pub static FLOWCONTROL_V1BETA3_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1617,6 +1786,7 @@ pub static FLOWCONTROL_V1BETA3_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1624,6 +1794,7 @@ pub static FLOWCONTROL_V1BETA3_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1631,6 +1802,7 @@ pub static FLOWCONTROL_V1BETA3_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1638,6 +1810,7 @@ pub static FLOWCONTROL_V1BETA3_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1652,6 +1825,7 @@ pub static FLOWCONTROL_V1BETA3_SERVICE_ACCOUNT_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1659,6 +1833,7 @@ pub static FLOWCONTROL_V1BETA3_SERVICE_ACCOUNT_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1673,6 +1848,7 @@ pub static FLOWCONTROL_V1BETA3_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1680,6 +1856,7 @@ pub static FLOWCONTROL_V1BETA3_SUBJECT: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_USER_SUBJECT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1687,6 +1864,7 @@ pub static FLOWCONTROL_V1BETA3_SUBJECT: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_GROUP_SUBJECT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1694,6 +1872,7 @@ pub static FLOWCONTROL_V1BETA3_SUBJECT: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1BETA3_SERVICE_ACCOUNT_SUBJECT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1707,6 +1886,7 @@ pub static FLOWCONTROL_V1BETA3_USER_SUBJECT: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1720,6 +1900,7 @@ pub static FLOWCONTROL_V1_EXEMPT_PRIORITY_LEVEL_CONFIGURATION: Message = Message
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1727,6 +1908,7 @@ pub static FLOWCONTROL_V1_EXEMPT_PRIORITY_LEVEL_CONFIGURATION: Message = Message
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1740,6 +1922,7 @@ pub static FLOWCONTROL_V1_FLOW_DISTINGUISHER_METHOD: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1753,6 +1936,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1760,6 +1944,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_FLOW_SCHEMA_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1767,6 +1952,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_FLOW_SCHEMA_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1781,6 +1967,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1788,6 +1975,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1795,6 +1983,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1802,6 +1991,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1809,6 +1999,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1823,6 +2014,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1830,6 +2022,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA_LIST: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_FLOW_SCHEMA),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1844,6 +2037,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1851,6 +2045,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1858,6 +2053,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_FLOW_DISTINGUISHER_METHOD),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1865,6 +2061,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_POLICY_RULES_WITH_SUBJECTS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1878,6 +2075,7 @@ pub static FLOWCONTROL_V1_FLOW_SCHEMA_STATUS: Message = Message {
         ty: Ty::Message(&FLOWCONTROL_V1_FLOW_SCHEMA_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1890,6 +2088,7 @@ pub static FLOWCONTROL_V1_GROUP_SUBJECT: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1903,6 +2102,7 @@ pub static FLOWCONTROL_V1_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = Messag
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1910,6 +2110,7 @@ pub static FLOWCONTROL_V1_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = Messag
             ty: Ty::Message(&FLOWCONTROL_V1_LIMIT_RESPONSE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1917,6 +2118,7 @@ pub static FLOWCONTROL_V1_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = Messag
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1924,6 +2126,7 @@ pub static FLOWCONTROL_V1_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = Messag
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1938,6 +2141,7 @@ pub static FLOWCONTROL_V1_LIMIT_RESPONSE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1945,6 +2149,7 @@ pub static FLOWCONTROL_V1_LIMIT_RESPONSE: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_QUEUING_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1959,6 +2164,7 @@ pub static FLOWCONTROL_V1_NON_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1966,6 +2172,7 @@ pub static FLOWCONTROL_V1_NON_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1980,6 +2187,7 @@ pub static FLOWCONTROL_V1_POLICY_RULES_WITH_SUBJECTS: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_SUBJECT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1987,6 +2195,7 @@ pub static FLOWCONTROL_V1_POLICY_RULES_WITH_SUBJECTS: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_RESOURCE_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1994,6 +2203,7 @@ pub static FLOWCONTROL_V1_POLICY_RULES_WITH_SUBJECTS: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_NON_RESOURCE_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2008,6 +2218,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2015,6 +2226,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2022,6 +2234,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2036,6 +2249,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2043,6 +2257,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -2050,6 +2265,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message = Mess
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2057,6 +2273,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2064,6 +2281,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -2078,6 +2296,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2085,6 +2304,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_LIST: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2098,6 +2318,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_REFERENCE: Message = Mess
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -2111,6 +2332,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2118,6 +2340,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_LIMITED_PRIORITY_LEVEL_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2125,6 +2348,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_EXEMPT_PRIORITY_LEVEL_CONFIGURATION),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2138,6 +2362,7 @@ pub static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_STATUS: Message = Message
         ty: Ty::Message(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -2151,6 +2376,7 @@ pub static FLOWCONTROL_V1_QUEUING_CONFIGURATION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2158,6 +2384,7 @@ pub static FLOWCONTROL_V1_QUEUING_CONFIGURATION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2165,6 +2392,7 @@ pub static FLOWCONTROL_V1_QUEUING_CONFIGURATION: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2179,6 +2407,7 @@ pub static FLOWCONTROL_V1_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2186,6 +2415,7 @@ pub static FLOWCONTROL_V1_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2193,6 +2423,7 @@ pub static FLOWCONTROL_V1_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2200,6 +2431,7 @@ pub static FLOWCONTROL_V1_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2207,6 +2439,7 @@ pub static FLOWCONTROL_V1_RESOURCE_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2221,6 +2454,7 @@ pub static FLOWCONTROL_V1_SERVICE_ACCOUNT_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2228,6 +2462,7 @@ pub static FLOWCONTROL_V1_SERVICE_ACCOUNT_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2242,6 +2477,7 @@ pub static FLOWCONTROL_V1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2249,6 +2485,7 @@ pub static FLOWCONTROL_V1_SUBJECT: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_USER_SUBJECT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2256,6 +2493,7 @@ pub static FLOWCONTROL_V1_SUBJECT: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_GROUP_SUBJECT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2263,6 +2501,7 @@ pub static FLOWCONTROL_V1_SUBJECT: Message = Message {
             ty: Ty::Message(&FLOWCONTROL_V1_SERVICE_ACCOUNT_SUBJECT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2276,5 +2515,6 @@ pub static FLOWCONTROL_V1_USER_SUBJECT: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };

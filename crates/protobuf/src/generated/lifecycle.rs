@@ -13,6 +13,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION: Message = Message {
             ty: Ty::Message(&LIFECYCLE_V1ALPHA1_EVICTION_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION: Message = Message {
             ty: Ty::Message(&LIFECYCLE_V1ALPHA1_EVICTION_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -41,6 +44,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -48,6 +52,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_LIST: Message = Message {
             ty: Ty::Message(&LIFECYCLE_V1ALPHA1_EVICTION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -62,6 +67,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_POD_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -69,6 +75,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_POD_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -83,6 +90,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -90,6 +98,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST: Message = Message {
             ty: Ty::Message(&LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -97,6 +106,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST: Message = Message {
             ty: Ty::Message(&LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -111,6 +121,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -118,6 +129,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_LIST: Message = Message {
             ty: Ty::Message(&LIFECYCLE_V1ALPHA1_EVICTION_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -132,6 +144,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_POD_REFERENCE: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -139,6 +152,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_POD_REFERENCE: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -153,6 +167,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_SPEC: Message = Message {
             ty: Ty::Message(&LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_TARGET),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -160,6 +175,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -167,6 +183,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -181,6 +198,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -188,6 +206,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -201,6 +220,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_TARGET: Message = Message {
         ty: Ty::Message(&LIFECYCLE_V1ALPHA1_EVICTION_REQUEST_POD_REFERENCE),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -213,6 +233,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_SPEC: Message = Message {
         ty: Ty::Message(&LIFECYCLE_V1ALPHA1_EVICTION_TARGET),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -226,6 +247,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -233,6 +255,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -240,6 +263,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_STATUS: Message = Message {
             ty: Ty::Message(&LIFECYCLE_V1ALPHA1_REQUESTER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -247,6 +271,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_STATUS: Message = Message {
             ty: Ty::Message(&LIFECYCLE_V1ALPHA1_TARGET_RESPONDER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -254,6 +279,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_STATUS: Message = Message {
             ty: Ty::Message(&LIFECYCLE_V1ALPHA1_RESPONDER_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -267,6 +293,7 @@ pub static LIFECYCLE_V1ALPHA1_EVICTION_TARGET: Message = Message {
         ty: Ty::Message(&LIFECYCLE_V1ALPHA1_EVICTION_POD_REFERENCE),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -280,6 +307,7 @@ pub static LIFECYCLE_V1ALPHA1_REQUESTER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -287,6 +315,7 @@ pub static LIFECYCLE_V1ALPHA1_REQUESTER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -301,6 +330,7 @@ pub static LIFECYCLE_V1ALPHA1_RESPONDER_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -308,6 +338,7 @@ pub static LIFECYCLE_V1ALPHA1_RESPONDER_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -315,6 +346,7 @@ pub static LIFECYCLE_V1ALPHA1_RESPONDER_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -322,6 +354,7 @@ pub static LIFECYCLE_V1ALPHA1_RESPONDER_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -329,6 +362,7 @@ pub static LIFECYCLE_V1ALPHA1_RESPONDER_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -336,6 +370,7 @@ pub static LIFECYCLE_V1ALPHA1_RESPONDER_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -350,6 +385,7 @@ pub static LIFECYCLE_V1ALPHA1_TARGET_RESPONDER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -357,6 +393,7 @@ pub static LIFECYCLE_V1ALPHA1_TARGET_RESPONDER: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -364,6 +401,7 @@ pub static LIFECYCLE_V1ALPHA1_TARGET_RESPONDER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };

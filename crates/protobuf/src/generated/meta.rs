@@ -12,6 +12,7 @@ pub static META_V1_API_GROUP: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -19,6 +20,7 @@ pub static META_V1_API_GROUP: Message = Message {
             ty: Ty::Message(&META_V1_GROUP_VERSION_FOR_DISCOVERY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -26,6 +28,7 @@ pub static META_V1_API_GROUP: Message = Message {
             ty: Ty::Message(&META_V1_GROUP_VERSION_FOR_DISCOVERY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -33,6 +36,7 @@ pub static META_V1_API_GROUP: Message = Message {
             ty: Ty::Message(&META_V1_SERVER_ADDRESS_BY_CLIENT_CIDR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -46,6 +50,7 @@ pub static META_V1_API_GROUP_LIST: Message = Message {
         ty: Ty::Message(&META_V1_API_GROUP),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -59,6 +64,7 @@ pub static META_V1_API_RESOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -66,6 +72,7 @@ pub static META_V1_API_RESOURCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -73,6 +80,7 @@ pub static META_V1_API_RESOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -80,6 +88,7 @@ pub static META_V1_API_RESOURCE: Message = Message {
             ty: Ty::StringList,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -87,6 +96,7 @@ pub static META_V1_API_RESOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -94,6 +104,7 @@ pub static META_V1_API_RESOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -101,6 +112,7 @@ pub static META_V1_API_RESOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -108,6 +120,7 @@ pub static META_V1_API_RESOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -115,6 +128,7 @@ pub static META_V1_API_RESOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -122,6 +136,7 @@ pub static META_V1_API_RESOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -136,6 +151,7 @@ pub static META_V1_API_RESOURCE_LIST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -143,6 +159,7 @@ pub static META_V1_API_RESOURCE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_API_RESOURCE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -157,6 +174,7 @@ pub static META_V1_API_VERSIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -164,6 +182,7 @@ pub static META_V1_API_VERSIONS: Message = Message {
             ty: Ty::Message(&META_V1_SERVER_ADDRESS_BY_CLIENT_CIDR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -178,6 +197,7 @@ pub static META_V1_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -185,6 +205,7 @@ pub static META_V1_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -192,6 +213,7 @@ pub static META_V1_CONDITION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -199,6 +221,7 @@ pub static META_V1_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -206,6 +229,7 @@ pub static META_V1_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -213,6 +237,7 @@ pub static META_V1_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -227,6 +252,7 @@ pub static META_V1_CREATE_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -234,6 +260,7 @@ pub static META_V1_CREATE_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -241,6 +268,7 @@ pub static META_V1_CREATE_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -255,6 +283,7 @@ pub static META_V1_DELETE_OPTIONS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -262,6 +291,7 @@ pub static META_V1_DELETE_OPTIONS: Message = Message {
             ty: Ty::Message(&META_V1_PRECONDITIONS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -269,6 +299,7 @@ pub static META_V1_DELETE_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -276,6 +307,7 @@ pub static META_V1_DELETE_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -283,6 +315,7 @@ pub static META_V1_DELETE_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -290,6 +323,7 @@ pub static META_V1_DELETE_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -304,6 +338,7 @@ pub static META_V1_FIELD_SELECTOR_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -311,6 +346,7 @@ pub static META_V1_FIELD_SELECTOR_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -318,6 +354,7 @@ pub static META_V1_FIELD_SELECTOR_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -331,6 +368,7 @@ pub static META_V1_GET_OPTIONS: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: true,
+        always: true,
     }],
 };
 
@@ -344,6 +382,7 @@ pub static META_V1_GROUP_RESOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -351,6 +390,7 @@ pub static META_V1_GROUP_RESOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -365,6 +405,7 @@ pub static META_V1_GROUP_VERSION_FOR_DISCOVERY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -372,6 +413,7 @@ pub static META_V1_GROUP_VERSION_FOR_DISCOVERY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -386,6 +428,7 @@ pub static META_V1_LABEL_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -393,6 +436,7 @@ pub static META_V1_LABEL_SELECTOR: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR_REQUIREMENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -407,6 +451,7 @@ pub static META_V1_LABEL_SELECTOR_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -414,6 +459,7 @@ pub static META_V1_LABEL_SELECTOR_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -421,6 +467,7 @@ pub static META_V1_LABEL_SELECTOR_REQUIREMENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -435,6 +482,7 @@ pub static META_V1_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -442,6 +490,7 @@ pub static META_V1_LIST: Message = Message {
             ty: Ty::RawExtension,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -456,6 +505,7 @@ pub static META_V1_LIST_META: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -463,6 +513,7 @@ pub static META_V1_LIST_META: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -470,6 +521,7 @@ pub static META_V1_LIST_META: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -477,6 +529,7 @@ pub static META_V1_LIST_META: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -484,6 +537,7 @@ pub static META_V1_LIST_META: Message = Message {
             ty: Ty::Message(&META_V1_SHARD_INFO),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -498,6 +552,7 @@ pub static META_V1_LIST_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -505,6 +560,7 @@ pub static META_V1_LIST_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -512,6 +568,7 @@ pub static META_V1_LIST_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -519,6 +576,7 @@ pub static META_V1_LIST_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -526,6 +584,7 @@ pub static META_V1_LIST_OPTIONS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -533,6 +592,7 @@ pub static META_V1_LIST_OPTIONS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -540,6 +600,7 @@ pub static META_V1_LIST_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 9,
@@ -547,6 +608,7 @@ pub static META_V1_LIST_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 10,
@@ -554,6 +616,7 @@ pub static META_V1_LIST_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 11,
@@ -561,6 +624,7 @@ pub static META_V1_LIST_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 15,
@@ -568,6 +632,7 @@ pub static META_V1_LIST_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -582,6 +647,7 @@ pub static META_V1_MANAGED_FIELDS_ENTRY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -589,6 +655,7 @@ pub static META_V1_MANAGED_FIELDS_ENTRY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -596,6 +663,7 @@ pub static META_V1_MANAGED_FIELDS_ENTRY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -603,6 +671,7 @@ pub static META_V1_MANAGED_FIELDS_ENTRY: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -610,6 +679,7 @@ pub static META_V1_MANAGED_FIELDS_ENTRY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -617,6 +687,7 @@ pub static META_V1_MANAGED_FIELDS_ENTRY: Message = Message {
             ty: Ty::FieldsV1,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -624,6 +695,7 @@ pub static META_V1_MANAGED_FIELDS_ENTRY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -638,6 +710,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -645,6 +718,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -652,6 +726,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -659,6 +734,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -666,6 +742,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -673,6 +750,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -680,6 +758,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -687,6 +766,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 9,
@@ -694,6 +774,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -701,6 +782,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -708,6 +790,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -715,6 +798,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 13,
@@ -722,6 +806,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::Message(&META_V1_OWNER_REFERENCE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 14,
@@ -729,6 +814,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 17,
@@ -736,6 +822,7 @@ pub static META_V1_OBJECT_META: Message = Message {
             ty: Ty::Message(&META_V1_MANAGED_FIELDS_ENTRY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -750,6 +837,7 @@ pub static META_V1_OWNER_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -757,6 +845,7 @@ pub static META_V1_OWNER_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -764,6 +853,7 @@ pub static META_V1_OWNER_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -771,6 +861,7 @@ pub static META_V1_OWNER_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -778,6 +869,7 @@ pub static META_V1_OWNER_REFERENCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -785,6 +877,7 @@ pub static META_V1_OWNER_REFERENCE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -798,6 +891,7 @@ pub static META_V1_PARTIAL_OBJECT_METADATA: Message = Message {
         ty: Ty::Message(&META_V1_OBJECT_META),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -811,6 +905,7 @@ pub static META_V1_PARTIAL_OBJECT_METADATA_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -818,6 +913,7 @@ pub static META_V1_PARTIAL_OBJECT_METADATA_LIST: Message = Message {
             ty: Ty::Message(&META_V1_PARTIAL_OBJECT_METADATA),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -832,6 +928,7 @@ pub static META_V1_PATCH_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -839,6 +936,7 @@ pub static META_V1_PATCH_OPTIONS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -846,6 +944,7 @@ pub static META_V1_PATCH_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -853,6 +952,7 @@ pub static META_V1_PATCH_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -867,6 +967,7 @@ pub static META_V1_PRECONDITIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -874,6 +975,7 @@ pub static META_V1_PRECONDITIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -888,6 +990,7 @@ pub static META_V1_SERVER_ADDRESS_BY_CLIENT_CIDR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -895,6 +998,7 @@ pub static META_V1_SERVER_ADDRESS_BY_CLIENT_CIDR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -908,6 +1012,7 @@ pub static META_V1_SHARD_INFO: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -921,6 +1026,7 @@ pub static META_V1_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -928,6 +1034,7 @@ pub static META_V1_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -935,6 +1042,7 @@ pub static META_V1_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -942,6 +1050,7 @@ pub static META_V1_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -949,6 +1058,7 @@ pub static META_V1_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_STATUS_DETAILS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -956,6 +1066,7 @@ pub static META_V1_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -970,6 +1081,7 @@ pub static META_V1_STATUS_CAUSE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -977,6 +1089,7 @@ pub static META_V1_STATUS_CAUSE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -984,6 +1097,7 @@ pub static META_V1_STATUS_CAUSE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -998,6 +1112,7 @@ pub static META_V1_STATUS_DETAILS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1005,6 +1120,7 @@ pub static META_V1_STATUS_DETAILS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1012,6 +1128,7 @@ pub static META_V1_STATUS_DETAILS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1019,6 +1136,7 @@ pub static META_V1_STATUS_DETAILS: Message = Message {
             ty: Ty::Message(&META_V1_STATUS_CAUSE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1026,6 +1144,7 @@ pub static META_V1_STATUS_DETAILS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -1033,6 +1152,7 @@ pub static META_V1_STATUS_DETAILS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1047,6 +1167,7 @@ pub static META_V1_UPDATE_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1054,6 +1175,7 @@ pub static META_V1_UPDATE_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1061,6 +1183,7 @@ pub static META_V1_UPDATE_OPTIONS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1075,6 +1198,7 @@ pub static META_V1_WATCH_EVENT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1082,6 +1206,7 @@ pub static META_V1_WATCH_EVENT: Message = Message {
             ty: Ty::RawExtension,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };

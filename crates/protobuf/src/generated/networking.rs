@@ -13,6 +13,7 @@ pub static NETWORKING_V1BETA1_HTTP_INGRESS_PATH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static NETWORKING_V1BETA1_HTTP_INGRESS_PATH: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_BACKEND),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static NETWORKING_V1BETA1_HTTP_INGRESS_PATH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -40,6 +43,7 @@ pub static NETWORKING_V1BETA1_HTTP_INGRESS_RULE_VALUE: Message = Message {
         ty: Ty::Message(&NETWORKING_V1BETA1_HTTP_INGRESS_PATH),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -53,6 +57,7 @@ pub static NETWORKING_V1BETA1_INGRESS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -60,6 +65,7 @@ pub static NETWORKING_V1BETA1_INGRESS: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -67,6 +73,7 @@ pub static NETWORKING_V1BETA1_INGRESS: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -81,6 +88,7 @@ pub static NETWORKING_V1BETA1_INGRESS_BACKEND: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -88,6 +96,7 @@ pub static NETWORKING_V1BETA1_INGRESS_BACKEND: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -95,6 +104,7 @@ pub static NETWORKING_V1BETA1_INGRESS_BACKEND: Message = Message {
             ty: Ty::Message(&CORE_V1_TYPED_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -109,6 +119,7 @@ pub static NETWORKING_V1BETA1_INGRESS_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -116,6 +127,7 @@ pub static NETWORKING_V1BETA1_INGRESS_CLASS: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_CLASS_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -130,6 +142,7 @@ pub static NETWORKING_V1BETA1_INGRESS_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -137,6 +150,7 @@ pub static NETWORKING_V1BETA1_INGRESS_CLASS_LIST: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -151,6 +165,7 @@ pub static NETWORKING_V1BETA1_INGRESS_CLASS_PARAMETERS_REFERENCE: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -158,6 +173,7 @@ pub static NETWORKING_V1BETA1_INGRESS_CLASS_PARAMETERS_REFERENCE: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -165,6 +181,7 @@ pub static NETWORKING_V1BETA1_INGRESS_CLASS_PARAMETERS_REFERENCE: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -172,6 +189,7 @@ pub static NETWORKING_V1BETA1_INGRESS_CLASS_PARAMETERS_REFERENCE: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -179,6 +197,7 @@ pub static NETWORKING_V1BETA1_INGRESS_CLASS_PARAMETERS_REFERENCE: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -193,6 +212,7 @@ pub static NETWORKING_V1BETA1_INGRESS_CLASS_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -200,6 +220,7 @@ pub static NETWORKING_V1BETA1_INGRESS_CLASS_SPEC: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_CLASS_PARAMETERS_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -214,6 +235,7 @@ pub static NETWORKING_V1BETA1_INGRESS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -221,6 +243,7 @@ pub static NETWORKING_V1BETA1_INGRESS_LIST: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -235,6 +258,7 @@ pub static NETWORKING_V1BETA1_INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -242,6 +266,7 @@ pub static NETWORKING_V1BETA1_INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -249,6 +274,7 @@ pub static NETWORKING_V1BETA1_INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_PORT_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -262,6 +288,7 @@ pub static NETWORKING_V1BETA1_INGRESS_LOAD_BALANCER_STATUS: Message = Message {
         ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_LOAD_BALANCER_INGRESS),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -275,6 +302,7 @@ pub static NETWORKING_V1BETA1_INGRESS_PORT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -282,6 +310,7 @@ pub static NETWORKING_V1BETA1_INGRESS_PORT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -289,6 +318,7 @@ pub static NETWORKING_V1BETA1_INGRESS_PORT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -303,6 +333,7 @@ pub static NETWORKING_V1BETA1_INGRESS_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -310,6 +341,7 @@ pub static NETWORKING_V1BETA1_INGRESS_RULE: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_RULE_VALUE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -323,6 +355,7 @@ pub static NETWORKING_V1BETA1_INGRESS_RULE_VALUE: Message = Message {
         ty: Ty::Message(&NETWORKING_V1BETA1_HTTP_INGRESS_RULE_VALUE),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -336,6 +369,7 @@ pub static NETWORKING_V1BETA1_INGRESS_SPEC: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_BACKEND),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -343,6 +377,7 @@ pub static NETWORKING_V1BETA1_INGRESS_SPEC: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_TLS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -350,6 +385,7 @@ pub static NETWORKING_V1BETA1_INGRESS_SPEC: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -357,6 +393,7 @@ pub static NETWORKING_V1BETA1_INGRESS_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -370,6 +407,7 @@ pub static NETWORKING_V1BETA1_INGRESS_STATUS: Message = Message {
         ty: Ty::Message(&NETWORKING_V1BETA1_INGRESS_LOAD_BALANCER_STATUS),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -383,6 +421,7 @@ pub static NETWORKING_V1BETA1_INGRESS_TLS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -390,6 +429,7 @@ pub static NETWORKING_V1BETA1_INGRESS_TLS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -404,6 +444,7 @@ pub static NETWORKING_V1BETA1_IP_ADDRESS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -411,6 +452,7 @@ pub static NETWORKING_V1BETA1_IP_ADDRESS: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_IP_ADDRESS_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -425,6 +467,7 @@ pub static NETWORKING_V1BETA1_IP_ADDRESS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -432,6 +475,7 @@ pub static NETWORKING_V1BETA1_IP_ADDRESS_LIST: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_IP_ADDRESS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -445,6 +489,7 @@ pub static NETWORKING_V1BETA1_IP_ADDRESS_SPEC: Message = Message {
         ty: Ty::Message(&NETWORKING_V1BETA1_PARENT_REFERENCE),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -458,6 +503,7 @@ pub static NETWORKING_V1BETA1_PARENT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -465,6 +511,7 @@ pub static NETWORKING_V1BETA1_PARENT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -472,6 +519,7 @@ pub static NETWORKING_V1BETA1_PARENT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -479,6 +527,7 @@ pub static NETWORKING_V1BETA1_PARENT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -493,6 +542,7 @@ pub static NETWORKING_V1BETA1_SERVICE_CIDR: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -500,6 +550,7 @@ pub static NETWORKING_V1BETA1_SERVICE_CIDR: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_SERVICE_CIDR_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -507,6 +558,7 @@ pub static NETWORKING_V1BETA1_SERVICE_CIDR: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_SERVICE_CIDR_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -521,6 +573,7 @@ pub static NETWORKING_V1BETA1_SERVICE_CIDR_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -528,6 +581,7 @@ pub static NETWORKING_V1BETA1_SERVICE_CIDR_LIST: Message = Message {
             ty: Ty::Message(&NETWORKING_V1BETA1_SERVICE_CIDR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -541,6 +595,7 @@ pub static NETWORKING_V1BETA1_SERVICE_CIDR_SPEC: Message = Message {
         ty: Ty::String,
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -553,6 +608,7 @@ pub static NETWORKING_V1BETA1_SERVICE_CIDR_STATUS: Message = Message {
         ty: Ty::Message(&META_V1_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -566,6 +622,7 @@ pub static NETWORKING_V1_HTTP_INGRESS_PATH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -573,6 +630,7 @@ pub static NETWORKING_V1_HTTP_INGRESS_PATH: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS_BACKEND),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -580,6 +638,7 @@ pub static NETWORKING_V1_HTTP_INGRESS_PATH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -593,6 +652,7 @@ pub static NETWORKING_V1_HTTP_INGRESS_RULE_VALUE: Message = Message {
         ty: Ty::Message(&NETWORKING_V1_HTTP_INGRESS_PATH),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -606,6 +666,7 @@ pub static NETWORKING_V1_INGRESS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -613,6 +674,7 @@ pub static NETWORKING_V1_INGRESS: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -620,6 +682,7 @@ pub static NETWORKING_V1_INGRESS: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -634,6 +697,7 @@ pub static NETWORKING_V1_INGRESS_BACKEND: Message = Message {
             ty: Ty::Message(&CORE_V1_TYPED_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -641,6 +705,7 @@ pub static NETWORKING_V1_INGRESS_BACKEND: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS_SERVICE_BACKEND),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -655,6 +720,7 @@ pub static NETWORKING_V1_INGRESS_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -662,6 +728,7 @@ pub static NETWORKING_V1_INGRESS_CLASS: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS_CLASS_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -676,6 +743,7 @@ pub static NETWORKING_V1_INGRESS_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -683,6 +751,7 @@ pub static NETWORKING_V1_INGRESS_CLASS_LIST: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -697,6 +766,7 @@ pub static NETWORKING_V1_INGRESS_CLASS_PARAMETERS_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -704,6 +774,7 @@ pub static NETWORKING_V1_INGRESS_CLASS_PARAMETERS_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -711,6 +782,7 @@ pub static NETWORKING_V1_INGRESS_CLASS_PARAMETERS_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -718,6 +790,7 @@ pub static NETWORKING_V1_INGRESS_CLASS_PARAMETERS_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -725,6 +798,7 @@ pub static NETWORKING_V1_INGRESS_CLASS_PARAMETERS_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -739,6 +813,7 @@ pub static NETWORKING_V1_INGRESS_CLASS_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -746,6 +821,7 @@ pub static NETWORKING_V1_INGRESS_CLASS_SPEC: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS_CLASS_PARAMETERS_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -760,6 +836,7 @@ pub static NETWORKING_V1_INGRESS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -767,6 +844,7 @@ pub static NETWORKING_V1_INGRESS_LIST: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -781,6 +859,7 @@ pub static NETWORKING_V1_INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -788,6 +867,7 @@ pub static NETWORKING_V1_INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -795,6 +875,7 @@ pub static NETWORKING_V1_INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS_PORT_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -808,6 +889,7 @@ pub static NETWORKING_V1_INGRESS_LOAD_BALANCER_STATUS: Message = Message {
         ty: Ty::Message(&NETWORKING_V1_INGRESS_LOAD_BALANCER_INGRESS),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -821,6 +903,7 @@ pub static NETWORKING_V1_INGRESS_PORT_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -828,6 +911,7 @@ pub static NETWORKING_V1_INGRESS_PORT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -835,6 +919,7 @@ pub static NETWORKING_V1_INGRESS_PORT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -849,6 +934,7 @@ pub static NETWORKING_V1_INGRESS_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -856,6 +942,7 @@ pub static NETWORKING_V1_INGRESS_RULE: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS_RULE_VALUE),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -869,6 +956,7 @@ pub static NETWORKING_V1_INGRESS_RULE_VALUE: Message = Message {
         ty: Ty::Message(&NETWORKING_V1_HTTP_INGRESS_RULE_VALUE),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -882,6 +970,7 @@ pub static NETWORKING_V1_INGRESS_SERVICE_BACKEND: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -889,6 +978,7 @@ pub static NETWORKING_V1_INGRESS_SERVICE_BACKEND: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_SERVICE_BACKEND_PORT),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -903,6 +993,7 @@ pub static NETWORKING_V1_INGRESS_SPEC: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS_BACKEND),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -910,6 +1001,7 @@ pub static NETWORKING_V1_INGRESS_SPEC: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS_TLS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -917,6 +1009,7 @@ pub static NETWORKING_V1_INGRESS_SPEC: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_INGRESS_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -924,6 +1017,7 @@ pub static NETWORKING_V1_INGRESS_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -937,6 +1031,7 @@ pub static NETWORKING_V1_INGRESS_STATUS: Message = Message {
         ty: Ty::Message(&NETWORKING_V1_INGRESS_LOAD_BALANCER_STATUS),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -950,6 +1045,7 @@ pub static NETWORKING_V1_INGRESS_TLS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -957,6 +1053,7 @@ pub static NETWORKING_V1_INGRESS_TLS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -971,6 +1068,7 @@ pub static NETWORKING_V1_IP_ADDRESS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -978,6 +1076,7 @@ pub static NETWORKING_V1_IP_ADDRESS: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_IP_ADDRESS_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -992,6 +1091,7 @@ pub static NETWORKING_V1_IP_ADDRESS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -999,6 +1099,7 @@ pub static NETWORKING_V1_IP_ADDRESS_LIST: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_IP_ADDRESS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1012,6 +1113,7 @@ pub static NETWORKING_V1_IP_ADDRESS_SPEC: Message = Message {
         ty: Ty::Message(&NETWORKING_V1_PARENT_REFERENCE),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1025,6 +1127,7 @@ pub static NETWORKING_V1_IP_BLOCK: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1032,6 +1135,7 @@ pub static NETWORKING_V1_IP_BLOCK: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1046,6 +1150,7 @@ pub static NETWORKING_V1_NETWORK_POLICY: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1053,6 +1158,7 @@ pub static NETWORKING_V1_NETWORK_POLICY: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_NETWORK_POLICY_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1067,6 +1173,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_EGRESS_RULE: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_NETWORK_POLICY_PORT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1074,6 +1181,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_EGRESS_RULE: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_NETWORK_POLICY_PEER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1088,6 +1196,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_INGRESS_RULE: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_NETWORK_POLICY_PORT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1095,6 +1204,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_INGRESS_RULE: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_NETWORK_POLICY_PEER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1109,6 +1219,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1116,6 +1227,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_LIST: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_NETWORK_POLICY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1130,6 +1242,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_PEER: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1137,6 +1250,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_PEER: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1144,6 +1258,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_PEER: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_IP_BLOCK),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1158,6 +1273,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1165,6 +1281,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_PORT: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1172,6 +1289,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_PORT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1186,6 +1304,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1193,6 +1312,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_SPEC: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_NETWORK_POLICY_INGRESS_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1200,6 +1320,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_SPEC: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_NETWORK_POLICY_EGRESS_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1207,6 +1328,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1221,6 +1343,7 @@ pub static NETWORKING_V1_PARENT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1228,6 +1351,7 @@ pub static NETWORKING_V1_PARENT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1235,6 +1359,7 @@ pub static NETWORKING_V1_PARENT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1242,6 +1367,7 @@ pub static NETWORKING_V1_PARENT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1256,6 +1382,7 @@ pub static NETWORKING_V1_SERVICE_BACKEND_PORT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1263,6 +1390,7 @@ pub static NETWORKING_V1_SERVICE_BACKEND_PORT: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1277,6 +1405,7 @@ pub static NETWORKING_V1_SERVICE_CIDR: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1284,6 +1413,7 @@ pub static NETWORKING_V1_SERVICE_CIDR: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_SERVICE_CIDR_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1291,6 +1421,7 @@ pub static NETWORKING_V1_SERVICE_CIDR: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_SERVICE_CIDR_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1305,6 +1436,7 @@ pub static NETWORKING_V1_SERVICE_CIDR_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1312,6 +1444,7 @@ pub static NETWORKING_V1_SERVICE_CIDR_LIST: Message = Message {
             ty: Ty::Message(&NETWORKING_V1_SERVICE_CIDR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1325,6 +1458,7 @@ pub static NETWORKING_V1_SERVICE_CIDR_SPEC: Message = Message {
         ty: Ty::String,
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1337,5 +1471,6 @@ pub static NETWORKING_V1_SERVICE_CIDR_STATUS: Message = Message {
         ty: Ty::Message(&META_V1_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };

@@ -12,6 +12,7 @@ pub static NODE_V1ALPHA1_OVERHEAD: Message = Message {
         ty: Ty::Quantity,
         shape: Shape::Map(Ty::String),
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -25,6 +26,7 @@ pub static NODE_V1ALPHA1_RUNTIME_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -32,6 +34,7 @@ pub static NODE_V1ALPHA1_RUNTIME_CLASS: Message = Message {
             ty: Ty::Message(&NODE_V1ALPHA1_RUNTIME_CLASS_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -46,6 +49,7 @@ pub static NODE_V1ALPHA1_RUNTIME_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -53,6 +57,7 @@ pub static NODE_V1ALPHA1_RUNTIME_CLASS_LIST: Message = Message {
             ty: Ty::Message(&NODE_V1ALPHA1_RUNTIME_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -67,6 +72,7 @@ pub static NODE_V1ALPHA1_RUNTIME_CLASS_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -74,6 +80,7 @@ pub static NODE_V1ALPHA1_RUNTIME_CLASS_SPEC: Message = Message {
             ty: Ty::Message(&NODE_V1ALPHA1_OVERHEAD),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -81,6 +88,7 @@ pub static NODE_V1ALPHA1_RUNTIME_CLASS_SPEC: Message = Message {
             ty: Ty::Message(&NODE_V1ALPHA1_SCHEDULING),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -95,6 +103,7 @@ pub static NODE_V1ALPHA1_SCHEDULING: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -102,6 +111,7 @@ pub static NODE_V1ALPHA1_SCHEDULING: Message = Message {
             ty: Ty::Message(&CORE_V1_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -115,6 +125,7 @@ pub static NODE_V1BETA1_OVERHEAD: Message = Message {
         ty: Ty::Quantity,
         shape: Shape::Map(Ty::String),
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -128,6 +139,7 @@ pub static NODE_V1BETA1_RUNTIME_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -135,6 +147,7 @@ pub static NODE_V1BETA1_RUNTIME_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -142,6 +155,7 @@ pub static NODE_V1BETA1_RUNTIME_CLASS: Message = Message {
             ty: Ty::Message(&NODE_V1BETA1_OVERHEAD),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -149,6 +163,7 @@ pub static NODE_V1BETA1_RUNTIME_CLASS: Message = Message {
             ty: Ty::Message(&NODE_V1BETA1_SCHEDULING),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -163,6 +178,7 @@ pub static NODE_V1BETA1_RUNTIME_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -170,6 +186,7 @@ pub static NODE_V1BETA1_RUNTIME_CLASS_LIST: Message = Message {
             ty: Ty::Message(&NODE_V1BETA1_RUNTIME_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -184,6 +201,7 @@ pub static NODE_V1BETA1_SCHEDULING: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -191,6 +209,7 @@ pub static NODE_V1BETA1_SCHEDULING: Message = Message {
             ty: Ty::Message(&CORE_V1_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -204,6 +223,7 @@ pub static NODE_V1_OVERHEAD: Message = Message {
         ty: Ty::Quantity,
         shape: Shape::Map(Ty::String),
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -217,6 +237,7 @@ pub static NODE_V1_RUNTIME_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -224,6 +245,7 @@ pub static NODE_V1_RUNTIME_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -231,6 +253,7 @@ pub static NODE_V1_RUNTIME_CLASS: Message = Message {
             ty: Ty::Message(&NODE_V1_OVERHEAD),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -238,6 +261,7 @@ pub static NODE_V1_RUNTIME_CLASS: Message = Message {
             ty: Ty::Message(&NODE_V1_SCHEDULING),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -252,6 +276,7 @@ pub static NODE_V1_RUNTIME_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -259,6 +284,7 @@ pub static NODE_V1_RUNTIME_CLASS_LIST: Message = Message {
             ty: Ty::Message(&NODE_V1_RUNTIME_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -273,6 +299,7 @@ pub static NODE_V1_SCHEDULING: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -280,6 +307,7 @@ pub static NODE_V1_SCHEDULING: Message = Message {
             ty: Ty::Message(&CORE_V1_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };

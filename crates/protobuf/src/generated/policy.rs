@@ -13,6 +13,7 @@ pub static POLICY_V1BETA1_EVICTION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static POLICY_V1BETA1_EVICTION: Message = Message {
             ty: Ty::Message(&META_V1_DELETE_OPTIONS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -34,6 +36,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -41,6 +44,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET: Message = Message {
             ty: Ty::Message(&POLICY_V1BETA1_POD_DISRUPTION_BUDGET_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -48,6 +52,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET: Message = Message {
             ty: Ty::Message(&POLICY_V1BETA1_POD_DISRUPTION_BUDGET_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -62,6 +67,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -69,6 +75,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_LIST: Message = Message {
             ty: Ty::Message(&POLICY_V1BETA1_POD_DISRUPTION_BUDGET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -83,6 +90,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_SPEC: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -90,6 +98,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -97,6 +106,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_SPEC: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -104,6 +114,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -118,6 +129,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -125,6 +137,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -132,6 +145,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -139,6 +153,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -146,6 +161,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -153,6 +169,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -160,6 +177,7 @@ pub static POLICY_V1BETA1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -174,6 +192,7 @@ pub static POLICY_V1_EVICTION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -181,6 +200,7 @@ pub static POLICY_V1_EVICTION: Message = Message {
             ty: Ty::Message(&META_V1_DELETE_OPTIONS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -195,6 +215,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -202,6 +223,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET: Message = Message {
             ty: Ty::Message(&POLICY_V1_POD_DISRUPTION_BUDGET_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -209,6 +231,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET: Message = Message {
             ty: Ty::Message(&POLICY_V1_POD_DISRUPTION_BUDGET_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -223,6 +246,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -230,6 +254,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_LIST: Message = Message {
             ty: Ty::Message(&POLICY_V1_POD_DISRUPTION_BUDGET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -244,6 +269,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_SPEC: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -251,6 +277,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -258,6 +285,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_SPEC: Message = Message {
             ty: Ty::IntOrString,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -265,6 +293,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -279,6 +308,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -286,6 +316,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Time,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -293,6 +324,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -300,6 +332,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -307,6 +340,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 6,
@@ -314,6 +348,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 7,
@@ -321,6 +356,7 @@ pub static POLICY_V1_POD_DISRUPTION_BUDGET_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };

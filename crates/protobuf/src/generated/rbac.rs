@@ -12,6 +12,7 @@ pub static RBAC_V1ALPHA1_AGGREGATION_RULE: Message = Message {
         ty: Ty::Message(&META_V1_LABEL_SELECTOR),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -25,6 +26,7 @@ pub static RBAC_V1ALPHA1_CLUSTER_ROLE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -32,6 +34,7 @@ pub static RBAC_V1ALPHA1_CLUSTER_ROLE: Message = Message {
             ty: Ty::Message(&RBAC_V1ALPHA1_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -39,6 +42,7 @@ pub static RBAC_V1ALPHA1_CLUSTER_ROLE: Message = Message {
             ty: Ty::Message(&RBAC_V1ALPHA1_AGGREGATION_RULE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -53,6 +57,7 @@ pub static RBAC_V1ALPHA1_CLUSTER_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -60,6 +65,7 @@ pub static RBAC_V1ALPHA1_CLUSTER_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&RBAC_V1ALPHA1_SUBJECT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -67,6 +73,7 @@ pub static RBAC_V1ALPHA1_CLUSTER_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&RBAC_V1ALPHA1_ROLE_REF),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -81,6 +88,7 @@ pub static RBAC_V1ALPHA1_CLUSTER_ROLE_BINDING_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -88,6 +96,7 @@ pub static RBAC_V1ALPHA1_CLUSTER_ROLE_BINDING_LIST: Message = Message {
             ty: Ty::Message(&RBAC_V1ALPHA1_CLUSTER_ROLE_BINDING),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -102,6 +111,7 @@ pub static RBAC_V1ALPHA1_CLUSTER_ROLE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -109,6 +119,7 @@ pub static RBAC_V1ALPHA1_CLUSTER_ROLE_LIST: Message = Message {
             ty: Ty::Message(&RBAC_V1ALPHA1_CLUSTER_ROLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -123,6 +134,7 @@ pub static RBAC_V1ALPHA1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -130,6 +142,7 @@ pub static RBAC_V1ALPHA1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -137,6 +150,7 @@ pub static RBAC_V1ALPHA1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -144,6 +158,7 @@ pub static RBAC_V1ALPHA1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -151,6 +166,7 @@ pub static RBAC_V1ALPHA1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -165,6 +181,7 @@ pub static RBAC_V1ALPHA1_ROLE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -172,6 +189,7 @@ pub static RBAC_V1ALPHA1_ROLE: Message = Message {
             ty: Ty::Message(&RBAC_V1ALPHA1_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -186,6 +204,7 @@ pub static RBAC_V1ALPHA1_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -193,6 +212,7 @@ pub static RBAC_V1ALPHA1_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&RBAC_V1ALPHA1_SUBJECT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -200,6 +220,7 @@ pub static RBAC_V1ALPHA1_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&RBAC_V1ALPHA1_ROLE_REF),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -214,6 +235,7 @@ pub static RBAC_V1ALPHA1_ROLE_BINDING_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -221,6 +243,7 @@ pub static RBAC_V1ALPHA1_ROLE_BINDING_LIST: Message = Message {
             ty: Ty::Message(&RBAC_V1ALPHA1_ROLE_BINDING),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -235,6 +258,7 @@ pub static RBAC_V1ALPHA1_ROLE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -242,6 +266,7 @@ pub static RBAC_V1ALPHA1_ROLE_LIST: Message = Message {
             ty: Ty::Message(&RBAC_V1ALPHA1_ROLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -256,6 +281,7 @@ pub static RBAC_V1ALPHA1_ROLE_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -263,6 +289,7 @@ pub static RBAC_V1ALPHA1_ROLE_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -270,6 +297,7 @@ pub static RBAC_V1ALPHA1_ROLE_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -284,6 +312,7 @@ pub static RBAC_V1ALPHA1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -291,6 +320,7 @@ pub static RBAC_V1ALPHA1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -298,6 +328,7 @@ pub static RBAC_V1ALPHA1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -305,6 +336,7 @@ pub static RBAC_V1ALPHA1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -318,6 +350,7 @@ pub static RBAC_V1BETA1_AGGREGATION_RULE: Message = Message {
         ty: Ty::Message(&META_V1_LABEL_SELECTOR),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -331,6 +364,7 @@ pub static RBAC_V1BETA1_CLUSTER_ROLE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -338,6 +372,7 @@ pub static RBAC_V1BETA1_CLUSTER_ROLE: Message = Message {
             ty: Ty::Message(&RBAC_V1BETA1_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -345,6 +380,7 @@ pub static RBAC_V1BETA1_CLUSTER_ROLE: Message = Message {
             ty: Ty::Message(&RBAC_V1BETA1_AGGREGATION_RULE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -359,6 +395,7 @@ pub static RBAC_V1BETA1_CLUSTER_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -366,6 +403,7 @@ pub static RBAC_V1BETA1_CLUSTER_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&RBAC_V1BETA1_SUBJECT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -373,6 +411,7 @@ pub static RBAC_V1BETA1_CLUSTER_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&RBAC_V1BETA1_ROLE_REF),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -387,6 +426,7 @@ pub static RBAC_V1BETA1_CLUSTER_ROLE_BINDING_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -394,6 +434,7 @@ pub static RBAC_V1BETA1_CLUSTER_ROLE_BINDING_LIST: Message = Message {
             ty: Ty::Message(&RBAC_V1BETA1_CLUSTER_ROLE_BINDING),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -408,6 +449,7 @@ pub static RBAC_V1BETA1_CLUSTER_ROLE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -415,6 +457,7 @@ pub static RBAC_V1BETA1_CLUSTER_ROLE_LIST: Message = Message {
             ty: Ty::Message(&RBAC_V1BETA1_CLUSTER_ROLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -429,6 +472,7 @@ pub static RBAC_V1BETA1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -436,6 +480,7 @@ pub static RBAC_V1BETA1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -443,6 +488,7 @@ pub static RBAC_V1BETA1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -450,6 +496,7 @@ pub static RBAC_V1BETA1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -457,6 +504,7 @@ pub static RBAC_V1BETA1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -471,6 +519,7 @@ pub static RBAC_V1BETA1_ROLE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -478,6 +527,7 @@ pub static RBAC_V1BETA1_ROLE: Message = Message {
             ty: Ty::Message(&RBAC_V1BETA1_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -492,6 +542,7 @@ pub static RBAC_V1BETA1_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -499,6 +550,7 @@ pub static RBAC_V1BETA1_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&RBAC_V1BETA1_SUBJECT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -506,6 +558,7 @@ pub static RBAC_V1BETA1_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&RBAC_V1BETA1_ROLE_REF),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -520,6 +573,7 @@ pub static RBAC_V1BETA1_ROLE_BINDING_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -527,6 +581,7 @@ pub static RBAC_V1BETA1_ROLE_BINDING_LIST: Message = Message {
             ty: Ty::Message(&RBAC_V1BETA1_ROLE_BINDING),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -541,6 +596,7 @@ pub static RBAC_V1BETA1_ROLE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -548,6 +604,7 @@ pub static RBAC_V1BETA1_ROLE_LIST: Message = Message {
             ty: Ty::Message(&RBAC_V1BETA1_ROLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -562,6 +619,7 @@ pub static RBAC_V1BETA1_ROLE_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -569,6 +627,7 @@ pub static RBAC_V1BETA1_ROLE_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -576,6 +635,7 @@ pub static RBAC_V1BETA1_ROLE_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -590,6 +650,7 @@ pub static RBAC_V1BETA1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -597,6 +658,7 @@ pub static RBAC_V1BETA1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -604,6 +666,7 @@ pub static RBAC_V1BETA1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -611,6 +674,7 @@ pub static RBAC_V1BETA1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -624,6 +688,7 @@ pub static RBAC_V1_AGGREGATION_RULE: Message = Message {
         ty: Ty::Message(&META_V1_LABEL_SELECTOR),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -637,6 +702,7 @@ pub static RBAC_V1_CLUSTER_ROLE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -644,6 +710,7 @@ pub static RBAC_V1_CLUSTER_ROLE: Message = Message {
             ty: Ty::Message(&RBAC_V1_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -651,6 +718,7 @@ pub static RBAC_V1_CLUSTER_ROLE: Message = Message {
             ty: Ty::Message(&RBAC_V1_AGGREGATION_RULE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -665,6 +733,7 @@ pub static RBAC_V1_CLUSTER_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -672,6 +741,7 @@ pub static RBAC_V1_CLUSTER_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&RBAC_V1_SUBJECT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -679,6 +749,7 @@ pub static RBAC_V1_CLUSTER_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&RBAC_V1_ROLE_REF),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -693,6 +764,7 @@ pub static RBAC_V1_CLUSTER_ROLE_BINDING_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -700,6 +772,7 @@ pub static RBAC_V1_CLUSTER_ROLE_BINDING_LIST: Message = Message {
             ty: Ty::Message(&RBAC_V1_CLUSTER_ROLE_BINDING),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -714,6 +787,7 @@ pub static RBAC_V1_CLUSTER_ROLE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -721,6 +795,7 @@ pub static RBAC_V1_CLUSTER_ROLE_LIST: Message = Message {
             ty: Ty::Message(&RBAC_V1_CLUSTER_ROLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -735,6 +810,7 @@ pub static RBAC_V1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -742,6 +818,7 @@ pub static RBAC_V1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -749,6 +826,7 @@ pub static RBAC_V1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -756,6 +834,7 @@ pub static RBAC_V1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -763,6 +842,7 @@ pub static RBAC_V1_POLICY_RULE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -777,6 +857,7 @@ pub static RBAC_V1_ROLE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -784,6 +865,7 @@ pub static RBAC_V1_ROLE: Message = Message {
             ty: Ty::Message(&RBAC_V1_POLICY_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -798,6 +880,7 @@ pub static RBAC_V1_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -805,6 +888,7 @@ pub static RBAC_V1_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&RBAC_V1_SUBJECT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -812,6 +896,7 @@ pub static RBAC_V1_ROLE_BINDING: Message = Message {
             ty: Ty::Message(&RBAC_V1_ROLE_REF),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -826,6 +911,7 @@ pub static RBAC_V1_ROLE_BINDING_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -833,6 +919,7 @@ pub static RBAC_V1_ROLE_BINDING_LIST: Message = Message {
             ty: Ty::Message(&RBAC_V1_ROLE_BINDING),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -847,6 +934,7 @@ pub static RBAC_V1_ROLE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -854,6 +942,7 @@ pub static RBAC_V1_ROLE_LIST: Message = Message {
             ty: Ty::Message(&RBAC_V1_ROLE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -868,6 +957,7 @@ pub static RBAC_V1_ROLE_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -875,6 +965,7 @@ pub static RBAC_V1_ROLE_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -882,6 +973,7 @@ pub static RBAC_V1_ROLE_REF: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -896,6 +988,7 @@ pub static RBAC_V1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -903,6 +996,7 @@ pub static RBAC_V1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -910,6 +1004,7 @@ pub static RBAC_V1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -917,6 +1012,7 @@ pub static RBAC_V1_SUBJECT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };

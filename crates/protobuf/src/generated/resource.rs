@@ -13,6 +13,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -34,6 +37,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -48,6 +52,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -55,6 +60,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -62,6 +68,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -76,6 +83,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -83,6 +91,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -97,6 +106,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1ALPHA3_DEVICE_TAINT_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -104,6 +114,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1ALPHA3_DEVICE_TAINT),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -117,6 +128,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE_STATUS: Message = Message {
         ty: Ty::Message(&META_V1_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -130,6 +142,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -137,6 +150,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -144,6 +158,7 @@ pub static RESOURCE_V1ALPHA3_DEVICE_TAINT_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -158,6 +173,7 @@ pub static RESOURCE_V1ALPHA3_PARTITION_TYPE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -165,6 +181,7 @@ pub static RESOURCE_V1ALPHA3_PARTITION_TYPE_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -172,6 +189,7 @@ pub static RESOURCE_V1ALPHA3_PARTITION_TYPE_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -179,6 +197,7 @@ pub static RESOURCE_V1ALPHA3_PARTITION_TYPE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -193,6 +212,7 @@ pub static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -200,6 +220,7 @@ pub static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -207,6 +228,7 @@ pub static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -214,6 +236,7 @@ pub static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -221,6 +244,7 @@ pub static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -228,6 +252,7 @@ pub static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -235,6 +260,7 @@ pub static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -242,6 +268,7 @@ pub static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -249,6 +276,7 @@ pub static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 10,
@@ -256,6 +284,7 @@ pub static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -263,6 +292,7 @@ pub static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1ALPHA3_PARTITION_TYPE_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 13,
@@ -270,6 +300,7 @@ pub static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1ALPHA3_SHAREABLE_SUMMARY_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -284,6 +315,7 @@ pub static RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -291,6 +323,7 @@ pub static RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -298,6 +331,7 @@ pub static RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -312,6 +346,7 @@ pub static RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST_LIST: Message = Messag
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -319,6 +354,7 @@ pub static RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST_LIST: Message = Messag
             ty: Ty::Message(&RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -333,6 +369,7 @@ pub static RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST_SPEC: Message = Messag
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -340,6 +377,7 @@ pub static RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST_SPEC: Message = Messag
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -347,6 +385,7 @@ pub static RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST_SPEC: Message = Messag
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -354,6 +393,7 @@ pub static RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST_SPEC: Message = Messag
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -368,6 +408,7 @@ pub static RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST_STATUS: Message = Mess
             ty: Ty::Message(&RESOURCE_V1ALPHA3_POOL_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -375,6 +416,7 @@ pub static RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST_STATUS: Message = Mess
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -382,6 +424,7 @@ pub static RESOURCE_V1ALPHA3_RESOURCE_POOL_STATUS_REQUEST_STATUS: Message = Mess
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -396,6 +439,7 @@ pub static RESOURCE_V1ALPHA3_SHAREABLE_CAPACITY_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -403,6 +447,7 @@ pub static RESOURCE_V1ALPHA3_SHAREABLE_CAPACITY_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -410,6 +455,7 @@ pub static RESOURCE_V1ALPHA3_SHAREABLE_CAPACITY_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -417,6 +463,7 @@ pub static RESOURCE_V1ALPHA3_SHAREABLE_CAPACITY_STATUS: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -431,6 +478,7 @@ pub static RESOURCE_V1ALPHA3_SHAREABLE_SUMMARY_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -438,6 +486,7 @@ pub static RESOURCE_V1ALPHA3_SHAREABLE_SUMMARY_STATUS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -445,6 +494,7 @@ pub static RESOURCE_V1ALPHA3_SHAREABLE_SUMMARY_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1ALPHA3_SHAREABLE_CAPACITY_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -459,6 +509,7 @@ pub static RESOURCE_V1BETA1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -466,6 +517,7 @@ pub static RESOURCE_V1BETA1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -473,6 +525,7 @@ pub static RESOURCE_V1BETA1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -480,6 +533,7 @@ pub static RESOURCE_V1BETA1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -487,6 +541,7 @@ pub static RESOURCE_V1BETA1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::RawExtension,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -494,6 +549,7 @@ pub static RESOURCE_V1BETA1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_NETWORK_DEVICE_DATA),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -501,6 +557,7 @@ pub static RESOURCE_V1BETA1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -515,6 +572,7 @@ pub static RESOURCE_V1BETA1_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_ALLOCATION_RESULT),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -522,6 +580,7 @@ pub static RESOURCE_V1BETA1_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -529,6 +588,7 @@ pub static RESOURCE_V1BETA1_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -543,6 +603,7 @@ pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_ATTRIBUTE),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -550,6 +611,7 @@ pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_CAPACITY),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -557,6 +619,7 @@ pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_COUNTER_CONSUMPTION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -564,6 +627,7 @@ pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -571,6 +635,7 @@ pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -578,6 +643,7 @@ pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -585,6 +651,7 @@ pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_TAINT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -592,6 +659,7 @@ pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -599,6 +667,7 @@ pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -606,6 +675,7 @@ pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -613,6 +683,7 @@ pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 14,
@@ -620,6 +691,7 @@ pub static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_NODE_ALLOCATABLE_RESOURCE),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -634,6 +706,7 @@ pub static RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -641,6 +714,7 @@ pub static RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -648,6 +722,7 @@ pub static RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY_RANGE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -662,6 +737,7 @@ pub static RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -669,6 +745,7 @@ pub static RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -676,6 +753,7 @@ pub static RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -689,6 +767,7 @@ pub static RESOURCE_V1BETA1_CAPACITY_REQUIREMENTS: Message = Message {
         ty: Ty::Quantity,
         shape: Shape::Map(Ty::String),
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -701,6 +780,7 @@ pub static RESOURCE_V1BETA1_CEL_DEVICE_SELECTOR: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -713,6 +793,7 @@ pub static RESOURCE_V1BETA1_COUNTER: Message = Message {
         ty: Ty::Quantity,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -726,6 +807,7 @@ pub static RESOURCE_V1BETA1_COUNTER_SET: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -733,6 +815,7 @@ pub static RESOURCE_V1BETA1_COUNTER_SET: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_COUNTER),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -747,6 +830,7 @@ pub static RESOURCE_V1BETA1_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -754,6 +838,7 @@ pub static RESOURCE_V1BETA1_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_BASIC_DEVICE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -768,6 +853,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ALLOCATION_CONFIGURATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -775,6 +861,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ALLOCATION_CONFIGURATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -782,6 +869,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ALLOCATION_CONFIGURATION: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_CONFIGURATION),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -796,6 +884,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -803,6 +892,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_ALLOCATION_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -817,6 +907,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -824,6 +915,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -831,6 +923,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -838,6 +931,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -845,6 +939,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -852,6 +947,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -859,6 +955,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -866,6 +963,7 @@ pub static RESOURCE_V1BETA1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -880,6 +978,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CAPACITY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -887,6 +986,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CAPACITY: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -901,6 +1001,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -908,6 +1009,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_CONSTRAINT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -915,6 +1017,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_CLAIM_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -929,6 +1032,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLAIM_CONFIGURATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -936,6 +1040,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLAIM_CONFIGURATION: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_CONFIGURATION),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -950,6 +1055,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -957,6 +1063,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLASS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_CLASS_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -970,6 +1077,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLASS_CONFIGURATION: Message = Message {
         ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_CONFIGURATION),
         shape: Shape::Inline,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -983,6 +1091,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -990,6 +1099,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLASS_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1004,6 +1114,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLASS_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_SELECTOR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1011,6 +1122,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLASS_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_CLASS_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1018,6 +1130,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CLASS_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1031,6 +1144,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CONFIGURATION: Message = Message {
         ty: Ty::Message(&RESOURCE_V1BETA1_OPAQUE_DEVICE_CONFIGURATION),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1044,6 +1158,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1051,6 +1166,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1058,6 +1174,7 @@ pub static RESOURCE_V1BETA1_DEVICE_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1072,6 +1189,7 @@ pub static RESOURCE_V1BETA1_DEVICE_COUNTER_CONSUMPTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1079,6 +1197,7 @@ pub static RESOURCE_V1BETA1_DEVICE_COUNTER_CONSUMPTION: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_COUNTER),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1086,6 +1205,7 @@ pub static RESOURCE_V1BETA1_DEVICE_COUNTER_CONSUMPTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1100,6 +1220,7 @@ pub static RESOURCE_V1BETA1_DEVICE_DERIVED_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1107,6 +1228,7 @@ pub static RESOURCE_V1BETA1_DEVICE_DERIVED_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1121,6 +1243,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1128,6 +1251,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1135,6 +1259,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_SELECTOR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1142,6 +1267,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1149,6 +1275,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -1156,6 +1283,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1163,6 +1291,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_SUB_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -1170,6 +1299,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -1177,6 +1307,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_CAPACITY_REQUIREMENTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -1184,6 +1315,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_DERIVED_ATTRIBUTE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1198,6 +1330,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1205,6 +1338,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1212,6 +1346,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1219,6 +1354,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -1226,6 +1362,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1233,6 +1370,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1240,6 +1378,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -1247,6 +1386,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -1254,6 +1394,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -1261,6 +1402,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -1268,6 +1410,7 @@ pub static RESOURCE_V1BETA1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1281,6 +1424,7 @@ pub static RESOURCE_V1BETA1_DEVICE_SELECTOR: Message = Message {
         ty: Ty::Message(&RESOURCE_V1BETA1_CEL_DEVICE_SELECTOR),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1294,6 +1438,7 @@ pub static RESOURCE_V1BETA1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1301,6 +1446,7 @@ pub static RESOURCE_V1BETA1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1308,6 +1454,7 @@ pub static RESOURCE_V1BETA1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_SELECTOR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1315,6 +1462,7 @@ pub static RESOURCE_V1BETA1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1322,6 +1470,7 @@ pub static RESOURCE_V1BETA1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -1329,6 +1478,7 @@ pub static RESOURCE_V1BETA1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -1336,6 +1486,7 @@ pub static RESOURCE_V1BETA1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_CAPACITY_REQUIREMENTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -1343,6 +1494,7 @@ pub static RESOURCE_V1BETA1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_DERIVED_ATTRIBUTE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1357,6 +1509,7 @@ pub static RESOURCE_V1BETA1_DEVICE_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1364,6 +1517,7 @@ pub static RESOURCE_V1BETA1_DEVICE_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1371,6 +1525,7 @@ pub static RESOURCE_V1BETA1_DEVICE_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1378,6 +1533,7 @@ pub static RESOURCE_V1BETA1_DEVICE_TAINT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1392,6 +1548,7 @@ pub static RESOURCE_V1BETA1_DEVICE_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1399,6 +1556,7 @@ pub static RESOURCE_V1BETA1_DEVICE_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1406,6 +1564,7 @@ pub static RESOURCE_V1BETA1_DEVICE_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1413,6 +1572,7 @@ pub static RESOURCE_V1BETA1_DEVICE_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1420,6 +1580,7 @@ pub static RESOURCE_V1BETA1_DEVICE_TOLERATION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1434,6 +1595,7 @@ pub static RESOURCE_V1BETA1_NETWORK_DEVICE_DATA: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1441,6 +1603,7 @@ pub static RESOURCE_V1BETA1_NETWORK_DEVICE_DATA: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1448,6 +1611,7 @@ pub static RESOURCE_V1BETA1_NETWORK_DEVICE_DATA: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -1462,6 +1626,7 @@ pub static RESOURCE_V1BETA1_NODE_ALLOCATABLE_MAPPING: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1469,6 +1634,7 @@ pub static RESOURCE_V1BETA1_NODE_ALLOCATABLE_MAPPING: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1476,6 +1642,7 @@ pub static RESOURCE_V1BETA1_NODE_ALLOCATABLE_MAPPING: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1490,6 +1657,7 @@ pub static RESOURCE_V1BETA1_NODE_ALLOCATABLE_OVERHEAD: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1497,6 +1665,7 @@ pub static RESOURCE_V1BETA1_NODE_ALLOCATABLE_OVERHEAD: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1511,6 +1680,7 @@ pub static RESOURCE_V1BETA1_NODE_ALLOCATABLE_RESOURCE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_NODE_ALLOCATABLE_MAPPING),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1518,6 +1688,7 @@ pub static RESOURCE_V1BETA1_NODE_ALLOCATABLE_RESOURCE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_NODE_ALLOCATABLE_OVERHEAD),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1532,6 +1703,7 @@ pub static RESOURCE_V1BETA1_OPAQUE_DEVICE_CONFIGURATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1539,6 +1711,7 @@ pub static RESOURCE_V1BETA1_OPAQUE_DEVICE_CONFIGURATION: Message = Message {
             ty: Ty::RawExtension,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1553,6 +1726,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1560,6 +1734,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_RESOURCE_CLAIM_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1567,6 +1742,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_RESOURCE_CLAIM_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1581,6 +1757,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1588,6 +1765,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1595,6 +1773,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -1602,6 +1781,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1616,6 +1796,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1623,6 +1804,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_RESOURCE_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1636,6 +1818,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_SPEC: Message = Message {
         ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE_CLAIM),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1649,6 +1832,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_ALLOCATION_RESULT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1656,6 +1840,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_RESOURCE_CLAIM_CONSUMER_REFERENCE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1663,6 +1848,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_ALLOCATED_DEVICE_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1677,6 +1863,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1684,6 +1871,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1698,6 +1886,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1705,6 +1894,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1719,6 +1909,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1726,6 +1917,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_RESOURCE_CLAIM_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1740,6 +1932,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_POOL: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1747,6 +1940,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_POOL: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1754,6 +1948,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_POOL: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1768,6 +1963,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1775,6 +1971,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1789,6 +1986,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1796,6 +1994,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_RESOURCE_SLICE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1810,6 +2009,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1817,6 +2017,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_RESOURCE_POOL),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1824,6 +2025,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1831,6 +2033,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1838,6 +2041,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -1845,6 +2049,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_DEVICE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1852,6 +2057,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -1859,6 +2065,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA1_COUNTER_SET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -1866,6 +2073,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -1873,6 +2081,7 @@ pub static RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1887,6 +2096,7 @@ pub static RESOURCE_V1BETA2_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1894,6 +2104,7 @@ pub static RESOURCE_V1BETA2_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1901,6 +2112,7 @@ pub static RESOURCE_V1BETA2_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1908,6 +2120,7 @@ pub static RESOURCE_V1BETA2_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1915,6 +2128,7 @@ pub static RESOURCE_V1BETA2_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::RawExtension,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1922,6 +2136,7 @@ pub static RESOURCE_V1BETA2_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_NETWORK_DEVICE_DATA),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1929,6 +2144,7 @@ pub static RESOURCE_V1BETA2_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1943,6 +2159,7 @@ pub static RESOURCE_V1BETA2_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_ALLOCATION_RESULT),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1950,6 +2167,7 @@ pub static RESOURCE_V1BETA2_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1957,6 +2175,7 @@ pub static RESOURCE_V1BETA2_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1971,6 +2190,7 @@ pub static RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1978,6 +2198,7 @@ pub static RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1985,6 +2206,7 @@ pub static RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY_RANGE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1999,6 +2221,7 @@ pub static RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2006,6 +2229,7 @@ pub static RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2013,6 +2237,7 @@ pub static RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2026,6 +2251,7 @@ pub static RESOURCE_V1BETA2_CAPACITY_REQUIREMENTS: Message = Message {
         ty: Ty::Quantity,
         shape: Shape::Map(Ty::String),
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -2038,6 +2264,7 @@ pub static RESOURCE_V1BETA2_CEL_DEVICE_SELECTOR: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -2050,6 +2277,7 @@ pub static RESOURCE_V1BETA2_COUNTER: Message = Message {
         ty: Ty::Quantity,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -2063,6 +2291,7 @@ pub static RESOURCE_V1BETA2_COUNTER_SET: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2070,6 +2299,7 @@ pub static RESOURCE_V1BETA2_COUNTER_SET: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_COUNTER),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2084,6 +2314,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2091,6 +2322,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_ATTRIBUTE),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2098,6 +2330,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_CAPACITY),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2105,6 +2338,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_COUNTER_CONSUMPTION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -2112,6 +2346,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -2119,6 +2354,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -2126,6 +2362,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -2133,6 +2370,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_TAINT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -2140,6 +2378,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -2147,6 +2386,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -2154,6 +2394,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -2161,6 +2402,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 14,
@@ -2168,6 +2410,7 @@ pub static RESOURCE_V1BETA2_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_NODE_ALLOCATABLE_RESOURCE),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2182,6 +2425,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ALLOCATION_CONFIGURATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2189,6 +2433,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ALLOCATION_CONFIGURATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2196,6 +2441,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ALLOCATION_CONFIGURATION: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_CONFIGURATION),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2210,6 +2456,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2217,6 +2464,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_ALLOCATION_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2231,6 +2479,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2238,6 +2487,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2245,6 +2495,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -2252,6 +2503,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -2259,6 +2511,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -2266,6 +2519,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -2273,6 +2527,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -2280,6 +2535,7 @@ pub static RESOURCE_V1BETA2_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2294,6 +2550,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CAPACITY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2301,6 +2558,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CAPACITY: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2315,6 +2573,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2322,6 +2581,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_CONSTRAINT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2329,6 +2589,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_CLAIM_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2343,6 +2604,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLAIM_CONFIGURATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2350,6 +2612,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLAIM_CONFIGURATION: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_CONFIGURATION),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2364,6 +2627,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2371,6 +2635,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLASS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_CLASS_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2384,6 +2649,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLASS_CONFIGURATION: Message = Message {
         ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_CONFIGURATION),
         shape: Shape::Inline,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -2397,6 +2663,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2404,6 +2671,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLASS_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2418,6 +2686,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLASS_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_SELECTOR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2425,6 +2694,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLASS_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_CLASS_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2432,6 +2702,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CLASS_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2445,6 +2716,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CONFIGURATION: Message = Message {
         ty: Ty::Message(&RESOURCE_V1BETA2_OPAQUE_DEVICE_CONFIGURATION),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -2458,6 +2730,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2465,6 +2738,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2472,6 +2746,7 @@ pub static RESOURCE_V1BETA2_DEVICE_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2486,6 +2761,7 @@ pub static RESOURCE_V1BETA2_DEVICE_COUNTER_CONSUMPTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2493,6 +2769,7 @@ pub static RESOURCE_V1BETA2_DEVICE_COUNTER_CONSUMPTION: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_COUNTER),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2500,6 +2777,7 @@ pub static RESOURCE_V1BETA2_DEVICE_COUNTER_CONSUMPTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2514,6 +2792,7 @@ pub static RESOURCE_V1BETA2_DEVICE_DERIVED_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2521,6 +2800,7 @@ pub static RESOURCE_V1BETA2_DEVICE_DERIVED_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2535,6 +2815,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2542,6 +2823,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_EXACT_DEVICE_REQUEST),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2549,6 +2831,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_SUB_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2563,6 +2846,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2570,6 +2854,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2577,6 +2862,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2584,6 +2870,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -2591,6 +2878,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -2598,6 +2886,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -2605,6 +2894,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -2612,6 +2902,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -2619,6 +2910,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -2626,6 +2918,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -2633,6 +2926,7 @@ pub static RESOURCE_V1BETA2_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message 
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2646,6 +2940,7 @@ pub static RESOURCE_V1BETA2_DEVICE_SELECTOR: Message = Message {
         ty: Ty::Message(&RESOURCE_V1BETA2_CEL_DEVICE_SELECTOR),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -2659,6 +2954,7 @@ pub static RESOURCE_V1BETA2_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2666,6 +2962,7 @@ pub static RESOURCE_V1BETA2_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2673,6 +2970,7 @@ pub static RESOURCE_V1BETA2_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_SELECTOR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2680,6 +2978,7 @@ pub static RESOURCE_V1BETA2_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2687,6 +2986,7 @@ pub static RESOURCE_V1BETA2_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -2694,6 +2994,7 @@ pub static RESOURCE_V1BETA2_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -2701,6 +3002,7 @@ pub static RESOURCE_V1BETA2_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_CAPACITY_REQUIREMENTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -2708,6 +3010,7 @@ pub static RESOURCE_V1BETA2_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_DERIVED_ATTRIBUTE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2722,6 +3025,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2729,6 +3033,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -2736,6 +3041,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -2743,6 +3049,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2757,6 +3064,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT_RULE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2764,6 +3072,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT_RULE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_TAINT_RULE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -2771,6 +3080,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT_RULE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_TAINT_RULE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2785,6 +3095,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT_RULE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2792,6 +3103,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT_RULE_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_TAINT_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2806,6 +3118,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT_RULE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_TAINT_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -2813,6 +3126,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT_RULE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_TAINT),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -2826,6 +3140,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT_RULE_STATUS: Message = Message {
         ty: Ty::Message(&META_V1_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -2839,6 +3154,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2846,6 +3162,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -2853,6 +3170,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TAINT_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2867,6 +3185,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2874,6 +3193,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -2881,6 +3201,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -2888,6 +3209,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2895,6 +3217,7 @@ pub static RESOURCE_V1BETA2_DEVICE_TOLERATION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2909,6 +3232,7 @@ pub static RESOURCE_V1BETA2_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -2916,6 +3240,7 @@ pub static RESOURCE_V1BETA2_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_SELECTOR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2923,6 +3248,7 @@ pub static RESOURCE_V1BETA2_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -2930,6 +3256,7 @@ pub static RESOURCE_V1BETA2_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -2937,6 +3264,7 @@ pub static RESOURCE_V1BETA2_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -2944,6 +3272,7 @@ pub static RESOURCE_V1BETA2_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -2951,6 +3280,7 @@ pub static RESOURCE_V1BETA2_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_CAPACITY_REQUIREMENTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -2958,6 +3288,7 @@ pub static RESOURCE_V1BETA2_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_DERIVED_ATTRIBUTE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -2972,6 +3303,7 @@ pub static RESOURCE_V1BETA2_NETWORK_DEVICE_DATA: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -2979,6 +3311,7 @@ pub static RESOURCE_V1BETA2_NETWORK_DEVICE_DATA: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -2986,6 +3319,7 @@ pub static RESOURCE_V1BETA2_NETWORK_DEVICE_DATA: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -3000,6 +3334,7 @@ pub static RESOURCE_V1BETA2_NODE_ALLOCATABLE_MAPPING: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3007,6 +3342,7 @@ pub static RESOURCE_V1BETA2_NODE_ALLOCATABLE_MAPPING: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -3014,6 +3350,7 @@ pub static RESOURCE_V1BETA2_NODE_ALLOCATABLE_MAPPING: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3028,6 +3365,7 @@ pub static RESOURCE_V1BETA2_NODE_ALLOCATABLE_OVERHEAD: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3035,6 +3373,7 @@ pub static RESOURCE_V1BETA2_NODE_ALLOCATABLE_OVERHEAD: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3049,6 +3388,7 @@ pub static RESOURCE_V1BETA2_NODE_ALLOCATABLE_RESOURCE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_NODE_ALLOCATABLE_MAPPING),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -3056,6 +3396,7 @@ pub static RESOURCE_V1BETA2_NODE_ALLOCATABLE_RESOURCE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_NODE_ALLOCATABLE_OVERHEAD),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3070,6 +3411,7 @@ pub static RESOURCE_V1BETA2_OPAQUE_DEVICE_CONFIGURATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3077,6 +3419,7 @@ pub static RESOURCE_V1BETA2_OPAQUE_DEVICE_CONFIGURATION: Message = Message {
             ty: Ty::RawExtension,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3091,6 +3434,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3098,6 +3442,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_RESOURCE_CLAIM_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -3105,6 +3450,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_RESOURCE_CLAIM_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3119,6 +3465,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -3126,6 +3473,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -3133,6 +3481,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -3140,6 +3489,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3154,6 +3504,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3161,6 +3512,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_RESOURCE_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3174,6 +3526,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_SPEC: Message = Message {
         ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE_CLAIM),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -3187,6 +3540,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_ALLOCATION_RESULT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3194,6 +3548,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_RESOURCE_CLAIM_CONSUMER_REFERENCE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -3201,6 +3556,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_ALLOCATED_DEVICE_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3215,6 +3571,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3222,6 +3579,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3236,6 +3594,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3243,6 +3602,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3257,6 +3617,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3264,6 +3625,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_RESOURCE_CLAIM_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3278,6 +3640,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_POOL: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3285,6 +3648,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_POOL: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -3292,6 +3656,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_POOL: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3306,6 +3671,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3313,6 +3679,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3327,6 +3694,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3334,6 +3702,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_RESOURCE_SLICE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3348,6 +3717,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3355,6 +3725,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_RESOURCE_POOL),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -3362,6 +3733,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -3369,6 +3741,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -3376,6 +3749,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -3383,6 +3757,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_DEVICE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -3390,6 +3765,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -3397,6 +3773,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1BETA2_COUNTER_SET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -3404,6 +3781,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -3411,6 +3789,7 @@ pub static RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3425,6 +3804,7 @@ pub static RESOURCE_V1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3432,6 +3812,7 @@ pub static RESOURCE_V1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -3439,6 +3820,7 @@ pub static RESOURCE_V1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -3446,6 +3828,7 @@ pub static RESOURCE_V1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -3453,6 +3836,7 @@ pub static RESOURCE_V1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::RawExtension,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -3460,6 +3844,7 @@ pub static RESOURCE_V1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_NETWORK_DEVICE_DATA),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -3467,6 +3852,7 @@ pub static RESOURCE_V1_ALLOCATED_DEVICE_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3481,6 +3867,7 @@ pub static RESOURCE_V1_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_ALLOCATION_RESULT),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -3488,6 +3875,7 @@ pub static RESOURCE_V1_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -3495,6 +3883,7 @@ pub static RESOURCE_V1_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3509,6 +3898,7 @@ pub static RESOURCE_V1_CAPACITY_REQUEST_POLICY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -3516,6 +3906,7 @@ pub static RESOURCE_V1_CAPACITY_REQUEST_POLICY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -3523,6 +3914,7 @@ pub static RESOURCE_V1_CAPACITY_REQUEST_POLICY: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_CAPACITY_REQUEST_POLICY_RANGE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3537,6 +3929,7 @@ pub static RESOURCE_V1_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3544,6 +3937,7 @@ pub static RESOURCE_V1_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -3551,6 +3945,7 @@ pub static RESOURCE_V1_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3564,6 +3959,7 @@ pub static RESOURCE_V1_CAPACITY_REQUIREMENTS: Message = Message {
         ty: Ty::Quantity,
         shape: Shape::Map(Ty::String),
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -3576,6 +3972,7 @@ pub static RESOURCE_V1_CEL_DEVICE_SELECTOR: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -3588,6 +3985,7 @@ pub static RESOURCE_V1_COUNTER: Message = Message {
         ty: Ty::Quantity,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -3601,6 +3999,7 @@ pub static RESOURCE_V1_COUNTER_SET: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3608,6 +4007,7 @@ pub static RESOURCE_V1_COUNTER_SET: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_COUNTER),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3622,6 +4022,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3629,6 +4030,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_ATTRIBUTE),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -3636,6 +4038,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_CAPACITY),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -3643,6 +4046,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_COUNTER_CONSUMPTION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -3650,6 +4054,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -3657,6 +4062,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -3664,6 +4070,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -3671,6 +4078,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_TAINT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -3678,6 +4086,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -3685,6 +4094,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -3692,6 +4102,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 12,
@@ -3699,6 +4110,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 14,
@@ -3706,6 +4118,7 @@ pub static RESOURCE_V1_DEVICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_NODE_ALLOCATABLE_RESOURCE),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3720,6 +4133,7 @@ pub static RESOURCE_V1_DEVICE_ALLOCATION_CONFIGURATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3727,6 +4141,7 @@ pub static RESOURCE_V1_DEVICE_ALLOCATION_CONFIGURATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -3734,6 +4149,7 @@ pub static RESOURCE_V1_DEVICE_ALLOCATION_CONFIGURATION: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_CONFIGURATION),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3748,6 +4164,7 @@ pub static RESOURCE_V1_DEVICE_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3755,6 +4172,7 @@ pub static RESOURCE_V1_DEVICE_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_ALLOCATION_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3769,6 +4187,7 @@ pub static RESOURCE_V1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -3776,6 +4195,7 @@ pub static RESOURCE_V1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -3783,6 +4203,7 @@ pub static RESOURCE_V1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -3790,6 +4211,7 @@ pub static RESOURCE_V1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -3797,6 +4219,7 @@ pub static RESOURCE_V1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -3804,6 +4227,7 @@ pub static RESOURCE_V1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -3811,6 +4235,7 @@ pub static RESOURCE_V1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -3818,6 +4243,7 @@ pub static RESOURCE_V1_DEVICE_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3832,6 +4258,7 @@ pub static RESOURCE_V1_DEVICE_CAPACITY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3839,6 +4266,7 @@ pub static RESOURCE_V1_DEVICE_CAPACITY: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_CAPACITY_REQUEST_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3853,6 +4281,7 @@ pub static RESOURCE_V1_DEVICE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3860,6 +4289,7 @@ pub static RESOURCE_V1_DEVICE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_CONSTRAINT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -3867,6 +4297,7 @@ pub static RESOURCE_V1_DEVICE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_CLAIM_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3881,6 +4312,7 @@ pub static RESOURCE_V1_DEVICE_CLAIM_CONFIGURATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3888,6 +4320,7 @@ pub static RESOURCE_V1_DEVICE_CLAIM_CONFIGURATION: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_CONFIGURATION),
             shape: Shape::Inline,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3902,6 +4335,7 @@ pub static RESOURCE_V1_DEVICE_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3909,6 +4343,7 @@ pub static RESOURCE_V1_DEVICE_CLASS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_CLASS_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -3922,6 +4357,7 @@ pub static RESOURCE_V1_DEVICE_CLASS_CONFIGURATION: Message = Message {
         ty: Ty::Message(&RESOURCE_V1_DEVICE_CONFIGURATION),
         shape: Shape::Inline,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -3935,6 +4371,7 @@ pub static RESOURCE_V1_DEVICE_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -3942,6 +4379,7 @@ pub static RESOURCE_V1_DEVICE_CLASS_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3956,6 +4394,7 @@ pub static RESOURCE_V1_DEVICE_CLASS_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_SELECTOR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -3963,6 +4402,7 @@ pub static RESOURCE_V1_DEVICE_CLASS_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_CLASS_CONFIGURATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -3970,6 +4410,7 @@ pub static RESOURCE_V1_DEVICE_CLASS_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -3983,6 +4424,7 @@ pub static RESOURCE_V1_DEVICE_CONFIGURATION: Message = Message {
         ty: Ty::Message(&RESOURCE_V1_OPAQUE_DEVICE_CONFIGURATION),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -3996,6 +4438,7 @@ pub static RESOURCE_V1_DEVICE_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -4003,6 +4446,7 @@ pub static RESOURCE_V1_DEVICE_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -4010,6 +4454,7 @@ pub static RESOURCE_V1_DEVICE_CONSTRAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4024,6 +4469,7 @@ pub static RESOURCE_V1_DEVICE_COUNTER_CONSUMPTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4031,6 +4477,7 @@ pub static RESOURCE_V1_DEVICE_COUNTER_CONSUMPTION: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_COUNTER),
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -4038,6 +4485,7 @@ pub static RESOURCE_V1_DEVICE_COUNTER_CONSUMPTION: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4052,6 +4500,7 @@ pub static RESOURCE_V1_DEVICE_DERIVED_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4059,6 +4508,7 @@ pub static RESOURCE_V1_DEVICE_DERIVED_ATTRIBUTE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4073,6 +4523,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4080,6 +4531,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_EXACT_DEVICE_REQUEST),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -4087,6 +4539,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_SUB_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4101,6 +4554,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4108,6 +4562,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -4115,6 +4570,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -4122,6 +4578,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -4129,6 +4586,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -4136,6 +4594,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -4143,6 +4602,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -4150,6 +4610,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -4157,6 +4618,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -4164,6 +4626,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -4171,6 +4634,7 @@ pub static RESOURCE_V1_DEVICE_REQUEST_ALLOCATION_RESULT: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4184,6 +4648,7 @@ pub static RESOURCE_V1_DEVICE_SELECTOR: Message = Message {
         ty: Ty::Message(&RESOURCE_V1_CEL_DEVICE_SELECTOR),
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -4197,6 +4662,7 @@ pub static RESOURCE_V1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4204,6 +4670,7 @@ pub static RESOURCE_V1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -4211,6 +4678,7 @@ pub static RESOURCE_V1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_SELECTOR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -4218,6 +4686,7 @@ pub static RESOURCE_V1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -4225,6 +4694,7 @@ pub static RESOURCE_V1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -4232,6 +4702,7 @@ pub static RESOURCE_V1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -4239,6 +4710,7 @@ pub static RESOURCE_V1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_CAPACITY_REQUIREMENTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -4246,6 +4718,7 @@ pub static RESOURCE_V1_DEVICE_SUB_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_DERIVED_ATTRIBUTE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4260,6 +4733,7 @@ pub static RESOURCE_V1_DEVICE_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4267,6 +4741,7 @@ pub static RESOURCE_V1_DEVICE_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -4274,6 +4749,7 @@ pub static RESOURCE_V1_DEVICE_TAINT: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -4281,6 +4757,7 @@ pub static RESOURCE_V1_DEVICE_TAINT: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4295,6 +4772,7 @@ pub static RESOURCE_V1_DEVICE_TAINT_RULE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4302,6 +4780,7 @@ pub static RESOURCE_V1_DEVICE_TAINT_RULE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_TAINT_RULE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -4309,6 +4788,7 @@ pub static RESOURCE_V1_DEVICE_TAINT_RULE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_TAINT_RULE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4323,6 +4803,7 @@ pub static RESOURCE_V1_DEVICE_TAINT_RULE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4330,6 +4811,7 @@ pub static RESOURCE_V1_DEVICE_TAINT_RULE_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_TAINT_RULE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4344,6 +4826,7 @@ pub static RESOURCE_V1_DEVICE_TAINT_RULE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_TAINT_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -4351,6 +4834,7 @@ pub static RESOURCE_V1_DEVICE_TAINT_RULE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_TAINT),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4364,6 +4848,7 @@ pub static RESOURCE_V1_DEVICE_TAINT_RULE_STATUS: Message = Message {
         ty: Ty::Message(&META_V1_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -4377,6 +4862,7 @@ pub static RESOURCE_V1_DEVICE_TAINT_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -4384,6 +4870,7 @@ pub static RESOURCE_V1_DEVICE_TAINT_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -4391,6 +4878,7 @@ pub static RESOURCE_V1_DEVICE_TAINT_SELECTOR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4405,6 +4893,7 @@ pub static RESOURCE_V1_DEVICE_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -4412,6 +4901,7 @@ pub static RESOURCE_V1_DEVICE_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -4419,6 +4909,7 @@ pub static RESOURCE_V1_DEVICE_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -4426,6 +4917,7 @@ pub static RESOURCE_V1_DEVICE_TOLERATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -4433,6 +4925,7 @@ pub static RESOURCE_V1_DEVICE_TOLERATION: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4447,6 +4940,7 @@ pub static RESOURCE_V1_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4454,6 +4948,7 @@ pub static RESOURCE_V1_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_SELECTOR),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -4461,6 +4956,7 @@ pub static RESOURCE_V1_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -4468,6 +4964,7 @@ pub static RESOURCE_V1_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -4475,6 +4972,7 @@ pub static RESOURCE_V1_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -4482,6 +4980,7 @@ pub static RESOURCE_V1_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_TOLERATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -4489,6 +4988,7 @@ pub static RESOURCE_V1_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_CAPACITY_REQUIREMENTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -4496,6 +4996,7 @@ pub static RESOURCE_V1_EXACT_DEVICE_REQUEST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE_DERIVED_ATTRIBUTE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4510,6 +5011,7 @@ pub static RESOURCE_V1_NETWORK_DEVICE_DATA: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -4517,6 +5019,7 @@ pub static RESOURCE_V1_NETWORK_DEVICE_DATA: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -4524,6 +5027,7 @@ pub static RESOURCE_V1_NETWORK_DEVICE_DATA: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -4538,6 +5042,7 @@ pub static RESOURCE_V1_NODE_ALLOCATABLE_MAPPING: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -4545,6 +5050,7 @@ pub static RESOURCE_V1_NODE_ALLOCATABLE_MAPPING: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -4552,6 +5058,7 @@ pub static RESOURCE_V1_NODE_ALLOCATABLE_MAPPING: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4566,6 +5073,7 @@ pub static RESOURCE_V1_NODE_ALLOCATABLE_OVERHEAD: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -4573,6 +5081,7 @@ pub static RESOURCE_V1_NODE_ALLOCATABLE_OVERHEAD: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4587,6 +5096,7 @@ pub static RESOURCE_V1_NODE_ALLOCATABLE_RESOURCE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_NODE_ALLOCATABLE_MAPPING),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -4594,6 +5104,7 @@ pub static RESOURCE_V1_NODE_ALLOCATABLE_RESOURCE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_NODE_ALLOCATABLE_OVERHEAD),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4608,6 +5119,7 @@ pub static RESOURCE_V1_OPAQUE_DEVICE_CONFIGURATION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4615,6 +5127,7 @@ pub static RESOURCE_V1_OPAQUE_DEVICE_CONFIGURATION: Message = Message {
             ty: Ty::RawExtension,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4629,6 +5142,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4636,6 +5150,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_RESOURCE_CLAIM_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -4643,6 +5158,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_RESOURCE_CLAIM_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4657,6 +5173,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -4664,6 +5181,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -4671,6 +5189,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 5,
@@ -4678,6 +5197,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_CONSUMER_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4692,6 +5212,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4699,6 +5220,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_RESOURCE_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4712,6 +5234,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_SPEC: Message = Message {
         ty: Ty::Message(&RESOURCE_V1_DEVICE_CLAIM),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -4725,6 +5248,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_ALLOCATION_RESULT),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -4732,6 +5256,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_RESOURCE_CLAIM_CONSUMER_REFERENCE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -4739,6 +5264,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_STATUS: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_ALLOCATED_DEVICE_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4753,6 +5279,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4760,6 +5287,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4774,6 +5302,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4781,6 +5310,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4795,6 +5325,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE_SPEC: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4802,6 +5333,7 @@ pub static RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_RESOURCE_CLAIM_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4816,6 +5348,7 @@ pub static RESOURCE_V1_RESOURCE_POOL: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4823,6 +5356,7 @@ pub static RESOURCE_V1_RESOURCE_POOL: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -4830,6 +5364,7 @@ pub static RESOURCE_V1_RESOURCE_POOL: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4844,6 +5379,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4851,6 +5387,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_RESOURCE_SLICE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -4865,6 +5402,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4872,6 +5410,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE_LIST: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_RESOURCE_SLICE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -4886,6 +5425,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -4893,6 +5433,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_RESOURCE_POOL),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -4900,6 +5441,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -4907,6 +5449,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Message(&CORE_V1_NODE_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -4914,6 +5457,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -4921,6 +5465,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_DEVICE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -4928,6 +5473,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -4935,6 +5481,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::Message(&RESOURCE_V1_COUNTER_SET),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -4942,6 +5489,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -4949,6 +5497,7 @@ pub static RESOURCE_V1_RESOURCE_SLICE_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };

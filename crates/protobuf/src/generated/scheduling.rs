@@ -37,6 +37,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_DISRUPTION_MODE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_SINGLE_COMPOSITE_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -44,6 +45,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_DISRUPTION_MODE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_ALL_COMPOSITE_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -57,6 +59,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_GANG_SCHEDULING_POLICY: Message = Messa
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -70,6 +73,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -77,6 +81,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -84,6 +89,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -98,6 +104,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -105,6 +112,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_LIST: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -118,6 +126,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SCHEDULING_CONSTRAINTS: Messa
         ty: Ty::Message(&SCHEDULING_V1ALPHA3_TOPOLOGY_CONSTRAINT),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -131,6 +140,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SCHEDULING_POLICY: Message = 
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_BASIC_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -138,6 +148,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SCHEDULING_POLICY: Message = 
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_GANG_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -152,6 +163,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -159,6 +171,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_WORKLOAD_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -166,6 +179,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -173,6 +187,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SCHEDULING_CONSTRAINTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -180,6 +195,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -187,6 +203,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -194,6 +211,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -201,6 +219,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -214,6 +233,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_STATUS: Message = Message {
         ty: Ty::Message(&META_V1_CONDITION),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -227,6 +247,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -234,6 +255,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -241,6 +263,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_SCHEDULING_CONSTRAINTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -248,6 +271,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -255,6 +279,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -262,6 +287,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -269,6 +295,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -276,6 +303,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_POD_GROUP_TEMPLATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -283,6 +311,7 @@ pub static SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_TEMPLATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -297,6 +326,7 @@ pub static SCHEDULING_V1ALPHA3_DISRUPTION_MODE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_SINGLE_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -304,6 +334,7 @@ pub static SCHEDULING_V1ALPHA3_DISRUPTION_MODE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_ALL_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -317,6 +348,7 @@ pub static SCHEDULING_V1ALPHA3_GANG_SCHEDULING_POLICY: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -330,6 +362,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -337,6 +370,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_POD_GROUP_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -344,6 +378,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_POD_GROUP_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -358,6 +393,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -365,6 +401,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_LIST: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_POD_GROUP),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -379,6 +416,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_RESOURCE_CLAIM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -386,6 +424,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_RESOURCE_CLAIM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -393,6 +432,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_RESOURCE_CLAIM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -407,6 +447,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_RESOURCE_CLAIM_STATUS: Message = Messag
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -414,6 +455,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_RESOURCE_CLAIM_STATUS: Message = Messag
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -427,6 +469,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_SCHEDULING_CONSTRAINTS: Message = Messa
         ty: Ty::Message(&SCHEDULING_V1ALPHA3_TOPOLOGY_CONSTRAINT),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -440,6 +483,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_SCHEDULING_POLICY: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_BASIC_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -447,6 +491,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_SCHEDULING_POLICY: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_GANG_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -461,6 +506,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -468,6 +514,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_WORKLOAD_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -475,6 +522,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_POD_GROUP_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -482,6 +530,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_POD_GROUP_SCHEDULING_CONSTRAINTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -489,6 +538,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_POD_GROUP_RESOURCE_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -496,6 +546,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -503,6 +554,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -510,6 +562,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -517,6 +570,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -531,6 +585,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -538,6 +593,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_STATUS: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_POD_GROUP_RESOURCE_CLAIM_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -552,6 +608,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -559,6 +616,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_POD_GROUP_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -566,6 +624,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_POD_GROUP_SCHEDULING_CONSTRAINTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -573,6 +632,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_POD_GROUP_RESOURCE_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -580,6 +640,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -587,6 +648,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -594,6 +656,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -601,6 +664,7 @@ pub static SCHEDULING_V1ALPHA3_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -626,6 +690,7 @@ pub static SCHEDULING_V1ALPHA3_TOPOLOGY_CONSTRAINT: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -639,6 +704,7 @@ pub static SCHEDULING_V1ALPHA3_TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -646,6 +712,7 @@ pub static SCHEDULING_V1ALPHA3_TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -653,6 +720,7 @@ pub static SCHEDULING_V1ALPHA3_TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -667,6 +735,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -674,6 +743,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_WORKLOAD_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -688,6 +758,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -695,6 +766,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_LIST: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_WORKLOAD),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -721,6 +793,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_DISRUPTION_MODE: Message = Mes
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_SINGLE_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -728,6 +801,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_DISRUPTION_MODE: Message = Mes
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_ALL_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -741,6 +815,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_GANG_SCHEDULING_POLICY: Messag
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -754,6 +829,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_RESOURCE_CLAIM: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -761,6 +837,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_RESOURCE_CLAIM: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -768,6 +845,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_RESOURCE_CLAIM: Message = Mess
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -781,6 +859,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_SCHEDULING_CONSTRAINTS: Messag
         ty: Ty::Message(&SCHEDULING_V1ALPHA3_TOPOLOGY_CONSTRAINT),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -794,6 +873,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_SCHEDULING_POLICY: Message = M
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_BASIC_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -801,6 +881,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_SCHEDULING_POLICY: Message = M
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_WORKLOAD_POD_GROUP_GANG_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -821,6 +902,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -828,6 +910,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -842,6 +925,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_TYPED_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -849,6 +933,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_POD_GROUP_TEMPLATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -856,6 +941,7 @@ pub static SCHEDULING_V1ALPHA3_WORKLOAD_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1ALPHA3_COMPOSITE_POD_GROUP_TEMPLATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -894,6 +980,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_DISRUPTION_MODE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_SINGLE_COMPOSITE_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -901,6 +988,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_DISRUPTION_MODE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_ALL_COMPOSITE_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -914,6 +1002,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_GANG_SCHEDULING_POLICY: Message = Messag
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -926,6 +1015,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_SCHEDULING_CONSTRAINTS: Messag
         ty: Ty::Message(&SCHEDULING_V1BETA1_TOPOLOGY_CONSTRAINT),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -939,6 +1029,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_SCHEDULING_POLICY: Message = M
             ty: Ty::Message(&SCHEDULING_V1BETA1_COMPOSITE_BASIC_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -946,6 +1037,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_SCHEDULING_POLICY: Message = M
             ty: Ty::Message(&SCHEDULING_V1BETA1_COMPOSITE_GANG_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -960,6 +1052,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -967,6 +1060,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -974,6 +1068,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_SCHEDULING_CONSTRAINTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -981,6 +1076,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_COMPOSITE_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -988,6 +1084,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 6,
@@ -995,6 +1092,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1002,6 +1100,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -1009,6 +1108,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_POD_GROUP_TEMPLATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -1016,6 +1116,7 @@ pub static SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_TEMPLATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1030,6 +1131,7 @@ pub static SCHEDULING_V1BETA1_DISRUPTION_MODE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_SINGLE_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1037,6 +1139,7 @@ pub static SCHEDULING_V1BETA1_DISRUPTION_MODE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_ALL_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1050,6 +1153,7 @@ pub static SCHEDULING_V1BETA1_GANG_SCHEDULING_POLICY: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1063,6 +1167,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1070,6 +1175,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_POD_GROUP_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1077,6 +1183,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_POD_GROUP_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1091,6 +1198,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1098,6 +1206,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_LIST: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_POD_GROUP),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1112,6 +1221,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_RESOURCE_CLAIM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1119,6 +1229,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_RESOURCE_CLAIM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1126,6 +1237,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_RESOURCE_CLAIM: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1140,6 +1252,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_RESOURCE_CLAIM_STATUS: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1147,6 +1260,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_RESOURCE_CLAIM_STATUS: Message = Message
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1160,6 +1274,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_SCHEDULING_CONSTRAINTS: Message = Messag
         ty: Ty::Message(&SCHEDULING_V1BETA1_TOPOLOGY_CONSTRAINT),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1173,6 +1288,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_SCHEDULING_POLICY: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_BASIC_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1180,6 +1296,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_SCHEDULING_POLICY: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_GANG_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1194,6 +1311,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1201,6 +1319,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_WORKLOAD_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1208,6 +1327,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_POD_GROUP_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1215,6 +1335,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_POD_GROUP_SCHEDULING_CONSTRAINTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1222,6 +1343,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_POD_GROUP_RESOURCE_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1229,6 +1351,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1236,6 +1359,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 8,
@@ -1243,6 +1367,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_SPEC: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -1250,6 +1375,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1264,6 +1390,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_STATUS: Message = Message {
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1271,6 +1398,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_STATUS: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_POD_GROUP_RESOURCE_CLAIM_STATUS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1285,6 +1413,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1292,6 +1421,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_POD_GROUP_SCHEDULING_POLICY),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1299,6 +1429,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_POD_GROUP_SCHEDULING_CONSTRAINTS),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1306,6 +1437,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_POD_GROUP_RESOURCE_CLAIM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1313,6 +1445,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_DISRUPTION_MODE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1320,6 +1453,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 7,
@@ -1327,6 +1461,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -1334,6 +1469,7 @@ pub static SCHEDULING_V1BETA1_POD_GROUP_TEMPLATE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1348,6 +1484,7 @@ pub static SCHEDULING_V1BETA1_PRIORITY_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1355,6 +1492,7 @@ pub static SCHEDULING_V1BETA1_PRIORITY_CLASS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1362,6 +1500,7 @@ pub static SCHEDULING_V1BETA1_PRIORITY_CLASS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1369,6 +1508,7 @@ pub static SCHEDULING_V1BETA1_PRIORITY_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1376,6 +1516,7 @@ pub static SCHEDULING_V1BETA1_PRIORITY_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1390,6 +1531,7 @@ pub static SCHEDULING_V1BETA1_PRIORITY_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1397,6 +1539,7 @@ pub static SCHEDULING_V1BETA1_PRIORITY_CLASS_LIST: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_PRIORITY_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1422,6 +1565,7 @@ pub static SCHEDULING_V1BETA1_TOPOLOGY_CONSTRAINT: Message = Message {
         ty: Ty::String,
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -1435,6 +1579,7 @@ pub static SCHEDULING_V1BETA1_TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 2,
@@ -1442,6 +1587,7 @@ pub static SCHEDULING_V1BETA1_TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1449,6 +1595,7 @@ pub static SCHEDULING_V1BETA1_TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1463,6 +1610,7 @@ pub static SCHEDULING_V1BETA1_WORKLOAD: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1470,6 +1618,7 @@ pub static SCHEDULING_V1BETA1_WORKLOAD: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_WORKLOAD_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1484,6 +1633,7 @@ pub static SCHEDULING_V1BETA1_WORKLOAD_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1491,6 +1641,7 @@ pub static SCHEDULING_V1BETA1_WORKLOAD_LIST: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_WORKLOAD),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1505,6 +1656,7 @@ pub static SCHEDULING_V1BETA1_WORKLOAD_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1512,6 +1664,7 @@ pub static SCHEDULING_V1BETA1_WORKLOAD_REFERENCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1526,6 +1679,7 @@ pub static SCHEDULING_V1BETA1_WORKLOAD_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_TYPED_LOCAL_OBJECT_REFERENCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1533,6 +1687,7 @@ pub static SCHEDULING_V1BETA1_WORKLOAD_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_POD_GROUP_TEMPLATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1540,6 +1695,7 @@ pub static SCHEDULING_V1BETA1_WORKLOAD_SPEC: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1BETA1_COMPOSITE_POD_GROUP_TEMPLATE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1554,6 +1710,7 @@ pub static SCHEDULING_V1_PRIORITY_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1561,6 +1718,7 @@ pub static SCHEDULING_V1_PRIORITY_CLASS: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1568,6 +1726,7 @@ pub static SCHEDULING_V1_PRIORITY_CLASS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1575,6 +1734,7 @@ pub static SCHEDULING_V1_PRIORITY_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 5,
@@ -1582,6 +1742,7 @@ pub static SCHEDULING_V1_PRIORITY_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1596,6 +1757,7 @@ pub static SCHEDULING_V1_PRIORITY_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1603,6 +1765,7 @@ pub static SCHEDULING_V1_PRIORITY_CLASS_LIST: Message = Message {
             ty: Ty::Message(&SCHEDULING_V1_PRIORITY_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };

@@ -13,6 +13,7 @@ pub static STORAGE_V1ALPHA1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static STORAGE_V1ALPHA1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static STORAGE_V1ALPHA1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -34,6 +37,7 @@ pub static STORAGE_V1ALPHA1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -41,6 +45,7 @@ pub static STORAGE_V1ALPHA1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -55,6 +60,7 @@ pub static STORAGE_V1ALPHA1_CSI_STORAGE_CAPACITY_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -62,6 +68,7 @@ pub static STORAGE_V1ALPHA1_CSI_STORAGE_CAPACITY_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1ALPHA1_CSI_STORAGE_CAPACITY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -76,6 +83,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -83,6 +91,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT: Message = Message {
             ty: Ty::Message(&STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -90,6 +99,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT: Message = Message {
             ty: Ty::Message(&STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -104,6 +114,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -111,6 +122,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1ALPHA1_VOLUME_ATTACHMENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -125,6 +137,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -132,6 +145,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -146,6 +160,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -153,6 +168,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_SPEC: Message = Message {
             ty: Ty::Message(&STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -160,6 +176,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -174,6 +191,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_STATUS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -181,6 +199,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -188,6 +207,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_STATUS: Message = Message {
             ty: Ty::Message(&STORAGE_V1ALPHA1_VOLUME_ERROR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -195,6 +215,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTACHMENT_STATUS: Message = Message {
             ty: Ty::Message(&STORAGE_V1ALPHA1_VOLUME_ERROR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -209,6 +230,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTRIBUTES_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -216,6 +238,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTRIBUTES_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -223,6 +246,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTRIBUTES_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -237,6 +261,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTRIBUTES_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -244,6 +269,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ATTRIBUTES_CLASS_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1ALPHA1_VOLUME_ATTRIBUTES_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -258,6 +284,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ERROR: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -265,6 +292,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ERROR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -272,6 +300,7 @@ pub static STORAGE_V1ALPHA1_VOLUME_ERROR: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -286,6 +315,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -293,6 +323,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_CSI_DRIVER_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -307,6 +338,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -314,6 +346,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_CSI_DRIVER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -328,6 +361,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -335,6 +369,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -342,6 +377,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -349,6 +385,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -356,6 +393,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -363,6 +401,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_TOKEN_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -370,6 +409,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -377,6 +417,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -384,6 +425,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -391,6 +433,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -398,6 +441,7 @@ pub static STORAGE_V1BETA1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -412,6 +456,7 @@ pub static STORAGE_V1BETA1_CSI_NODE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -419,6 +464,7 @@ pub static STORAGE_V1BETA1_CSI_NODE: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_CSI_NODE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -426,6 +472,7 @@ pub static STORAGE_V1BETA1_CSI_NODE: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_CSI_NODE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -440,6 +487,7 @@ pub static STORAGE_V1BETA1_CSI_NODE_DRIVER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -447,6 +495,7 @@ pub static STORAGE_V1BETA1_CSI_NODE_DRIVER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -454,6 +503,7 @@ pub static STORAGE_V1BETA1_CSI_NODE_DRIVER: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -461,6 +511,7 @@ pub static STORAGE_V1BETA1_CSI_NODE_DRIVER: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_VOLUME_NODE_RESOURCES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -475,6 +526,7 @@ pub static STORAGE_V1BETA1_CSI_NODE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -482,6 +534,7 @@ pub static STORAGE_V1BETA1_CSI_NODE_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_CSI_NODE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -495,6 +548,7 @@ pub static STORAGE_V1BETA1_CSI_NODE_SPEC: Message = Message {
         ty: Ty::Message(&STORAGE_V1BETA1_CSI_NODE_DRIVER),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -507,6 +561,7 @@ pub static STORAGE_V1BETA1_CSI_NODE_STATUS: Message = Message {
         ty: Ty::Message(&STORAGE_V1BETA1_STORAGE_HEALTH),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -520,6 +575,7 @@ pub static STORAGE_V1BETA1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -527,6 +583,7 @@ pub static STORAGE_V1BETA1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -534,6 +591,7 @@ pub static STORAGE_V1BETA1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -541,6 +599,7 @@ pub static STORAGE_V1BETA1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -548,6 +607,7 @@ pub static STORAGE_V1BETA1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -562,6 +622,7 @@ pub static STORAGE_V1BETA1_CSI_STORAGE_CAPACITY_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -569,6 +630,7 @@ pub static STORAGE_V1BETA1_CSI_STORAGE_CAPACITY_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_CSI_STORAGE_CAPACITY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -583,6 +645,7 @@ pub static STORAGE_V1BETA1_STORAGE_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -590,6 +653,7 @@ pub static STORAGE_V1BETA1_STORAGE_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -597,6 +661,7 @@ pub static STORAGE_V1BETA1_STORAGE_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -604,6 +669,7 @@ pub static STORAGE_V1BETA1_STORAGE_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -611,6 +677,7 @@ pub static STORAGE_V1BETA1_STORAGE_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -618,6 +685,7 @@ pub static STORAGE_V1BETA1_STORAGE_CLASS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -625,6 +693,7 @@ pub static STORAGE_V1BETA1_STORAGE_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -632,6 +701,7 @@ pub static STORAGE_V1BETA1_STORAGE_CLASS: Message = Message {
             ty: Ty::Message(&CORE_V1_TOPOLOGY_SELECTOR_TERM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -646,6 +716,7 @@ pub static STORAGE_V1BETA1_STORAGE_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -653,6 +724,7 @@ pub static STORAGE_V1BETA1_STORAGE_CLASS_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_STORAGE_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -667,6 +739,7 @@ pub static STORAGE_V1BETA1_STORAGE_HEALTH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -674,6 +747,7 @@ pub static STORAGE_V1BETA1_STORAGE_HEALTH: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_STORAGE_HEALTH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -688,6 +762,7 @@ pub static STORAGE_V1BETA1_STORAGE_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -695,6 +770,7 @@ pub static STORAGE_V1BETA1_STORAGE_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -702,6 +778,7 @@ pub static STORAGE_V1BETA1_STORAGE_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -709,6 +786,7 @@ pub static STORAGE_V1BETA1_STORAGE_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -716,6 +794,7 @@ pub static STORAGE_V1BETA1_STORAGE_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -723,6 +802,7 @@ pub static STORAGE_V1BETA1_STORAGE_HEALTH_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -737,6 +817,7 @@ pub static STORAGE_V1BETA1_TOKEN_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -744,6 +825,7 @@ pub static STORAGE_V1BETA1_TOKEN_REQUEST: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -758,6 +840,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -765,6 +848,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_VOLUME_ATTACHMENT_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -772,6 +856,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_VOLUME_ATTACHMENT_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -786,6 +871,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -793,6 +879,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_VOLUME_ATTACHMENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -807,6 +894,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -814,6 +902,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -828,6 +917,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -835,6 +925,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT_SPEC: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_VOLUME_ATTACHMENT_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -842,6 +933,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -856,6 +948,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT_STATUS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -863,6 +956,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -870,6 +964,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT_STATUS: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_VOLUME_ERROR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -877,6 +972,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTACHMENT_STATUS: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_VOLUME_ERROR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -891,6 +987,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTRIBUTES_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -898,6 +995,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTRIBUTES_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -905,6 +1003,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTRIBUTES_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -919,6 +1018,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTRIBUTES_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -926,6 +1026,7 @@ pub static STORAGE_V1BETA1_VOLUME_ATTRIBUTES_CLASS_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1BETA1_VOLUME_ATTRIBUTES_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -940,6 +1041,7 @@ pub static STORAGE_V1BETA1_VOLUME_ERROR: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -947,6 +1049,7 @@ pub static STORAGE_V1BETA1_VOLUME_ERROR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -954,6 +1057,7 @@ pub static STORAGE_V1BETA1_VOLUME_ERROR: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -967,6 +1071,7 @@ pub static STORAGE_V1BETA1_VOLUME_NODE_RESOURCES: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -980,6 +1085,7 @@ pub static STORAGE_V1_CSI_DRIVER: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -987,6 +1093,7 @@ pub static STORAGE_V1_CSI_DRIVER: Message = Message {
             ty: Ty::Message(&STORAGE_V1_CSI_DRIVER_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1001,6 +1108,7 @@ pub static STORAGE_V1_CSI_DRIVER_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1008,6 +1116,7 @@ pub static STORAGE_V1_CSI_DRIVER_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1_CSI_DRIVER),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1022,6 +1131,7 @@ pub static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1029,6 +1139,7 @@ pub static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1036,6 +1147,7 @@ pub static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1043,6 +1155,7 @@ pub static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1050,6 +1163,7 @@ pub static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1057,6 +1171,7 @@ pub static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Message(&STORAGE_V1_TOKEN_REQUEST),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1064,6 +1179,7 @@ pub static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -1071,6 +1187,7 @@ pub static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 9,
@@ -1078,6 +1195,7 @@ pub static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 10,
@@ -1085,6 +1203,7 @@ pub static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 11,
@@ -1092,6 +1211,7 @@ pub static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1106,6 +1226,7 @@ pub static STORAGE_V1_CSI_NODE: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1113,6 +1234,7 @@ pub static STORAGE_V1_CSI_NODE: Message = Message {
             ty: Ty::Message(&STORAGE_V1_CSI_NODE_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1120,6 +1242,7 @@ pub static STORAGE_V1_CSI_NODE: Message = Message {
             ty: Ty::Message(&STORAGE_V1_CSI_NODE_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1134,6 +1257,7 @@ pub static STORAGE_V1_CSI_NODE_DRIVER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1141,6 +1265,7 @@ pub static STORAGE_V1_CSI_NODE_DRIVER: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1148,6 +1273,7 @@ pub static STORAGE_V1_CSI_NODE_DRIVER: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1155,6 +1281,7 @@ pub static STORAGE_V1_CSI_NODE_DRIVER: Message = Message {
             ty: Ty::Message(&STORAGE_V1_VOLUME_NODE_RESOURCES),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1169,6 +1296,7 @@ pub static STORAGE_V1_CSI_NODE_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1176,6 +1304,7 @@ pub static STORAGE_V1_CSI_NODE_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1_CSI_NODE),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1189,6 +1318,7 @@ pub static STORAGE_V1_CSI_NODE_SPEC: Message = Message {
         ty: Ty::Message(&STORAGE_V1_CSI_NODE_DRIVER),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1201,6 +1331,7 @@ pub static STORAGE_V1_CSI_NODE_STATUS: Message = Message {
         ty: Ty::Message(&STORAGE_V1_STORAGE_HEALTH),
         shape: Shape::Repeated,
         omit_zero: false,
+        always: false,
     }],
 };
 
@@ -1214,6 +1345,7 @@ pub static STORAGE_V1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1221,6 +1353,7 @@ pub static STORAGE_V1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::Message(&META_V1_LABEL_SELECTOR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1228,6 +1361,7 @@ pub static STORAGE_V1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 4,
@@ -1235,6 +1369,7 @@ pub static STORAGE_V1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1242,6 +1377,7 @@ pub static STORAGE_V1_CSI_STORAGE_CAPACITY: Message = Message {
             ty: Ty::Quantity,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1256,6 +1392,7 @@ pub static STORAGE_V1_CSI_STORAGE_CAPACITY_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1263,6 +1400,7 @@ pub static STORAGE_V1_CSI_STORAGE_CAPACITY_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1_CSI_STORAGE_CAPACITY),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1277,6 +1415,7 @@ pub static STORAGE_V1_STORAGE_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1284,6 +1423,7 @@ pub static STORAGE_V1_STORAGE_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1291,6 +1431,7 @@ pub static STORAGE_V1_STORAGE_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1298,6 +1439,7 @@ pub static STORAGE_V1_STORAGE_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1305,6 +1447,7 @@ pub static STORAGE_V1_STORAGE_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1312,6 +1455,7 @@ pub static STORAGE_V1_STORAGE_CLASS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 7,
@@ -1319,6 +1463,7 @@ pub static STORAGE_V1_STORAGE_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 8,
@@ -1326,6 +1471,7 @@ pub static STORAGE_V1_STORAGE_CLASS: Message = Message {
             ty: Ty::Message(&CORE_V1_TOPOLOGY_SELECTOR_TERM),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1340,6 +1486,7 @@ pub static STORAGE_V1_STORAGE_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1347,6 +1494,7 @@ pub static STORAGE_V1_STORAGE_CLASS_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1_STORAGE_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1361,6 +1509,7 @@ pub static STORAGE_V1_STORAGE_HEALTH: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1368,6 +1517,7 @@ pub static STORAGE_V1_STORAGE_HEALTH: Message = Message {
             ty: Ty::Message(&STORAGE_V1_STORAGE_HEALTH_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1382,6 +1532,7 @@ pub static STORAGE_V1_STORAGE_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1389,6 +1540,7 @@ pub static STORAGE_V1_STORAGE_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1396,6 +1548,7 @@ pub static STORAGE_V1_STORAGE_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 4,
@@ -1403,6 +1556,7 @@ pub static STORAGE_V1_STORAGE_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 5,
@@ -1410,6 +1564,7 @@ pub static STORAGE_V1_STORAGE_HEALTH_CONDITION: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 6,
@@ -1417,6 +1572,7 @@ pub static STORAGE_V1_STORAGE_HEALTH_CONDITION: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1431,6 +1587,7 @@ pub static STORAGE_V1_TOKEN_REQUEST: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1438,6 +1595,7 @@ pub static STORAGE_V1_TOKEN_REQUEST: Message = Message {
             ty: Ty::Int64,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1452,6 +1610,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1459,6 +1618,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT: Message = Message {
             ty: Ty::Message(&STORAGE_V1_VOLUME_ATTACHMENT_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1466,6 +1626,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT: Message = Message {
             ty: Ty::Message(&STORAGE_V1_VOLUME_ATTACHMENT_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1480,6 +1641,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1487,6 +1649,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1_VOLUME_ATTACHMENT),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1501,6 +1664,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT_SOURCE: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -1508,6 +1672,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT_SOURCE: Message = Message {
             ty: Ty::Message(&CORE_V1_PERSISTENT_VOLUME_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1522,6 +1687,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1529,6 +1695,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT_SPEC: Message = Message {
             ty: Ty::Message(&STORAGE_V1_VOLUME_ATTACHMENT_SOURCE),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1536,6 +1703,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT_SPEC: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -1550,6 +1718,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT_STATUS: Message = Message {
             ty: Ty::Bool,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1557,6 +1726,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT_STATUS: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 3,
@@ -1564,6 +1734,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT_STATUS: Message = Message {
             ty: Ty::Message(&STORAGE_V1_VOLUME_ERROR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 4,
@@ -1571,6 +1742,7 @@ pub static STORAGE_V1_VOLUME_ATTACHMENT_STATUS: Message = Message {
             ty: Ty::Message(&STORAGE_V1_VOLUME_ERROR),
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1585,6 +1757,7 @@ pub static STORAGE_V1_VOLUME_ATTRIBUTES_CLASS: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1592,6 +1765,7 @@ pub static STORAGE_V1_VOLUME_ATTRIBUTES_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -1599,6 +1773,7 @@ pub static STORAGE_V1_VOLUME_ATTRIBUTES_CLASS: Message = Message {
             ty: Ty::String,
             shape: Shape::Map(Ty::String),
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1613,6 +1788,7 @@ pub static STORAGE_V1_VOLUME_ATTRIBUTES_CLASS_LIST: Message = Message {
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1620,6 +1796,7 @@ pub static STORAGE_V1_VOLUME_ATTRIBUTES_CLASS_LIST: Message = Message {
             ty: Ty::Message(&STORAGE_V1_VOLUME_ATTRIBUTES_CLASS),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1634,6 +1811,7 @@ pub static STORAGE_V1_VOLUME_ERROR: Message = Message {
             ty: Ty::Time,
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -1641,6 +1819,7 @@ pub static STORAGE_V1_VOLUME_ERROR: Message = Message {
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
         Field {
             number: 3,
@@ -1648,6 +1827,7 @@ pub static STORAGE_V1_VOLUME_ERROR: Message = Message {
             ty: Ty::Int32,
             shape: Shape::Single,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -1661,5 +1841,6 @@ pub static STORAGE_V1_VOLUME_NODE_RESOURCES: Message = Message {
         ty: Ty::Int32,
         shape: Shape::Single,
         omit_zero: false,
+        always: false,
     }],
 };

@@ -13,6 +13,7 @@ pub static STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION: Message = Message
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -20,6 +21,7 @@ pub static STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION: Message = Message
             ty: Ty::Message(&STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -27,6 +29,7 @@ pub static STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION: Message = Message
             ty: Ty::Message(&STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -41,6 +44,7 @@ pub static STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION_LIST: Message = Me
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -48,6 +52,7 @@ pub static STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION_LIST: Message = Me
             ty: Ty::Message(&STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -61,6 +66,7 @@ pub static STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION_SPEC: Message = Me
         ty: Ty::Message(&META_V1_GROUP_RESOURCE),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -74,6 +80,7 @@ pub static STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION_STATUS: Message = 
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -81,6 +88,7 @@ pub static STORAGEMIGRATION_V1BETA1_STORAGE_VERSION_MIGRATION_STATUS: Message = 
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };
@@ -95,6 +103,7 @@ pub static STORAGEMIGRATION_V1_STORAGE_VERSION_MIGRATION: Message = Message {
             ty: Ty::Message(&META_V1_OBJECT_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -102,6 +111,7 @@ pub static STORAGEMIGRATION_V1_STORAGE_VERSION_MIGRATION: Message = Message {
             ty: Ty::Message(&STORAGEMIGRATION_V1_STORAGE_VERSION_MIGRATION_SPEC),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 3,
@@ -109,6 +119,7 @@ pub static STORAGEMIGRATION_V1_STORAGE_VERSION_MIGRATION: Message = Message {
             ty: Ty::Message(&STORAGEMIGRATION_V1_STORAGE_VERSION_MIGRATION_STATUS),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
     ],
 };
@@ -123,6 +134,7 @@ pub static STORAGEMIGRATION_V1_STORAGE_VERSION_MIGRATION_LIST: Message = Message
             ty: Ty::Message(&META_V1_LIST_META),
             shape: Shape::Single,
             omit_zero: false,
+            always: true,
         },
         Field {
             number: 2,
@@ -130,6 +142,7 @@ pub static STORAGEMIGRATION_V1_STORAGE_VERSION_MIGRATION_LIST: Message = Message
             ty: Ty::Message(&STORAGEMIGRATION_V1_STORAGE_VERSION_MIGRATION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
     ],
 };
@@ -143,6 +156,7 @@ pub static STORAGEMIGRATION_V1_STORAGE_VERSION_MIGRATION_SPEC: Message = Message
         ty: Ty::Message(&META_V1_GROUP_RESOURCE),
         shape: Shape::Single,
         omit_zero: false,
+        always: true,
     }],
 };
 
@@ -156,6 +170,7 @@ pub static STORAGEMIGRATION_V1_STORAGE_VERSION_MIGRATION_STATUS: Message = Messa
             ty: Ty::Message(&META_V1_CONDITION),
             shape: Shape::Repeated,
             omit_zero: false,
+            always: false,
         },
         Field {
             number: 2,
@@ -163,6 +178,7 @@ pub static STORAGEMIGRATION_V1_STORAGE_VERSION_MIGRATION_STATUS: Message = Messa
             ty: Ty::String,
             shape: Shape::Single,
             omit_zero: true,
+            always: true,
         },
     ],
 };

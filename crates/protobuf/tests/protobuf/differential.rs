@@ -4,7 +4,8 @@
 //! what client-go's own protobuf serializer makes of it (written by
 //! `go run ./cmd/proto-fixtures` in xtask/peers/client-go), and `*.watch.pb` is the byte stream
 //! kube-apiserver's watch encoder sends for the events of `*.watch.jsonl`. So these tests hold
-//! the decoder to Go's encoder, not to our own.
+//! the decoder to Go's encoder, not to our own, and the encoder the fake API server serves
+//! with to Go's bytes.
 
 use std::{fmt::Debug, fs, path::PathBuf};
 
@@ -19,7 +20,8 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{ListMeta, Status},
 };
 use kinformer_protobuf::{
-    DecodeOptions, Envelope, FrameReader, WatchFrame, encode_object, from_message,
+    DecodeOptions, Envelope, FrameReader, LIST_TAIL, WatchFrame, encode_list_head, encode_message,
+    encode_object, from_message, list_item_prefix, message_for, messages,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -41,7 +43,8 @@ fn read(name: &str) -> Vec<u8> {
 }
 
 /// Decodes `name.json` and `name.pb` (Go's encoding) and our own encoding of the JSON as `T`,
-/// and asserts all three are equal.
+/// and asserts all three are equal, and our bytes Go's: the fake API server serves what
+/// kube-apiserver would, zero-valued fields included.
 fn assert_same<T: DeserializeOwned + PartialEq + Debug>(name: &str) -> T {
     let json = read(&format!("{name}.json"));
     let from_json: T = serde_json::from_slice(&json).expect("the JSON fixture decodes");
@@ -58,6 +61,12 @@ fn assert_same<T: DeserializeOwned + PartialEq + Debug>(name: &str) -> T {
         .and_then(|envelope| envelope.decode(DecodeOptions::default()))
         .unwrap_or_else(|error| panic!("{name}: our protobuf: {error}"));
     assert_eq!(from_ours, from_json, "{name}: our protobuf vs JSON");
+    assert!(
+        ours == go_bytes,
+        "{name}: our protobuf is not Go's, byte for byte ({} bytes, Go's {})",
+        ours.len(),
+        go_bytes.len()
+    );
     from_json
 }
 
@@ -86,6 +95,31 @@ fn every_fixture_decodes_from_protobuf_equal_to_json() {
     assert_eq!(list.items.len(), 3);
     let status: Status = assert_same("status-gone");
     assert_eq!(status.code, Some(410));
+}
+
+/// The fake API server streams a list as a head, each item after its prefix, and a tail: for
+/// the same Pods that is Go's list, byte for byte.
+#[test]
+fn a_list_written_in_pieces_as_the_fake_serves_it_is_gos() {
+    let value: Value = serde_json::from_slice(&read("pod-list.json")).expect("JSON");
+    let list_meta = encode_message(&value["metadata"], &messages::LIST_META).expect("ListMeta");
+    let pod = message_for("v1", "Pod").expect("a Pod table");
+    let items: Vec<Vec<u8>> = value["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|item| encode_message(item, pod).expect("a Pod"))
+        .collect();
+    let mut body = encode_list_head("v1", "PodList", &list_meta, items.iter().map(Vec::len));
+    for item in &items {
+        body.extend_from_slice(&list_item_prefix(item.len()));
+        body.extend_from_slice(item);
+    }
+    body.extend_from_slice(LIST_TAIL);
+    assert!(
+        body == read("pod-list.pb"),
+        "the list in pieces is not Go's"
+    );
 }
 
 #[test]
@@ -225,6 +259,10 @@ fn a_type_is_presented_to_the_outermost_message_only() {
     #[serde(deny_unknown_fields)]
     struct Inner {
         name: String,
+        /// Go writes the zero `metav1.Time` it holds (an empty message), which reads as the
+        /// `null` its JSON has.
+        #[serde(rename = "creationTimestamp")]
+        creation_timestamp: Option<String>,
     }
     let body = encode_object(&serde_json::json!({
         "apiVersion": "meta.k8s.io/v1",
@@ -241,7 +279,10 @@ fn a_type_is_presented_to_the_outermost_message_only() {
         Outer {
             api_version: "meta.k8s.io/v1".into(),
             kind: "PartialObjectMetadata".into(),
-            metadata: Inner { name: "a".into() },
+            metadata: Inner {
+                name: "a".into(),
+                creation_timestamp: None,
+            },
         }
     );
     // Without the option the message has no type of its own.

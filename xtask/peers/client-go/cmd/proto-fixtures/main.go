@@ -139,7 +139,13 @@ func (c *codecs) object(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	obj, gvk, err := c.decodeJSON(data)
+	// The fixtures are indented to be read; kube-apiserver holds and serves compact JSON, and
+	// the embedded JSON of FieldsV1 and RawExtension keeps whatever spacing it arrives with.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, data); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	obj, gvk, err := c.decodeJSON(compact.Bytes())
 	if err != nil {
 		return nil, err
 	}

@@ -364,10 +364,13 @@ func (g *generator) field(sf reflect.StructField, tag string, decl *protoMessage
 	}
 
 	omitZero := ft.Kind() != reflect.Pointer && isScalar(ft.Kind()) && hasOption(jsonOpts, "omitempty")
+	// The generated Marshal writes a value field (not a pointer, slice or map) whatever it
+	// holds, so a field JSON leaves out still goes on the wire as its zero value.
+	always := shape == "Shape::Single" && ft.Kind() != reflect.Pointer && ft.Kind() != reflect.Slice
 	return field{
 		number: uint32(number),
-		rust: fmt.Sprintf("Field { number: %d, name: %s, ty: %s, shape: %s, omit_zero: %t }",
-			number, rustString(jsonName), ty.rust, shape, omitZero),
+		rust: fmt.Sprintf("Field { number: %d, name: %s, ty: %s, shape: %s, omit_zero: %t, always: %t }",
+			number, rustString(jsonName), ty.rust, shape, omitZero, always),
 	}, nil
 }
 
