@@ -1,4 +1,4 @@
-//! JSON parsers for the typed-object path (`JsonDecoder::decode_object_bytes`, a list item or a
+//! JSON parsers for the typed-object path (the JSON decoder's `decode_object_bytes`, a list item or a
 //! watch event's object into a k8s-openapi Pod): serde_json against sonic-rs and simd-json.
 //!
 //! | ID | timed part |

@@ -2,9 +2,9 @@
 //!
 //! Not a criterion benchmark: what matters here is resident memory, read from
 //! `/proc/self/status` (`VmRSS` now, `VmHWM` the peak, which writing `5` to
-//! `/proc/self/clear_refs` resets between phases). The lister-watcher serves JSON pages generated
-//! on the fly and decodes them with the reflector's own `JsonDecoder`, so the figures cover
-//! decoding, the pager's accumulation and `Cache::replace`, without a server in the process.
+//! `/proc/self/clear_refs` resets between phases). The lister-watcher generates each page's Pods
+//! on the fly as JSON and decodes them with serde_json, so the figures cover decoding, the
+//! pager's accumulation and `Cache::replace`, without a server in the process.
 //!
 //! Run with `cargo bench -p kinformer-reflector --bench relist_memory` (Linux only; it prints a
 //! Markdown table).
@@ -23,8 +23,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_reflector::{
-    Decoder, Error, ExpectedType, JsonDecoder, ListOptions, ListPage, ListSink, ListerWatcher,
-    Reflector, ReflectorOptions, Result, WatchStream,
+    Error, ListOptions, ListPage, ListSink, ListerWatcher, Reflector, ReflectorOptions, Result,
+    WatchStream,
 };
 use kinformer_store::{Cache, CacheReader};
 use tokio_util::sync::CancellationToken;
@@ -48,11 +48,9 @@ fn pod_json(i: usize) -> String {
     )
 }
 
-/// Serves `PODS` pods as JSON list pages (all at once when no limit is asked), decoded by the
-/// reflector's `JsonDecoder`; every watch fails at once with 410 so a round ends after its list.
-struct GeneratedPods {
-    decoder: JsonDecoder<Pod>,
-}
+/// Serves `PODS` pods in list pages (all at once when no limit is asked), each decoded from its
+/// JSON with serde_json; every watch fails at once with 410 so a round ends after its list.
+struct GeneratedPods;
 
 #[async_trait]
 impl ListerWatcher<Pod> for GeneratedPods {
@@ -67,24 +65,18 @@ impl ListerWatcher<Pod> for GeneratedPods {
         let end = options
             .limit
             .map_or(PODS, |limit| (start + limit as usize).min(PODS));
-        let mut body = String::with_capacity((end - start) * 2200 + 128);
-        body.push_str(
-            r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"100001""#,
-        );
-        if end < PODS {
-            body.push_str(&format!(r#","continue":"{end}""#));
-        }
-        body.push_str(r#"},"items":["#);
-        for i in start..end {
-            if i > start {
-                body.push(',');
-            }
-            body.push_str(&pod_json(i));
-        }
-        body.push_str("]}");
-        let decoded = self.decoder.decode_list(body.as_bytes());
-        drop(body);
-        let (page, items) = decoded?;
+        let items = (start..end)
+            .map(|i| {
+                let pod: Pod = serde_json::from_str(&pod_json(i))
+                    .map_err(|error| Error::decode("list item", error.to_string(), b""))?;
+                Ok(Arc::new(pod).into())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let page = ListPage {
+            resource_version: "100001".into(),
+            continue_token: (end < PODS).then(|| end.to_string()),
+            shard_selector: None,
+        };
         sink.part(items).await?;
         Ok(page)
     }
@@ -158,9 +150,7 @@ fn main() {
         let token = CancellationToken::new();
         let baseline_kib = status_kib("VmRSS:");
         let cache = Arc::new(Cache::<Pod>::with_namespace_index());
-        let lister_watcher = || GeneratedPods {
-            decoder: JsonDecoder::new(Some(ExpectedType::new("v1", "Pod"))),
-        };
+        let lister_watcher = || GeneratedPods;
         let paged = Reflector::new(lister_watcher(), Arc::clone(&cache), ReflectorOptions::default()
             .page_size(PAGE));
         let mut phases = vec![

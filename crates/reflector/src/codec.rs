@@ -62,8 +62,8 @@ where
 
 /// JSON: for the kinds protobuf has no form for (custom resources, dynamic objects,
 /// metadata-only objects), and any type with serde's derives. Encoded by serde_json; decoded
-/// like [`JsonDecoder`](crate::JsonDecoder)'s objects, by simd-json where it reads the bytes as
-/// serde_json does.
+/// as [`KubeListerWatcher`](crate::KubeListerWatcher) decodes JSON objects, by simd-json where it
+/// reads the bytes as serde_json does.
 pub struct JsonCodec<K>(PhantomData<fn() -> K>);
 
 impl<K> JsonCodec<K> {

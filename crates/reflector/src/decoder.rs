@@ -22,6 +22,8 @@ pub(crate) mod fast_json {
     pub(crate) use serde_json::from_slice;
 }
 mod json_event;
+#[cfg(test)]
+mod json_fuzz;
 
 /// A list page with at least this many items decodes on every core; smaller pages are decoded
 /// one after another while the next is fetched.
@@ -59,7 +61,7 @@ pub(crate) fn decode_items<T: Sync, O: Send>(
 /// Implement it to decode another wire format or to decode straight into a slim projection
 /// type. It must be cheap to share: one decoder serves every request of a
 /// [`KubeListerWatcher`](crate::KubeListerWatcher), sometimes from a blocking thread.
-pub trait Decoder<K>: Send + Sync + 'static {
+pub(crate) trait Decoder<K>: Send + Sync + 'static {
     /// The `Accept` header value for list and watch requests, `None` to keep the request
     /// builder's.
     fn accept(&self) -> Option<&str> {
@@ -159,7 +161,7 @@ pub trait Decoder<K>: Send + Sync + 'static {
 /// How a watch body is cut into events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Framing {
+pub(crate) enum Framing {
     /// One event a line (JSON).
     Lines,
     /// A big-endian `u32` length before every event (Kubernetes protobuf).
@@ -168,16 +170,16 @@ pub enum Framing {
 
 /// The `apiVersion` and `kind` a decoder expects, for client-go's expected-type check.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExpectedType {
+pub(crate) struct ExpectedType {
     /// `apiVersion`, such as `v1` or `apps/v1`.
-    pub api_version: String,
+    pub(crate) api_version: String,
     /// `kind`, such as `Pod`.
-    pub kind: String,
+    pub(crate) kind: String,
 }
 
 impl ExpectedType {
     /// The expectation for `api_version` and `kind`.
-    pub fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
+    pub(crate) fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
         Self {
             api_version: api_version.into(),
             kind: kind.into(),
@@ -200,7 +202,7 @@ impl ExpectedType {
 ///
 /// With an [`ExpectedType`], watch objects and lists of another kind are refused with
 /// [`Error::WrongKind`] before any attempt to decode them as `K`.
-pub struct JsonDecoder<K> {
+pub(crate) struct JsonDecoder<K> {
     expected: Option<ExpectedType>,
     accept: Option<String>,
     watch_accept: Option<String>,
@@ -238,7 +240,7 @@ impl<K> Default for JsonDecoder<K> {
 
 impl<K> JsonDecoder<K> {
     /// A decoder that checks kinds against `expected` when given.
-    pub fn new(expected: Option<ExpectedType>) -> Self {
+    pub(crate) fn new(expected: Option<ExpectedType>) -> Self {
         Self {
             expected,
             accept: None,
@@ -251,7 +253,7 @@ impl<K> JsonDecoder<K> {
     /// Drops `metadata.managedFields` from every object after it is decoded, before it is
     /// shared (so no copy is made, and a relist can still reuse cached objects).
     #[must_use]
-    pub fn drop_managed_fields(self) -> Self
+    pub(crate) fn drop_managed_fields(self) -> Self
     where
         K: Object,
     {
@@ -267,21 +269,16 @@ impl<K> JsonDecoder<K> {
     /// Sends `accept` as the `Accept` header of lists, and of watches unless
     /// [`with_watch_accept`](Self::with_watch_accept) says otherwise.
     #[must_use]
-    pub fn with_accept(mut self, accept: impl Into<String>) -> Self {
+    pub(crate) fn with_accept(mut self, accept: impl Into<String>) -> Self {
         self.accept = Some(accept.into());
         self
     }
 
     /// Sends `accept` as the `Accept` header of watches.
     #[must_use]
-    pub fn with_watch_accept(mut self, accept: impl Into<String>) -> Self {
+    pub(crate) fn with_watch_accept(mut self, accept: impl Into<String>) -> Self {
         self.watch_accept = Some(accept.into());
         self
-    }
-
-    /// The kind this decoder expects, if any.
-    pub fn expected(&self) -> Option<&ExpectedType> {
-        self.expected.as_ref()
     }
 
     fn check_kind(&self, found: &TypeFields<'_>, list: bool) -> Result<()> {

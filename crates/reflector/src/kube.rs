@@ -1,4 +1,4 @@
-//! [`KubeListerWatcher`]: list and watch over kube-client, decoding through a [`Decoder`].
+//! [`KubeListerWatcher`]: list and watch over kube-client, decoding through a `Decoder`.
 
 use std::{fmt, sync::Arc, time::Duration};
 
@@ -14,10 +14,12 @@ use kube_core::{
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 
+use kinformer_store::Object;
+
 use crate::{
-    Decoder, Error, ExpectedType, JsonDecoder, KubeDecoder, ListOptions, ListPage, ListSink,
-    ListerWatcher, Result, VersionMatch, WatchStream, WireFormat, arriving::decode_arriving,
-    json_list, protobuf::ProtobufSplitter,
+    Decoder, Error, ExpectedType, KubeDecoder, ListOptions, ListPage, ListSink, ListerWatcher,
+    Result, VersionMatch, WatchStream, WireFormat, arriving::decode_arriving, json_list,
+    protobuf::ProtobufSplitter,
 };
 
 /// A list body at least this large is decoded on a blocking thread, so decoding a big page does
@@ -29,15 +31,17 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
 type TweakListOptions = Arc<dyn Fn(&mut ListOptions) + Send + Sync>;
 
-/// A [`ListerWatcher`] over kube-client: typed resources ([`KubeListerWatcher::new`]), any
-/// resource as [`DynamicObject`] ([`KubeListerWatcher::dynamic`]) or metadata only
-/// ([`KubeListerWatcher::metadata`]).
+/// A [`ListerWatcher`] over kube-client: typed resources ([`KubeListerWatcher::new`]), a
+/// projection of one ([`KubeListerWatcher::projected`]), any resource as [`DynamicObject`]
+/// ([`KubeListerWatcher::dynamic`]) or metadata only ([`KubeListerWatcher::metadata`]).
 ///
-/// Requests are built with kube's request builders and sent with [`Client::send`]; the response
-/// bytes go through the [`Decoder`] (JSON by default). As soon as a list page has arrived, the
-/// next page (named by its `continue` token) is requested in the background while this one
-/// decodes on a blocking thread, so network and decoding overlap. The namespace comes from the
-/// [`Api`]; selectors and a tweak hook narrow every list and watch.
+/// Requests are built with kube's request builders and sent with [`Client::send`]. Built-in
+/// kinds and metadata are asked for in Kubernetes protobuf, custom resources and dynamic
+/// objects in JSON ([`WireFormat`]), and whichever format arrives is decoded straight into `K`.
+/// As soon as a list page has arrived, the next page (named by its `continue` token) is
+/// requested in the background while this one decodes on a blocking thread, so network and
+/// decoding overlap; a large page is decoded item by item as its bytes arrive. The namespace
+/// comes from the [`Api`]; selectors and a tweak hook narrow every list and watch.
 ///
 /// Build the [`Client`] with [`informer_client`](crate::informer_client), which turns off
 /// kube-client's own retry layer (on by default in kube 5): it retries 429, 503 and 504 before
@@ -48,7 +52,153 @@ type TweakListOptions = Arc<dyn Fn(&mut ListOptions) + Send + Sync>;
 /// The Rust shape of client-go's `cache.NewFilteredListWatchFromClient`.
 #[doc(alias = "NewListWatchFromClient")]
 #[doc(alias = "NewFilteredListWatchFromClient")]
-pub struct KubeListerWatcher<K, D = KubeDecoder<K>> {
+pub struct KubeListerWatcher<K>(Decoding<K, KubeDecoder<K>>);
+
+impl<K> fmt::Debug for KubeListerWatcher<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<K> KubeListerWatcher<K>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    /// Lists and watches the typed resource `K` in `api`'s scope (one namespace or all), in
+    /// protobuf when `K` is a built-in kind (JSON when the server answers JSON, and for custom
+    /// resources): see [`WireFormat::default`].
+    pub fn new(api: Api<K>) -> Self {
+        Self::projected(api)
+    }
+}
+
+impl<K> KubeListerWatcher<K>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    /// Lists and watches the typed resource `R` in `api`'s scope, decoding each object straight
+    /// into `K`: a projection of `R` that names only the fields a controller reads (see
+    /// kinformer-store's `ProjectedMeta` and `impl_object!`). Every field `K` does not name is
+    /// skipped on the wire, in protobuf and in JSON, without being decoded.
+    pub fn projected<R: Resource<DynamicType = ()>>(api: Api<R>) -> Self {
+        let description = format!("{}/{}", R::api_version(&()), R::kind(&()));
+        let decoder = KubeDecoder::for_resource::<R>(WireFormat::default());
+        Self(Decoding::from_parts(api, decoder, description))
+    }
+
+    /// Asks for `format`: [`WireFormat::Json`] turns protobuf off. Kinds without a protobuf
+    /// form (custom resources, dynamic objects) are asked for in JSON whatever `format` says.
+    #[must_use]
+    pub fn wire_format(mut self, format: WireFormat) -> Self {
+        self.0.decoder = Arc::new((*self.0.decoder).clone().format(format));
+        self
+    }
+
+    /// Drops `metadata.managedFields` as objects are decoded (never decoded at all in
+    /// protobuf), instead of caching them: often a third of an object, read by no controller.
+    #[must_use]
+    pub fn drop_managed_fields(mut self) -> Self
+    where
+        K: Object,
+    {
+        self.0.decoder = Arc::new((*self.0.decoder).clone().drop_managed_fields());
+        self
+    }
+
+    /// Decodes watch events on up to `workers` tasks at once, beside the task that reads the
+    /// watch; `0` decodes them on that task.
+    ///
+    /// Events are still handed on in the order the server sent them; only their decoding
+    /// overlaps the reading and whatever consumes the events. The default is 4 where the
+    /// process may use two cores or more, and `0` on one core, where a worker could only take
+    /// turns with the reader. More frames in flight let the reader run further ahead and hand
+    /// the informer events in bursts, which costs less CPU per event even on two cores.
+    #[must_use]
+    pub fn watch_decode_workers(self, workers: usize) -> Self {
+        Self(self.0.watch_decode_workers(workers))
+    }
+
+    /// Only objects whose labels match `selector` (`app=web,tier!=cache`).
+    #[must_use]
+    pub fn labels(self, selector: impl Into<String>) -> Self {
+        Self(self.0.labels(selector))
+    }
+
+    /// Only objects whose fields match `selector` (`spec.nodeName=node-1`).
+    #[must_use]
+    pub fn fields(self, selector: impl Into<String>) -> Self {
+        Self(self.0.fields(selector))
+    }
+
+    /// Runs `tweak` on the options of every list and watch, after the selectors are set: client-go's
+    /// `TweakListOptionsFunc`.
+    #[doc(alias = "TweakListOptionsFunc")]
+    #[must_use]
+    pub fn tweak_list_options(
+        self,
+        tweak: impl Fn(&mut ListOptions) + Send + Sync + 'static,
+    ) -> Self {
+        Self(self.0.tweak_list_options(tweak))
+    }
+}
+
+impl KubeListerWatcher<DynamicObject> {
+    /// Lists and watches any resource, described by `resource`, as [`DynamicObject`]s, in JSON.
+    pub fn dynamic(api: Api<DynamicObject>, resource: &ApiResource) -> Self {
+        let expected = ExpectedType::new(resource.api_version.clone(), resource.kind.clone());
+        let description = format!("{}/{}", resource.api_version, resource.kind);
+        Self(Decoding::from_parts(
+            api,
+            KubeDecoder::json_only(expected),
+            description,
+        ))
+    }
+}
+
+impl<K> KubeListerWatcher<PartialObjectMeta<K>>
+where
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+{
+    /// Lists and watches only the metadata of `K` (`PartialObjectMetadata`), which keeps a cache
+    /// several times smaller when a controller reads nothing else. In protobuf, as client-go's
+    /// metadata client asks, for built-in kinds and custom resources alike (the server makes
+    /// the `PartialObjectMetadata`); each object reads `meta.k8s.io/v1`
+    /// `PartialObjectMetadata` as its type from either format.
+    pub fn metadata(api: Api<K>) -> Self {
+        let description = format!("{}/{} (metadata)", K::api_version(&()), K::kind(&()));
+        Self(Decoding::from_parts(
+            api,
+            KubeDecoder::metadata(WireFormat::default()),
+            description,
+        ))
+    }
+}
+
+#[async_trait]
+impl<K> ListerWatcher<K> for KubeListerWatcher<K>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    async fn list(&self, options: ListOptions, sink: &mut dyn ListSink<K>) -> Result<ListPage> {
+        self.0.list(options, sink).await
+    }
+
+    async fn watch(&self, options: ListOptions) -> Result<WatchStream<K>> {
+        self.0.watch(options).await
+    }
+
+    fn type_description(&self) -> String {
+        self.0.type_description()
+    }
+
+    fn namespace(&self) -> Option<String> {
+        self.0.namespace()
+    }
+}
+
+/// The lister-watcher over kube-client, with the decoder as a parameter so the crate's tests
+/// can decode through one of their own.
+pub(crate) struct Decoding<K, D> {
     client: Client,
     request: kube_core::Request,
     namespace: Option<String>,
@@ -62,7 +212,7 @@ pub struct KubeListerWatcher<K, D = KubeDecoder<K>> {
     _objects: std::marker::PhantomData<fn() -> K>,
 }
 
-impl<K, D> Drop for KubeListerWatcher<K, D> {
+impl<K, D> Drop for Decoding<K, D> {
     fn drop(&mut self) {
         if let Some(prefetch) = self.prefetch.get_mut().take() {
             prefetch.response.abort();
@@ -70,7 +220,7 @@ impl<K, D> Drop for KubeListerWatcher<K, D> {
     }
 }
 
-impl<K, D> fmt::Debug for KubeListerWatcher<K, D> {
+impl<K, D> fmt::Debug for Decoding<K, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KubeListerWatcher")
             .field("url", &self.request.url_path)
@@ -81,81 +231,13 @@ impl<K, D> fmt::Debug for KubeListerWatcher<K, D> {
     }
 }
 
-impl<K> KubeListerWatcher<K>
-where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
-{
-    /// Lists and watches the typed resource `K` in `api`'s scope (one namespace or all), in
-    /// protobuf when `K` is a built-in kind (JSON when the server answers JSON, and for custom
-    /// resources): see [`KubeDecoder`] and [`WireFormat::default`].
-    pub fn new(api: Api<K>) -> Self {
-        Self::with_decoder(api, KubeDecoder::for_resource::<K>(WireFormat::default()))
-    }
-
-    /// Asks for `format`: [`WireFormat::Json`] turns protobuf off.
-    #[must_use]
-    pub fn wire_format(self, format: WireFormat) -> Self {
-        self.map_decoder(|decoder| decoder.format(format))
-    }
-
-    /// Drops `metadata.managedFields` as objects are decoded (never decoded at all in
-    /// protobuf), instead of caching them: often a third of an object, read by no controller.
-    #[must_use]
-    pub fn drop_managed_fields(self) -> Self {
-        self.map_decoder(KubeDecoder::drop_managed_fields)
-    }
-
-    fn map_decoder(mut self, map: impl FnOnce(KubeDecoder<K>) -> KubeDecoder<K>) -> Self {
-        self.decoder = Arc::new(map((*self.decoder).clone()));
-        self
-    }
-}
-
-impl KubeListerWatcher<DynamicObject, JsonDecoder<DynamicObject>> {
-    /// Lists and watches any resource, described by `resource`, as [`DynamicObject`]s.
-    pub fn dynamic(api: Api<DynamicObject>, resource: &ApiResource) -> Self {
-        let expected = ExpectedType::new(resource.api_version.clone(), resource.kind.clone());
-        let description = format!("{}/{}", resource.api_version, resource.kind);
-        Self::from_parts(api, JsonDecoder::new(Some(expected)), description)
-    }
-}
-
-impl<K> KubeListerWatcher<PartialObjectMeta<K>>
-where
-    K: Resource<DynamicType = ()> + Send + Sync + 'static,
-{
-    /// Lists and watches only the metadata of `K` (`PartialObjectMetadata`), which keeps a cache
-    /// several times smaller when a controller reads nothing else. In protobuf, as client-go's
-    /// metadata client asks, for built-in kinds and custom resources alike (the server makes
-    /// the `PartialObjectMetadata`); see [`KubeDecoder::metadata`].
-    pub fn metadata(api: Api<K>) -> Self {
-        let description = format!("{}/{} (metadata)", K::api_version(&()), K::kind(&()));
-        Self::from_parts(
-            api,
-            KubeDecoder::metadata(WireFormat::default()),
-            description,
-        )
-    }
-}
-
-impl<K> KubeListerWatcher<K, JsonDecoder<K>>
-where
-    K: Resource + Send + Sync + 'static,
-{
-    /// Drops `metadata.managedFields` from every object as it is decoded, before it is shared.
-    #[must_use]
-    pub fn drop_managed_fields(mut self) -> Self {
-        self.decoder = Arc::new((*self.decoder).clone().drop_managed_fields());
-        self
-    }
-}
-
-impl<K, D> KubeListerWatcher<K, D>
+impl<K, D> Decoding<K, D>
 where
     D: Decoder<K>,
 {
-    /// Lists and watches in `api`'s scope, decoding with `decoder` (protobuf, a projection...).
-    pub fn with_decoder<A>(api: Api<A>, decoder: D) -> Self
+    /// Lists and watches in `api`'s scope, decoding with `decoder`.
+    #[cfg(test)]
+    pub(crate) fn with_decoder<A>(api: Api<A>, decoder: D) -> Self
     where
         A: Resource<DynamicType = ()>,
     {
@@ -163,7 +245,7 @@ where
         Self::from_parts(api, decoder, description)
     }
 
-    fn from_parts<A: Resource>(api: Api<A>, decoder: D, description: String) -> Self {
+    pub(crate) fn from_parts<A: Resource>(api: Api<A>, decoder: D, description: String) -> Self {
         let namespace = api.namespace().map(str::to_owned);
         let request = kube_core::Request::new(api.resource_url());
         Self {
@@ -181,39 +263,22 @@ where
         }
     }
 
-    /// Decodes watch events on up to `workers` tasks at once, beside the task that reads the
-    /// watch; `0` decodes them on that task.
-    ///
-    /// Events are still handed on in the order the server sent them; only their decoding
-    /// overlaps the reading and whatever consumes the events. The default is 4 where the
-    /// process may use two cores or more, and `0` on one core, where a worker could only take
-    /// turns with the reader. More frames in flight let the reader run further ahead and hand
-    /// the informer events in bursts, which costs less CPU per event even on two cores.
-    #[must_use]
-    pub fn watch_decode_workers(mut self, workers: usize) -> Self {
+    pub(crate) fn watch_decode_workers(mut self, workers: usize) -> Self {
         self.decode_workers = workers;
         self
     }
 
-    /// Only objects whose labels match `selector` (`app=web,tier!=cache`).
-    #[must_use]
-    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+    pub(crate) fn labels(mut self, selector: impl Into<String>) -> Self {
         self.label_selector = Some(selector.into());
         self
     }
 
-    /// Only objects whose fields match `selector` (`spec.nodeName=node-1`).
-    #[must_use]
-    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+    pub(crate) fn fields(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into());
         self
     }
 
-    /// Runs `tweak` on the options of every list and watch, after the selectors are set: client-go's
-    /// `TweakListOptionsFunc`.
-    #[doc(alias = "TweakListOptionsFunc")]
-    #[must_use]
-    pub fn tweak_list_options(
+    pub(crate) fn tweak_list_options(
         mut self,
         tweak: impl Fn(&mut ListOptions) + Send + Sync + 'static,
     ) -> Self {
@@ -376,7 +441,7 @@ where
     }
 }
 
-impl<K, D> KubeListerWatcher<K, D>
+impl<K, D> Decoding<K, D>
 where
     K: Send + Sync + 'static,
     D: Decoder<K>,
@@ -532,7 +597,7 @@ async fn status_error(response: http::Response<Body>) -> Error {
 }
 
 #[async_trait]
-impl<K, D> ListerWatcher<K> for KubeListerWatcher<K, D>
+impl<K, D> ListerWatcher<K> for Decoding<K, D>
 where
     K: Send + Sync + 'static,
     D: Decoder<K>,
@@ -554,7 +619,7 @@ where
     }
 }
 
-impl<K, D> KubeListerWatcher<K, D>
+impl<K, D> Decoding<K, D>
 where
     K: Send + Sync + 'static,
     D: Decoder<K>,
@@ -584,6 +649,8 @@ where
     }
 }
 
+#[cfg(test)]
+mod tests;
 mod watch;
 
 pub use watch::MAX_WATCH_LINE;

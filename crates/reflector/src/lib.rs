@@ -5,23 +5,20 @@
 //! - **the [`ListerWatcher`] seam**: list one page, open a watch stream; object safe, so a test
 //!   or another data source can bring its own;
 //! - **[`KubeListerWatcher`]**: the implementation over kube-client, for typed resources,
-//!   [`DynamicObject`](kube_core::DynamicObject)s and metadata only, with namespace, label and
-//!   field selectors and a tweak hook, over a client from [`informer_client`] (kube-client's
-//!   own retry layer off: the reflector owns retries);
-//! - **the [`Decoder`] seam**: response bytes to objects, with malformed input reported as
-//!   [`Error::Decode`]. [`KubeDecoder`] (the default) asks for Kubernetes protobuf for built-in
-//!   kinds (and for `PartialObjectMetadata` of any kind, [`KubeDecoder::metadata`]) and decodes
-//!   whichever format arrives, straight into `K`: a k8s-openapi struct, or a
-//!   projection type that names only what a controller reads (the rest is skipped on the wire).
-//!   It can drop `managedFields` without decoding them. [`JsonDecoder`] is JSON only; both decode
-//!   JSON objects with simd-json where it reads them exactly as serde_json would, and with
+//!   projections of them ([`KubeListerWatcher::projected`]: a type that names only what a
+//!   controller reads, the rest skipped on the wire), [`DynamicObject`](kube_core::DynamicObject)s
+//!   and metadata only, with namespace, label and field selectors and a tweak hook, over a client
+//!   from [`informer_client`] (kube-client's own retry layer off: the reflector owns retries).
+//!   It asks for Kubernetes protobuf for built-in kinds (and for `PartialObjectMetadata` of any
+//!   kind), decodes whichever format arrives straight into `K`, and can drop `managedFields`
+//!   without decoding them; malformed input is reported as [`Error::Decode`]. JSON objects are
+//!   decoded with simd-json where it reads them exactly as serde_json would, and with
 //!   serde_json otherwise (the `simd-json` feature, on by default; without it serde_json reads
-//!   all).
-//!   [`WireFormat`] turns protobuf off (and [`WireFormat::from_env`] reads the choice from
-//!   `KINFORMER_WIRE_FORMAT` for a program that asks). List pages are decoded
-//!   on a blocking thread while the next page is already in flight (a large page item by item
-//!   as its bytes arrive, in either format, never held whole), and watch frames on worker
-//!   tasks beside the one reading the watch, in the server's order
+//!   all). [`WireFormat`] turns protobuf off (and [`WireFormat::from_env`] reads the choice from
+//!   `KINFORMER_WIRE_FORMAT` for a program that asks). List pages are decoded on a blocking
+//!   thread while the next page is already in flight (a large page item by item as its bytes
+//!   arrive, in either format, never held whole), and watch frames on worker tasks beside the
+//!   one reading the watch, in the server's order
 //!   ([`KubeListerWatcher::watch_decode_workers`]);
 //! - **[`ShardedListerWatcher`]**: one shard of what another lister-watcher lists and watches,
 //!   asked of the server (kube-apiserver's sharded list and watch, `shardSelector`) and
@@ -116,13 +113,12 @@ mod stats;
 pub use crate::{
     client::informer_client,
     codec::{JsonCodec, ProtobufCodec, compact_codec},
-    decoder::{Decoder, ExpectedType, Framing, JsonDecoder},
     error::{Error, Result},
     event::{INITIAL_EVENTS_END_ANNOTATION, ListPage, WatchEvent, WatchStream},
     kube::{KubeListerWatcher, MAX_WATCH_LINE},
     lister_watcher::{ListSink, ListerWatcher},
     options::{ListOptions, VersionMatch},
-    protobuf::{KubeDecoder, WIRE_FORMAT_ENV, WireFormat},
+    protobuf::{WIRE_FORMAT_ENV, WireFormat},
     reflector::{
         DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Failures, Reflector, ReflectorExit,
         ReflectorOptions, WATCH_IDLE_GRACE,
@@ -130,3 +126,12 @@ pub use crate::{
     shard::{ShardMode, ShardStats, ShardedListerWatcher},
     stats::{RELIST_REASONS, ReflectorStats},
 };
+pub(crate) use crate::{
+    decoder::{Decoder, ExpectedType, Framing, JsonDecoder},
+    protobuf::KubeDecoder,
+};
+
+// The README's code blocks, compiled as doc tests so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -46,7 +46,7 @@ const METADATA_KIND: &str = "PartialObjectMetadata";
 /// unless the program calls `from_env`.
 pub const WIRE_FORMAT_ENV: &str = "KINFORMER_WIRE_FORMAT";
 
-/// What a [`KubeDecoder`] asks the server for.
+/// What a [`KubeListerWatcher`](crate::KubeListerWatcher) asks the server for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WireFormat {
     /// Protobuf when the kind has a protobuf form (every built-in kind), with JSON as the
@@ -89,10 +89,13 @@ impl WireFormat {
 /// Protobuf decodes straight into `K` (see `kinformer_protobuf`): a k8s-openapi kind through
 /// its generated decoder, a slim projection of one (naming only the fields it needs, the rest
 /// skipped on the wire) or any other type through serde.
-pub struct KubeDecoder<K> {
+pub(crate) struct KubeDecoder<K> {
     json: JsonDecoder<K>,
     expected: ExpectedType,
     protobuf: bool,
+    /// Never asks for protobuf, whatever format is asked for: dynamic objects, whose protobuf
+    /// form (where the kind has one) the serde path does not read as `DynamicObject`.
+    json_only: bool,
     /// `K`'s protobuf decoder, looked up at the first decode.
     typed: OnceLock<ProtobufDecoder<K>>,
     /// The `Accept` headers of lists and watches when asking for protobuf.
@@ -109,6 +112,7 @@ impl<K> Clone for KubeDecoder<K> {
             json: self.json.clone(),
             expected: self.expected.clone(),
             protobuf: self.protobuf,
+            json_only: self.json_only,
             typed: self.typed.clone(),
             protobuf_accept: self.protobuf_accept,
             protobuf_items: self.protobuf_items,
@@ -129,11 +133,12 @@ impl<K> fmt::Debug for KubeDecoder<K> {
 
 impl<K> KubeDecoder<K> {
     /// A decoder for objects of `expected` kind, asking for `format`.
-    pub fn new(expected: ExpectedType, format: WireFormat) -> Self {
+    pub(crate) fn new(expected: ExpectedType, format: WireFormat) -> Self {
         Self {
             json: JsonDecoder::new(Some(expected.clone())),
             expected,
             protobuf: false,
+            json_only: false,
             typed: OnceLock::new(),
             protobuf_accept: (PROTOBUF_ACCEPT, PROTOBUF_ACCEPT),
             protobuf_items: None,
@@ -144,11 +149,11 @@ impl<K> KubeDecoder<K> {
 
     /// Asks for `format` from now on (protobuf only where the kind has a protobuf form).
     #[must_use]
-    pub fn format(mut self, format: WireFormat) -> Self {
+    pub(crate) fn format(mut self, format: WireFormat) -> Self {
         let has_protobuf =
             kinformer_protobuf::message_for(&self.expected.api_version, &self.expected.kind)
                 .is_some();
-        self.protobuf = has_protobuf && format == WireFormat::Protobuf;
+        self.protobuf = !self.json_only && has_protobuf && format == WireFormat::Protobuf;
         self.protobuf_items = self
             .protobuf
             .then(|| {
@@ -162,13 +167,21 @@ impl<K> KubeDecoder<K> {
         self
     }
 
+    /// A decoder for objects of `expected` kind that always asks for JSON.
+    pub(crate) fn json_only(expected: ExpectedType) -> Self {
+        let mut decoder = Self::new(expected, WireFormat::Json);
+        decoder.json_only = true;
+        decoder
+    }
+
     /// A decoder for the typed resource `R` (whose kind `K` may be a projection of).
-    pub fn for_resource<R: Resource<DynamicType = ()>>(format: WireFormat) -> Self {
+    pub(crate) fn for_resource<R: Resource<DynamicType = ()>>(format: WireFormat) -> Self {
         Self::new(ExpectedType::new(R::api_version(&()), R::kind(&())), format)
     }
 
     /// Whether this decoder asks for protobuf.
-    pub fn asks_for_protobuf(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn asks_for_protobuf(&self) -> bool {
         self.protobuf
     }
 
@@ -193,7 +206,7 @@ impl<K> KubeDecoder<PartialObjectMeta<K>> {
     /// `PartialObjectMetadata` lists and watches, in protobuf for any kind (the server builds
     /// the `PartialObjectMetadata` from custom resources too) unless `format` says JSON. Each
     /// object reads `meta.k8s.io/v1` `PartialObjectMetadata` as its type from either format.
-    pub fn metadata(format: WireFormat) -> Self {
+    pub(crate) fn metadata(format: WireFormat) -> Self {
         let expected = ExpectedType::new(METADATA_API_VERSION, METADATA_KIND);
         let json = JsonDecoder::new(Some(expected.clone()))
             .with_accept(METADATA_LIST_JSON_ACCEPT)
@@ -202,6 +215,7 @@ impl<K> KubeDecoder<PartialObjectMeta<K>> {
             json,
             expected,
             protobuf: false,
+            json_only: false,
             typed: OnceLock::new(),
             protobuf_accept: (
                 METADATA_LIST_PROTOBUF_ACCEPT,
@@ -279,7 +293,7 @@ impl<K: Object> KubeDecoder<K> {
     /// before the object is shared when the server answers JSON (a projection that does not
     /// name them has nothing to clear).
     #[must_use]
-    pub fn drop_managed_fields(mut self) -> Self {
+    pub(crate) fn drop_managed_fields(mut self) -> Self {
         self.options = self.options.drop_managed_fields();
         self.json = self.json.drop_managed_fields();
         self

@@ -22,7 +22,7 @@ use k8s_openapi::{
 use kinformer::{
     factory::{FactoryOptions, SharedInformerFactory},
     informer::{InformerOptions, SharedIndexInformer},
-    reflector::{KubeDecoder, KubeListerWatcher, WireFormat},
+    reflector::{KubeListerWatcher, WireFormat},
     store::{ProjectedMeta, impl_object},
 };
 use kube_client::{
@@ -227,10 +227,9 @@ async fn a_projection_cache_holds_the_projected_fields_of_every_object() {
     run("cache-projection", |ctx| async move {
         let api = config_maps(&ctx);
         let created = create_config_maps(&api, 4).await;
-        let decoder =
-            KubeDecoder::<SlimConfigMap>::for_resource::<ConfigMap>(WireFormat::from_env());
         let informer = SharedIndexInformer::new(
-            KubeListerWatcher::with_decoder(api.clone(), decoder),
+            KubeListerWatcher::<SlimConfigMap>::projected(api.clone())
+                .wire_format(WireFormat::from_env()),
             InformerOptions::new().name("projection"),
         );
         let token = kinformer::wait::CancellationToken::new();

@@ -3,7 +3,6 @@
 
 mod common;
 mod errors_and_backoff;
-mod json_fuzz;
 mod lister_watchers;
 mod listing;
 mod resource_gone;

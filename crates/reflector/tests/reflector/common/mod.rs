@@ -116,17 +116,3 @@ impl<K: Object, S: Store<K> + ?Sized + 'static> Running<K, S> {
             .expect("the reflector task does not panic")
     }
 }
-
-/// What a [`ListerWatcher`] hands a sink for one page, collected: the page, and its objects
-/// with their kept bytes, in order.
-pub(crate) async fn list_page<K: Send + Sync + 'static>(
-    lister_watcher: &impl ListerWatcher<K>,
-    options: kinformer_reflector::ListOptions,
-) -> kinformer_reflector::Result<(
-    kinformer_reflector::ListPage,
-    Vec<kinformer_store::Incoming<K>>,
-)> {
-    let mut items = Vec::new();
-    let page = lister_watcher.list(options, &mut items).await?;
-    Ok((page, items))
-}

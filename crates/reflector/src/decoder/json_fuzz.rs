@@ -6,11 +6,11 @@
 
 use std::{fmt::Debug, fs, path::PathBuf};
 
+use crate::{Decoder, ExpectedType, Framing, JsonDecoder, WatchEvent};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Node, Pod, Service},
 };
-use kinformer_reflector::{Decoder, ExpectedType, Framing, JsonDecoder, WatchEvent};
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::value::RawValue;
 
@@ -122,7 +122,7 @@ fn run<T>(
 
 /// The bounded run: a thousand lines per fixture. A long run sets the count and the seed:
 /// `KINFORMER_FUZZ_INPUTS=1000000 KINFORMER_FUZZ_SEED=7 cargo test --release -p
-/// kinformer-reflector --test reflector json_fuzz`.
+/// kinformer-reflector --lib json_fuzz`.
 #[test]
 fn mutated_watch_lines_decode_as_serde_json_decodes_them() {
     let (per_kind, mut rng) = run_size();
