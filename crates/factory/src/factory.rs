@@ -209,7 +209,8 @@ impl<K: Object> ErasedInformer for SharedIndexInformer<K> {
     }
 
     fn wait_for_sync<'a>(&'a self, token: &'a CancellationToken) -> BoxFuture<'a, bool> {
-        Box::pin(self.wait_for_cache_sync(token))
+        // The factory keeps the deadline: its report says which informers missed it.
+        Box::pin(async move { self.wait_for_cache_sync(Duration::MAX, token).await.is_ok() })
     }
 }
 

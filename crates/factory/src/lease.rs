@@ -18,13 +18,14 @@ use crate::{factory::WeakFactory, selection::InformerKey};
 /// it) remains. [`release`](Self::release) does the same and waits for the stop.
 ///
 /// ```no_run
-/// # async fn doc(factory: kinformer_factory::SharedInformerFactory) -> kinformer_factory::Result<()> {
+/// # async fn doc(factory: kinformer_factory::SharedInformerFactory) -> Result<(), Box<dyn std::error::Error>> {
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kinformer_factory::InformerRequest;
 ///
 /// let config_maps = factory.lease(InformerRequest::<ConfigMap>::typed())?;
 /// factory.start()?;
-/// config_maps.wait_for_cache_sync(&tokio_util::sync::CancellationToken::new()).await;
+/// let token = tokio_util::sync::CancellationToken::new();
+/// config_maps.wait_for_cache_sync(std::time::Duration::from_secs(60), &token).await?;
 /// let count = config_maps.cache().list().len();
 /// config_maps.release().await; // the informer stops; nothing else held it
 /// # let _ = count;

@@ -106,3 +106,8 @@ pub use crate::{
     sync_report::SyncReport,
 };
 pub use kinformer_informer::SyncStatus;
+
+// The README's code blocks, compiled as doc tests so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -9,12 +9,11 @@ use std::{
     time::Duration,
 };
 
-use kinformer_informer::{HandlerExecutor, InformerOptions};
+use kinformer_informer::{HandlerExecutor, InformerCache, InformerOptions};
 use kinformer_reflector::{
-    Decoder, Error as ReflectorError, JsonCodec, JsonDecoder, KubeListerWatcher, ListOptions,
-    WireFormat, compact_codec,
+    Error as ReflectorError, JsonCodec, KubeListerWatcher, ListOptions, WireFormat, compact_codec,
 };
-use kinformer_store::{Codec, CompactCache, Shard};
+use kinformer_store::{Codec, CompactCache, Object, Shard};
 use kube_core::{DynamicObject, ObjectMeta, Resource};
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -387,7 +386,10 @@ impl FactoryOptions {
         if self.decoded_all || self.decoded.contains(&TypeId::of::<K>()) {
             return options;
         }
-        options.compact_cache(codec(), self.hot_capacity)
+        options.cache(InformerCache::Compact {
+            codec: codec(),
+            hot_capacity: self.hot_capacity,
+        })
     }
 
     /// `options` with what the factory sets for every informer: the handler executor, and
@@ -425,10 +427,10 @@ impl FactoryOptions {
     }
 
     /// `lister_watcher`, dropping managedFields if the factory was asked to.
-    pub(crate) fn dropping<K: Resource + Send + Sync + 'static>(
+    pub(crate) fn dropping<K: Object + DeserializeOwned + Send + Sync + 'static>(
         &self,
-        lister_watcher: KubeListerWatcher<K, JsonDecoder<K>>,
-    ) -> KubeListerWatcher<K, JsonDecoder<K>> {
+        lister_watcher: KubeListerWatcher<K>,
+    ) -> KubeListerWatcher<K> {
         if self.drop_managed_fields {
             lister_watcher.drop_managed_fields()
         } else {
@@ -436,11 +438,11 @@ impl FactoryOptions {
         }
     }
 
-    pub(crate) fn narrow<K, D: Decoder<K>>(
+    pub(crate) fn narrow<K: DeserializeOwned + Send + Sync + 'static>(
         &self,
-        lister_watcher: KubeListerWatcher<K, D>,
+        lister_watcher: KubeListerWatcher<K>,
         selection: &Selection,
-    ) -> KubeListerWatcher<K, D> {
+    ) -> KubeListerWatcher<K> {
         let mut lister_watcher = match self.decode_workers {
             Some(workers) => lister_watcher.watch_decode_workers(workers),
             None => lister_watcher,

@@ -15,7 +15,7 @@ use kinformer_fifo::{
 };
 use kinformer_processor::{
     CacheSnapshot, EventStream, HandlerFuncs, ListenerOptions, ProcessorOptions, Registration,
-    ResourceEventHandler, SharedProcessor, UpstreamSynced,
+    ResourceEventHandler, SharedProcessor,
 };
 use kinformer_reflector::{
     ListerWatcher, Reflector, ReflectorExit, ReflectorOptions, ShardedListerWatcher,
@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error_span, info, warn};
 
 use crate::{
-    ConsistencyStats, Error, InformerHealth, InformerOptions, QueueKind, Result,
+    ConsistencyStats, Error, InformerCache, InformerHealth, InformerOptions, QueueKind, Result,
     checker::{Checker, Counters},
     controller::Applier,
     health,
@@ -37,6 +37,8 @@ use crate::{
 };
 
 mod sync;
+#[cfg(test)]
+mod tests;
 
 /// While the initial list has not been processed, the process loop looks at the queue's
 /// `has_synced` at least this often, since an empty first list may queue nothing to pop.
@@ -66,6 +68,9 @@ struct Settings<K> {
     stop_when_gone: bool,
     /// Whether the cache is a compact cache this informer built.
     compact: bool,
+    /// What a store of the user's own answered when given the informer's index funcs: the
+    /// informer never runs without them.
+    refused_indexers: Option<kinformer_store::Error>,
 }
 
 type QueueReflector<K> = Reflector<K, dyn Queue<K>>;
@@ -137,7 +142,7 @@ impl<K: Object> SharedIndexInformer<K> {
         let name = options
             .name
             .unwrap_or_else(|| lister_watcher.type_description());
-        let compact = options.indexer.is_none() && options.compact.is_some();
+        let compact = matches!(options.cache, InformerCache::Compact { .. });
         let (lister_watcher, sharded): (Arc<dyn ListerWatcher<K>>, _) = match options.shard {
             Some(shard) => {
                 let sharded = ShardedListerWatcher::new(lister_watcher, shard);
@@ -146,18 +151,32 @@ impl<K: Object> SharedIndexInformer<K> {
             None => (Arc::new(lister_watcher), None),
         };
         let cache_decode_failures = Arc::<AtomicU64>::default();
-        let indexer: Arc<dyn Indexer<K>> = match (options.indexer, options.compact) {
-            (Some(indexer), _) => indexer,
-            (None, Some(compact)) => Arc::new(
-                CompactCache::new(options.key_func.clone(), options.indexers, compact.codec)
-                    .hot_capacity(compact.hot_capacity)
+        // A store of the user's own takes the index funcs now; one it refuses stops `run`.
+        let mut refused_indexers = None;
+        let indexer: Arc<dyn Indexer<K>> = match options.cache {
+            InformerCache::Own(indexer) => {
+                if !options.indexers.is_empty()
+                    && let Err(error) = indexer.add_indexers(options.indexers)
+                {
+                    refused_indexers = Some(error);
+                }
+                indexer
+            }
+            InformerCache::Compact {
+                codec,
+                hot_capacity,
+            } => Arc::new(
+                CompactCache::new(options.key_func.clone(), options.indexers, codec)
+                    .hot_capacity(hot_capacity)
                     .on_decode_failure(health::report_decode_failure(
                         name.clone(),
                         Arc::clone(&cache_decode_failures),
                         options.watch_error_handler.clone(),
                     )),
             ),
-            (None, None) => Arc::new(Cache::new(options.key_func.clone(), options.indexers)),
+            InformerCache::Decoded => {
+                Arc::new(Cache::new(options.key_func.clone(), options.indexers))
+            }
         };
         // The lock that orders cache changes with their distribution; a listener catching up
         // after an overflow reads the cache under it.
@@ -198,6 +217,7 @@ impl<K: Object> SharedIndexInformer<K> {
                     consistency_check: options.consistency_check,
                     stop_when_gone: options.stop_when_gone,
                     compact,
+                    refused_indexers,
                 }),
                 block_deltas,
                 queue: OnceLock::new(),
@@ -342,11 +362,6 @@ impl<K: Object> SharedIndexInformer<K> {
         Lister::new(self.cache())
     }
 
-    /// The processor relaying notifications to the handlers.
-    pub fn processor(&self) -> &SharedProcessor<K> {
-        &self.inner.applier.processor
-    }
-
     /// The informer's state in one read: sync status, the reflector's counters, every
     /// handler's counters, the cache's size and version, and the consistency checks.
     pub fn health(&self) -> InformerHealth {
@@ -409,20 +424,6 @@ impl<K: Object> SharedIndexInformer<K> {
     /// Resolves once [`run`](Self::run) has returned.
     pub async fn stopped(&self) {
         self.inner.stopped.cancelled().await;
-    }
-
-    /// Applies one popped item to the cache and distributes its notifications, as the process
-    /// loop does for everything it pops (client-go's `HandleDeltas`). Exposed for benchmarks
-    /// and for a user's own process loop; feeding it while [`run`](Self::run) runs interleaves
-    /// with the reflector's changes.
-    ///
-    /// # Errors
-    ///
-    /// What the cache refused; the rest of a batch is still applied.
-    #[doc(alias = "HandleDeltas")]
-    pub fn handle_deltas(&self, popped: &Popped<K>, kind: AddKind) -> Result<()> {
-        let _blocked = self.inner.block_deltas.lock();
-        Ok(self.inner.applier.apply(popped, kind)?)
     }
 
     /// Runs the informer until `token` fires: lists and watches, applies every change to the
@@ -543,6 +544,9 @@ impl<K: Object> SharedIndexInformer<K> {
             Phase::Idle => {}
             Phase::Running => return Err(Error::AlreadyStarted { action: "run" }),
             Phase::Stopped => return Err(Error::Stopped { action: "run" }),
+        }
+        if let Some(error) = &settings.refused_indexers {
+            return Err(Error::Store(error.clone()));
         }
         if settings.consistency_check.is_some() && settings.queue != QueueKind::InOrder {
             return Err(Error::Options {
@@ -686,22 +690,4 @@ impl<K> Drop for MarkStoppedOnExit<'_, K> {
         self.0.settings.lock().phase = Phase::Stopped;
         self.0.stopped.cancel();
     }
-}
-
-/// Waits until every signal is set (client-go's `WaitForCacheSync`, given
-/// [`SharedIndexInformer::synced_signal`]s of informers of any types); returns `false` if
-/// `token` fires first.
-#[doc(alias = "WaitForCacheSync")]
-pub async fn wait_for_cache_sync(
-    token: &CancellationToken,
-    signals: impl IntoIterator<Item = UpstreamSynced>,
-) -> bool {
-    for signal in signals {
-        tokio::select! {
-            biased;
-            () = signal.synced() => {}
-            () = token.cancelled() => return false,
-        }
-    }
-    true
 }

@@ -64,7 +64,7 @@
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> std::result::Result<(), kinformer_informer::Error> {
+//! # async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
 //! let informer = SharedIndexInformer::new(TwoPods, InformerOptions::new());
 //! let seen = Arc::new(Mutex::new(Vec::new()));
 //! let record = Arc::clone(&seen);
@@ -77,7 +77,7 @@
 //!     let (informer, token) = (informer.clone(), token.clone());
 //!     async move { informer.run(token).await }
 //! });
-//! assert!(informer.wait_for_cache_sync(&token).await);
+//! informer.wait_for_cache_sync(std::time::Duration::from_secs(60), &token).await?;
 //! assert!(registration.synced().await);
 //! assert_eq!(informer.cache().list_keys().len(), 2);
 //! seen.lock().unwrap().sort();
@@ -118,9 +118,9 @@ pub use crate::{
     checker::ConsistencyStats,
     error::{Error, Result},
     health::{InformerHealth, SyncStatus},
-    informer::{SharedIndexInformer, wait_for_cache_sync},
+    informer::SharedIndexInformer,
     latency::{LatencyHistogram, PROCESSING_LATENCY_BUCKETS},
-    options::{InformerOptions, QueueKind},
+    options::{InformerCache, InformerOptions, QueueKind},
     progress::WaitError,
 };
 pub use kinformer_processor::{
@@ -128,3 +128,8 @@ pub use kinformer_processor::{
     ListenerStats, Notification, OldObject, Overflow, Registration, ResourceEventHandler,
 };
 pub use kinformer_reflector::ListerWatcher;
+
+// The README's code blocks, compiled as doc tests so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

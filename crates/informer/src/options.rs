@@ -27,10 +27,43 @@ pub enum QueueKind {
     DeltaFifo,
 }
 
-/// The compact cache an informer was asked for.
-pub(crate) struct CompactChoice<K> {
-    pub(crate) codec: Arc<dyn Codec<K>>,
-    pub(crate) hot_capacity: usize,
+/// Where an informer caches its objects: [`InformerOptions::cache`]. Whichever it is, the
+/// informer's index funcs ([`InformerOptions::indexers`]) are added to it.
+#[non_exhaustive]
+pub enum InformerCache<K> {
+    /// A [`Cache`](kinformer_store::Cache): every object held decoded, as `K`. The default for
+    /// an informer built alone.
+    Decoded,
+    /// A [`CompactCache`](kinformer_store::CompactCache): each object held encoded by `codec`,
+    /// at most `hot_capacity` of them kept decoded. Full objects in a fraction of the memory,
+    /// for a decode on reads of the others and for each update's old object that a handler
+    /// reads (on the listener's thread, once for all handlers; a handler built with
+    /// [`HandlerFuncs::update_new_func`](crate::HandlerFuncs::update_new_func) reads none).
+    /// Handlers still receive the objects the watch decoded. kinformer-reflector's
+    /// `compact_codec` picks protobuf for built-in kinds, JSON for the rest.
+    Compact {
+        /// How each object is held.
+        codec: Arc<dyn Codec<K>>,
+        /// How many objects are kept decoded beside their encodings.
+        hot_capacity: usize,
+    },
+    /// Your own store, empty when the informer is built: an implementation of your own, or a
+    /// cache built with a key func of your own (then set the same
+    /// [`key_func`](InformerOptions::key_func)).
+    Own(Arc<dyn Indexer<K>>),
+}
+
+impl<K> fmt::Debug for InformerCache<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Decoded => f.write_str("Decoded"),
+            Self::Compact { hot_capacity, .. } => f
+                .debug_struct("Compact")
+                .field("hot_capacity", hot_capacity)
+                .finish_non_exhaustive(),
+            Self::Own(_) => f.write_str("Own"),
+        }
+    }
 }
 
 /// How to build a [`SharedIndexInformer`](crate::SharedIndexInformer); every setting is
@@ -58,8 +91,7 @@ pub struct InformerOptions<K> {
     pub(crate) name: Option<String>,
     pub(crate) resync_period: Duration,
     pub(crate) indexers: Indexers<K>,
-    pub(crate) indexer: Option<Arc<dyn Indexer<K>>>,
-    pub(crate) compact: Option<CompactChoice<K>>,
+    pub(crate) cache: InformerCache<K>,
     pub(crate) key_func: KeyFunc<K>,
     pub(crate) queue: QueueKind,
     pub(crate) transform: Option<Transformer<K>>,
@@ -87,8 +119,7 @@ impl<K: Object> InformerOptions<K> {
             name: None,
             resync_period: Duration::ZERO,
             indexers: kinformer_store::namespace_indexers(),
-            indexer: None,
-            compact: None,
+            cache: InformerCache::Decoded,
             key_func: Arc::new(meta_namespace_key_func::<K>),
             queue: QueueKind::default(),
             transform: None,
@@ -133,8 +164,11 @@ impl<K> InformerOptions<K> {
         self
     }
 
-    /// Adds index funcs to the default cache (which always has the namespace index). Ignored
-    /// when [`indexer`](Self::indexer) brings a cache of its own.
+    /// Adds index funcs to the cache, whichever [`cache`](Self::cache) it is; a cache the
+    /// informer builds always has the namespace index too. A store of your own
+    /// ([`InformerCache::Own`]) that refuses them (it has an index of the same name) makes
+    /// [`run`](crate::SharedIndexInformer::run) return the store's error before anything
+    /// starts.
     #[doc(alias = "Indexers")]
     #[must_use]
     pub fn indexers(mut self, indexers: Indexers<K>) -> Self {
@@ -142,29 +176,11 @@ impl<K> InformerOptions<K> {
         self
     }
 
-    /// Caches into `indexer` instead of a fresh [`Cache`](kinformer_store::Cache): your own
-    /// store implementation, or a cache built with a key func of your own (then set the same
-    /// [`key_func`](Self::key_func)). It should be empty.
+    /// Where the informer caches its objects; the last call wins. [`InformerCache::Decoded`]
+    /// unless set.
     #[must_use]
-    pub fn indexer(mut self, indexer: Arc<dyn Indexer<K>>) -> Self {
-        self.indexer = Some(indexer);
-        self
-    }
-
-    /// Caches into a [`CompactCache`](kinformer_store::CompactCache) that holds each object
-    /// encoded by `codec` (with this key func and these indexers), keeping at most
-    /// `hot_capacity` objects decoded: full objects in a fraction of the memory, for a decode
-    /// on reads and for each update's old object that a handler reads (on the listener's
-    /// thread, once for all handlers; a handler built with
-    /// [`HandlerFuncs::update_new_func`](crate::HandlerFuncs::update_new_func) reads none).
-    /// Handlers still receive the objects the watch decoded. kinformer-reflector's `compact_codec` picks protobuf for built-in kinds, JSON
-    /// for the rest. Ignored when [`indexer`](Self::indexer) brings a cache.
-    #[must_use]
-    pub fn compact_cache(mut self, codec: Arc<dyn Codec<K>>, hot_capacity: usize) -> Self {
-        self.compact = Some(CompactChoice {
-            codec,
-            hot_capacity,
-        });
+    pub fn cache(mut self, cache: InformerCache<K>) -> Self {
+        self.cache = cache;
         self
     }
 
@@ -301,8 +317,7 @@ impl<K> fmt::Debug for InformerOptions<K> {
             .field("name", &self.name)
             .field("resync_period", &self.resync_period)
             .field("indexers", &indexers)
-            .field("custom_indexer", &self.indexer.is_some())
-            .field("compact_cache", &self.compact.is_some())
+            .field("cache", &self.cache)
             .field("queue", &self.queue)
             .field("transform", &self.transform.is_some())
             .field("page_size", &self.page_size)

@@ -230,7 +230,7 @@ async fn a_dynamic_informer_stops_when_its_crd_is_deleted_and_a_fresh_one_works_
     factory.start().expect("started");
     synced(&factory).await;
     let token = CancellationToken::new();
-    assert!(fresh.wait_for_cache_sync(&token).await);
+    assert_eq!(fresh.wait_for_cache_sync(PATIENCE, &token).await, Ok(()));
     let names: Vec<String> = fresh.cache().list_keys();
     assert_eq!(names, ["default/second"]);
     factory.shutdown().await;

@@ -136,7 +136,7 @@ async fn waits_return_at_once_when_already_true_and_report_why_they_end() {
     );
 
     // Once synced, a key the cache never had is absent now: no time allowed, and none needed.
-    assert!(informer.wait_for_cache_sync(&token).await, "synced");
+    assert_eq!(informer.wait_for_cache_sync(PATIENCE, &token).await, Ok(()));
     let absent = informer
         .wait_for_key(
             "default/never",

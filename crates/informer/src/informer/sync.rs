@@ -3,7 +3,6 @@
 
 use std::{sync::Arc, time::Duration};
 
-use kinformer_processor::UpstreamSynced;
 use kinformer_store::Object;
 use tokio_util::sync::CancellationToken;
 
@@ -37,21 +36,33 @@ impl<K: Object> SharedIndexInformer<K> {
         }
     }
 
-    /// The signal [`has_synced`](Self::has_synced) sets, for waiting on several informers of
-    /// different types at once with [`wait_for_cache_sync`](crate::wait_for_cache_sync).
-    pub fn synced_signal(&self) -> UpstreamSynced {
-        self.inner.applier.processor.upstream_synced().clone()
-    }
-
-    /// Waits until the informer has synced; returns `false` if `token` fires or the informer
-    /// stops first.
+    /// Waits, at most `within`, until the informer has synced (client-go's
+    /// `WaitForCacheSync`). Returns at once when it has. To wait for several informers, wait
+    /// for each in turn, or ask their factory for one report of all.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::NotSynced`] when it has not synced by `within`
+    /// ([`sync_status`](Self::sync_status) says why), [`WaitError::Cancelled`] when `token`
+    /// fires, [`WaitError::Stopped`] when the informer stops before it has synced.
     #[doc(alias = "WaitForCacheSync")]
-    pub async fn wait_for_cache_sync(&self, token: &CancellationToken) -> bool {
+    pub async fn wait_for_cache_sync(
+        &self,
+        within: Duration,
+        token: &CancellationToken,
+    ) -> std::result::Result<(), WaitError> {
+        let synced = self.inner.applier.processor.upstream_synced();
+        let what = || self.inner.name.clone();
         tokio::select! {
             biased;
-            () = self.inner.applier.processor.upstream_synced().synced() => true,
-            () = token.cancelled() => false,
-            () = self.inner.stopped.cancelled() => self.synced_signal().has_synced(),
+            outcome = tokio::time::timeout(within, synced.synced()) => {
+                outcome.map_err(|_| WaitError::NotSynced { what: what(), within })
+            }
+            () = token.cancelled() => Err(WaitError::Cancelled { what: what() }),
+            () = self.inner.stopped.cancelled() => match synced.has_synced() {
+                true => Ok(()),
+                false => Err(WaitError::Stopped { what: what() }),
+            },
         }
     }
 

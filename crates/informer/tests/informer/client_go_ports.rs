@@ -67,57 +67,6 @@ async fn each_handler_is_resynced_at_its_own_period() {
     stop(running).await;
 }
 
-/// Ported from client-go's TestResyncCheckPeriod: handlers added before start lower the
-/// informer's resync check period, and each keeps the period it asked for.
-#[tokio::test]
-async fn the_resync_check_period_follows_the_shortest_handler_period() {
-    let source = FakeSource::new();
-    let informer = informer(
-        &source,
-        InformerOptions::new().resync_period(secs(12 * 3600)),
-    );
-    let processor = informer.processor();
-    let first = informer
-        .add_event_handler_with_options(
-            Recorder::new().handler(),
-            ListenerOptions::new().resync_period(Duration::ZERO),
-        )
-        .unwrap();
-    assert_eq!(processor.resync_check_period(), secs(12 * 3600));
-    assert_eq!(first.resync_period(), Duration::ZERO);
-
-    let minute = informer
-        .add_event_handler_with_options(
-            Recorder::new().handler(),
-            ListenerOptions::new().resync_period(secs(60)),
-        )
-        .unwrap();
-    assert_eq!(processor.resync_check_period(), secs(60));
-    assert_eq!(minute.resync_period(), secs(60));
-
-    let fifty_five = informer
-        .add_event_handler_with_options(
-            Recorder::new().handler(),
-            ListenerOptions::new().resync_period(secs(55)),
-        )
-        .unwrap();
-    assert_eq!(processor.resync_check_period(), secs(55));
-    assert_eq!(minute.resync_period(), secs(60));
-    assert_eq!(fifty_five.resync_period(), secs(55));
-
-    let five = informer
-        .add_event_handler_with_options(
-            Recorder::new().handler(),
-            ListenerOptions::new().resync_period(secs(5)),
-        )
-        .unwrap();
-    assert_eq!(processor.resync_check_period(), secs(5));
-    assert_eq!(first.resync_period(), Duration::ZERO);
-    assert_eq!(minute.resync_period(), secs(60));
-    assert_eq!(fifty_five.resync_period(), secs(55));
-    assert_eq!(five.resync_period(), secs(5));
-}
-
 /// Ported from client-go's TestSharedInformerWatchDisruption, for both queues: changes missed
 /// while the watch was down arrive with the relist; the unchanged pod1 comes back as a resync,
 /// which only the handler due for one receives. On tokio's paused clock, as client-go's runs

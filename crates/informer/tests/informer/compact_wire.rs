@@ -14,7 +14,7 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer};
+use kinformer_informer::{HandlerFuncs, InformerCache, InformerOptions, SharedIndexInformer};
 use kinformer_reflector::{Error as ReflectorError, KubeListerWatcher, WireFormat, compact_codec};
 use kinformer_store::{Codec, CodecError, Encoded, Error as StoreError, ObjectOrTombstone};
 use kinformer_testing::{FakeApiServer, eventually, fixtures};
@@ -153,7 +153,10 @@ async fn after_sync(reading: Reading, options: InformerOptions<Pod>, handlers: H
     }
     let informer = SharedIndexInformer::new(
         lister_watcher,
-        options.compact_cache(Arc::clone(&codec) as Arc<dyn Codec<Pod>>, 0),
+        options.cache(InformerCache::Compact {
+            codec: Arc::clone(&codec) as Arc<dyn Codec<Pod>>,
+            hot_capacity: 0,
+        }),
     );
     let updates: Updates = Updates::default();
     let added = Arc::new(AtomicUsize::new(0));
@@ -337,7 +340,10 @@ async fn after_relist(handlers: Handlers) -> Relisted {
             .wire_format(WireFormat::Protobuf);
     let informer = SharedIndexInformer::new(
         lister_watcher,
-        InformerOptions::new().compact_cache(Arc::clone(&codec) as Arc<dyn Codec<Pod>>, 0),
+        InformerOptions::new().cache(InformerCache::Compact {
+            codec: Arc::clone(&codec) as Arc<dyn Codec<Pod>>,
+            hot_capacity: 0,
+        }),
     );
     let updated = Arc::new(Mutex::new(Vec::new()));
     let deleted = Arc::new(Mutex::new(Vec::new()));
@@ -466,7 +472,10 @@ async fn an_old_object_that_does_not_decode_is_reported_and_its_update_still_del
     let server = server_with_pods(1).await;
     let errors = Arc::new(Mutex::new(Vec::new()));
     let options = InformerOptions::default()
-        .compact_cache(Arc::new(Poisoned(compact_codec::<Pod>())), 0)
+        .cache(InformerCache::Compact {
+            codec: Arc::new(Poisoned(compact_codec::<Pod>())),
+            hot_capacity: 0,
+        })
         .watch_error_handler({
             let errors = Arc::clone(&errors);
             move |error| {

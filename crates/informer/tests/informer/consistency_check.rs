@@ -118,7 +118,7 @@ async fn a_lost_watch_event_is_found_by_the_consistency_check_and_reported() {
         let (informer, token) = (informer.clone(), token.clone());
         async move { informer.run(token).await }
     });
-    assert!(tokio::time::timeout(WAIT, informer.wait_for_cache_sync(&token)).await == Ok(true));
+    assert_eq!(informer.wait_for_cache_sync(WAIT, &token).await, Ok(()));
 
     // In step with the server, through changes: checks pass.
     touch(&server, 2, "one");

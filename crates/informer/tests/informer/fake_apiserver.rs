@@ -106,10 +106,7 @@ async fn pods_sync_from_the_fake_server_then_adds_updates_and_deletes_arrive() {
     let recorder = Recorder::new();
     let registration = informer.add_event_handler(recorder.handler()).unwrap();
     let (token, task) = start(&informer);
-    assert_eq!(
-        tokio::time::timeout(WAIT, informer.wait_for_cache_sync(&token)).await,
-        Ok(true)
-    );
+    assert_eq!(informer.wait_for_cache_sync(WAIT, &token).await, Ok(()));
     assert!(
         tokio::time::timeout(WAIT, registration.synced())
             .await
@@ -284,10 +281,7 @@ async fn a_slow_and_a_panicking_handler_do_not_disturb_a_normal_one_under_churn(
         .add_event_handler_with_options(normal, ListenerOptions::new().name("normal"))
         .unwrap();
     let (token, task) = start(&informer);
-    assert_eq!(
-        tokio::time::timeout(WAIT, informer.wait_for_cache_sync(&token)).await,
-        Ok(true)
-    );
+    assert_eq!(informer.wait_for_cache_sync(WAIT, &token).await, Ok(()));
 
     let churn = tokio::task::spawn_blocking({
         let server = Arc::new(server);
@@ -382,10 +376,7 @@ async fn a_relist_after_compaction_deletes_exactly_the_vanished_pods_with_tombst
             )
             .unwrap();
         let (token, task) = start(&informer);
-        assert_eq!(
-            tokio::time::timeout(WAIT, informer.wait_for_cache_sync(&token)).await,
-            Ok(true)
-        );
+        assert_eq!(informer.wait_for_cache_sync(WAIT, &token).await, Ok(()));
 
         server.stop_listener().await;
         for i in [1, 4] {
@@ -441,10 +432,7 @@ async fn a_name_recreated_while_the_watch_was_down_is_a_delete_then_an_add() {
         let recorder = Recorder::new();
         informer.add_event_handler(recorder.handler()).unwrap();
         let (token, task) = start(&informer);
-        assert_eq!(
-            tokio::time::timeout(WAIT, informer.wait_for_cache_sync(&token)).await,
-            Ok(true)
-        );
+        assert_eq!(informer.wait_for_cache_sync(WAIT, &token).await, Ok(()));
         let uid_of = |pod: &Pod| pod.metadata.uid.clone().unwrap_or_default();
         let key = format!("{}/{}", fixtures::namespace_of(1), pod_name(1));
         let old_uid = uid_of(&informer.cache().get_by_key(&key).expect("cached"));
@@ -507,10 +495,7 @@ async fn streaming_lists_and_small_pages_both_sync() {
         let recorder = Recorder::new();
         let registration = informer.add_event_handler(recorder.handler()).unwrap();
         let (token, task) = start(&informer);
-        assert_eq!(
-            tokio::time::timeout(WAIT, informer.wait_for_cache_sync(&token)).await,
-            Ok(true)
-        );
+        assert_eq!(informer.wait_for_cache_sync(WAIT, &token).await, Ok(()));
         assert!(
             tokio::time::timeout(WAIT, registration.synced())
                 .await

@@ -34,25 +34,24 @@ async fn handlers_are_removed_only_from_their_own_informer_and_only_once() {
     let same = Recorder::new();
     let first = informer.add_event_handler(same.handler()).unwrap();
     let second = informer.add_event_handler(same.handler()).unwrap();
-    assert_eq!(informer.processor().listener_count(), 2);
+    assert_eq!(informer.health().handlers.len(), 2);
 
-    assert!(!other.processor().is_registered(&first));
     assert!(
         !other.remove_event_handler(&first),
         "a foreign handle is left alone"
     );
-    assert_eq!(informer.processor().listener_count(), 2);
-    assert!(informer.processor().is_registered(&first));
+    assert_eq!(informer.health().handlers.len(), 2);
+    assert!(first.is_active());
 
     assert!(informer.remove_event_handler(&first));
-    assert!(!informer.processor().is_registered(&first));
-    assert!(informer.processor().is_registered(&second));
+    assert!(!first.is_active());
+    assert!(second.is_active());
     assert!(
         !informer.remove_event_handler(&first),
         "removing twice is harmless"
     );
     assert!(informer.remove_event_handler(&second));
-    assert_eq!(informer.processor().listener_count(), 0);
+    assert!(informer.health().handlers.is_empty());
 }
 
 /// Ported from client-go's TestStateSharedInformer, TestAddOnStoppedSharedInformer and
@@ -104,7 +103,7 @@ async fn a_removed_handler_receives_nothing_more() {
     assert!(wait_until(WAIT, || recorder.names() == ["pod1"]).await);
 
     registration.shutdown().await;
-    assert!(!informer.processor().is_registered(&registration));
+    assert!(!registration.is_active());
     // A witness registered throughout: once it has pod2, pod2 was distributed, to every
     // registered handler at once.
     let witness = Recorder::new();

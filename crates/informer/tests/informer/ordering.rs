@@ -64,7 +64,12 @@ async fn every_handler_sees_each_keys_changes_in_server_order() {
             let (informer, token) = (informer.clone(), token.clone());
             async move { informer.run(token).await }
         });
-        assert!(informer.wait_for_cache_sync(&token).await);
+        assert_eq!(
+            informer
+                .wait_for_cache_sync(Duration::from_secs(20), &token)
+                .await,
+            Ok(())
+        );
 
         // The server's own record: each key's resourceVersions, in the order it produced them.
         let mut expected: BTreeMap<String, Vec<u64>> = BTreeMap::new();

@@ -4,7 +4,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{InformerOptions, SharedIndexInformer};
-use kinformer_reflector::{KubeDecoder, KubeListerWatcher, WireFormat};
+use kinformer_reflector::{KubeListerWatcher, WireFormat};
 use kinformer_store::{Object, ProjectedMeta, impl_object};
 use kinformer_testing::{FakeApiServer, fixtures, wait_until};
 use kube_client::Api;
@@ -102,9 +102,8 @@ async fn a_projection_follows_the_server(format: WireFormat) {
         names.push((text("/metadata/namespace"), text("/metadata/name")));
     }
     let client = server.client().expect("a client");
-    let decoder = KubeDecoder::<SlimPod>::for_resource::<Pod>(format);
-    assert_eq!(decoder.asks_for_protobuf(), format == WireFormat::Protobuf);
-    let lister_watcher = KubeListerWatcher::with_decoder(Api::<Pod>::all(client), decoder);
+    let lister_watcher =
+        KubeListerWatcher::<SlimPod>::projected(Api::<Pod>::all(client)).wire_format(format);
     let informer = SharedIndexInformer::new(lister_watcher, InformerOptions::new().page_size(7));
     let token = CancellationToken::new();
     let task = tokio::spawn({
@@ -116,6 +115,15 @@ async fn a_projection_follows_the_server(format: WireFormat) {
         "the informer synced"
     );
     assert_eq!(cached(&informer), on_server(&server, &names));
+    let protobuf_served = server
+        .content_types()
+        .keys()
+        .any(|kind| kind.contains("protobuf"));
+    assert_eq!(
+        protobuf_served,
+        format == WireFormat::Protobuf,
+        "{format:?}"
+    );
 
     // A change to a projected field, one to a field the projection skips, and a delete.
     let (namespace, name) = names[3].clone();

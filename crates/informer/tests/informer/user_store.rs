@@ -1,5 +1,6 @@
-//! The informer over a user-written store (the `Indexer` seam), and the requeue policy: a
-//! change the store refuses is retried with `retry_on_error`, dropped without it.
+//! The informer over a user-written store (the `Indexer` seam), the index funcs it is given,
+//! and the requeue policy: a change the store refuses is retried with `retry_on_error`,
+//! dropped without it.
 
 use crate::common;
 
@@ -11,9 +12,10 @@ use std::{
 
 use common::{FakeSource, Recorder};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_informer::{InformerOptions, QueueKind, SharedIndexInformer};
+use kinformer_informer::{InformerCache, InformerOptions, QueueKind, SharedIndexInformer};
 use kinformer_store::{
-    Cache, CacheReader, Error, Incoming, Indexer, Indexers, OldObject, Result, Store,
+    Cache, CacheReader, Error, Incoming, IndexFunc, Indexer, Indexers, OldObject, Result, Store,
+    meta_namespace_key_func,
 };
 use kinformer_testing::wait_until;
 use tokio_util::sync::CancellationToken;
@@ -124,7 +126,9 @@ async fn run_with_flaky_store(queue: QueueKind, retry: bool) -> (Vec<String>, Ve
     let informer = SharedIndexInformer::new(
         Arc::clone(&source),
         InformerOptions::<Pod>::new()
-            .indexer(Arc::clone(&store) as Arc<dyn Indexer<Pod>>)
+            .cache(InformerCache::Own(
+                Arc::clone(&store) as Arc<dyn Indexer<Pod>>
+            ))
             .queue(queue)
             .retry_on_error(retry),
     );
@@ -135,7 +139,7 @@ async fn run_with_flaky_store(queue: QueueKind, retry: bool) -> (Vec<String>, Ve
         let (informer, token) = (informer.clone(), token.clone());
         async move { informer.run(token).await }
     });
-    assert!(informer.wait_for_cache_sync(&token).await);
+    assert_eq!(informer.wait_for_cache_sync(WAIT, &token).await, Ok(()));
 
     store.fail_once.lock().unwrap().insert("pod1".to_owned());
     source.add("pod1");
@@ -190,4 +194,48 @@ async fn a_refused_change_is_dropped_without_retry_on_error() {
         assert_eq!(keys, ["default/pod0", "default/pod2"], "{queue:?}");
         assert_eq!(events, ["initial:pod0", "add:pod2"], "{queue:?}");
     }
+}
+
+/// The informer's index funcs go into a store of the user's own; a store that refuses them
+/// (it has an index of the same name) stops `run` with its error before anything starts.
+#[tokio::test]
+async fn index_funcs_go_into_a_store_of_your_own_or_stop_the_informer() {
+    let by_node: IndexFunc<Pod> = Arc::new(|pod: &Pod| {
+        pod.spec
+            .as_ref()
+            .and_then(|spec| spec.node_name.clone())
+            .into_iter()
+            .collect()
+    });
+    let indexers = || Indexers::from([("by-node".to_owned(), Arc::clone(&by_node))]);
+    let options = |store: &Arc<Cache<Pod>>| {
+        InformerOptions::<Pod>::new()
+            .indexers(indexers())
+            .cache(InformerCache::Own(
+                Arc::clone(store) as Arc<dyn Indexer<Pod>>
+            ))
+    };
+
+    let own = Arc::new(Cache::<Pod>::default());
+    assert!(own.by_index("by-node", "node-1").is_err(), "no index yet");
+    let _informer = SharedIndexInformer::new(FakeSource::new(), options(&own));
+    assert_eq!(
+        own.by_index("by-node", "node-1").map(|pods| pods.len()),
+        Ok(0)
+    );
+
+    let taken = Arc::new(Cache::new(
+        Arc::new(meta_namespace_key_func::<Pod>),
+        indexers(),
+    ));
+    let informer = SharedIndexInformer::new(FakeSource::new(), options(&taken));
+    let refused = informer.run(CancellationToken::new()).await;
+    assert!(
+        matches!(
+            &refused,
+            Err(kinformer_informer::Error::Store(Error::IndexerConflict { name })) if name == "by-node"
+        ),
+        "{refused:?}"
+    );
+    assert!(!informer.has_started());
 }

@@ -275,7 +275,5 @@ pub(crate) async fn synced_within<K: Resource + Send + Sync + 'static>(
     within: Duration,
 ) -> bool {
     let token = CancellationToken::new();
-    tokio::time::timeout(within, informer.wait_for_cache_sync(&token))
-        .await
-        .unwrap_or(false)
+    informer.wait_for_cache_sync(within, &token).await.is_ok()
 }

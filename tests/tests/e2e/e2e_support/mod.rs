@@ -749,6 +749,9 @@ where
 {
     match std::env::var(kinformer::factory::CACHE_ENV) {
         Ok(kind) if kind.eq_ignore_ascii_case("decoded") => options,
-        _ => options.compact_cache(kinformer::reflector::compact_codec::<K>(), 0),
+        _ => options.cache(kinformer::informer::InformerCache::Compact {
+            codec: kinformer::reflector::compact_codec::<K>(),
+            hot_capacity: 0,
+        }),
     }
 }

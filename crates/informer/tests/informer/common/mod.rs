@@ -9,7 +9,9 @@ use std::{
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_informer::{AddKind, HandlerFuncs, InformerOptions, ResourceEventHandler};
+use kinformer_informer::{
+    AddKind, HandlerFuncs, InformerCache, InformerOptions, ResourceEventHandler,
+};
 use kinformer_reflector::{
     Error, ListOptions, ListPage, ListSink, ListerWatcher, Result, WatchEvent, WatchStream,
     compact_codec,
@@ -22,9 +24,10 @@ use tokio::sync::mpsc;
 /// `KINFORMER_CACHE` is `compact`: `.ci/run` runs the informer's suites a second time that way.
 pub(crate) fn cache_from_env(options: InformerOptions<Pod>) -> InformerOptions<Pod> {
     match std::env::var("KINFORMER_CACHE") {
-        Ok(kind) if kind.eq_ignore_ascii_case("compact") => {
-            options.compact_cache(compact_codec::<Pod>(), 0)
-        }
+        Ok(kind) if kind.eq_ignore_ascii_case("compact") => options.cache(InformerCache::Compact {
+            codec: compact_codec::<Pod>(),
+            hot_capacity: 0,
+        }),
         _ => options,
     }
 }

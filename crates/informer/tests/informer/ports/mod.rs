@@ -48,6 +48,6 @@ pub(crate) fn informer(
 
 pub(crate) async fn synced(informer: &SharedIndexInformer<Pod>) {
     let token = CancellationToken::new();
-    let waited = tokio::time::timeout(WAIT, informer.wait_for_cache_sync(&token)).await;
-    assert_eq!(waited, Ok(true), "the informer did not sync");
+    let waited = informer.wait_for_cache_sync(WAIT, &token).await;
+    assert_eq!(waited, Ok(()), "the informer did not sync");
 }
