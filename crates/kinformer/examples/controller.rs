@@ -56,6 +56,7 @@ use std::{
 };
 
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use kinformer::testing::FakeApiServer;
 use kinformer::{
     leaderelection::shard::{Shard, ShardedQueue},
     prelude::*,
@@ -63,7 +64,6 @@ use kinformer::{
     workqueue::PrometheusMetrics,
 };
 use kinformer::{processor::HandlerFuncs, store::ObjectOrTombstone, wait::CancellationToken};
-use kinformer_testing::FakeApiServer;
 use kube_client::{
     Api, Client,
     api::{Patch, PatchParams},

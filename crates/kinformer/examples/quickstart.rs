@@ -32,9 +32,9 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Pod},
 };
+use kinformer::testing::{FakeApiServer, fixtures};
 use kinformer::{factory::FactoryResource, prelude::*, wait::ErrorChain};
 use kinformer::{processor::HandlerFuncs, store::IndexFunc, wait::CancellationToken};
-use kinformer_testing::{FakeApiServer, fixtures};
 use serde_json::{Value, json};
 use std::sync::Arc;
 

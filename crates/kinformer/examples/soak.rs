@@ -46,13 +46,13 @@ use k8s_openapi::api::{
     coordination::v1::Lease,
     core::v1::{ConfigMap, Namespace, Secret},
 };
+use kinformer::testing::FakeApiServer;
 use kinformer::{factory::FactoryResource, prelude::*, processor::BufferPolicy, wait::ErrorChain};
 use kinformer::{
     processor::{AddKind, HandlerFuncs},
     store::ObjectOrTombstone,
     wait::CancellationToken,
 };
-use kinformer_testing::FakeApiServer;
 use kube_client::{
     Api, Client,
     api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},

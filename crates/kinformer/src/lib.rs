@@ -41,7 +41,7 @@
 //! use kinformer::prelude::*;
 //! use kinformer::{processor::HandlerFuncs, store::ObjectOrTombstone};
 //! use std::sync::Arc;
-//! use kinformer_testing::{FakeApiServer, fixtures};
+//! use kinformer::testing::{FakeApiServer, fixtures};
 //! use tokio::sync::mpsc;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -96,7 +96,7 @@
 //! use kinformer::prelude::*;
 //! use kinformer::store::NAMESPACE_INDEX;
 //! use std::sync::Arc;
-//! use kinformer_testing::{FakeApiServer, fixtures};
+//! use kinformer::testing::{FakeApiServer, fixtures};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -145,7 +145,7 @@
 //!
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer::prelude::*;
-//! use kinformer_testing::{FakeApiServer, fixtures};
+//! use kinformer::testing::{FakeApiServer, fixtures};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -212,10 +212,10 @@
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer::prelude::*;
 //! use kinformer::informer::InformerOptions;
-//! use kinformer::reflector::{KubeDecoder, KubeListerWatcher, WireFormat};
+//! use kinformer::reflector::KubeListerWatcher;
 //! use kinformer::wait::CancellationToken;
 //! use kinformer::store::{Interned, ProjectedMeta};
-//! use kinformer_testing::{FakeApiServer, fixtures};
+//! use kinformer::testing::{FakeApiServer, fixtures};
 //! use serde::Deserialize;
 //!
 //! #[derive(Debug, Deserialize)]
@@ -240,10 +240,9 @@
 //!     server.create_object(fixtures::pod(i))?;
 //! }
 //! // Pods on the wire (what to ask the server for), SlimPods in the cache.
-//! let decoder = KubeDecoder::<SlimPod>::for_resource::<Pod>(WireFormat::Protobuf);
 //! let api = kube_client::Api::<Pod>::all(server.client()?);
 //! let informer = SharedIndexInformer::new(
-//!     KubeListerWatcher::with_decoder(api, decoder),
+//!     KubeListerWatcher::<SlimPod>::projected(api),
 //!     InformerOptions::new(),
 //! );
 //! let token = CancellationToken::new();
@@ -251,7 +250,7 @@
 //!     let (informer, token) = (informer.clone(), token.clone());
 //!     async move { informer.run(token).await }
 //! });
-//! assert!(informer.wait_for_cache_sync(&token).await);
+//! informer.wait_for_cache_sync(std::time::Duration::from_secs(60), &token).await?;
 //! let pod = informer.cache().get_by_key("ns-7/pod-7").expect("cached");
 //! assert_eq!(pod.spec.node_name.as_deref(), Some("node-7"));
 //! token.cancel();
@@ -282,6 +281,15 @@ pub use kinformer_testing as testing;
 pub use kinformer_wait as wait;
 #[doc(inline)]
 pub use kinformer_workqueue as workqueue;
+
+pub mod kube {
+    //! The kube types kinformer's API takes and hands back, so a program names them through
+    //! kinformer: a custom resource's [`ApiResource`] (from its [`GroupVersionKind`]) for a
+    //! dynamic informer of [`DynamicObject`]s, and [`PartialObjectMeta`] for a metadata-only
+    //! informer.
+
+    pub use kube_core::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta};
+}
 
 // The README's code blocks, compiled as doc tests so the README cannot drift from the API.
 #[cfg(doctest)]
@@ -324,3 +332,8 @@ pub mod prelude {
     /// kube's accessor trait: `name_any()`, `namespace()`, `meta()`.
     pub use kube_core::ResourceExt;
 }
+
+// The crate README's code blocks, compiled as doc tests too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadmeDoctests;

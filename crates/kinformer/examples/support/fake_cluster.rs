@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use kinformer::testing::{FakeApiServer, Fault, Verb};
 use kinformer::wait::CancellationToken;
-use kinformer_testing::{FakeApiServer, Fault, Verb};
 use kube_client::{
     Api, Client,
     api::{Patch, PatchParams},
@@ -113,7 +113,7 @@ pub(crate) async fn flip_ready(
 
 /// Creates every Deployment with its first `SLOTS - 1` Pods, one in three not Ready;
 /// returns how many Pods it created.
-pub(crate) fn seed(server: &FakeApiServer) -> Result<usize, kinformer_testing::Error> {
+pub(crate) fn seed(server: &FakeApiServer) -> Result<usize, kinformer::testing::Error> {
     let mut pods = 0;
     for d in 0..DEPLOYMENTS {
         server.create_object(deployment(d))?;
