@@ -110,3 +110,8 @@ pub use crate::{
     queue::{BoxFuture, KnownObjects, ProcessFn, Processed, Queue, Transformer},
     real_fifo::{DEFAULT_BATCH_SIZE, RealFifo, RealFifoOptions},
 };
+
+// The README's code blocks, compiled as doc tests so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -126,3 +126,8 @@ pub use crate::{
 pub use kinformer_store::{
     AddKind, DeletedFinalStateUnknown, KeyFunc, ObjectOrTombstone, OldObject,
 };
+
+// The README's code blocks, compiled as doc tests so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

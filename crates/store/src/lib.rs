@@ -176,3 +176,8 @@ pub(crate) use crate::{
     selector::selector_matches,
     traits::LABEL_INDEX,
 };
+
+// The README's code blocks, compiled as doc tests so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -133,3 +133,8 @@ mod send_sync {
         assert_send(&catch_panic("send", async {}));
     }
 }
+
+// The README's code blocks, compiled as doc tests so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

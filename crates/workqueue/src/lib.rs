@@ -76,3 +76,8 @@ pub use rate_limiter::{
     default_item_based_rate_limiter,
 };
 pub use rate_limiting::RateLimitingQueue;
+
+// The README's code blocks, compiled as doc tests so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
