@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use kinformer_controlplane::Http;
 
-use super::runner::on_4k_pages;
+use super::{runner::on_4k_pages, scenarios::ALLOCATOR_ENV};
 
 /// The command that starts the fake seeded with `objects` of `resource`, on the same 4 KiB
 /// pages as the Rust peers (it runs on their allocator).
@@ -29,7 +29,9 @@ pub(super) fn command(
         .args(["--seed", &format!("{resource}={objects}")])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        // The server runs on the peers' tuned allocator whatever the harness's shell exports.
+        .env_remove(ALLOCATOR_ENV);
     on_4k_pages(&mut command);
     command
 }

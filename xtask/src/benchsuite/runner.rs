@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{
     fake::{FakeServer, fake_server_checksum},
     report::{ScenarioResults, format_figure},
-    scenarios::{Case, Peer, Scenario, Server, Sizes},
+    scenarios::{ALLOCATOR_ENV, Case, Peer, Scenario, Server, Sizes},
 };
 use crate::{controlplane, project_root};
 
@@ -148,6 +148,7 @@ fn run_case(
             content_types: String::new(),
         });
     }
+    ran_on_its_allocator(case, &result, &last)?;
     if result.get("views_agree") != Some(&Value::Bool(true)) {
         return Err(format!(
             "{}: its handlers' views disagree: {last}",
@@ -177,24 +178,22 @@ fn peer_command(
     case: &Case,
     kubeconfig: &Path,
 ) -> Command {
-    let scenario_arg = if scenario.server == Server::Real {
-        "sync-real"
-    } else {
-        scenario.name
-    };
     let mut command = Command::new(programs.peer(case.peer));
     command
-        .args(["--scenario", scenario_arg, "--kubeconfig"])
+        .args(["--scenario", scenario.peer_scenario, "--kubeconfig"])
         .arg(kubeconfig)
         .args(["--n", &scenario.seeded.to_string(), "--mode", case.mode])
         .args(&scenario.peer_args)
         .args(&case.extra)
+        // The allocator is the case's choice alone, never one exported in the harness's shell.
+        .env_remove(ALLOCATOR_ENV)
+        .envs(case.env.iter().copied())
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .stdout(Stdio::piped());
     if case.peer != Peer::ClientGo {
         on_4k_pages(&mut command);
-        if matches!(scenario.name, "memory" | "shards-real") {
+        if scenario.headline_is_memory() {
             // mimalloc keeps freed pages until the freeing thread allocates again; an idle
             // informer never does. Returning them at once makes steady RSS what is live, as
             // glibc and Go's scavenger leave it: the scenarios whose headline is what a
@@ -286,13 +285,18 @@ fn agrees_with_the_real_server(
         ));
     }
     // A peer that counts what it was served must have been served the format it asked for.
+    let asked_for_protobuf = asks_for_protobuf(scenario, case);
     if let Some(counts) = result.get("content_types").and_then(Value::as_object) {
         let protobuf = counts.keys().any(|kind| kind.contains("protobuf"));
-        if protobuf != (case.mode == "protobuf") {
+        if protobuf != asked_for_protobuf {
             return Err(format!(
                 "{}: asked for {} but was served {}",
                 case.label,
-                case.mode,
+                if asked_for_protobuf {
+                    "protobuf"
+                } else {
+                    "JSON"
+                },
                 describe_content_types(&Value::Object(counts.clone()))
             ));
         }
@@ -301,13 +305,43 @@ fn agrees_with_the_real_server(
         .get("content_types")
         .map(describe_content_types)
         .unwrap_or_else(|| {
-            let asked = if case.mode == "protobuf" {
+            let asked = if asked_for_protobuf {
                 "protobuf first"
             } else {
                 "JSON"
             };
             format!("not counted on a real server; asked for {asked}")
         }))
+}
+
+/// Whether the peer of `case` asks for protobuf: in a wire-format mode when the mode says so;
+/// where modes are object shapes, kinformer asks for it (its default), and so does client-go's
+/// metadata client, while the other cases ask for JSON (BENCH-PROTOCOL.md).
+fn asks_for_protobuf(scenario: &Scenario, case: &Case) -> bool {
+    if scenario.modes_are_shapes() {
+        case.peer == Peer::Kinformer || (case.peer == Peer::ClientGo && case.mode == "metadata")
+    } else {
+        case.mode == "protobuf"
+    }
+}
+
+/// Whether a Rust peer ran on the allocator its case asked for, as its result says.
+fn ran_on_its_allocator(case: &Case, result: &Value, last: &str) -> Result<(), String> {
+    if case.peer == Peer::ClientGo {
+        return Ok(());
+    }
+    let asked = case
+        .env
+        .iter()
+        .find(|(name, _)| *name == ALLOCATOR_ENV)
+        .map_or("mimalloc", |(_, value)| *value);
+    match result.get("allocator").and_then(Value::as_str) {
+        Some(ran) if ran == asked => Ok(()),
+        ran => Err(format!(
+            "{}: asked for the {asked} allocator but ran on {ran:?}: {last}",
+            case.label
+        )),
+    }
 }
 
 /// Runs `command` to completion, or kills it once `limit` has passed.
@@ -609,122 +643,11 @@ pub(super) fn decode_floor(
 fn decode_floor_command(programs: &Programs, kubeconfig: &Path) -> Command {
     let mut command = Command::new(&programs.decode_floor);
     on_4k_pages(&mut command)
+        .env_remove(ALLOCATOR_ENV)
         .arg("--kubeconfig")
         .arg(kubeconfig);
     command
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::benchsuite::scenarios::{QUICK, scenarios};
-
-    #[test]
-    fn every_run_runs_each_case_once_after_a_different_neighbour() {
-        for cases in 1..=12 {
-            let runs: Vec<Vec<usize>> = (0..6).map(|run| run_order(cases, run)).collect();
-            for order in &runs {
-                let mut sorted = order.clone();
-                sorted.sort_unstable();
-                assert_eq!(sorted, (0..cases).collect::<Vec<_>>(), "{cases} cases");
-            }
-            // No case opens every run: the first case follows the previous run's last.
-            if cases > 1 {
-                assert_ne!(runs[0][0], runs[1][0], "{cases} cases");
-            }
-            // Within a run, no case follows the same case twice in the first three runs (two
-            // with three cases: a case has only two others to follow).
-            let before = |order: &[usize], case: usize| {
-                let at = order.iter().position(|&c| c == case).expect("every case");
-                at.checked_sub(1).map(|at| order[at])
-            };
-            for case in 0..cases {
-                let neighbours: Vec<_> = runs[..3.min(cases.saturating_sub(1)).max(1)]
-                    .iter()
-                    .filter_map(|order| before(order, case))
-                    .collect();
-                let mut distinct = neighbours.clone();
-                distinct.sort_unstable();
-                distinct.dedup();
-                assert_eq!(
-                    distinct.len(),
-                    neighbours.len(),
-                    "{cases} cases: case {case} follows {neighbours:?}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn content_types_of_a_shared_server_count_only_what_the_run_added() {
-        let before = json!({ "application/json": 10 });
-        let after = json!({ "application/json": 14, "application/vnd.kubernetes.protobuf": 2 });
-        assert_eq!(
-            count_difference(&after, &before),
-            json!({ "application/json": 4, "application/vnd.kubernetes.protobuf": 2 })
-        );
-    }
-
-    #[test]
-    fn rust_programs_fault_4k_pages_and_purge_at_once_only_where_memory_is_the_headline() {
-        let programs = Programs {
-            kinformer: "kinformer-peer".into(),
-            kube_runtime: "kube-runtime-peer".into(),
-            client_go: "client-go-peer".into(),
-            fake: "fake".into(),
-            decode_floor: "decode-floor".into(),
-            seed: "seed".into(),
-        };
-        let env_of = |command: &Command, name: &str| {
-            command
-                .get_envs()
-                .find(|(key, _)| *key == name)
-                .and_then(|(_, value)| value)
-                .map(|value| value.to_string_lossy().into_owned())
-        };
-        let scenarios = scenarios(QUICK);
-        let memory_headlines = ["memory", "shards-real"];
-        for name in memory_headlines {
-            assert!(
-                scenarios.iter().any(|scenario| scenario.name == name),
-                "{name}"
-            );
-        }
-        let mut rust_cases = 0;
-        for scenario in &scenarios {
-            for case in &scenario.cases {
-                let command = peer_command(&programs, scenario, case, Path::new("kubeconfig"));
-                let rust = case.peer != Peer::ClientGo;
-                rust_cases += usize::from(rust);
-                let (thp, purge) = (
-                    env_of(&command, "MIMALLOC_ALLOW_THP"),
-                    env_of(&command, "MIMALLOC_PURGE_DELAY"),
-                );
-                assert_eq!(
-                    thp.as_deref(),
-                    rust.then_some("0"),
-                    "{} {}",
-                    scenario.name,
-                    case.label
-                );
-                let purges = rust && memory_headlines.contains(&scenario.name);
-                assert_eq!(
-                    purge.as_deref(),
-                    purges.then_some("0"),
-                    "{} {}",
-                    scenario.name,
-                    case.label
-                );
-            }
-        }
-        assert!(rust_cases > 0);
-        let floor = decode_floor_command(&programs, Path::new("kubeconfig"));
-        assert_eq!(env_of(&floor, "MIMALLOC_ALLOW_THP").as_deref(), Some("0"));
-        assert_eq!(env_of(&floor, "MIMALLOC_PURGE_DELAY"), None);
-        let fake = super::super::fake::command(&programs.fake, Path::new("kc"), "pods", 10);
-        assert_eq!(env_of(&fake, "MIMALLOC_ALLOW_THP").as_deref(), Some("0"));
-        assert_eq!(env_of(&fake, "MIMALLOC_PURGE_DELAY"), None);
-    }
-}
+mod tests;

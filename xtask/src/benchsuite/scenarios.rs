@@ -24,7 +24,7 @@ pub(super) struct Sizes {
     /// Seeded objects, and updates at 5k/s, in `lookups`.
     pub(super) lookup_objects: usize,
     pub(super) lookup_updates: usize,
-    /// Pods seeded into the real kube-apiserver for `sync-real`.
+    /// Pods seeded into the real kube-apiserver for `memory-real` and `sync-real`.
     pub(super) real_objects: usize,
     /// Pods seeded into the real kube-apiserver for `shards-real`.
     pub(super) shard_objects: usize,
@@ -93,6 +93,8 @@ pub(super) struct Case {
     pub(super) peer: Peer,
     pub(super) mode: &'static str,
     pub(super) extra: Vec<String>,
+    /// Environment variables the peer runs with, beside the harness's own.
+    pub(super) env: Vec<(&'static str, &'static str)>,
     pub(super) label: String,
 }
 
@@ -108,6 +110,7 @@ impl Case {
             peer,
             mode,
             extra: Vec::new(),
+            env: Vec::new(),
             label,
         }
     }
@@ -117,7 +120,20 @@ impl Case {
         self.label = format!("{} {label_suffix}", self.label);
         self
     }
+
+    /// The Rust peer of this case on the system allocator (glibc's malloc here), what a program
+    /// that picks no allocator gets, in place of the peers' tuned mimalloc.
+    fn on_the_system_allocator(mut self) -> Self {
+        debug_assert!(self.peer != Peer::ClientGo, "Go has one allocator");
+        self.env.push((ALLOCATOR_ENV, "system"));
+        self.label = format!("{} system allocator", self.label);
+        self
+    }
 }
+
+/// The environment variable that puts a Rust peer on the system allocator (see
+/// `kinformer_bench_peers::PeerAllocator`).
+pub(super) const ALLOCATOR_ENV: &str = "KINFORMER_PEER_ALLOCATOR";
 
 /// Where a scenario's server comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +147,9 @@ pub(super) enum Server {
 #[derive(Debug, Clone)]
 pub(super) struct Scenario {
     pub(super) name: &'static str,
+    /// The scenario the peers run (`--scenario`): the name itself on the fake, one of the
+    /// peers' scenarios on the real server (which has no bench endpoints).
+    pub(super) peer_scenario: &'static str,
     pub(super) title: &'static str,
     pub(super) what: &'static str,
     pub(super) resource: &'static str,
@@ -159,6 +178,7 @@ impl Scenario {
     ) -> Self {
         Self {
             name,
+            peer_scenario: name,
             title,
             what,
             resource: "pods",
@@ -194,10 +214,27 @@ impl Scenario {
         self
     }
 
-    /// Against the e2e control plane instead of the fake.
-    fn on_a_real_server(mut self) -> Self {
+    /// Against the e2e control plane instead of the fake, the peers running `peers_run`: one
+    /// of their scenarios that needs nothing of the server but its API (no bench endpoints).
+    fn on_a_real_server(mut self, peers_run: &'static str) -> Self {
+        debug_assert!(matches!(peers_run, "sync-real" | "memory"), "{peers_run}");
         self.server = Server::Real;
+        self.peer_scenario = peers_run;
         self
+    }
+
+    /// Whether the cases' modes are object shapes (full, stripped, metadata, projection)
+    /// rather than wire formats.
+    pub(super) fn modes_are_shapes(&self) -> bool {
+        self.peer_scenario == "memory"
+    }
+
+    /// Whether the headline is what a process holds, so the Rust peers return freed pages at
+    /// once (see `runner::peer_command`).
+    pub(super) fn headline_is_memory(&self) -> bool {
+        self.metrics
+            .first()
+            .is_some_and(|metric| [KIB_PER_OBJECT.label, STEADY_MIB.label].contains(&metric.label))
     }
 }
 
@@ -228,25 +265,26 @@ fn compact(mode: &'static str) -> Case {
 }
 
 /// Every peer's object shapes for `memory`; kinformer has a projection type and its compact
-/// cache as well.
+/// cache as well. kinformer's full objects in both caches, and kube-runtime's, also run on the
+/// system allocator.
 fn memory_cases() -> Vec<Case> {
-    let mut cases: Vec<Case> = Peer::ALL
-        .iter()
-        .flat_map(|&peer| {
-            let modes: &[&'static str] = if peer == Peer::Kinformer {
-                &["full", "stripped", "metadata", "projection"]
-            } else {
-                &["full", "stripped", "metadata"]
-            };
-            modes.iter().map(move |&mode| Case::new(peer, mode))
-        })
-        .collect();
-    let at = cases
-        .iter()
-        .filter(|case| case.peer == Peer::Kinformer)
-        .count();
-    for (offset, mode) in ["full", "stripped", "metadata"].into_iter().enumerate() {
-        cases.insert(at + offset, compact(mode));
+    let mut cases = Vec::new();
+    for peer in Peer::ALL {
+        let modes: &[&'static str] = if peer == Peer::Kinformer {
+            &["full", "stripped", "metadata", "projection"]
+        } else {
+            &["full", "stripped", "metadata"]
+        };
+        cases.extend(modes.iter().map(|&mode| Case::new(peer, mode)));
+        match peer {
+            Peer::Kinformer => {
+                cases.extend(["full", "stripped", "metadata"].map(compact));
+                cases.push(Case::new(peer, "full").on_the_system_allocator());
+                cases.push(compact("full").on_the_system_allocator());
+            }
+            Peer::KubeRuntime => cases.push(Case::new(peer, "full").on_the_system_allocator()),
+            Peer::ClientGo => {}
+        }
     }
     cases
 }
@@ -409,6 +447,17 @@ pub(super) fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             vec![KIB_PER_OBJECT, STEADY_MIB, PEAK_MIB, SYNC_MS],
         ),
         Scenario::fake(
+            "memory-real",
+            "6b. Memory per Pod on a real kube-apiserver",
+            "Scenario 6 with Pods seeded into the e2e control plane, so every object carries \
+             what a real server gives it: its defaults and a managedFields entry for the \
+             fields its creator set.",
+            sizes.real_objects,
+            memory_cases(),
+            vec![KIB_PER_OBJECT, STEADY_MIB, PEAK_MIB, SYNC_MS],
+        )
+        .on_a_real_server("memory"),
+        Scenario::fake(
             "sync-real",
             "7. Initial sync from a real kube-apiserver",
             "Pods seeded into the e2e control plane (kube-apiserver v1.37 + etcd); the \
@@ -422,7 +471,7 @@ pub(super) fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             },
             sync_metrics,
         )
-        .on_a_real_server(),
+        .on_a_real_server("sync-real"),
         Scenario::fake(
             "shards-real",
             "8. Replicas of three shards on a real kube-apiserver",
@@ -435,7 +484,7 @@ pub(super) fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             shard_cases(),
             vec![STEADY_MIB, RECEIVED_MIB, CPU_MS, SYNC_MS, PEAK_MIB],
         )
-        .on_a_real_server(),
+        .on_a_real_server("sync-real"),
     ]
 }
 

@@ -42,7 +42,7 @@ impl Target {
 }
 
 /// The targets the issues set, between two cases of one scenario.
-fn target_list() -> [Target; 13] {
+fn target_list() -> [Target; 15] {
     let target = |what, scenario, metric, kinformer, other, bound| Target {
         what,
         scenario,
@@ -133,6 +133,22 @@ fn target_list() -> [Target; 13] {
             0.2,
         ),
         target(
+            "memory per Pod on a real kube-apiserver, compact cache <= 0.5x client-go",
+            "memory-real",
+            KIB_PER_OBJECT,
+            "kinformer (full) compact cache",
+            "client-go (full)",
+            0.5,
+        ),
+        target(
+            "the same on the system allocator <= 0.5x client-go",
+            "memory-real",
+            KIB_PER_OBJECT,
+            "kinformer (full) compact cache system allocator",
+            "client-go (full)",
+            0.5,
+        ),
+        target(
             "a replica of one shard of 3: steady RSS <= 0.4x one informing every Pod",
             "shards-real",
             STEADY_MIB,
@@ -212,4 +228,40 @@ pub(super) fn targets(results: &[ScenarioResults], floor: Option<&Value>) -> Str
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::benchsuite::scenarios::{FULL, scenarios};
+
+    /// A target whose scenario or cases do not exist would silently drop out of the report.
+    #[test]
+    fn every_target_compares_two_cases_of_a_scenario_on_one_of_its_metrics() {
+        let all = scenarios(FULL);
+        for target in target_list() {
+            let scenario = all
+                .iter()
+                .find(|s| s.name == target.scenario)
+                .unwrap_or_else(|| panic!("{}: no scenario {}", target.what, target.scenario));
+            for label in [target.kinformer, target.other] {
+                assert!(
+                    scenario.cases.iter().any(|c| c.label == label),
+                    "{}: {} has no case {label:?}",
+                    target.what,
+                    target.scenario
+                );
+            }
+            assert!(
+                scenario
+                    .metrics
+                    .iter()
+                    .any(|m| m.label == target.metric.label),
+                "{}: {} does not measure {}",
+                target.what,
+                target.scenario,
+                target.metric.label
+            );
+        }
+    }
 }

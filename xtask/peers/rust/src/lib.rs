@@ -48,7 +48,7 @@ mod run;
 mod view;
 
 pub use admin::{Admin, Relisted, ServerChecksum};
-pub use alloc::Mimalloc;
+pub use alloc::{ALLOCATOR_ENV, PeerAllocator, allocator_name};
 pub use cli::{Args, Mode, Resource, Scenario};
 pub use latency::{EMIT_NS_ANNOTATION, Percentiles, latency_us, now_unix_ns};
 pub use report::{Report, Unsupported, print_result, progress};

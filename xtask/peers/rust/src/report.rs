@@ -19,6 +19,8 @@ pub struct Report {
     pub mode: &'static str,
     /// `--scenario`.
     pub scenario: &'static str,
+    /// The allocator the process ran on: `mimalloc` (the peers' tuned one) or `system`.
+    pub allocator: &'static str,
     /// Objects in handler 0's view at the end.
     pub objects: usize,
     /// From starting the informer to synced.
@@ -131,6 +133,7 @@ mod tests {
             peer: "kinformer",
             mode: "json",
             scenario: "watch",
+            allocator: "mimalloc",
             objects: 3,
             sync_ms: 10,
             cpu_ms: 20,
@@ -153,6 +156,7 @@ mod tests {
             "peer",
             "mode",
             "scenario",
+            "allocator",
             "objects",
             "sync_ms",
             "cpu_ms",

@@ -247,6 +247,7 @@ async fn run<P: Peer>(peer: &mut P, args: &Args) -> Result<Report, String> {
         peer: P::NAME,
         mode: args.mode.name(),
         scenario: args.scenario.name(),
+        allocator: crate::alloc::allocator_name(),
         objects: 0,
         sync_ms,
         cpu_ms: 0,

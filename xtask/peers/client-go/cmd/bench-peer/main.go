@@ -7,8 +7,8 @@
 //
 // Scenarios: sync-pods, sync-configmaps, watch, fanout, relist, lookups, memory, sync-real.
 // --mode is json (the default) or protobuf (protobuf preferred, JSON as the fallback); with
-// memory it is full (the default), stripped (managedFields cleared by SetTransform) or metadata
-// (a metadatainformer), all JSON. --n is the number of objects the harness seeded: a view of
+// memory it is full (the default) or stripped (managedFields cleared by SetTransform), both
+// JSON, or metadata (a metadatainformer, whose client asks for protobuf first). --n is the number of objects the harness seeded: a view of
 // another size after sync is reported on stderr. Progress goes to stderr.
 //
 // Two readings of the protocol: fanout's handler 0 sleeps from the start of the update phase

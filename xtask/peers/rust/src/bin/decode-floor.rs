@@ -22,7 +22,7 @@ use kube_client::{
 
 /// The same allocator as the Rust peers, so the floor is theirs.
 #[global_allocator]
-static ALLOCATOR: kinformer_bench_peers::Mimalloc = kinformer_bench_peers::Mimalloc;
+static ALLOCATOR: kinformer_bench_peers::PeerAllocator = kinformer_bench_peers::PeerAllocator;
 
 const PAGE: usize = 500;
 

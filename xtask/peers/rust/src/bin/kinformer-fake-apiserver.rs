@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 /// update is taken from them; on glibc's malloc, allocating and freeing were a large share of
 /// what it spent writing a watch (docs/benchmarks.md).
 #[global_allocator]
-static ALLOCATOR: kinformer_bench_peers::Mimalloc = kinformer_bench_peers::Mimalloc;
+static ALLOCATOR: kinformer_bench_peers::PeerAllocator = kinformer_bench_peers::PeerAllocator;
 
 /// The server's command line; the fields' doc comments are the help.
 #[derive(Debug, Parser)]

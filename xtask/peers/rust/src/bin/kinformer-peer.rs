@@ -27,10 +27,11 @@ use kube_core::PartialObjectMeta;
 
 /// Both Rust peers use mimalloc: glibc's per-thread arenas grow when objects are decoded on one
 /// thread and freed on another, and fresh pages cost a fault each (see docs/benchmarks.md). They
-/// call it through [`kinformer_bench_peers::Mimalloc`], which keeps mimalloc's aligned path for
-/// the layouts that need it.
+/// call it through [`kinformer_bench_peers::PeerAllocator`], which keeps mimalloc's aligned path
+/// for the layouts that need it, and which runs on the system allocator instead when the
+/// harness asks (`KINFORMER_PEER_ALLOCATOR=system`), as a program that picks none does.
 #[global_allocator]
-static ALLOCATOR: kinformer_bench_peers::Mimalloc = kinformer_bench_peers::Mimalloc;
+static ALLOCATOR: kinformer_bench_peers::PeerAllocator = kinformer_bench_peers::PeerAllocator;
 
 /// The index the `lookups` scenario adds beside the built-in namespace index.
 const APP_INDEX: &str = "by-app";

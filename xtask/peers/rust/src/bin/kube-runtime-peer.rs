@@ -22,9 +22,10 @@ use kube_core::PartialObjectMeta;
 use kube_runtime::{WatchStreamExt, reflector, watcher, watcher::Event};
 use tokio::sync::mpsc;
 
-/// Both Rust peers use mimalloc, as the kinformer peer does (see its note).
+/// Both Rust peers use mimalloc, or the system allocator when asked, as the kinformer peer does
+/// (see its note).
 #[global_allocator]
-static ALLOCATOR: kinformer_bench_peers::Mimalloc = kinformer_bench_peers::Mimalloc;
+static ALLOCATOR: kinformer_bench_peers::PeerAllocator = kinformer_bench_peers::PeerAllocator;
 
 /// The slow handler's pause per call.
 const SLOW_CALL: Duration = Duration::from_millis(1);
