@@ -169,6 +169,9 @@ pub(crate) struct Bench {
     /// rewrite the report from saved results instead of running anything
     #[arg(long = "report", value_name = "FILE")]
     pub(crate) report_from: Option<PathBuf>,
+    /// check that docs/benchmarks.md and its chart are what docs/bench-results.json rebuilds
+    #[arg(long, conflicts_with_all = ["quick", "scenarios", "cases", "runs", "warm_up", "report_from"])]
+    pub(crate) check_report: bool,
 }
 
 /// `cargo xtask control-plane`.

@@ -9,7 +9,9 @@
 //!   client-go itself (needs Go); `cargo test --workspace` leaves them out.
 //! - `bench [--quick] [--scenario NAME]... [--case LABEL]... [--runs K]`: kinformer,
 //!   kube-runtime and client-go informers on the same scenarios against the same server,
-//!   alternately, written to `docs/benchmarks.md` (see `xtask/peers/BENCH-PROTOCOL.md`).
+//!   alternately, written to `docs/benchmarks.md` from the results it saves in
+//!   `docs/bench-results.json` (see `xtask/peers/BENCH-PROTOCOL.md`); `bench --check-report`
+//!   checks that the committed report is what those results rebuild.
 //! - `bench fifo|store|workqueue`: a crate's criterion benchmarks and client-go's `go test
 //!   -bench`, back to back, with ratios written to `docs/bench-sections/`.
 //! - `fake-apiserver [FLAGS]`: the fake API server from kinformer-testing, standalone.

@@ -21,6 +21,12 @@
 //! the real control plane, checking it against the server; `report`, `targets` and `chart`
 //! turn the results into docs/benchmarks.md and its chart; `saved` keeps them in
 //! `target/bench/results.json` so `--report` can rewrite the report without running anything.
+//!
+//! A full run also saves its results as docs/bench-results.json, beside the report it writes
+//! from them (with the commit, the machine and its load, and every peer's result line).
+//! `--check-report` rebuilds the report and its chart from that file and fails unless they are
+//! the committed ones byte for byte, so a figure edited by hand, or a change to the harness's
+//! prose without rewriting the report, cannot stand.
 
 mod chart;
 mod fake;
@@ -57,6 +63,14 @@ pub(crate) fn run(options: &Bench) -> Result<(), String> {
             ));
         }
     }
+    let docs = project_root().join("docs");
+    if options.check_report {
+        return check_report(
+            &docs.join(SAVED_RESULTS),
+            &docs.join("benchmarks.md"),
+            &docs.join("bench-chart.svg"),
+        );
+    }
     let all = only_cases(all, &options.cases)?;
     let out_dir = crate::bench::target_dir(&project_root()).join("bench");
     fs::create_dir_all(&out_dir).map_err(|err| format!("creating {}: {err}", out_dir.display()))?;
@@ -75,16 +89,14 @@ pub(crate) fn run(options: &Bench) -> Result<(), String> {
             saved
         }
     };
-    let markdown = report(
-        &saved.results,
-        saved.floor.as_ref(),
-        &saved.header,
-        saved.sizes,
-        saved.quick,
-    );
-    let svg = chart_svg(&chart_bars(&saved.results));
+    let (markdown, svg) = rendered(&saved);
     let (md_path, svg_path) = if to_docs && !saved.quick {
-        let docs = project_root().join("docs");
+        // The results go beside the report, so that CI can rebuild the report from them.
+        let path = docs.join(SAVED_RESULTS);
+        let json = serde_json::to_string_pretty(&saved.to_json())
+            .map_err(|err| format!("encoding the results: {err}"))?;
+        fs::write(&path, json + "\n")
+            .map_err(|err| format!("writing {}: {err}", path.display()))?;
         (docs.join("benchmarks.md"), docs.join("bench-chart.svg"))
     } else {
         (out_dir.join("quick.md"), out_dir.join("bench-chart.svg"))
@@ -93,6 +105,63 @@ pub(crate) fn run(options: &Bench) -> Result<(), String> {
     fs::write(&svg_path, svg).map_err(|err| format!("writing {}: {err}", svg_path.display()))?;
     eprintln!("bench: wrote {}", md_path.display());
     Ok(())
+}
+
+/// The results docs/benchmarks.md is written from, under docs/.
+const SAVED_RESULTS: &str = "bench-results.json";
+
+/// The report and its chart, as `saved` makes them.
+fn rendered(saved: &Saved) -> (String, String) {
+    let markdown = report(
+        &saved.results,
+        saved.floor.as_ref(),
+        &saved.header,
+        saved.sizes,
+        saved.quick,
+    );
+    (markdown, chart_svg(&chart_bars(&saved.results)))
+}
+
+/// Whether `markdown` and `svg` are exactly what the saved `results` rebuild: a figure edited
+/// by hand, or prose changed in the harness without rewriting the report, fails.
+fn check_report(results: &Path, markdown: &Path, svg: &Path) -> Result<(), String> {
+    let saved = load_results(results)?;
+    let (want_markdown, want_svg) = rendered(&saved);
+    for (path, want) in [(markdown, want_markdown), (svg, want_svg)] {
+        let have =
+            fs::read_to_string(path).map_err(|err| format!("reading {}: {err}", path.display()))?;
+        if have != want {
+            let (line, have_line, want_line) = first_difference(&have, &want);
+            return Err(format!(
+                "{} is not what {} rebuilds; line {line} is\n  {have_line:?}\nwhere the results \
+                 give\n  {want_line:?}\nThe report is only written by `cargo xtask bench`: \
+                 rewrite it from the results with `cargo xtask bench --report {}`",
+                path.display(),
+                results.display(),
+                results.display()
+            ));
+        }
+    }
+    eprintln!(
+        "bench: {} and its chart are what {} rebuilds",
+        markdown.display(),
+        results.display()
+    );
+    Ok(())
+}
+
+/// The first line (from 1) where `have` and `want` differ, and that line of each.
+fn first_difference<'a>(have: &'a str, want: &'a str) -> (usize, &'a str, &'a str) {
+    let mut have_lines = have.lines();
+    let mut want_lines = want.lines();
+    for line in 1.. {
+        match (have_lines.next(), want_lines.next()) {
+            (Some(h), Some(w)) if h == w => {}
+            (None, None) => return (line, "", ""),
+            (h, w) => return (line, h.unwrap_or_default(), w.unwrap_or_default()),
+        }
+    }
+    unreachable!("an unbounded range ends only by returning")
 }
 
 /// `all` with only the cases labelled one of `labels` (every case when there are none), and
@@ -183,6 +252,55 @@ fn run_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The report rebuilt from its saved results passes; a figure edited by hand in it, or
+    /// in its chart, fails and names the line.
+    #[test]
+    fn a_report_edited_by_hand_fails_the_check() {
+        let saved = saved::example();
+        let dir = std::env::temp_dir().join(format!("kinformer-check-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("temp dir");
+        let (results, markdown, svg) = (
+            dir.join("results.json"),
+            dir.join("benchmarks.md"),
+            dir.join("chart.svg"),
+        );
+        fs::write(&results, saved.to_json().to_string()).expect("written");
+        let (report, chart) = rendered(&saved);
+        fs::write(&markdown, &report).expect("written");
+        fs::write(&svg, &chart).expect("written");
+        let passed = check_report(&results, &markdown, &svg);
+
+        let planted = report.replacen("| kube-runtime | 20 |", "| kube-runtime | 19 |", 1);
+        assert_ne!(
+            planted, report,
+            "the example has the row the edit plants into"
+        );
+        fs::write(&markdown, &planted).expect("written");
+        let edited = check_report(&results, &markdown, &svg);
+        fs::write(&markdown, &report).expect("written");
+        fs::write(&svg, chart.replacen("</svg>", "<!-- --></svg>", 1)).expect("written");
+        let edited_chart = check_report(&results, &markdown, &svg);
+        let _ = fs::remove_dir_all(&dir);
+
+        assert_eq!(passed, Ok(()));
+        let error = edited.expect_err("a planted edit fails");
+        let line = report
+            .lines()
+            .position(|line| line.contains("| kube-runtime | 20 |"))
+            .expect("the row")
+            + 1;
+        assert!(error.contains(&format!("line {line} is")), "{error}");
+        assert!(error.contains("| kube-runtime | 19 |"), "{error}");
+        assert!(edited_chart.is_err());
+    }
+
+    #[test]
+    fn the_first_difference_is_found_at_any_line_and_at_either_end() {
+        assert_eq!(first_difference("a\nb\nc", "a\nB\nc"), (2, "b", "B"));
+        assert_eq!(first_difference("a", "a\nb"), (2, "", "b"));
+        assert_eq!(first_difference("x", "y"), (1, "x", "y"));
+    }
 
     #[test]
     fn only_the_named_cases_run_and_an_unknown_label_is_refused() {

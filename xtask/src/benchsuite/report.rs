@@ -95,18 +95,19 @@ impl ScenarioResults {
         summarize(&values)
     }
 
-    /// The kinformer case that `case` is compared with: the same extra arguments (readers).
-    /// The kinformer case to compare `case` with: the one in the same mode, else (outside
-    /// `memory`, where modes are object shapes) the first with the same extra arguments.
+    /// The kinformer case to compare `case` with: the one with the same extra arguments
+    /// (readers) and environment (allocator) in the same mode, else (outside the scenarios
+    /// whose modes are object shapes) the first with the same arguments and environment.
     pub(super) fn kinformer_counterpart(&self, case: usize) -> Option<usize> {
         let this = &self.scenario.cases[case];
         let cases = &self.scenario.cases;
-        let comparable = |c: &Case| c.peer == Peer::Kinformer && c.extra == this.extra;
+        let comparable =
+            |c: &Case| c.peer == Peer::Kinformer && c.extra == this.extra && c.env == this.env;
         cases
             .iter()
             .position(|c| comparable(c) && c.mode == this.mode)
             .or_else(|| {
-                (self.scenario.name != "memory")
+                (!self.scenario.modes_are_shapes())
                     .then(|| cases.iter().position(comparable))
                     .flatten()
             })
@@ -190,6 +191,19 @@ pub(super) fn protobuf_floor_ms(floor: &Value) -> Option<f64> {
     Some(single.min(parallel))
 }
 
+/// The commit of the checkout, `-dirty` when it has changes (`?` outside a git checkout).
+fn commit() -> String {
+    std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=12"])
+        .current_dir(project_root())
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .filter(|commit| !commit.is_empty())
+        .unwrap_or_else(|| "?".to_owned())
+}
+
 fn versions() -> String {
     let lock = fs::read_to_string(project_root().join("Cargo.lock")).unwrap_or_default();
     let version_of = |name: &str| {
@@ -222,6 +236,8 @@ fn versions() -> String {
 #[derive(Debug, Clone)]
 pub(super) struct Header {
     pub(super) date: String,
+    /// The commit the run measured (`git describe --always --dirty`).
+    pub(super) commit: String,
     pub(super) machine: String,
     pub(super) versions: String,
 }
@@ -230,6 +246,7 @@ impl Header {
     pub(super) fn now() -> Self {
         Self {
             date: crate::bench::today(),
+            commit: commit(),
             machine: crate::bench::machine(),
             versions: versions(),
         }
@@ -248,10 +265,17 @@ pub(super) fn report(
     let _ = writeln!(out, "# Benchmarks\n");
     let _ = writeln!(
         out,
-        "Written by `cargo xtask bench{}` on {}. Do not edit by hand: the prose comes from \
-         `xtask/src/benchsuite/` and `docs/bench-sections/*.md`.\n",
+        "Written by `cargo xtask bench{}` on {}, at commit `{}`{}. Do not edit by hand: the \
+         prose comes from `xtask/src/benchsuite/` and `docs/bench-sections/micro.md`.\n",
         if quick { " --quick" } else { "" },
-        header.date
+        header.date,
+        header.commit,
+        if quick {
+            ""
+        } else {
+            ", from the results it saved in `docs/bench-results.json`, which \
+             `cargo xtask bench --check-report` rebuilds this file from"
+        }
     );
     let _ = writeln!(
         out,
@@ -260,11 +284,7 @@ pub(super) fn report(
     );
     let _ = writeln!(out, "{}", method(sizes));
     let _ = writeln!(out, "![kinformer's advantage](bench-chart.svg)\n");
-    let notes = fs::read_to_string(project_root().join("docs/bench-sections/informer-notes.md"))
-        .unwrap_or_default();
-    if !notes.trim().is_empty() && !quick {
-        let _ = writeln!(out, "{}\n", notes.trim());
-    }
+    let _ = writeln!(out, "{}", reading());
     for result in results {
         let scenario = &result.scenario;
         let _ = writeln!(out, "## {}\n", scenario.title);
@@ -290,14 +310,45 @@ pub(super) fn report(
     out
 }
 
+/// What each peer is, how it lists, and the allocators: what a reader needs before the
+/// tables. No figures: those are in the tables, and observations of a run in its issue note.
+fn reading() -> String {
+    "## Reading these tables\n\n\
+     **What each peer is.** kinformer runs its `SharedInformerFactory` as a user would: \
+     `kinformer` rows ask for JSON, `kinformer (protobuf)` rows use its default (protobuf for \
+     built-in kinds, decoded straight into k8s-openapi types), and rows marked \"compact cache\" \
+     keep each object in kinformer's compact cache instead of the decoded one. client-go runs its \
+     `SharedInformerFactory` with its defaults (the streaming list, the in-order `RealFIFO`); \
+     `--mode json` forces JSON, `--mode protobuf` asks for protobuf first. kube-runtime runs \
+     `watcher` and `reflector` with the default backoff; it has no second handler, no index \
+     and no delete for an object that vanished during a relist, so its peer does what a kube-rs \
+     user would write (one task per handler fed from the one stream, a scan of the store for \
+     lookups, a diff of each handler's view at `InitDone`), and every result says so in its \
+     `notes`. \"served as\" gives the content types each peer's responses carried.\n\n\
+     **How each lists.** Each peer lists the way its library does by default: kinformer as \
+     client-go's reflector does without streaming lists, one list at resourceVersion 0 (answered \
+     whole from the watch cache); client-go by the streaming list (a watch with \
+     `sendInitialEvents`); kube-runtime a consistent list in pages of 500. In the memory \
+     scenarios kinformer lists in protobuf, its default, and the others in JSON, except \
+     client-go's metadata client, which asks for protobuf first.\n\n\
+     **Allocators.** The Rust peers run on mimalloc, called with plain `mi_malloc` at \
+     alignments of 8 or less, and fault 4 KiB pages as the Go peer does \
+     (`MIMALLOC_ALLOW_THP=0`); where a scenario's headline is what a process holds, they return \
+     freed pages at once (`MIMALLOC_PURGE_DELAY=0`), as the Go peer forces a GC and returns \
+     freed memory before its reading. Rows marked \"system allocator\" run the same peer on \
+     glibc's malloc, what a program that picks no allocator gets. See \
+     [the protocol](../xtask/peers/BENCH-PROTOCOL.md).\n"
+        .to_owned()
+}
+
 /// How the figures were taken and how to read them.
 fn method(sizes: Sizes) -> String {
     format!(
         "**Method.** Each implementation runs as its own process against the same server: \
          kinformer-testing's fake API server (JSON or protobuf over HTTP on loopback; one \
          seeded server per scenario, a fresh one per run for the relist), or a real \
-         kube-apiserver for scenario 7. Implementations alternate, in an order that changes \
-         every run so that no case always follows the same one, {runs} run{s} each unless the notes below say otherwise{warm_up}; cells are the median with min–max \
+         kube-apiserver where a scenario says so. Implementations alternate, in an order that changes \
+         every run so that no case always follows the same one, {runs} run{s} each{warm_up}; cells are the median with min–max \
          over a case's runs. Every run's final \
          handler view was checked against the server's objects by checksum (a real server's \
          through its own list after seeding; a shard's by its count of the server's objects in \
@@ -331,7 +382,7 @@ fn decode_floor_paragraph(result: &ScenarioResults, floor: &Value) -> String {
             .unwrap_or_else(|| "–".into())
     };
     format!(
-        "**Decode floor** (scenario 8): the same {} Pods' list pages, fetched once and \
+        "**Decode floor**: the same {} Pods' list pages, fetched once and \
          decoded into k8s-openapi `Pod`s with no informer. JSON ({} MiB, serde_json): \
          {} ms on one thread, {} ms on {} threads; kinformer's JSON sync above is {} of \
          the one-thread floor. Protobuf ({} MiB, kinformer_protobuf): {} ms on one \

@@ -130,6 +130,18 @@ fn every_documented_invocation_parses_as_documented() {
         Some(2),
         "the last wins"
     );
+    assert_eq!(
+        bench("bench --check-report"),
+        Bench {
+            check_report: true,
+            ..Bench::default()
+        }
+    );
+    // The check rebuilds the whole report from the committed results: nothing narrows it.
+    for narrowing in ["--quick", "--scenario watch", "--runs 2", "--report r.json"] {
+        let error = refused(&format!("bench --check-report {narrowing}"));
+        assert_eq!(error.kind(), ErrorKind::ArgumentConflict, "{narrowing}");
+    }
     for (suite, _) in BENCH_SUITES {
         assert_eq!(
             bench(&format!("bench {suite}")).suite.as_deref(),
