@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use kube_client::client::Body;
 use tokio::sync::{mpsc, oneshot};
 
 use kinformer_store::Incoming;
@@ -51,11 +50,11 @@ const PART_ITEMS: usize = 512;
 /// so only a part or two of the objects and a batch of item bytes are ever in memory.
 /// `prefetch` is handed the page's `continue` token as soon as the head before the items has
 /// it (kube-apiserver writes `metadata` first), so the next page travels meanwhile.
-pub(crate) async fn decode_arriving<K, D, S>(
+pub(crate) async fn decode_arriving<K, D, S, B>(
     decoder: Arc<D>,
     splitter: S,
     decode_item: impl Fn(&D, &[u8]) -> Result<Incoming<K>> + Send + Sync + 'static,
-    mut body: Body,
+    mut body: B,
     prefetch: impl FnOnce(String) -> Result<bool>,
     sink: &mut dyn ListSink<K>,
 ) -> Result<ListPage>
@@ -63,6 +62,7 @@ where
     K: Send + Sync + 'static,
     D: Decoder<K>,
     S: Splitter,
+    B: BodyExt<Data = Bytes, Error = kube_client::Error> + Unpin,
 {
     let (chunks, arriving) = mpsc::channel::<Bytes>(CHUNKS_IN_FLIGHT);
     let (token_sender, mut token) = oneshot::channel::<String>();
@@ -79,6 +79,10 @@ where
     });
     let mut prefetch = Some(prefetch);
     let mut token_pending = true;
+    // A chunk read from the connection that the decoding thread has no room for yet. The loop
+    // never waits on that room alone: the thread may itself be waiting for this task to take a
+    // decoded part, and each would wait for the other for ever.
+    let mut unsent: Option<Bytes> = None;
     let forwarded = loop {
         tokio::select! {
             received = &mut token, if token_pending => {
@@ -93,17 +97,19 @@ where
                     break Err(error);
                 }
             }
-            frame = body.frame() => match frame {
-                None => break Ok(()),
-                Some(Err(error)) => break Err(Error::from_transport(error)),
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data()
-                        && chunks.send(data).await.is_err()
-                    {
-                        // The decoding thread stopped early: its result says why.
-                        break Ok(());
+            room = chunks.reserve(), if unsent.is_some() => match room {
+                Ok(room) => {
+                    if let Some(data) = unsent.take() {
+                        room.send(data);
                     }
                 }
+                // The decoding thread stopped early: its result says why.
+                Err(_) => break Ok(()),
+            },
+            frame = body.frame(), if unsent.is_none() => match frame {
+                None => break Ok(()),
+                Some(Err(error)) => break Err(Error::from_transport(error)),
+                Some(Ok(frame)) => unsent = frame.into_data().ok(),
             },
         }
     };
@@ -181,4 +187,85 @@ where
     deliver(decode_items(&batch, PART_ITEMS, decode)?)?;
     let (page, _) = decoder.decode_list(&splitter.finish()?)?;
     Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::stream;
+    use http_body::Frame;
+    use http_body_util::StreamBody;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+    use crate::{KubeDecoder, WireFormat, json_list::ListSplitter};
+
+    /// Far above what the list needs on a loaded machine; reached only if it never finishes.
+    const PATIENCE: Duration = Duration::from_secs(60);
+
+    /// A JSON ConfigMap list of `parts` frames of [`PART_ITEMS`] items each, every frame ready
+    /// as soon as it is asked for.
+    fn list_in_frames(parts: usize) -> Vec<Bytes> {
+        let mut frames = vec![Bytes::from_static(
+            br#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":["#,
+        )];
+        for part in 0..parts {
+            let items: Vec<String> = (0..PART_ITEMS)
+                .map(|i| {
+                    let n = part * PART_ITEMS + i;
+                    let comma = if n == 0 { "" } else { "," };
+                    format!(r#"{comma}{{"metadata":{{"name":"c{n}","namespace":"default"}}}}"#)
+                })
+                .collect();
+            frames.push(Bytes::from(items.concat()));
+        }
+        frames.push(Bytes::from_static(b"]}"));
+        frames
+    }
+
+    /// Every frame holds a whole part, so the decoding thread finishes a part for each chunk
+    /// it takes, and the reader, with a frame always ready, is often holding one the thread has
+    /// no room for just as the thread waits to hand over a part. The reader must keep taking
+    /// parts then: waiting on that room alone, it and the thread waited on each other for ever
+    /// (the list of 100,000 small ConfigMaps never synced).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_list_whose_every_chunk_is_a_part_arrives_whole() {
+        const PARTS: usize = 200;
+        for _ in 0..3 {
+            let frames = list_in_frames(PARTS);
+            let body = StreamBody::new(stream::iter(
+                frames
+                    .into_iter()
+                    .map(|frame| Ok::<_, kube_client::Error>(Frame::data(frame))),
+            ));
+            let decoder = Arc::new(KubeDecoder::for_resource::<ConfigMap>(WireFormat::Json));
+            let decode_item = |decoder: &KubeDecoder<ConfigMap>, item: &[u8]| {
+                decoder.decode_list_item(item).map(Into::into)
+            };
+            let mut items: Vec<Incoming<ConfigMap>> = Vec::new();
+            let page = tokio::time::timeout(
+                PATIENCE,
+                decode_arriving(
+                    decoder,
+                    ListSplitter::new(),
+                    decode_item,
+                    body,
+                    |_| Ok(true),
+                    &mut items,
+                ),
+            )
+            .await
+            .expect("the list finishes")
+            .expect("the list decodes");
+            assert_eq!(page.resource_version, "7");
+            assert_eq!(items.len(), PARTS * PART_ITEMS);
+            let last = PARTS * PART_ITEMS - 1;
+            assert_eq!(
+                items[last].object().metadata.name.as_deref(),
+                Some(format!("c{last}").as_str()),
+                "the items arrive in order"
+            );
+        }
+    }
 }
