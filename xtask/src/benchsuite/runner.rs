@@ -373,9 +373,14 @@ fn run_with_limit(mut command: Command, limit: Duration) -> Result<std::process:
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
+                // What the peer last said is where it stopped: shown in full, named in the row.
+                let stderr = err.join().unwrap_or_default();
+                let stderr = String::from_utf8_lossy(&stderr);
+                eprintln!("{}", tail(&stderr, 30));
                 return Err(format!(
-                    "still running after {} s, stopped",
-                    limit.as_secs()
+                    "still running after {} s, stopped; it last said: {}",
+                    limit.as_secs(),
+                    tail(&stderr, 1)
                 ));
             }
             Err(err) => return Err(format!("waiting for it: {err}")),
