@@ -3,7 +3,7 @@
 //! alternately, and the results become docs/benchmarks.md and docs/bench-chart.svg.
 //!
 //! `--scenario` and `--case` (a case's label, as the report names it) narrow the run to a
-//! comparison, for instance kinformer's default cache against its compact cache on the steady
+//! comparison, for instance kinformer's default cache against its decoded cache on the steady
 //! watch; such a run writes `target/bench/quick.md`, not docs/.
 //!
 //! The contract between this harness, the fake API server's bench endpoints and the peers is
@@ -305,7 +305,7 @@ mod tests {
     #[test]
     fn only_the_named_cases_run_and_an_unknown_label_is_refused() {
         let all = scenarios(QUICK);
-        let label = "kinformer (protobuf) compact cache";
+        let label = "kinformer (protobuf) decoded cache";
         let chosen = only_cases(all.clone(), &[label.to_owned()]).expect("a known label");
         assert!(!chosen.is_empty());
         assert!(

@@ -315,9 +315,11 @@ pub(super) fn report(
 fn reading() -> String {
     "## Reading these tables\n\n\
      **What each peer is.** kinformer runs its `SharedInformerFactory` as a user would: \
-     `kinformer` rows ask for JSON, `kinformer (protobuf)` rows use its default (protobuf for \
-     built-in kinds, decoded straight into k8s-openapi types), and rows marked \"compact cache\" \
-     keep each object in kinformer's compact cache instead of the decoded one. client-go runs its \
+     `kinformer` rows ask for JSON, `kinformer (protobuf)` rows use its default wire format \
+     (protobuf for built-in kinds); both keep the factory's default cache, a compact one (each \
+     object held as the bytes it arrived in, a bounded set kept decoded), and rows marked \
+     \"decoded cache\" keep every object decoded instead (`FactoryOptions::decoded_cache`). A \
+     projection has no codec, so its rows are decoded either way. client-go runs its \
      `SharedInformerFactory` with its defaults (the streaming list, the in-order `RealFIFO`); \
      `--mode json` forces JSON, `--mode protobuf` asks for protobuf first. kube-runtime runs \
      `watcher` and `reflector` with the default backoff; it has no second handler, no index \

@@ -259,12 +259,13 @@ fn json_cases(protobuf_too: bool) -> Vec<Case> {
     cases
 }
 
-/// kinformer in `mode` with its compact cache.
-fn compact(mode: &'static str) -> Case {
-    Case::new(Peer::Kinformer, mode).with(&args(&[("cache", "compact".into())]), "compact cache")
+/// kinformer in `mode` with its decoded cache (`FactoryOptions::decoded_cache`) in place of
+/// the factory's default, a compact one: the opt-in for readers that fetch many objects at once.
+fn decoded(mode: &'static str) -> Case {
+    Case::new(Peer::Kinformer, mode).with(&args(&[("cache", "decoded".into())]), "decoded cache")
 }
 
-/// Every peer's object shapes for `memory`; kinformer has a projection type and its compact
+/// Every peer's object shapes for `memory`; kinformer has a projection type and its decoded
 /// cache as well. kinformer's full objects in both caches, and kube-runtime's, also run on the
 /// system allocator.
 fn memory_cases() -> Vec<Case> {
@@ -278,9 +279,9 @@ fn memory_cases() -> Vec<Case> {
         cases.extend(modes.iter().map(|&mode| Case::new(peer, mode)));
         match peer {
             Peer::Kinformer => {
-                cases.extend(["full", "stripped", "metadata"].map(compact));
+                cases.extend(["full", "stripped", "metadata"].map(decoded));
                 cases.push(Case::new(peer, "full").on_the_system_allocator());
-                cases.push(compact("full").on_the_system_allocator());
+                cases.push(decoded("full").on_the_system_allocator());
             }
             Peer::KubeRuntime => cases.push(Case::new(peer, "full").on_the_system_allocator()),
             Peer::ClientGo => {}
@@ -289,7 +290,8 @@ fn memory_cases() -> Vec<Case> {
     cases
 }
 
-/// Every peer with 0, 2 and 8 reader threads for `lookups`, and kinformer's compact cache with 2.
+/// Every peer with 0, 2 and 8 reader threads for `lookups`, and kinformer's decoded cache with
+/// 2 and 8.
 fn lookup_cases() -> Vec<Case> {
     let readers = |readers: usize| args(&[("readers", readers.to_string())]);
     let mut cases: Vec<Case> = Peer::ALL
@@ -300,11 +302,13 @@ fn lookup_cases() -> Vec<Case> {
                 .map(move |n| Case::new(peer, "json").with(&readers(n), &format!("{n} readers")))
         })
         .collect();
-    cases.insert(3, compact("json").with(&readers(2), "2 readers"));
+    let decoded_readers =
+        [2usize, 8].map(|n| decoded("json").with(&readers(n), &format!("{n} readers")));
+    cases.splice(3..3, decoded_readers);
     cases
 }
 
-/// Every peer on JSON, kinformer and client-go on protobuf as well, kinformer's compact cache
+/// Every peer on JSON, kinformer and client-go on protobuf as well, kinformer's decoded cache
 /// on protobuf, and kinformer on protobuf decoding its watch on the reading task and on 1 and 2
 /// worker tasks (its default where it has two cores or more is 4).
 fn watch_cases() -> Vec<Case> {
@@ -318,7 +322,7 @@ fn watch_cases() -> Vec<Case> {
         Case::new(Peer::Kinformer, "protobuf")
             .with(&args(&[("decode-workers", n.to_string())]), &label)
     });
-    cases.splice(2..2, workers.into_iter().chain([compact("protobuf")]));
+    cases.splice(2..2, workers.into_iter().chain([decoded("protobuf")]));
     cases
 }
 
@@ -326,9 +330,9 @@ fn watch_cases() -> Vec<Case> {
 /// all kinformer on protobuf with its default (compact) cache; kube-runtime and client-go
 /// informing every Pod for reference.
 fn shard_cases() -> Vec<Case> {
-    let mut cases = vec![compact("protobuf")];
+    let mut cases = vec![Case::new(Peer::Kinformer, "protobuf")];
     for index in 0..3 {
-        cases.push(compact("protobuf").with(
+        cases.push(Case::new(Peer::Kinformer, "protobuf").with(
             &args(&[("shard", format!("{index}/3"))]),
             &format!("shard {} of 3", index + 1),
         ));
@@ -356,7 +360,11 @@ pub(super) fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             "1a. Initial sync of Pods",
             "One informer, one handler, from start to synced (the handler has every Pod).",
             n,
-            json_cases(true),
+            {
+                let mut cases = json_cases(true);
+                cases.insert(2, decoded("protobuf"));
+                cases
+            },
             sync_metrics.clone(),
         ),
         Scenario::fake(
@@ -466,7 +474,7 @@ pub(super) fn scenarios(sizes: Sizes) -> Vec<Scenario> {
             sizes.real_objects,
             {
                 let mut cases = json_cases(true);
-                cases.insert(2, compact("protobuf"));
+                cases.insert(2, decoded("protobuf"));
                 cases
             },
             sync_metrics,

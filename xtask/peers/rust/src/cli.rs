@@ -144,10 +144,10 @@ impl Mode {
 /// `--cache`: where kinformer keeps the objects it informs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Cache {
-    /// The informer's usual cache.
+    /// The factory's default: a compact cache, or a decoded one where a type has no codec.
     Default,
-    /// kinformer's compact cache.
-    Compact,
+    /// kinformer's decoded cache (`FactoryOptions::decoded_cache`).
+    Decoded,
 }
 
 /// The flags as given; [`Args::parse`] turns them into [`Args`].
@@ -220,8 +220,9 @@ pub struct Args {
     pub handlers: usize,
     /// Share of the objects `relist` changes.
     pub fraction: f64,
-    /// `--cache compact`: kinformer caches in a compact cache (kinformer only).
-    pub compact_cache: bool,
+    /// `--cache decoded`: kinformer caches objects decoded rather than in its default compact
+    /// cache (kinformer only).
+    pub decoded_cache: bool,
     /// `--decode-workers N`: kinformer decodes watch events on up to N tasks beside the one
     /// reading the watch (kinformer only; absent: on the reading task).
     pub decode_workers: Option<usize>,
@@ -280,7 +281,7 @@ impl Args {
             readers: line.readers,
             handlers,
             fraction: line.fraction,
-            compact_cache: line.cache == Cache::Compact,
+            decoded_cache: line.cache == Cache::Decoded,
             decode_workers: line.decode_workers,
             shard: line.shard,
         })
@@ -338,18 +339,21 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_flag_takes_default_or_compact() {
-        let compact = parse("--scenario memory --kubeconfig kc --cache compact").expect("valid");
-        assert!(compact.compact_cache);
+    fn the_cache_flag_takes_default_or_decoded() {
+        let decoded = parse("--scenario memory --kubeconfig kc --cache decoded").expect("valid");
+        assert!(decoded.decoded_cache);
         let default = parse("--scenario memory --kubeconfig kc --cache default").expect("valid");
-        assert!(!default.compact_cache);
+        assert!(!default.decoded_cache);
         let absent = parse("--scenario memory --kubeconfig kc").expect("valid");
-        assert!(!absent.compact_cache);
-        let tiny = refused(
-            "--scenario memory --kubeconfig kc --cache tiny",
+        assert!(!absent.decoded_cache);
+        let compact = refused(
+            "--scenario memory --kubeconfig kc --cache compact",
             ErrorKind::InvalidValue,
         );
-        assert!(tiny.contains("tiny") && tiny.contains("compact"), "{tiny}");
+        assert!(
+            compact.contains("compact") && compact.contains("decoded"),
+            "{compact}"
+        );
     }
 
     #[test]
@@ -389,7 +393,7 @@ mod tests {
     fn every_flag_is_read() {
         let args = parse(
             "--scenario lookups --kubeconfig kc --n 20000 --mode json --count 5 --rate 7 \
-             --readers 4 --handlers 2 --fraction 0.25 --cache compact --decode-workers 3",
+             --readers 4 --handlers 2 --fraction 0.25 --cache decoded --decode-workers 3",
         )
         .expect("valid");
         assert_eq!(
@@ -404,7 +408,7 @@ mod tests {
                 readers: 4,
                 handlers: 2,
                 fraction: 0.25,
-                compact_cache: true,
+                decoded_cache: true,
                 decode_workers: Some(3),
                 shard: None,
             }
@@ -421,13 +425,13 @@ mod tests {
             "--scenario watch --kubeconfig kc --n 100000 --mode protobuf --count 100000 --rate 0 \
              --decode-workers 0",
             "--scenario watch --kubeconfig kc --n 100000 --mode protobuf --count 100000 --rate 0 \
-             --cache compact",
+             --cache decoded",
             "--scenario fanout --kubeconfig kc --n 10000 --mode json --count 10000 --rate 2000",
             "--scenario relist --kubeconfig kc --n 100000 --mode json --fraction 0.1",
             "--scenario lookups --kubeconfig kc --n 100000 --mode json --count 25000 --rate 5000 \
-             --cache compact --readers 2",
+             --cache decoded --readers 2",
             "--scenario memory --kubeconfig kc --n 100000 --mode projection",
-            "--scenario memory --kubeconfig kc --n 100000 --mode metadata --cache compact",
+            "--scenario memory --kubeconfig kc --n 100000 --mode metadata --cache decoded",
             "--scenario sync-real --kubeconfig kc --n 20000 --mode protobuf",
             "--scenario sync-real --kubeconfig kc --n 30000 --mode protobuf --shard 2/3",
         ];
@@ -440,7 +444,7 @@ mod tests {
             (100_000, 0, Some(0))
         );
         let lookups = parse(lines[6]).expect("valid");
-        assert_eq!((lookups.readers, lookups.compact_cache), (2, true));
+        assert_eq!((lookups.readers, lookups.decoded_cache), (2, true));
         assert_eq!(parse(lines[10]).expect("valid").shard, Some((2, 3)));
         for bad in ["3/3", "1", "a/3", "1/0"] {
             let line = format!("--scenario sync-real --kubeconfig kc --shard {bad}");

@@ -84,7 +84,7 @@ fn the_format_a_case_asks_for_follows_its_scenarios_modes() {
     };
     for memory in [find("memory"), find("memory-real")] {
         assert!(label(memory, "kinformer (full)"));
-        assert!(label(memory, "kinformer (metadata) compact cache"));
+        assert!(label(memory, "kinformer (metadata) decoded cache"));
         assert!(!label(memory, "kube-runtime (full)"));
         assert!(!label(memory, "client-go (stripped)"));
         assert!(label(memory, "client-go (metadata)"));

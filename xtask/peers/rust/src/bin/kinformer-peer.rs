@@ -100,11 +100,10 @@ impl Peer for Kinformer {
         views: &Arc<Views>,
         clock: &SyncClock,
     ) -> Result<Lookup, String> {
-        // Protobuf is kinformer's default for built-in kinds, so `memory` measures it too.
-        // The cache is named either way: the suite's "compact cache" cases set it, the others
-        // measure the decoded cache its rows were first measured with.
+        // Protobuf is kinformer's default for built-in kinds, so `memory` measures it too, and
+        // the factory's default cache (compact) unless the case asks for the decoded one.
         let mut options = FactoryOptions::default();
-        if !args.compact_cache {
+        if args.decoded_cache {
             options = options.decoded_cache();
         }
         if let Some(workers) = args.decode_workers {

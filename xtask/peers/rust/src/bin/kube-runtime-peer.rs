@@ -37,8 +37,8 @@ impl Peer for KubeRuntime {
     const NAME: &'static str = "kube-runtime";
 
     fn unsupported(&self, args: &Args) -> Option<String> {
-        if args.compact_cache {
-            return Some("the compact cache is kinformer's".to_owned());
+        if args.decoded_cache {
+            return Some("the cache choice is kinformer's".to_owned());
         }
         if args.decode_workers.is_some() {
             return Some("decode workers are kinformer's".to_owned());
