@@ -250,10 +250,7 @@ impl<K> State<K> {
                 let newest = slot.deltas.newest()?;
                 Some((
                     at,
-                    DeletedFinalStateUnknown {
-                        key: slot.key.clone(),
-                        obj: Arc::clone(newest.object()),
-                    },
+                    DeletedFinalStateUnknown::new(slot.key.clone(), Arc::clone(newest.object())),
                 ))
             })
             .collect();
@@ -568,10 +565,7 @@ impl<K: Send + Sync + 'static> Store<K> for DeltaFifo<K> {
                     continue;
                 };
                 queued_deletions += 1;
-                let tombstone = DeletedFinalStateUnknown {
-                    key: key.clone(),
-                    obj,
-                };
+                let tombstone = DeletedFinalStateUnknown::new(key.clone(), obj);
                 state.push(key, tombstoned(tombstone));
             }
         }
@@ -683,10 +677,7 @@ impl<K: Send + Sync + 'static> ListInParts<K> for PartsIntoDeltaFifo<'_, K> {
                 let Some(obj) = known.get_by_key(&key) else {
                     continue;
                 };
-                let tombstone = DeletedFinalStateUnknown {
-                    key: key.clone(),
-                    obj,
-                };
+                let tombstone = DeletedFinalStateUnknown::new(key.clone(), obj);
                 state.push(key, tombstoned(tombstone));
                 new_slots += 1;
             }

@@ -479,10 +479,10 @@ impl<K> RealFifo<K> {
             if delta.kind == DeltaType::Deleted {
                 continue;
             }
-            deletions.push(DeletedFinalStateUnknown {
-                key: key.to_owned(),
-                obj: Arc::clone(delta.object()),
-            });
+            deletions.push(DeletedFinalStateUnknown::new(
+                key.to_owned(),
+                Arc::clone(delta.object()),
+            ));
         }
         if let Some(known) = &self.known_objects {
             for key in known.list_keys() {
@@ -493,7 +493,7 @@ impl<K> RealFifo<K> {
                     tracing::debug!(%key, "known key vanished during replace; no tombstone queued");
                     continue;
                 };
-                deletions.push(DeletedFinalStateUnknown { key, obj });
+                deletions.push(DeletedFinalStateUnknown::new(key, obj));
             }
         }
         drop(newest);

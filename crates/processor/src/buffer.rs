@@ -211,10 +211,7 @@ impl<K> Resync<K> {
             if !present.contains(&**key) {
                 self.catch_up
                     .push_back(Notification::Delete(ObjectOrTombstone::Tombstone(
-                        DeletedFinalStateUnknown {
-                            key: key.to_string(),
-                            obj: Arc::clone(last),
-                        },
+                        DeletedFinalStateUnknown::new(key.to_string(), Arc::clone(last)),
                     )));
             }
         }

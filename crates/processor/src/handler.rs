@@ -500,10 +500,10 @@ mod tests {
         handler.on_delete(ObjectOrTombstone::Object(Arc::new(1)));
         handler.on_delete(ObjectOrTombstone::Object(Arc::new(2)));
         for n in [3, 4] {
-            handler.on_delete(ObjectOrTombstone::Tombstone(DeletedFinalStateUnknown {
-                key: format!("default/{n}"),
-                obj: Arc::new(n),
-            }));
+            handler.on_delete(ObjectOrTombstone::Tombstone(DeletedFinalStateUnknown::new(
+                format!("default/{n}"),
+                Arc::new(n),
+            )));
         }
         assert_eq!(calls(handler), ["delete 2 object", "delete 4 tombstone"]);
     }

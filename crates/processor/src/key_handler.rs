@@ -12,7 +12,10 @@ use crate::ResourceEventHandler;
 /// included): what a client-go controller's handlers do with `MetaNamespaceKeyFunc` and
 /// `DeletionHandlingMetaNamespaceKeyFunc` before `queue.Add(key)`. It never reads an update's
 /// old state, so a compact cache never decodes it. An object without a name has no key: it is
-/// logged and skipped.
+/// logged and skipped. A tombstone of an object that left the informer's shard
+/// ([`left_shard`](kinformer_store::DeletedFinalStateUnknown::left_shard)) is not handed on
+/// either: the object was not deleted, it is another replica's to work on now, and a worker
+/// that found its key missing from the cache would take it for deleted.
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};
@@ -29,7 +32,7 @@ use crate::ResourceEventHandler;
 /// pod.metadata.namespace = Some("shop".into());
 /// let pod = Arc::new(pod);
 /// ResourceEventHandler::<Pod>::on_add(&mut handler, Arc::clone(&pod), AddKind::Live);
-/// let gone = DeletedFinalStateUnknown { key: "shop/web-1".into(), obj: pod };
+/// let gone = DeletedFinalStateUnknown::new("shop/web-1", pod);
 /// handler.on_delete(gone.into());
 /// assert_eq!(*keys.lock().unwrap(), ["shop/web-0", "shop/web-1"]);
 /// ```
@@ -80,6 +83,7 @@ where
         // client-go's `DeletionHandlingMetaNamespaceKeyFunc`: a tombstone carries its key.
         let key = match &obj {
             ObjectOrTombstone::Object(obj) => meta_namespace_key_func(obj.as_ref()),
+            ObjectOrTombstone::Tombstone(tombstone) if tombstone.left_shard => return,
             ObjectOrTombstone::Tombstone(tombstone) => Ok(tombstone.key.clone()),
         };
         match key {
@@ -130,10 +134,10 @@ mod tests {
             pod("shop", "d", "2"),
         );
         handler.on_delete(ObjectOrTombstone::from(pod("shop", "e", "4")));
-        handler.on_delete(ObjectOrTombstone::from(DeletedFinalStateUnknown {
-            key: "shop/f".into(),
-            obj: pod("shop", "stale-name", "5"),
-        }));
+        handler.on_delete(ObjectOrTombstone::from(DeletedFinalStateUnknown::new(
+            "shop/f",
+            pod("shop", "stale-name", "5"),
+        )));
         let mut namespace = Namespace::default();
         namespace.metadata.name = Some("shop".into());
         ResourceEventHandler::<Namespace>::on_add(&mut handler, Arc::new(namespace), AddKind::Live);
@@ -152,5 +156,18 @@ mod tests {
         handler.on_delete(ObjectOrTombstone::from(pod("shop", "", "1")));
         handler.on_add(pod("shop", "named", "2"), AddKind::Live);
         assert_eq!(*keys.lock().unwrap(), ["shop/named"]);
+    }
+
+    #[test]
+    fn an_object_that_left_the_shard_is_not_handed_on() {
+        let (mut handler, keys) = recording();
+        let left = DeletedFinalStateUnknown {
+            left_shard: true,
+            ..DeletedFinalStateUnknown::new("shop/moved", pod("shop", "moved", "1"))
+        };
+        handler.on_delete(ObjectOrTombstone::from(left));
+        let deleted = DeletedFinalStateUnknown::new("shop/gone", pod("shop", "gone", "1"));
+        handler.on_delete(ObjectOrTombstone::from(deleted));
+        assert_eq!(*keys.lock().unwrap(), ["shop/gone"]);
     }
 }

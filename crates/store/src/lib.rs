@@ -5,7 +5,8 @@
 //!
 //! - **keys**: `namespace/name` or `name`, made by [`meta_namespace_key_func`] (the default
 //!   [`KeyFunc`]) and taken apart by [`split_key`]; a deletion the informer missed arrives as a
-//!   [`DeletedFinalStateUnknown`] tombstone carrying its key, inside an [`ObjectOrTombstone`];
+//!   [`DeletedFinalStateUnknown`] tombstone carrying its key (and whether the object only left
+//!   the informer's shard), inside an [`ObjectOrTombstone`];
 //! - **the [`Object`] trait**: the few metadata fields every layer above reads, implemented for
 //!   every kube `Resource` and, for your own slim types (projections), one [`impl_object!`]
 //!   line over a [`ProjectedMeta`]; their repeated strings can be [`Interned`];

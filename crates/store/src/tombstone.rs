@@ -5,13 +5,32 @@ use std::sync::Arc;
 /// An object that was deleted while the watch was down: the informer learned of the deletion
 /// from a relist, so the object's final state is unknown and `obj` is the last state it saw.
 ///
-/// The Rust name of client-go's `cache.DeletedFinalStateUnknown`.
+/// The Rust name of client-go's `cache.DeletedFinalStateUnknown`, with one addition: an
+/// informer of a shard whose shard changed also lets go of the objects outside the new shard
+/// this way, and marks their tombstones [`left_shard`](Self::left_shard), since those objects
+/// were not deleted from the cluster as far as the informer knows.
 #[derive(Debug)]
 pub struct DeletedFinalStateUnknown<K> {
     /// The key the object was stored under.
     pub key: String,
     /// The newest state known before the deletion; possibly stale.
     pub obj: Arc<K>,
+    /// The object left the informer's shard (its shard changed and no longer holds the
+    /// object) rather than vanishing from the server: it may well still exist, informed by
+    /// whichever replica's shard now holds it. A controller that cleans up after deleted
+    /// objects skips these.
+    pub left_shard: bool,
+}
+
+impl<K> DeletedFinalStateUnknown<K> {
+    /// The tombstone of `obj`, stored under `key`, whose deletion was inferred.
+    pub fn new(key: impl Into<String>, obj: Arc<K>) -> Self {
+        Self {
+            key: key.into(),
+            obj,
+            left_shard: false,
+        }
+    }
 }
 
 impl<K> Clone for DeletedFinalStateUnknown<K> {
@@ -19,14 +38,18 @@ impl<K> Clone for DeletedFinalStateUnknown<K> {
         Self {
             key: self.key.clone(),
             obj: Arc::clone(&self.obj),
+            left_shard: self.left_shard,
         }
     }
 }
 
 impl<K> PartialEq for DeletedFinalStateUnknown<K> {
-    /// Tombstones are equal when they name the same key and share the same object allocation.
+    /// Tombstones are equal when they name the same key, share the same object allocation and
+    /// agree on whether the object left the shard.
     fn eq(&self, other: &Self) -> bool {
-        self.key == other.key && Arc::ptr_eq(&self.obj, &other.obj)
+        self.key == other.key
+            && Arc::ptr_eq(&self.obj, &other.obj)
+            && self.left_shard == other.left_shard
     }
 }
 
