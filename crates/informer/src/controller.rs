@@ -5,7 +5,10 @@ use std::{collections::HashSet, sync::Arc};
 
 use kinformer_fifo::{AddKind, Delta, DeltaType, ListEnd, Popped, ReplacedAll};
 use kinformer_processor::{DistributionBatch, Notification, Recipients, SharedProcessor};
-use kinformer_store::{DeletedFinalStateUnknown, Indexer, KeyFunc, Object, OldObject};
+use kinformer_reflector::ShardedListerWatcher;
+use kinformer_store::{
+    DeletedFinalStateUnknown, Indexer, KeyFunc, Object, ObjectOrTombstone, OldObject,
+};
 use tracing::{debug, trace};
 
 use crate::progress::Progress;
@@ -17,6 +20,9 @@ pub(crate) struct Applier<K> {
     pub(crate) key_func: KeyFunc<K>,
     /// What has been applied so far, for waits on the cache.
     pub(crate) progress: Progress,
+    /// The informer's lister-watcher when it informs a shard, whose shard tells a deletion
+    /// from an object leaving the shard.
+    pub(crate) sharded: Option<ShardedListerWatcher<K>>,
 }
 
 impl<K: Object> Applier<K> {
@@ -86,7 +92,15 @@ impl<K: Object> Applier<K> {
         match delta.kind {
             DeltaType::Deleted => {
                 self.indexer.delete(Arc::clone(delta.object()))?;
-                out.distribute(Notification::delete(delta.object.clone()), Recipients::All);
+                // A tombstone is a relist's inference (the queue's replace made it); an object
+                // is a deletion the watch reported, which no shard change explains.
+                let deleted = match &delta.object {
+                    ObjectOrTombstone::Tombstone(tombstone) => ObjectOrTombstone::Tombstone(
+                        self.vanished(tombstone.key.clone(), Arc::clone(&tombstone.obj)),
+                    ),
+                    object => object.clone(),
+                };
+                out.distribute(Notification::delete(deleted), Recipients::All);
             }
             DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
                 let obj = Arc::clone(delta.object());
@@ -138,10 +152,7 @@ impl<K: Object> Applier<K> {
             if let Some(recreated) = old.take_if(|old| is_recreated(old.uid(), obj.uid()))
                 && let Some(recreated) = recreated.get()
             {
-                deletions.push(DeletedFinalStateUnknown {
-                    key: key.clone(),
-                    obj: recreated,
-                });
+                deletions.push(DeletedFinalStateUnknown::new(key.clone(), recreated));
             }
             listed_keys.insert(key);
             replacements.push((old, Arc::clone(obj)));
@@ -151,7 +162,7 @@ impl<K: Object> Applier<K> {
                 continue;
             }
             if let Some(obj) = self.indexer.get_by_key(&key) {
-                deletions.push(DeletedFinalStateUnknown { key, obj });
+                deletions.push(self.vanished(key, obj));
             }
         }
         self.indexer
@@ -185,18 +196,30 @@ impl<K: Object> Applier<K> {
                 continue;
             }
             out.distribute(
-                Notification::delete(DeletedFinalStateUnknown { key, obj }),
+                Notification::delete(self.vanished(key, obj)),
                 Recipients::All,
             );
         }
     }
 
-    /// The tombstone of `old`, a cached object whose deletion no watch event reported.
+    /// The tombstone of `obj`, cached under `key`, which a relist no longer has: marked as
+    /// having left the shard when the informer's shard no longer holds it (its shard changed),
+    /// else a deletion no watch event reported.
+    fn vanished(&self, key: String, obj: Arc<K>) -> DeletedFinalStateUnknown<K> {
+        let left_shard = self
+            .sharded
+            .as_ref()
+            .is_some_and(|sharded| !sharded.shard().contains(&*obj));
+        DeletedFinalStateUnknown {
+            left_shard,
+            ..DeletedFinalStateUnknown::new(key, obj)
+        }
+    }
+
+    /// The tombstone of `old`, a cached object whose deletion no watch event reported: the
+    /// name was created again, so it was deleted whatever the shard.
     fn tombstone(&self, old: Arc<K>) -> kinformer_store::Result<DeletedFinalStateUnknown<K>> {
-        Ok(DeletedFinalStateUnknown {
-            key: (self.key_func)(&old)?,
-            obj: old,
-        })
+        Ok(DeletedFinalStateUnknown::new((self.key_func)(&old)?, old))
     }
 }
 
@@ -272,6 +295,7 @@ mod tests {
             processor,
             key_func: Arc::new(meta_namespace_key_func::<Pod>),
             progress: Progress::new(true),
+            sharded: None,
         };
         (applier, stream)
     }

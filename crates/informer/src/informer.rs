@@ -20,7 +20,7 @@ use kinformer_processor::{
 use kinformer_reflector::{
     ListerWatcher, Reflector, ReflectorExit, ReflectorOptions, ShardedListerWatcher,
 };
-use kinformer_store::{Cache, CacheReader, CompactCache, Indexer, Indexers, Lister, Object};
+use kinformer_store::{Cache, CacheReader, CompactCache, Indexer, Indexers, Lister, Object, Shard};
 use kinformer_wait::ErrorChain;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -199,12 +199,13 @@ impl<K: Object> SharedIndexInformer<K> {
             inner: Arc::new(Inner {
                 name,
                 lister_watcher,
-                sharded,
+                sharded: sharded.clone(),
                 applier: Applier {
                     indexer,
                     processor,
                     key_func: options.key_func,
                     progress: Progress::new(options.queue == QueueKind::InOrder),
+                    sharded,
                 },
                 settings: Mutex::new(Settings {
                     phase: Phase::Idle,
@@ -233,6 +234,26 @@ impl<K: Object> SharedIndexInformer<K> {
     /// The informer's name, as in its logs.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// Informs `shard` from now on, in place of the one it informs now
+    /// ([`InformerOptions::shard`]). A running informer ends its watch and lists the new
+    /// shard at once; its handlers see the objects the new shard gained as adds, and the ones
+    /// it lost as deletions whose tombstones are marked
+    /// [`left_shard`](kinformer_store::DeletedFinalStateUnknown::left_shard) (they were not
+    /// deleted from the cluster); then the cache holds exactly the new shard. The same shard
+    /// again changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Options`] when the informer was built without a shard: it lists and watches
+    /// every object, and its handlers' contract has no room for a shard to appear.
+    pub fn set_shard(&self, shard: Shard) -> Result<()> {
+        let sharded = self.inner.sharded.as_ref().ok_or(Error::Options {
+            reason: "set_shard on an informer built without a shard (InformerOptions::shard)",
+        })?;
+        sharded.set_shard(shard);
+        Ok(())
     }
 
     /// An empty [`HandlerFuncs`] for this informer's type. Built from here rather than from

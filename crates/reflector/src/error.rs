@@ -150,6 +150,10 @@ pub enum Error {
     /// bookmark, so the server may not support streaming lists.
     #[error("the streaming list ended before its initial-events-end bookmark")]
     WatchListIncomplete,
+    /// The shard a [`ShardedListerWatcher`](crate::ShardedListerWatcher) lists and watches
+    /// changed: what was listed is of the old shard, so the reflector lists again, at once.
+    #[error("the shard changed: listing the new one")]
+    ShardChanged,
     /// A consistency check found the cache different from the server at the same resource
     /// version: some change never reached the cache. The informer goes on; the cache heals at
     /// the next relist. Reported by an informer's opt-in consistency check, never by a list or

@@ -23,7 +23,8 @@
 //! - **[`ShardedListerWatcher`]**: one shard of what another lister-watcher lists and watches,
 //!   asked of the server (kube-apiserver's sharded list and watch, `shardSelector`) and
 //!   filtered on the client with the server's hash where the server does not, with
-//!   [`ShardStats`] saying which;
+//!   [`ShardStats`] saying which; its shard can move while it runs
+//!   ([`ShardedListerWatcher::set_shard`]), which makes a reflector list the new shard;
 //! - **[`Reflector`]**: client-go's `ListAndWatch` loop. A paged list (resource version "0"
 //!   first, a consistent read when that version is unusable), `Replace` into any
 //!   [`Store`](kinformer_store::Store), a watch with bookmarks from the list's version, resume

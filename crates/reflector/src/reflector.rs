@@ -259,6 +259,8 @@ where
                         exit = ReflectorExit::ResourceGone;
                         break;
                     }
+                    // Not a failure: the next round lists the new shard, with no backoff.
+                    Err(Error::ShardChanged) => continue,
                     Err(error) => {
                         let retry_after = error.retry_after();
                         self.report(&error);
@@ -305,6 +307,7 @@ where
             match self.watch_list(token).await {
                 Ok(None) => return Ok(()),
                 Ok(Some(watch)) => open = Some(watch),
+                Err(Error::ShardChanged) => return Err(Error::ShardChanged),
                 Err(error) => {
                     warn!(error = %ErrorChain(&error), "the streaming list failed, falling back to list and watch");
                     if matches!(
@@ -643,6 +646,7 @@ fn relist_reason(error: &Error) -> &'static str {
         Error::TooLargeResourceVersion { .. } => "resource version too large",
         Error::VeryShortWatch { .. } => "very short watch",
         Error::Decode { .. } => "undecodable event",
+        Error::ShardChanged => "shard changed",
         _ => "watch failed",
     }
 }

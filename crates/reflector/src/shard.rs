@@ -10,9 +10,13 @@ use std::sync::{
 use async_trait::async_trait;
 use futures::StreamExt;
 use kinformer_store::{Incoming, Object, Shard};
+use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::{ListOptions, ListPage, ListSink, ListerWatcher, Result, WatchEvent, WatchStream};
+use crate::{
+    Error, ListOptions, ListPage, ListSink, ListerWatcher, Result, VersionMatch, WatchEvent,
+    WatchStream,
+};
 
 /// Who filters a shard's objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +44,32 @@ pub struct ShardStats {
 const SERVER: u8 = 1;
 const CLIENT: u8 = 2;
 
-#[derive(Default)]
+/// The shard in force, numbered: every [`ShardedListerWatcher::set_shard`] that changes it
+/// makes a new one with the next epoch.
+#[derive(Debug)]
+struct Current {
+    shard: Arc<Shard>,
+    selector: String,
+    epoch: u64,
+}
+
+impl Current {
+    fn new(shard: Shard, epoch: u64) -> Self {
+        Self {
+            selector: shard.to_string(),
+            shard: Arc::new(shard),
+            epoch,
+        }
+    }
+}
+
 struct State {
+    /// The shard in force; a watch ends when it changes.
+    current: watch::Sender<Arc<Current>>,
+    /// The epoch of the shard the last list (or streaming list) was taken for: a watch that
+    /// resumes from that list's version must be of the same shard, or it would miss what the
+    /// new shard gained and keep what it lost.
+    listed_epoch: AtomicU64,
     mode: AtomicU8,
     /// Objects received in the shard since the last one from outside it, across lists and
     /// watches: the evidence that the server filters when it echoes nothing.
@@ -68,6 +96,12 @@ impl State {
 }
 
 /// Lists and watches one [`Shard`] of what another [`ListerWatcher`] lists and watches.
+///
+/// The shard can change while it runs ([`set_shard`](Self::set_shard)): the watch in progress
+/// ends with [`Error::ShardChanged`], which makes a reflector list again (with no backoff) for
+/// the new shard, and replace what it held with what that list holds. An informer hands the
+/// objects the new shard gained to its handlers as adds, and lets go of the ones it lost with
+/// tombstones marked [`left_shard`](kinformer_store::DeletedFinalStateUnknown::left_shard).
 ///
 /// Every list and watch carries the shard's `shardSelector`. Every object that arrives is
 /// checked against the shard with the server's hash, and the ones outside it are dropped: when
@@ -99,8 +133,6 @@ impl State {
 /// ```
 pub struct ShardedListerWatcher<K> {
     inner: Arc<dyn ListerWatcher<K>>,
-    shard: Arc<Shard>,
-    selector: String,
     state: Arc<State>,
 }
 
@@ -108,8 +140,6 @@ impl<K> Clone for ShardedListerWatcher<K> {
     fn clone(&self) -> Self {
         Self {
             inner: Arc::clone(&self.inner),
-            shard: Arc::clone(&self.shard),
-            selector: self.selector.clone(),
             state: Arc::clone(&self.state),
         }
     }
@@ -118,7 +148,7 @@ impl<K> Clone for ShardedListerWatcher<K> {
 impl<K> std::fmt::Debug for ShardedListerWatcher<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShardedListerWatcher")
-            .field("shard", &self.selector)
+            .field("shard", &self.current().selector)
             .field("stats", &self.stats())
             .finish_non_exhaustive()
     }
@@ -129,17 +159,40 @@ impl<K: Object> ShardedListerWatcher<K> {
     pub fn new(inner: impl ListerWatcher<K> + 'static, shard: Shard) -> Self {
         Self {
             inner: Arc::new(inner),
-            selector: shard.to_string(),
-            shard: Arc::new(shard),
-            state: Arc::default(),
+            state: Arc::new(State {
+                current: watch::Sender::new(Arc::new(Current::new(shard, 0))),
+                listed_epoch: AtomicU64::new(0),
+                mode: AtomicU8::new(0),
+                in_shard_since_outsider: AtomicU64::new(0),
+                out_of_shard: AtomicU64::new(0),
+            }),
         }
     }
 }
 
 impl<K> ShardedListerWatcher<K> {
-    /// The shard listed and watched.
-    pub fn shard(&self) -> &Shard {
-        &self.shard
+    /// The shard listed and watched now.
+    pub fn shard(&self) -> Arc<Shard> {
+        Arc::clone(&self.current().shard)
+    }
+
+    /// Lists and watches `shard` from now on, on every clone: a watch in progress ends with
+    /// [`Error::ShardChanged`], and one opened before a list of the new shard is refused with
+    /// it, so the consumer lists the new shard before it watches it. The same shard again
+    /// changes nothing.
+    pub fn set_shard(&self, shard: Shard) {
+        self.state.current.send_if_modified(|current| {
+            if *current.shard == shard {
+                return false;
+            }
+            info!(from = %current.selector, to = %shard, "the shard changes");
+            *current = Arc::new(Current::new(shard, current.epoch + 1));
+            true
+        });
+    }
+
+    fn current(&self) -> Arc<Current> {
+        Arc::clone(&self.state.current.borrow())
     }
 
     /// Who filters, and how many objects the client dropped; shared by every clone.
@@ -164,26 +217,12 @@ impl<K> ShardedListerWatcher<K> {
             .in_shard_since_outsider
             .fetch_add(count, Ordering::Relaxed)
             + count;
-        if self.state.mode.load(Ordering::Relaxed) != SERVER
-            && self.filtered_by_chance_below(run, 1e-6)
-        {
-            self.state.set_mode(SERVER, &self.selector, "");
+        if self.state.mode.load(Ordering::Relaxed) != SERVER {
+            let current = self.current();
+            if filtered_by_chance_below(&current.shard, run, 1e-6) {
+                self.state.set_mode(SERVER, &current.selector, "");
+            }
         }
-    }
-
-    /// Whether `kept` objects all falling in the shard by chance, from a server that does not
-    /// filter, is less likely than `odds`.
-    fn filtered_by_chance_below(&self, kept: u64, odds: f64) -> bool {
-        let width: u128 = self
-            .shard
-            .hash_ranges()
-            .iter()
-            .map(|range| range.end - range.start)
-            .sum();
-        #[allow(clippy::cast_precision_loss, reason = "a fraction of the hash space")]
-        let fraction = width as f64 / 2f64.powi(64);
-        let kept = i32::try_from(kept).unwrap_or(i32::MAX);
-        fraction < 1.0 && fraction.powi(kept) < odds
     }
 
     fn dropped(&self, count: u64, what: &str) {
@@ -192,9 +231,23 @@ impl<K> ShardedListerWatcher<K> {
                 .in_shard_since_outsider
                 .store(0, Ordering::Relaxed);
             self.state.out_of_shard.fetch_add(count, Ordering::Relaxed);
-            self.state.set_mode(CLIENT, &self.selector, what);
+            self.state.set_mode(CLIENT, &self.current().selector, what);
         }
     }
+}
+
+/// Whether `kept` objects all falling in `shard` by chance, from a server that does not
+/// filter, is less likely than `odds`.
+fn filtered_by_chance_below(shard: &Shard, kept: u64, odds: f64) -> bool {
+    let width: u128 = shard
+        .hash_ranges()
+        .iter()
+        .map(|range| range.end - range.start)
+        .sum();
+    #[allow(clippy::cast_precision_loss, reason = "a fraction of the hash space")]
+    let fraction = width as f64 / 2f64.powi(64);
+    let kept = i32::try_from(kept).unwrap_or(i32::MAX);
+    fraction < 1.0 && fraction.powi(kept) < odds
 }
 
 /// Hands on the parts of a list, without the objects outside the shard.
@@ -219,23 +272,37 @@ impl<K: Object> ListSink<K> for InShard<'_, K> {
 #[async_trait]
 impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
     async fn list(&self, mut options: ListOptions, sink: &mut dyn ListSink<K>) -> Result<ListPage> {
-        options.shard_selector = Some(self.selector.clone());
+        let current = self.current();
+        options.shard_selector = Some(current.selector.clone());
+        // The first page of a list a watch may resume from. A list at an exact version reads
+        // the past (an informer's consistency check), and a watch never follows it.
+        let starts_a_list = options.continue_token.is_none()
+            && options.resource_version_match != Some(VersionMatch::Exact);
         let mut in_shard = InShard {
             sink,
-            shard: &self.shard,
+            shard: &current.shard,
             kept: 0,
             dropped: 0,
         };
         let page = self.inner.list(options, &mut in_shard).await?;
+        // Pages of one list are of one shard: a list whose shard changed while it was being
+        // paged is refused, and the reflector lists again from its first page.
+        if starts_a_list {
+            self.state
+                .listed_epoch
+                .store(current.epoch, Ordering::Relaxed);
+        } else if self.state.listed_epoch.load(Ordering::Relaxed) != current.epoch {
+            return Err(Error::ShardChanged);
+        }
         let echoed = page
             .shard_selector
             .as_deref()
             .and_then(|echo| echo.parse::<Shard>().ok())
-            .is_some_and(|echo| echo == *self.shard);
+            .is_some_and(|echo| echo == *current.shard);
         if in_shard.dropped > 0 {
             self.dropped(in_shard.dropped, "its list held objects outside the shard");
         } else if echoed {
-            self.state.set_mode(SERVER, &self.selector, "");
+            self.state.set_mode(SERVER, &current.selector, "");
         }
         // A page with outsiders starts the run afresh: which of its objects came after the
         // last outsider is not known, so none counts.
@@ -246,26 +313,50 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
     }
 
     async fn watch(&self, mut options: ListOptions) -> Result<WatchStream<K>> {
-        options.shard_selector = Some(self.selector.clone());
+        // Subscribed before the shard is read, so no change falls between the two.
+        let mut changes = self.state.current.subscribe();
+        let current = Arc::clone(&changes.borrow_and_update());
+        if options.send_initial_events {
+            // A streaming list: the watch lists the shard itself.
+            self.state
+                .listed_epoch
+                .store(current.epoch, Ordering::Relaxed);
+        } else if self.state.listed_epoch.load(Ordering::Relaxed) != current.epoch {
+            return Err(Error::ShardChanged);
+        }
+        options.shard_selector = Some(current.selector.clone());
         let stream = self.inner.watch(options).await?;
         let this = self.clone();
-        Ok(stream
-            .filter(move |event| {
-                let in_shard = match event {
-                    Ok(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
-                        this.shard.contains(&**object)
-                    }
-                    Ok(WatchEvent::Deleted(object)) => this.shard.contains(&**object),
-                    Ok(WatchEvent::Bookmark { .. }) | Err(_) => return std::future::ready(true),
-                };
-                if in_shard {
-                    this.kept(1);
-                } else {
-                    this.dropped(1, "its watch sent an object outside the shard");
+        let shard = Arc::clone(&current.shard);
+        let events = stream.filter(move |event| {
+            let in_shard = match event {
+                Ok(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
+                    shard.contains(&**object)
                 }
-                std::future::ready(in_shard)
+                Ok(WatchEvent::Deleted(object)) => shard.contains(&**object),
+                Ok(WatchEvent::Bookmark { .. }) | Err(_) => return std::future::ready(true),
+            };
+            if in_shard {
+                this.kept(1);
+            } else {
+                this.dropped(1, "its watch sent an object outside the shard");
+            }
+            std::future::ready(in_shard)
+        });
+        // The events until the shard changes, then `ShardChanged` to end the watch. (The
+        // sender lives in `self.state`, which the filter above holds, so `changed` never
+        // fails while the stream lives.)
+        Ok(
+            futures::stream::unfold(Some((events.boxed(), changes)), |state| async move {
+                let (mut events, mut changes) = state?;
+                tokio::select! {
+                    biased;
+                    _ = changes.changed() => Some((Err(Error::ShardChanged), None)),
+                    item = events.next() => item.map(|item| (item, Some((events, changes)))),
+                }
             })
-            .boxed())
+            .boxed(),
+        )
     }
 
     fn type_description(&self) -> String {
@@ -274,5 +365,129 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
 
     fn namespace(&self) -> Option<String> {
         self.inner.namespace()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::stream;
+    use k8s_openapi::api::core::v1::Pod;
+
+    use super::*;
+
+    /// A collection of no objects, listed in two pages, whose watch delivers nothing until it
+    /// is dropped: what is under test is what the shard does around it.
+    struct TwoEmptyPages;
+
+    #[async_trait]
+    impl ListerWatcher<Pod> for TwoEmptyPages {
+        async fn list(&self, options: ListOptions, _: &mut dyn ListSink<Pod>) -> Result<ListPage> {
+            Ok(ListPage {
+                resource_version: "7".into(),
+                continue_token: options.continue_token.is_none().then(|| "page-2".into()),
+                shard_selector: None,
+            })
+        }
+
+        async fn watch(&self, _: ListOptions) -> Result<WatchStream<Pod>> {
+            Ok(stream::pending().boxed())
+        }
+    }
+
+    fn shard(index: u64) -> Shard {
+        Shard::of(index, 2).expect("a shard")
+    }
+
+    fn first_page() -> ListOptions {
+        ListOptions::default()
+    }
+
+    fn second_page() -> ListOptions {
+        ListOptions {
+            continue_token: Some("page-2".into()),
+            ..ListOptions::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_watch_in_progress_ends_when_the_shard_changes() {
+        let sharded = ShardedListerWatcher::new(TwoEmptyPages, shard(0));
+        sharded
+            .list(first_page(), &mut Vec::new())
+            .await
+            .expect("listed");
+        let mut watch = sharded
+            .watch(ListOptions::default())
+            .await
+            .expect("watching");
+        sharded.set_shard(shard(0));
+        assert!(
+            futures::poll!(watch.next()).is_pending(),
+            "the same shard again changes nothing"
+        );
+        sharded.clone().set_shard(shard(1));
+        assert!(matches!(watch.next().await, Some(Err(Error::ShardChanged))));
+        assert!(watch.next().await.is_none(), "and the watch is over");
+        assert_eq!(*sharded.shard(), shard(1));
+    }
+
+    #[tokio::test]
+    async fn a_watch_after_a_list_of_the_old_shard_is_refused_until_the_new_one_is_listed() {
+        let sharded = ShardedListerWatcher::new(TwoEmptyPages, shard(0));
+        sharded
+            .list(first_page(), &mut Vec::new())
+            .await
+            .expect("listed");
+        sharded.set_shard(shard(1));
+        assert!(matches!(
+            sharded.watch(ListOptions::default()).await,
+            Err(Error::ShardChanged)
+        ));
+        // A streaming list lists the new shard itself.
+        let streaming = ListOptions {
+            send_initial_events: true,
+            ..ListOptions::default()
+        };
+        assert!(sharded.watch(streaming).await.is_ok());
+        sharded.set_shard(shard(0));
+        sharded
+            .list(first_page(), &mut Vec::new())
+            .await
+            .expect("listed");
+        assert!(sharded.watch(ListOptions::default()).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_list_whose_shard_changed_between_its_pages_is_refused() {
+        let sharded = ShardedListerWatcher::new(TwoEmptyPages, shard(0));
+        let page = sharded
+            .list(first_page(), &mut Vec::new())
+            .await
+            .expect("the first page");
+        assert_eq!(page.next_page_token(), Some("page-2"));
+        sharded.set_shard(shard(1));
+        assert!(matches!(
+            sharded.list(second_page(), &mut Vec::new()).await,
+            Err(Error::ShardChanged)
+        ));
+        // A check of the past (a list at an exact version) neither counts as the list a watch
+        // resumes from nor survives a change under it.
+        let exact = ListOptions {
+            resource_version: Some("7".into()),
+            resource_version_match: Some(VersionMatch::Exact),
+            ..ListOptions::default()
+        };
+        assert!(matches!(
+            sharded.list(exact, &mut Vec::new()).await,
+            Err(Error::ShardChanged)
+        ));
+        sharded
+            .list(first_page(), &mut Vec::new())
+            .await
+            .expect("listed again");
+        sharded
+            .list(second_page(), &mut Vec::new())
+            .await
+            .expect("the second page of the new shard");
     }
 }

@@ -9,11 +9,12 @@ use std::{
 use tokio::time::Instant;
 
 /// The reasons a reflector relists after it has synced, as its logs name them.
-pub const RELIST_REASONS: [&str; 5] = [
+pub const RELIST_REASONS: [&str; 6] = [
     "resource version expired",
     "resource version too large",
     "very short watch",
     "undecodable event",
+    "shard changed",
     "watch failed",
 ];
 

@@ -2,16 +2,18 @@
 //! the Pods whose UID hashes into their shard, through the list, adds, updates and deletes;
 //! whether the fake API server filters (as kube-apiserver with `ShardedListAndWatch` on) or
 //! ignores the selector (the gate off), in protobuf and in JSON. The caches are the same both
-//! ways; only who filtered differs, and the informer says which.
+//! ways; only who filtered differs, and the informer says which. An informer moved to another
+//! shard while it runs hands off as adds and deletions marked as having left the shard.
 
-use std::{collections::BTreeSet, time::Duration};
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer::{InformerOptions, SharedIndexInformer};
 use kinformer_reflector::{KubeListerWatcher, ShardMode, WireFormat};
-use kinformer_store::{Object, Shard};
+use kinformer_store::{Object, ObjectOrTombstone, Shard};
 use kinformer_testing::{FakeApiServer, ServerOptions, fixtures, wait_until};
 use kube_client::{Api, core::PartialObjectMeta};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -241,4 +243,217 @@ async fn a_metadata_informer_of_a_shard_tells_a_filtering_server_without_its_ech
     running.assert_hold(&pods, "a metadata-only list").await;
     running.assert_filtered_by(ShardMode::Server);
     running.stop().await;
+}
+
+/// What a handler of a moving shard was told, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Told {
+    Added(String),
+    /// A deletion: its key, whether it was inferred (a tombstone), and whether the object left
+    /// the shard.
+    Deleted {
+        key: String,
+        tombstone: bool,
+        left_shard: bool,
+    },
+}
+
+fn key_of(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.namespace().unwrap_or_default(),
+        pod.name().unwrap_or_default()
+    )
+}
+
+fn told(informer: &SharedIndexInformer<Pod>) -> Arc<Mutex<Vec<Told>>> {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (adds, deletes) = (Arc::clone(&log), Arc::clone(&log));
+    informer
+        .add_event_handler(
+            informer
+                .handler_funcs()
+                .add_func(move |pod, _| adds.lock().push(Told::Added(key_of(&pod))))
+                .delete_func(move |deleted| {
+                    let (key, tombstone, left_shard) = match &deleted {
+                        ObjectOrTombstone::Object(pod) => (key_of(pod), false, false),
+                        ObjectOrTombstone::Tombstone(tombstone) => {
+                            (tombstone.key.clone(), true, tombstone.left_shard)
+                        }
+                    };
+                    deletes.lock().push(Told::Deleted {
+                        key,
+                        tombstone,
+                        left_shard,
+                    });
+                }),
+        )
+        .expect("registered");
+    log
+}
+
+/// An informer moved from shard 0 of 2 to shard 1 of 2 while it runs: it lists the new shard
+/// at once, its cache then holds exactly the new shard, and its handler is told of the hand-off
+/// as what it is: an add for every Pod the shard gained, and for every Pod it lost a tombstone
+/// marked `left_shard` (never a plain deletion). A Pod deleted afterwards is a deletion again.
+async fn an_informer_moved_to_another_shard(server_filters: bool, watch_list: bool) {
+    let server =
+        FakeApiServer::start_with(ServerOptions::default().sharded_list_and_watch(server_filters))
+            .await
+            .expect("the fake server starts");
+    let mut pods: Vec<Value> = (0..60)
+        .map(|i| server.create_object(fixtures::pod(i)).expect("seeded"))
+        .collect();
+    let client = server.client().expect("a client");
+    let (from, to) = (
+        Shard::of(0, 2).expect("a shard"),
+        Shard::of(1, 2).expect("a shard"),
+    );
+    let informer = SharedIndexInformer::new(
+        KubeListerWatcher::new(Api::<Pod>::all(client)),
+        InformerOptions::new()
+            .page_size(7)
+            .use_watch_list(watch_list)
+            .shard(from.clone()),
+    );
+    let log = told(&informer);
+    let token = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, token) = (informer.clone(), token.clone());
+        async move { informer.run(token).await }
+    });
+    let (before, after) = (model(&pods, &from), model(&pods, &to));
+    assert!(
+        wait_until(WAIT, || informer.has_synced()
+            && cached(&informer) == before)
+        .await,
+        "shard {from} holds {:?}",
+        cached(&informer)
+    );
+    assert!(
+        !before.is_empty() && !after.is_empty(),
+        "60 Pods fill both halves"
+    );
+    // The handler runs on its own thread: its adds of the list may come after the cache has it.
+    assert!(
+        wait_until(WAIT, || log.lock().len() == before.len()).await,
+        "the handler is told of the list: {:?}",
+        log.lock()
+    );
+    log.lock().clear();
+
+    informer.set_shard(to.clone()).expect("a sharded informer");
+    assert!(
+        wait_until(WAIT, || cached(&informer) == after).await,
+        "after the move the cache holds shard {to}: {:?}",
+        cached(&informer)
+    );
+    assert!(
+        wait_until(WAIT, || log.lock().len() == before.len() + after.len()).await,
+        "one notification per Pod gained or lost: {:?}",
+        log.lock()
+    );
+    let told = log.lock().clone();
+    let added: BTreeSet<String> = told
+        .iter()
+        .filter_map(|told| match told {
+            Told::Added(key) => Some(key.clone()),
+            Told::Deleted { .. } => None,
+        })
+        .collect();
+    assert_eq!(added, after, "every Pod the shard gained, as an add");
+    let left: BTreeSet<String> = told
+        .iter()
+        .filter_map(|told| match told {
+            Told::Deleted {
+                key,
+                tombstone: true,
+                left_shard: true,
+            } => Some(key.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        left, before,
+        "every Pod it lost, as having left the shard: {told:?}"
+    );
+    let relists = informer.health().reflector.relists;
+    assert!(
+        relists.contains(&("shard changed", 1)),
+        "one relist, for the shard: {relists:?}"
+    );
+
+    // Moving to the same shard again changes nothing; a deletion in the cluster is a deletion.
+    informer.set_shard(to.clone()).expect("a sharded informer");
+    log.lock().clear();
+    let mine = pods
+        .iter()
+        .position(|pod| after.contains(&key(pod)))
+        .expect("a Pod of the new shard");
+    let gone = pods.remove(mine);
+    server
+        .delete_object(
+            "v1",
+            "Pod",
+            gone["metadata"]["namespace"].as_str(),
+            gone["metadata"]["name"].as_str().unwrap_or_default(),
+        )
+        .expect("deleted");
+    assert!(
+        wait_until(WAIT, || cached(&informer) == model(&pods, &to)).await,
+        "the deletion reached the cache"
+    );
+    assert_eq!(
+        *log.lock(),
+        [Told::Deleted {
+            key: key(&gone),
+            tombstone: false,
+            left_shard: false,
+        }]
+    );
+    assert_eq!(
+        informer.health().reflector.relists,
+        relists,
+        "no relist for the same shard"
+    );
+    token.cancel();
+    task.await.expect("no panic").expect("the informer ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_moved_on_a_filtering_server_hands_off_as_adds_and_left_shard_deletes() {
+    an_informer_moved_to_another_shard(true, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_moved_on_a_server_that_ignores_the_selector_hands_off_the_same_way() {
+    an_informer_moved_to_another_shard(false, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_moved_under_streaming_lists_hands_off_the_same_way() {
+    an_informer_moved_to_another_shard(true, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_informer_of_a_shard_can_move() {
+    let server = FakeApiServer::start()
+        .await
+        .expect("the fake server starts");
+    let client = server.client().expect("a client");
+    let informer = SharedIndexInformer::new(
+        KubeListerWatcher::new(Api::<Pod>::all(client)),
+        InformerOptions::new(),
+    );
+    let refused = informer
+        .set_shard(Shard::of(0, 2).expect("a shard"))
+        .expect_err("no shard to move");
+    assert!(
+        matches!(refused, kinformer_informer::Error::Options { .. }),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("InformerOptions::shard"),
+        "{refused}"
+    );
 }
