@@ -4,6 +4,7 @@
 #[cfg(test)]
 mod cache_tests;
 mod hot;
+mod staged;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -17,7 +18,7 @@ use table::{Inner, Slot};
 
 use crate::{
     CacheReader, Encoded, Error, Incoming, Indexer, Indexers, KeyFunc, Object, OldObject, Result,
-    Store, default_key_func, old::Identity,
+    StagedReplace, Store, default_key_func, old::Identity,
 };
 
 /// Why a [`Codec`] could not encode or decode.
@@ -556,6 +557,17 @@ impl<K: Send + Sync> Indexer<K> for CompactCache<K> {
 
     fn indexers(&self) -> Indexers<K> {
         self.inner.read().indexers()
+    }
+
+    /// Stages each object encoded (in the bytes it arrived in, when the codec adopts them)
+    /// with its index values; a kept object stays where it is, bytes and decoded copy alike.
+    /// The commit deletes, then writes what was staged, under one write lock.
+    fn stage_replace(self: Arc<Self>) -> Box<dyn StagedReplace<K>>
+    where
+        K: Send + Sync + 'static,
+        Self: 'static,
+    {
+        Box::new(staged::CompactStaged::new(self))
     }
 
     /// An object whose bytes do not decode cannot be indexed: the indexes added leave it out

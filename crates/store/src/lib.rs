@@ -168,8 +168,8 @@ pub use crate::{
     shard::{Shard, ShardKey},
     tombstone::{DeletedFinalStateUnknown, ObjectOrTombstone},
     traits::{
-        CacheReader, IndexFunc, Indexer, Indexers, ListInParts, NAMESPACE_INDEX, Store,
-        label_indexers, namespace_indexers, read_consistently,
+        CacheReader, IndexFunc, Indexer, Indexers, ListInParts, NAMESPACE_INDEX, StagedReplace,
+        Store, label_indexers, namespace_indexers, read_consistently,
     },
 };
 pub(crate) use crate::{

@@ -373,4 +373,112 @@ pub trait Indexer<K>: Store<K> + CacheReader<K> {
     /// added then.
     #[doc(alias = "AddIndexers")]
     fn add_indexers(&self, indexers: Indexers<K>) -> Result<()>;
+
+    /// Starts a replace that takes the list part by part and shows it to readers only whole,
+    /// at [`StagedReplace::commit`]: a relist that never holds the whole list decoded, yet
+    /// never shows a reader half of it. Dropped without a commit, it leaves the cache as it
+    /// was.
+    ///
+    /// The default collects the objects and commits them with one
+    /// [`replace`](Store::replace). A [`CompactCache`](crate::CompactCache) stages each object
+    /// in its encoded form, and leaves an object the list names unchanged
+    /// ([`StagedReplace::keep`]) where it is, so a relist costs about what it changes.
+    fn stage_replace(self: Arc<Self>) -> Box<dyn StagedReplace<K>>
+    where
+        K: Send + Sync + 'static,
+        Self: 'static,
+    {
+        Box::new(CollectedReplace {
+            indexer: self,
+            list: Vec::new(),
+            kept: Vec::new(),
+        })
+    }
+}
+
+/// A replace staged part by part and made visible whole ([`Indexer::stage_replace`]).
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kinformer_store::{Cache, CacheReader, Indexer, Store};
+///
+/// fn config(name: &str) -> ConfigMap {
+///     let mut config = ConfigMap::default();
+///     config.metadata.name = Some(name.into());
+///     config
+/// }
+///
+/// let cache = Arc::new(Cache::<ConfigMap>::default());
+/// cache.add(config("kept").into())?;
+/// cache.add(config("gone").into())?;
+/// let mut staged = Arc::clone(&cache).stage_replace();
+/// staged.stage(config("new").into())?;
+/// staged.keep("kept");
+/// assert_eq!(cache.len(), 2, "nothing shows before the commit");
+/// staged.commit("42")?;
+/// let mut keys = cache.list_keys();
+/// keys.sort();
+/// assert_eq!(keys, ["kept", "new"]);
+/// # Ok::<(), kinformer_store::Error>(())
+/// ```
+pub trait StagedReplace<K>: Send {
+    /// Stages `obj` to be what the cache holds under its key after the commit.
+    ///
+    /// # Errors
+    ///
+    /// When the object cannot be keyed or encoded; nothing of it is staged.
+    fn stage(&mut self, obj: Incoming<K>) -> Result<()>;
+
+    /// The list names `key` with the object the cache holds under it: the commit leaves it
+    /// as it is (and deletes it if it is gone by then). An object staged under the same key
+    /// wins over keeping it.
+    fn keep(&mut self, key: &str);
+
+    /// Makes the staged list the cache's contents, in one step, as of `resource_version`:
+    /// every key neither staged nor kept is deleted.
+    ///
+    /// # Errors
+    ///
+    /// When the cache refuses the list; it is unchanged then.
+    fn commit(self: Box<Self>, resource_version: &str) -> Result<()>;
+}
+
+/// The default [`StagedReplace`]: the list, collected, for one [`Store::replace`].
+struct CollectedReplace<K, I: ?Sized> {
+    indexer: Arc<I>,
+    list: Vec<Arc<K>>,
+    kept: Vec<String>,
+}
+
+impl<K, I> StagedReplace<K> for CollectedReplace<K, I>
+where
+    K: Send + Sync + 'static,
+    I: Indexer<K> + ?Sized,
+{
+    fn stage(&mut self, obj: Incoming<K>) -> Result<()> {
+        self.list.push(obj.into_parts().0);
+        Ok(())
+    }
+
+    fn keep(&mut self, key: &str) {
+        self.kept.push(key.to_owned());
+    }
+
+    fn commit(self: Box<Self>, resource_version: &str) -> Result<()> {
+        let Self {
+            indexer,
+            list,
+            kept,
+        } = *self;
+        // The kept objects first: a replace keeps the last of two objects under one key, so
+        // what was staged wins.
+        let mut all: Vec<Arc<K>> = kept
+            .iter()
+            .filter_map(|key| indexer.get_by_key(key))
+            .collect();
+        all.extend(list);
+        indexer.replace(all, resource_version)
+    }
 }

@@ -47,7 +47,7 @@ pub(super) struct Inner<K> {
 }
 
 /// What an object gives every index func, in index order.
-struct Indexed {
+pub(super) struct Indexed {
     values: Vec<Vec<String>>,
 }
 
@@ -111,13 +111,20 @@ impl<K> Inner<K> {
     }
 
     /// What `obj` gives each index func, in index order, deduplicated.
-    fn index_values(&self, obj: &K) -> Indexed {
+    pub(super) fn index_values(&self, obj: &K) -> Indexed {
         Indexed {
             values: self
                 .indexes
                 .iter()
                 .map(|index| distinct((index.func)(obj)))
                 .collect(),
+        }
+    }
+
+    /// No value for any index: an object stored unindexed.
+    pub(super) fn no_index_values(&self) -> Indexed {
+        Indexed {
+            values: self.indexes.iter().map(|_| Vec::new()).collect(),
         }
     }
 
@@ -149,9 +156,21 @@ impl<K> Inner<K> {
         identity: Identity,
         obj: &K,
     ) -> Upserted {
+        let indexed = self.index_values(obj);
+        self.upsert_indexed(key, bytes, identity, indexed)
+    }
+
+    /// [`upsert`](Self::upsert) of an object whose index values were read before, from
+    /// these indexes.
+    pub(super) fn upsert_indexed(
+        &mut self,
+        key: &str,
+        bytes: Arc<[u8]>,
+        identity: Identity,
+        indexed: Indexed,
+    ) -> Upserted {
         let stamp = self.next_stamp;
         self.next_stamp += 1;
-        let indexed = self.index_values(obj);
         let values = self.intern(indexed);
         if let Some(slot) = self.slot(key) {
             let entry = self.entries[slot as usize]

@@ -7,7 +7,8 @@
 //! list_index_func_values, indexers) must agree with the model. The index funcs are
 //! multi-valued and may return no value, duplicates, or the empty string. A compact cache whose
 //! codec cannot read some objects runs against the same model, which says what its reads leave
-//! out and what it reports.
+//! out and what it reports. A replace staged part by part ([`Indexer::stage_replace`]) shows
+//! nothing before its commit, everything after it, and nothing when dropped.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -337,6 +338,70 @@ fn check(
     Ok(())
 }
 
+/// One step of a staged replace: stage an object, keep a key (by its place in
+/// [`every_key`]), or register an index while the replace is staged.
+#[derive(Debug, Clone)]
+enum Staging {
+    Stage(Item),
+    Keep(usize),
+    AddIndex(&'static str),
+}
+
+fn staging() -> impl Strategy<Value = Vec<Staging>> {
+    proptest::collection::vec(
+        prop_oneof![
+            4 => item().prop_map(Staging::Stage),
+            3 => (0..12usize).prop_map(Staging::Keep),
+            1 => proptest::sample::select(&INDEX_NAMES[1..]).prop_map(Staging::AddIndex),
+        ],
+        0..12,
+    )
+}
+
+/// Stages `steps` into `cache`, checking that the cache shows none of it, then commits (or,
+/// without `commit`, drops) the replace and updates `model` to match.
+fn staged_replace(
+    cache: &Arc<dyn Indexer<Item>>,
+    identical: bool,
+    model: &mut Model,
+    probes: &[Item],
+    steps: Vec<Staging>,
+    commit: bool,
+) -> Result<(), TestCaseError> {
+    let mut staged = Arc::clone(cache).stage_replace();
+    let mut kept: BTreeMap<String, Arc<Item>> = BTreeMap::new();
+    let mut listed: BTreeMap<String, Arc<Item>> = BTreeMap::new();
+    for step_ in steps {
+        match step_ {
+            Staging::Stage(item) => {
+                let item = Arc::new(item);
+                staged.stage(Arc::clone(&item).into()).unwrap();
+                listed.insert(key(&item), item);
+            }
+            Staging::Keep(at) => {
+                let key = every_key()[at].clone();
+                staged.keep(&key);
+                if let Some(item) = model.items.get(&key) {
+                    kept.insert(key, Arc::clone(item));
+                }
+            }
+            Staging::AddIndex(name) => {
+                step(&**cache, model, Op::AddIndexers(vec![name]))?;
+            }
+        }
+        check(&**cache, identical, model, probes)?;
+    }
+    if commit {
+        staged.commit("9").unwrap();
+        // What was staged wins over what was kept.
+        kept.extend(listed);
+        model.items = kept;
+    } else {
+        drop(staged);
+    }
+    check(&**cache, identical, model, probes)
+}
+
 /// What an update's upsert handed back, and what the model says it replaced.
 type Replaced = (Option<OldObject<Item>>, Option<Arc<Item>>);
 
@@ -513,6 +578,22 @@ proptest! {
                 Some((old, want)) => prop_assert!(false, "upsert returned {old:?}, want {want:?}"),
             }
             check(&*cache, identical, &model, &probes)?;
+        }
+    }
+
+    #[test]
+    fn a_staged_replace_agrees_with_the_model(
+        rounds in proptest::collection::vec((op(), staging(), proptest::bool::weighted(0.8)), 1..12),
+        probes in proptest::collection::vec(item(), 1..4),
+        compact in proptest::option::of(0..4usize),
+    ) {
+        let cache: Arc<dyn Indexer<Item>> = cache_under_test(compact, indexers(&["namespace"])).into();
+        let identical = compact.is_none();
+        let mut model = Model { items: BTreeMap::new(), indexes: BTreeSet::from(["namespace"]) };
+        for (op, steps, commit) in rounds {
+            step(&*cache, &mut model, op)?;
+            check(&*cache, identical, &model, &probes)?;
+            staged_replace(&cache, identical, &mut model, &probes, steps, commit)?;
         }
     }
 
