@@ -241,6 +241,39 @@ pub struct ListEnd {
     pub listed: Arc<HashSet<String>>,
 }
 
+/// Part of a relist a [`RealFifo`](crate::RealFifo) built with
+/// [`relist_in_parts`](crate::RealFifoOptions::relist_in_parts) took as it arrived: the
+/// consumer stages it, and shows its readers nothing of it before the [`RelistEnd`] with the
+/// same `relist` number.
+#[derive(Debug)]
+pub struct RelistPart<K> {
+    /// Which relist the part belongs to; each relist has a new number.
+    pub relist: u64,
+    /// The listed objects, transformed, with the bytes they arrived in when nothing changed
+    /// them.
+    pub objects: Vec<Incoming<K>>,
+}
+
+impl<K> Clone for RelistPart<K> {
+    fn clone(&self) -> Self {
+        Self {
+            relist: self.relist,
+            objects: self.objects.clone(),
+        }
+    }
+}
+
+/// The end of a relist taken in parts ([`RelistPart`]): the consumer replaces its store with
+/// what the relist's parts staged, in one step, or drops them when the list was abandoned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelistEnd {
+    /// Which relist ends.
+    pub relist: u64,
+    /// The resource version the list was taken at; `None` when the list failed on the way:
+    /// its parts are dropped and the store stays as it was.
+    pub resource_version: Option<String>,
+}
+
 /// What one pop hands to the process function and then returns.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -254,6 +287,11 @@ pub enum Popped<K> {
     /// The end of a list taken in parts (RealFIFO with atomic events): delete what it did
     /// not name.
     ListEnd(ListEnd),
+    /// Part of a relist, to stage until its [`RelistEnd`](Self::RelistEnd) (RealFIFO with
+    /// relists in parts).
+    RelistPart(RelistPart<K>),
+    /// The end of a relist taken in parts: replace the store with what its parts staged.
+    RelistEnd(RelistEnd),
     /// A resync of everything the consumer knows (RealFIFO with atomic events).
     #[doc(alias = "SyncAllInfo")]
     SyncAll,
@@ -274,7 +312,12 @@ impl<K> Popped<K> {
         match self {
             Self::Deltas(deltas) => deltas,
             Self::Batch(batch) => batch,
-            Self::ReplacedAll(_) | Self::ListEnd(_) | Self::SyncAll | Self::Bookmark { .. } => &[],
+            Self::ReplacedAll(_)
+            | Self::ListEnd(_)
+            | Self::RelistPart(_)
+            | Self::RelistEnd(_)
+            | Self::SyncAll
+            | Self::Bookmark { .. } => &[],
         }
     }
 
@@ -285,6 +328,8 @@ impl<K> Popped<K> {
             Self::Deltas(_)
             | Self::ReplacedAll(_)
             | Self::ListEnd(_)
+            | Self::RelistPart(_)
+            | Self::RelistEnd(_)
             | Self::SyncAll
             | Self::Bookmark { .. } => 1,
         }
@@ -298,6 +343,8 @@ impl<K> Clone for Popped<K> {
             Self::Batch(batch) => Self::Batch(batch.clone()),
             Self::ReplacedAll(all) => Self::ReplacedAll(all.clone()),
             Self::ListEnd(end) => Self::ListEnd(end.clone()),
+            Self::RelistPart(part) => Self::RelistPart(part.clone()),
+            Self::RelistEnd(end) => Self::RelistEnd(end.clone()),
             Self::SyncAll => Self::SyncAll,
             Self::Bookmark { resource_version } => Self::Bookmark {
                 resource_version: resource_version.clone(),

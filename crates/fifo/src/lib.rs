@@ -104,7 +104,7 @@ mod real_fifo;
 pub use kinformer_store::{AddKind, DeletedFinalStateUnknown, ObjectOrTombstone};
 
 pub use crate::{
-    delta::{Delta, DeltaType, Deltas, ListEnd, Popped, ReplacedAll},
+    delta::{Delta, DeltaType, Deltas, ListEnd, Popped, RelistEnd, RelistPart, ReplacedAll},
     delta_fifo::{DeltaFifo, DeltaFifoOptions},
     error::{BoxError, Error, Result},
     queue::{BoxFuture, KnownObjects, ProcessFn, Processed, Queue, Transformer},

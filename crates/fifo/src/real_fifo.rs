@@ -3,8 +3,6 @@
 use std::{
     collections::{HashMap, HashSet, VecDeque},
     fmt,
-    future::Future,
-    pin::Pin,
     sync::Arc,
 };
 
@@ -14,12 +12,15 @@ use kinformer_store::{
     meta_namespace_key_func,
 };
 use parking_lot::{Mutex, MutexGuard};
+use parts::{PartsIntoRealFifo, RelistIntoRealFifo};
 
 use crate::{
     BoxFuture, Delta, DeltaType, Deltas, Error, KnownObjects, ListEnd, Popped, ProcessFn, Queue,
-    ReplacedAll, Result, Transformer,
-    queue::{Waker, add_kind, keyed_part, room_for_part, transformed},
+    RelistEnd, RelistPart, ReplacedAll, Result, Transformer,
+    queue::{Waker, add_kind, transformed},
 };
+
+mod parts;
 
 type StoreResult<T> = kinformer_store::Result<T>;
 
@@ -44,6 +45,7 @@ pub struct RealFifoOptions<K> {
     emit_bookmarks: bool,
     batch_size: usize,
     list_backlog: Option<usize>,
+    relist_in_parts: bool,
 }
 
 impl<K: Object> RealFifoOptions<K> {
@@ -59,6 +61,7 @@ impl<K: Object> RealFifoOptions<K> {
             emit_bookmarks: false,
             batch_size: DEFAULT_BATCH_SIZE,
             list_backlog: None,
+            relist_in_parts: false,
         }
     }
 
@@ -73,6 +76,7 @@ impl<K: Object> RealFifoOptions<K> {
             emit_bookmarks: true,
             batch_size: DEFAULT_BATCH_SIZE,
             list_backlog: None,
+            relist_in_parts: false,
         }
     }
 }
@@ -124,6 +128,18 @@ impl<K> RealFifoOptions<K> {
         self.list_backlog = Some(items);
         self
     }
+
+    /// Takes a relist in parts too (atomic events only): each part is popped as a
+    /// [`Popped::RelistPart`] and the end as a [`Popped::RelistEnd`], instead of the whole
+    /// list as one [`Popped::ReplacedAll`], so the queue never holds the whole list. The
+    /// consumer stages the parts and applies them whole at the end
+    /// ([`Indexer::stage_replace`](kinformer_store::Indexer::stage_replace)). The list
+    /// backlog bounds the objects queued in parts as well.
+    #[must_use]
+    pub fn relist_in_parts(mut self, in_parts: bool) -> Self {
+        self.relist_in_parts = in_parts;
+        self
+    }
 }
 
 impl<K> fmt::Debug for RealFifoOptions<K> {
@@ -133,6 +149,7 @@ impl<K> fmt::Debug for RealFifoOptions<K> {
             .field("transformer", &self.transformer.is_some())
             .field("atomic_events", &self.atomic_events)
             .field("unlock_while_processing", &self.unlock_while_processing)
+            .field("relist_in_parts", &self.relist_in_parts)
             .field("emit_bookmarks", &self.emit_bookmarks)
             .field("batch_size", &self.batch_size)
             .field("list_backlog", &self.list_backlog)
@@ -163,6 +180,7 @@ pub struct RealFifo<K> {
     emit_bookmarks: bool,
     batch_size: usize,
     list_backlog: Option<usize>,
+    relist_in_parts: bool,
     /// Wakes a list waiting for the consumer to pop ([`RealFifoOptions::list_backlog`]).
     room: Waker,
 }
@@ -171,6 +189,8 @@ enum Entry<K> {
     Delta { key: String, delta: Delta<K> },
     ReplacedAll(ReplacedAll<K>),
     ListEnd(ListEnd),
+    RelistPart(RelistPart<K>),
+    RelistEnd(RelistEnd),
     SyncAll,
     Bookmark(String),
 }
@@ -179,7 +199,12 @@ impl<K> Entry<K> {
     fn key(&self) -> Option<&str> {
         match self {
             Self::Delta { key, .. } => Some(key),
-            Self::ReplacedAll(_) | Self::ListEnd(_) | Self::SyncAll | Self::Bookmark(_) => None,
+            Self::ReplacedAll(_)
+            | Self::ListEnd(_)
+            | Self::RelistPart(_)
+            | Self::RelistEnd(_)
+            | Self::SyncAll
+            | Self::Bookmark(_) => None,
         }
     }
 }
@@ -189,6 +214,10 @@ struct State<K> {
     populated: bool,
     initial_population_count: usize,
     closed: bool,
+    /// How many objects the queued relist parts hold, for the list backlog.
+    relisted: usize,
+    /// The number of the last relist taken in parts.
+    relists: u64,
 }
 
 impl<K> State<K> {
@@ -265,6 +294,8 @@ impl<K> RealFifo<K> {
                 populated: false,
                 initial_population_count: 0,
                 closed: false,
+                relisted: 0,
+                relists: 0,
             }),
             waker: Waker::default(),
             key_func: options.key_func,
@@ -275,6 +306,7 @@ impl<K> RealFifo<K> {
             emit_bookmarks: options.emit_bookmarks && options.atomic_events,
             batch_size: options.batch_size,
             list_backlog: options.list_backlog,
+            relist_in_parts: options.relist_in_parts && options.atomic_events,
             room: Waker::default(),
         })
     }
@@ -337,6 +369,11 @@ impl<K> RealFifo<K> {
                 Some(Entry::Delta { delta, .. }) => Popped::Deltas(Deltas::one(delta)),
                 Some(Entry::ReplacedAll(all)) => Popped::ReplacedAll(all),
                 Some(Entry::ListEnd(end)) => Popped::ListEnd(end),
+                Some(Entry::RelistPart(part)) => {
+                    state.relisted -= part.objects.len();
+                    Popped::RelistPart(part)
+                }
+                Some(Entry::RelistEnd(end)) => Popped::RelistEnd(end),
                 Some(Entry::Bookmark(resource_version)) => Popped::Bookmark { resource_version },
                 Some(Entry::SyncAll) | None => Popped::SyncAll,
             };
@@ -349,6 +386,8 @@ impl<K> RealFifo<K> {
                     Entry::Delta { delta, .. } => Some(delta),
                     Entry::ReplacedAll(_)
                     | Entry::ListEnd(_)
+                    | Entry::RelistPart(_)
+                    | Entry::RelistEnd(_)
                     | Entry::SyncAll
                     | Entry::Bookmark(_) => None,
                 })
@@ -429,6 +468,11 @@ impl<K> RealFifo<K> {
             }
             Popped::ReplacedAll(all) => state.items.push_front(Entry::ReplacedAll(all.clone())),
             Popped::ListEnd(end) => state.items.push_front(Entry::ListEnd(end.clone())),
+            Popped::RelistPart(part) => {
+                state.relisted += part.objects.len();
+                state.items.push_front(Entry::RelistPart(part.clone()));
+            }
+            Popped::RelistEnd(end) => state.items.push_front(Entry::RelistEnd(end.clone())),
             Popped::SyncAll => state.items.push_front(Entry::SyncAll),
             Popped::Bookmark { resource_version } => {
                 state
@@ -674,10 +718,25 @@ impl<K: Send + Sync + 'static> Store<K> for RealFifo<K> {
     }
 
     /// With atomic events, the initial list is taken in parts: nothing reads the consumer's
-    /// store as whole before it has synced. A relist stays one atomic item.
+    /// store as whole before it has synced. A relist stays one atomic item, unless the queue
+    /// takes relists in parts ([`RealFifoOptions::relist_in_parts`]).
     fn replace_in_parts(&self) -> Option<Box<dyn ListInParts<K> + '_>> {
-        if !self.atomic_events || self.state.lock().populated {
+        if !self.atomic_events {
             return None;
+        }
+        {
+            let mut state = self.state.lock();
+            if state.populated {
+                if !self.relist_in_parts {
+                    return None;
+                }
+                state.relists += 1;
+                return Some(Box::new(RelistIntoRealFifo {
+                    fifo: self,
+                    relist: state.relists,
+                    finished: false,
+                }));
+            }
         }
         Some(Box::new(PartsIntoRealFifo {
             fifo: self,
@@ -715,61 +774,6 @@ impl<K: Send + Sync + 'static> Store<K> for RealFifo<K> {
             }
         }
         self.waker.wake_all();
-        Ok(())
-    }
-}
-
-/// The initial list queued part by part: each object as a `Replaced` delta, then one
-/// [`ListEnd`] that deletes what the list did not name (objects an abandoned list brought).
-struct PartsIntoRealFifo<'a, K> {
-    fifo: &'a RealFifo<K>,
-    listed: HashSet<String>,
-}
-
-impl<K: Send + Sync + 'static> ListInParts<K> for PartsIntoRealFifo<'_, K> {
-    fn part(&mut self, items: Vec<Incoming<K>>) -> StoreResult<()> {
-        let fifo = self.fifo;
-        let keyed = keyed_part(items, &fifo.key_func, fifo.transformer.as_ref())?;
-        {
-            let mut state = fifo.state.lock();
-            state.items.reserve(keyed.len());
-            for (key, held, obj) in keyed {
-                self.listed.insert(held);
-                state.items.push_back(Entry::Delta {
-                    key,
-                    delta: Delta::arrived(DeltaType::Replaced, obj),
-                });
-                if !state.populated {
-                    state.initial_population_count += 1;
-                }
-            }
-        }
-        fifo.waker.wake_all();
-        Ok(())
-    }
-
-    fn ready(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        let fifo = self.fifo;
-        room_for_part(&fifo.room, fifo.list_backlog, move || {
-            let state = fifo.state.lock();
-            (state.items.len(), state.closed)
-        })
-    }
-
-    fn finish(self: Box<Self>, resource_version: &str) -> StoreResult<()> {
-        let fifo = self.fifo;
-        {
-            let mut state = fifo.state.lock();
-            state.items.push_back(Entry::ListEnd(ListEnd {
-                resource_version: resource_version.to_owned(),
-                listed: Arc::new(self.listed),
-            }));
-            if !state.populated {
-                state.populated = true;
-                state.initial_population_count += 1;
-            }
-        }
-        fifo.waker.wake_all();
         Ok(())
     }
 }

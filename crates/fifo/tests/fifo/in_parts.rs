@@ -167,3 +167,122 @@ async fn an_unbounded_list_never_waits() {
     let mut ready = parts.ready();
     assert!(!is_waiting(&mut ready).await);
 }
+
+/// Lists `objects` whole as the initial list, so what follows is a relist.
+fn synced_with(fifo: &RealFifo<Obj>, objects: Vec<Arc<Obj>>) {
+    let mut parts = fifo
+        .replace_in_parts()
+        .expect("the initial list goes in parts");
+    parts
+        .part(objects.into_iter().map(Into::into).collect())
+        .unwrap();
+    parts.finish("1").unwrap();
+    while !fifo.is_empty() {
+        pop(fifo);
+    }
+    assert!(fifo.has_synced());
+}
+
+fn relisting() -> RealFifo<Obj> {
+    RealFifo::new(
+        RealFifoOptions::atomic()
+            .unlock_while_processing(false)
+            .relist_in_parts(true),
+    )
+    .unwrap()
+}
+
+/// Taking relists in parts, each part pops as one `RelistPart` with the bytes its objects
+/// arrived in, and the end as a `RelistEnd` with the list's version; each relist has a new
+/// number. A relist dropped unfinished ends with no version: the consumer drops its parts.
+#[test]
+fn a_relist_in_parts_pops_its_parts_then_its_end() {
+    let fifo = relisting();
+    synced_with(&fifo, vec![obj("a", 1)]);
+
+    let mut parts = fifo.replace_in_parts().expect("a relist goes in parts");
+    parts
+        .part(vec![arrived(obj("a", 2), "a2"), obj("b", 3).into()])
+        .unwrap();
+    parts.part(vec![]).unwrap();
+    parts.part(vec![obj("c", 4).into()]).unwrap();
+    parts.finish("9").unwrap();
+    let first = match pop(&fifo) {
+        Popped::RelistPart(part) => {
+            let objects: Vec<(&str, Option<&[u8]>)> = part
+                .objects
+                .iter()
+                .map(|obj| {
+                    (
+                        obj.object().name.as_str(),
+                        obj.encoded().map(|encoded| &**encoded.bytes()),
+                    )
+                })
+                .collect();
+            assert_eq!(objects, [("a", Some(&b"a2"[..])), ("b", None)]);
+            part.relist
+        }
+        other => panic!("expected a RelistPart, got {other:?}"),
+    };
+    match pop(&fifo) {
+        Popped::RelistPart(part) => {
+            assert_eq!(part.relist, first);
+            assert_eq!(part.objects.len(), 1, "an empty part queues nothing");
+        }
+        other => panic!("expected a RelistPart, got {other:?}"),
+    }
+    match pop(&fifo) {
+        Popped::RelistEnd(end) => {
+            assert_eq!(end.relist, first);
+            assert_eq!(end.resource_version.as_deref(), Some("9"));
+        }
+        other => panic!("expected a RelistEnd, got {other:?}"),
+    }
+    assert!(fifo.is_empty());
+
+    let mut parts = fifo.replace_in_parts().expect("another relist");
+    parts.part(vec![obj("d", 5).into()]).unwrap();
+    drop(parts);
+    let second = match pop(&fifo) {
+        Popped::RelistPart(part) => part.relist,
+        other => panic!("expected a RelistPart, got {other:?}"),
+    };
+    assert_ne!(second, first, "each relist has its own number");
+    match pop(&fifo) {
+        Popped::RelistEnd(end) => {
+            assert_eq!(end.relist, second);
+            assert_eq!(end.resource_version, None, "abandoned");
+        }
+        other => panic!("expected a RelistEnd, got {other:?}"),
+    }
+    assert!(fifo.has_synced(), "a relist never unsyncs the queue");
+}
+
+/// The list backlog bounds the objects a relist's queued parts hold, not the parts: one part
+/// of three objects is over a bound of one.
+#[tokio::test]
+async fn a_relist_in_parts_waits_for_its_consumer() {
+    let fifo = RealFifo::new(
+        RealFifoOptions::atomic()
+            .list_backlog(1)
+            .relist_in_parts(true),
+    )
+    .unwrap();
+    synced_with(&fifo, vec![]);
+    let mut parts = fifo.replace_in_parts().expect("a relist goes in parts");
+    parts
+        .part(vec![
+            obj("a", 1).into(),
+            obj("b", 2).into(),
+            obj("c", 3).into(),
+        ])
+        .unwrap();
+    {
+        let mut ready = parts.ready();
+        assert!(is_waiting(&mut ready).await, "three objects queued");
+        pop(&fifo);
+        ready.await;
+    }
+    parts.finish("4").unwrap();
+    assert!(matches!(pop(&fifo), Popped::RelistEnd(_)));
+}
