@@ -571,6 +571,18 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
         any_due
     }
 
+    /// Whether a [`Recipients::DueForResync`] notification would reach any listener now (as
+    /// the last [`should_resync`](Self::should_resync) found them): a caller whose sync
+    /// notifications are costly to build skips them when none would.
+    pub fn any_due_for_resync(&self) -> bool {
+        self.shared
+            .state
+            .read()
+            .listeners
+            .iter()
+            .any(|listener| listener.is_syncing())
+    }
+
     /// How often the informer should call [`should_resync`](Self::should_resync): the
     /// shortest resync period requested before start, or the processor's resync period.
     pub fn resync_check_period(&self) -> Duration {
