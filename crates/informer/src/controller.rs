@@ -1,17 +1,21 @@
 //! The controller's half of the informer: what happens to each popped item (client-go's
 //! `HandleDeltas`, `processDeltas`, `processDeltasInBatch` and `processReplacedAllInfo`).
 
+mod relist;
+
 use std::{collections::HashSet, sync::Arc};
 
 use kinformer_fifo::{AddKind, Delta, DeltaType, ListEnd, Popped, ReplacedAll};
 use kinformer_processor::{DistributionBatch, Notification, Recipients, SharedProcessor};
 use kinformer_reflector::ShardedListerWatcher;
 use kinformer_store::{
-    DeletedFinalStateUnknown, Indexer, KeyFunc, Object, ObjectOrTombstone, OldObject,
+    DeletedFinalStateUnknown, Indexer, KeyFunc, Object, ObjectOrTombstone, OldObject, Shard,
 };
+use parking_lot::Mutex;
 use tracing::{debug, trace};
 
 use crate::progress::Progress;
+use relist::Relisting;
 
 /// Applies popped items to the cache, then hands the matching notifications to the processor.
 pub(crate) struct Applier<K> {
@@ -23,6 +27,8 @@ pub(crate) struct Applier<K> {
     /// The informer's lister-watcher when it informs a shard, whose shard tells a deletion
     /// from an object leaving the shard.
     pub(crate) sharded: Option<ShardedListerWatcher<K>>,
+    /// The relist whose parts are being staged, if any.
+    pub(crate) relisting: Mutex<Option<Relisting<K>>>,
 }
 
 impl<K: Object> Applier<K> {
@@ -63,6 +69,8 @@ impl<K: Object> Applier<K> {
                 self.apply_list_end(end, &out);
                 Ok(())
             }
+            Popped::RelistPart(part) => self.stage_relist_part(part),
+            Popped::RelistEnd(end) => self.apply_relist_end(end, kind, &out),
             Popped::SyncAll => {
                 for obj in self.indexer.list() {
                     out.distribute(
@@ -95,9 +103,13 @@ impl<K: Object> Applier<K> {
                 // A tombstone is a relist's inference (the queue's replace made it); an object
                 // is a deletion the watch reported, which no shard change explains.
                 let deleted = match &delta.object {
-                    ObjectOrTombstone::Tombstone(tombstone) => ObjectOrTombstone::Tombstone(
-                        self.vanished(tombstone.key.clone(), Arc::clone(&tombstone.obj)),
-                    ),
+                    ObjectOrTombstone::Tombstone(tombstone) => {
+                        ObjectOrTombstone::Tombstone(vanished(
+                            self.shard().as_deref(),
+                            tombstone.key.clone(),
+                            Arc::clone(&tombstone.obj),
+                        ))
+                    }
                     object => object.clone(),
                 };
                 out.distribute(Notification::delete(deleted), Recipients::All);
@@ -157,12 +169,13 @@ impl<K: Object> Applier<K> {
             listed_keys.insert(key);
             replacements.push((old, Arc::clone(obj)));
         }
+        let shard = self.shard();
         for key in self.indexer.list_keys() {
             if listed_keys.contains(&key) {
                 continue;
             }
             if let Some(obj) = self.indexer.get_by_key(&key) {
-                deletions.push(self.vanished(key, obj));
+                deletions.push(vanished(shard.as_deref(), key, obj));
             }
         }
         self.indexer
@@ -184,6 +197,7 @@ impl<K: Object> Applier<K> {
     /// The end of a list taken in parts, whose objects were applied as they came: every
     /// cached key it did not name goes, with a tombstone, as in a whole relist.
     fn apply_list_end(&self, end: &ListEnd, out: &DistributionBatch<'_, K>) {
+        let shard = self.shard();
         for key in self.indexer.list_keys() {
             if end.listed.contains(&key) {
                 continue;
@@ -196,30 +210,37 @@ impl<K: Object> Applier<K> {
                 continue;
             }
             out.distribute(
-                Notification::delete(self.vanished(key, obj)),
+                Notification::delete(vanished(shard.as_deref(), key, obj)),
                 Recipients::All,
             );
         }
     }
 
-    /// The tombstone of `obj`, cached under `key`, which a relist no longer has: marked as
-    /// having left the shard when the informer's shard no longer holds it (its shard changed),
-    /// else a deletion no watch event reported.
-    fn vanished(&self, key: String, obj: Arc<K>) -> DeletedFinalStateUnknown<K> {
-        let left_shard = self
-            .sharded
-            .as_ref()
-            .is_some_and(|sharded| !sharded.shard().contains(&*obj));
-        DeletedFinalStateUnknown {
-            left_shard,
-            ..DeletedFinalStateUnknown::new(key, obj)
-        }
+    /// The informer's shard now, when it informs one: read once for all the tombstones of a
+    /// relist.
+    fn shard(&self) -> Option<Arc<Shard>> {
+        self.sharded.as_ref().map(ShardedListerWatcher::shard)
     }
 
     /// The tombstone of `old`, a cached object whose deletion no watch event reported: the
     /// name was created again, so it was deleted whatever the shard.
     fn tombstone(&self, old: Arc<K>) -> kinformer_store::Result<DeletedFinalStateUnknown<K>> {
         Ok(DeletedFinalStateUnknown::new((self.key_func)(&old)?, old))
+    }
+}
+
+/// The tombstone of `obj`, cached under `key`, which a relist no longer has: marked as having
+/// left the shard when the informer's `shard` no longer holds it (its shard changed), else a
+/// deletion no watch event reported.
+fn vanished<K: Object>(
+    shard: Option<&Shard>,
+    key: String,
+    obj: Arc<K>,
+) -> DeletedFinalStateUnknown<K> {
+    let left_shard = shard.is_some_and(|shard| !shard.contains(&*obj));
+    DeletedFinalStateUnknown {
+        left_shard,
+        ..DeletedFinalStateUnknown::new(key, obj)
     }
 }
 
@@ -258,7 +279,9 @@ mod tests {
 
     use futures::{FutureExt, StreamExt};
     use k8s_openapi::api::core::v1::Pod;
-    use kinformer_fifo::{AddKind, Delta, DeltaType, Deltas, Popped, ReplacedAll};
+    use kinformer_fifo::{
+        AddKind, Delta, DeltaType, Deltas, Popped, RelistEnd, RelistPart, ReplacedAll,
+    };
     use kinformer_processor::{EventStream, ListenerOptions, Notification, SharedProcessor};
     use kinformer_store::{Cache, meta_namespace_key_func};
     use kube_core::ObjectMeta;
@@ -296,6 +319,7 @@ mod tests {
             key_func: Arc::new(meta_namespace_key_func::<Pod>),
             progress: Progress::new(true),
             sharded: None,
+            relisting: parking_lot::Mutex::new(None),
         };
         (applier, stream)
     }
@@ -391,6 +415,171 @@ mod tests {
         let mut keys = applier.indexer.list_keys();
         keys.sort();
         assert_eq!(keys, ["default/a", "default/c", "default/d"]);
+    }
+
+    /// Pods as JSON, for a compact cache in these tests.
+    struct Json;
+
+    impl kinformer_store::Codec<Pod> for Json {
+        fn encode(&self, obj: &Pod) -> Result<Vec<u8>, kinformer_store::CodecError> {
+            if obj.metadata.resource_version.as_deref() == Some("13") {
+                return Err("version 13 cannot be encoded".into());
+            }
+            Ok(serde_json::to_vec(obj)?)
+        }
+
+        fn decode(&self, bytes: &[u8]) -> Result<Pod, kinformer_store::CodecError> {
+            Ok(serde_json::from_slice(bytes)?)
+        }
+    }
+
+    fn part(relist: u64, objects: Vec<Arc<Pod>>) -> Popped<Pod> {
+        Popped::RelistPart(RelistPart {
+            relist,
+            objects: objects.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    fn end(relist: u64, resource_version: Option<&str>) -> Popped<Pod> {
+        Popped::RelistEnd(RelistEnd {
+            relist,
+            resource_version: resource_version.map(str::to_owned),
+        })
+    }
+
+    fn sorted_keys(applier: &Applier<Pod>) -> Vec<String> {
+        let mut keys = applier.indexer.list_keys();
+        keys.sort();
+        keys
+    }
+
+    /// A relist in parts, into the default cache and into a compact one: nothing of it shows
+    /// (cache or handlers) before its end; at the end the cache is the list, a re-created
+    /// name and the vanished keys are tombstoned first, then changes go out in list order. An
+    /// abandoned relist changes nothing, and a part of a new relist drops what an unfinished
+    /// one staged.
+    #[test]
+    fn a_relist_in_parts_shows_nothing_before_its_end() {
+        let caches: [Arc<dyn kinformer_store::Indexer<Pod>>; 2] = [
+            Arc::new(Cache::with_namespace_index()),
+            Arc::new(kinformer_store::CompactCache::with_namespace_index(
+                Arc::new(Json),
+            )),
+        ];
+        for cache in caches {
+            let (mut applier, mut stream) = applier();
+            applier.indexer = cache;
+            for obj in [
+                pod("a", "1"),
+                pod("b", "1"),
+                pod("c", "1"),
+                pod_with_uid("e", "1", "u1"),
+            ] {
+                applier
+                    .apply(&deltas(DeltaType::Added, obj), AddKind::Live)
+                    .unwrap();
+            }
+            drain(&mut stream);
+            let before = sorted_keys(&applier);
+
+            applier
+                .apply(&part(1, vec![pod("c", "5"), pod("d", "6")]), AddKind::Live)
+                .unwrap();
+            applier
+                .apply(
+                    &part(1, vec![pod("a", "1"), pod_with_uid("e", "2", "u2")]),
+                    AddKind::Live,
+                )
+                .unwrap();
+            assert_eq!(
+                sorted_keys(&applier),
+                before,
+                "nothing shows before the end"
+            );
+            assert_eq!(applier.indexer.get_by_key("default/c"), Some(pod("c", "1")));
+            assert!(drain(&mut stream).is_empty());
+            applier.apply(&end(1, Some("9")), AddKind::Live).unwrap();
+            assert_eq!(
+                drain(&mut stream),
+                [
+                    "tombstone:e@1",
+                    "tombstone:b@1",
+                    "update:c@5",
+                    "add:d@6",
+                    "add:e@2"
+                ]
+            );
+            assert_eq!(
+                sorted_keys(&applier),
+                ["default/a", "default/c", "default/d", "default/e"]
+            );
+            assert_eq!(applier.indexer.get_by_key("default/c"), Some(pod("c", "5")));
+            assert_eq!(
+                applier
+                    .indexer
+                    .by_index("namespace", "default")
+                    .unwrap()
+                    .len(),
+                4
+            );
+
+            applier
+                .apply(&part(2, vec![pod("x", "1")]), AddKind::Live)
+                .unwrap();
+            applier.apply(&end(2, None), AddKind::Live).unwrap();
+            assert!(drain(&mut stream).is_empty(), "an abandoned relist");
+            assert_eq!(sorted_keys(&applier).len(), 4);
+
+            applier
+                .apply(&part(3, vec![pod("y", "1")]), AddKind::Live)
+                .unwrap();
+            applier
+                .apply(&part(4, vec![pod("a", "1")]), AddKind::Live)
+                .unwrap();
+            applier.apply(&end(3, Some("10")), AddKind::Live).unwrap();
+            assert!(drain(&mut stream).is_empty(), "the end of a dropped relist");
+            assert_eq!(sorted_keys(&applier).len(), 4);
+            applier.apply(&end(4, Some("11")), AddKind::Live).unwrap();
+            // Vanished keys go in the cache's order.
+            let mut tombstones = drain(&mut stream);
+            tombstones.sort();
+            assert_eq!(
+                tombstones,
+                ["tombstone:c@5", "tombstone:d@6", "tombstone:e@2"]
+            );
+            assert_eq!(sorted_keys(&applier), ["default/a"]);
+        }
+    }
+
+    /// An object the cache refuses to stage leaves the cached one as it was and is not
+    /// notified; the part reports the refusal, and the rest of the relist goes through.
+    #[test]
+    fn a_relisted_object_the_cache_refuses_keeps_the_cached_one() {
+        let (mut applier, mut stream) = applier();
+        applier.indexer = Arc::new(kinformer_store::CompactCache::with_namespace_index(
+            Arc::new(Json),
+        ));
+        for name in ["a", "b"] {
+            applier
+                .apply(&deltas(DeltaType::Added, pod(name, "1")), AddKind::Live)
+                .unwrap();
+        }
+        drain(&mut stream);
+        let refused = applier.apply(
+            &part(1, vec![pod("a", "13"), pod("b", "2"), pod("c", "3")]),
+            AddKind::Live,
+        );
+        assert!(
+            matches!(refused, Err(kinformer_store::Error::Encode { ref key, .. }) if key == "default/a"),
+            "{refused:?}"
+        );
+        applier.apply(&end(1, Some("9")), AddKind::Live).unwrap();
+        assert_eq!(drain(&mut stream), ["update:b@2", "add:c@3"]);
+        assert_eq!(applier.indexer.get_by_key("default/a"), Some(pod("a", "1")));
+        assert_eq!(
+            sorted_keys(&applier),
+            ["default/a", "default/b", "default/c"]
+        );
     }
 
     /// client-go's OnUpdate: an unchanged resourceVersion is a resync, so a listener that is

@@ -206,6 +206,7 @@ impl<K: Object> SharedIndexInformer<K> {
                     key_func: options.key_func,
                     progress: Progress::new(options.queue == QueueKind::InOrder),
                     sharded,
+                    relisting: Mutex::new(None),
                 },
                 settings: Mutex::new(Settings {
                     phase: Phase::Idle,
@@ -626,9 +627,12 @@ impl<K: Object> SharedIndexInformer<K> {
         let key_func = Arc::clone(&self.inner.applier.key_func);
         Ok(match settings.queue {
             QueueKind::InOrder => {
+                // A relist reaches the applier in parts too, which it stages in the cache:
+                // neither the queue nor the applier ever holds the whole list.
                 let mut options = RealFifoOptions::atomic()
                     .key_func(key_func)
-                    .list_backlog(LIST_BACKLOG);
+                    .list_backlog(LIST_BACKLOG)
+                    .relist_in_parts(true);
                 if let Some(transform) = &settings.transform {
                     options = options.transformer(Arc::clone(transform));
                 }

@@ -215,7 +215,7 @@ pub(crate) fn parse_version(version: &str) -> Option<u64> {
 ///
 /// A listed object (`Replaced`, from a list taken in parts) carries none: a list holds its
 /// objects in key order, not version order, so one of them applied says nothing of the rest.
-/// The list's own version comes with its end ([`Popped::ListEnd`]).
+/// The list's own version comes with its end ([`Popped::ListEnd`], [`Popped::RelistEnd`]).
 fn version_of<K: Object>(popped: &Popped<K>) -> Option<u64> {
     let of_delta = |delta: &Delta<K>| {
         if delta.kind == DeltaType::Replaced {
@@ -228,6 +228,7 @@ fn version_of<K: Object>(popped: &Popped<K>) -> Option<u64> {
         Popped::Batch(batch) => batch.iter().filter_map(of_delta).max(),
         Popped::ReplacedAll(replaced) => parse_version(&replaced.resource_version),
         Popped::ListEnd(end) => parse_version(&end.resource_version),
+        Popped::RelistEnd(end) => end.resource_version.as_deref().and_then(parse_version),
         Popped::Bookmark { resource_version } => parse_version(resource_version),
         _ => None,
     }
