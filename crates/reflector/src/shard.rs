@@ -211,27 +211,27 @@ impl<K> ShardedListerWatcher<K> {
     /// in metadata-only and custom-resource lists nor in a watch, so a run of objects with none
     /// from outside the shard, across lists and watches, says the server filters once it is
     /// long enough that chance would give it less than once in a million.
-    fn kept(&self, count: u64) {
+    /// `current` is the shard the list or watch asked for.
+    fn kept(&self, current: &Current, count: u64) {
         let run = self
             .state
             .in_shard_since_outsider
             .fetch_add(count, Ordering::Relaxed)
             + count;
-        if self.state.mode.load(Ordering::Relaxed) != SERVER {
-            let current = self.current();
-            if filtered_by_chance_below(&current.shard, run, 1e-6) {
-                self.state.set_mode(SERVER, &current.selector, "");
-            }
+        if self.state.mode.load(Ordering::Relaxed) != SERVER
+            && filtered_by_chance_below(&current.shard, run, 1e-6)
+        {
+            self.state.set_mode(SERVER, &current.selector, "");
         }
     }
 
-    fn dropped(&self, count: u64, what: &str) {
+    fn dropped(&self, current: &Current, count: u64, what: &str) {
         if count > 0 {
             self.state
                 .in_shard_since_outsider
                 .store(0, Ordering::Relaxed);
             self.state.out_of_shard.fetch_add(count, Ordering::Relaxed);
-            self.state.set_mode(CLIENT, &self.current().selector, what);
+            self.state.set_mode(CLIENT, &current.selector, what);
         }
     }
 }
@@ -278,6 +278,13 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
         // the past (an informer's consistency check), and a watch never follows it.
         let starts_a_list = options.continue_token.is_none()
             && options.resource_version_match != Some(VersionMatch::Exact);
+        // Pages of one list are of one shard: a continuation of a list whose shard changed
+        // since its first page is refused before it is asked for, and the reflector lists
+        // again from its first page. So is a read of the past, which is compared with what
+        // the last list brought.
+        if !starts_a_list && self.state.listed_epoch.load(Ordering::Relaxed) != current.epoch {
+            return Err(Error::ShardChanged);
+        }
         let mut in_shard = InShard {
             sink,
             shard: &current.shard,
@@ -285,14 +292,10 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
             dropped: 0,
         };
         let page = self.inner.list(options, &mut in_shard).await?;
-        // Pages of one list are of one shard: a list whose shard changed while it was being
-        // paged is refused, and the reflector lists again from its first page.
         if starts_a_list {
             self.state
                 .listed_epoch
                 .store(current.epoch, Ordering::Relaxed);
-        } else if self.state.listed_epoch.load(Ordering::Relaxed) != current.epoch {
-            return Err(Error::ShardChanged);
         }
         let echoed = page
             .shard_selector
@@ -300,14 +303,18 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
             .and_then(|echo| echo.parse::<Shard>().ok())
             .is_some_and(|echo| echo == *current.shard);
         if in_shard.dropped > 0 {
-            self.dropped(in_shard.dropped, "its list held objects outside the shard");
+            self.dropped(
+                &current,
+                in_shard.dropped,
+                "its list held objects outside the shard",
+            );
         } else if echoed {
             self.state.set_mode(SERVER, &current.selector, "");
         }
         // A page with outsiders starts the run afresh: which of its objects came after the
         // last outsider is not known, so none counts.
         if in_shard.dropped == 0 {
-            self.kept(in_shard.kept);
+            self.kept(&current, in_shard.kept);
         }
         Ok(page)
     }
@@ -327,19 +334,18 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
         options.shard_selector = Some(current.selector.clone());
         let stream = self.inner.watch(options).await?;
         let this = self.clone();
-        let shard = Arc::clone(&current.shard);
         let events = stream.filter(move |event| {
             let in_shard = match event {
                 Ok(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
-                    shard.contains(&**object)
+                    current.shard.contains(&**object)
                 }
-                Ok(WatchEvent::Deleted(object)) => shard.contains(&**object),
+                Ok(WatchEvent::Deleted(object)) => current.shard.contains(&**object),
                 Ok(WatchEvent::Bookmark { .. }) | Err(_) => return std::future::ready(true),
             };
             if in_shard {
-                this.kept(1);
+                this.kept(&current, 1);
             } else {
-                this.dropped(1, "its watch sent an object outside the shard");
+                this.dropped(&current, 1, "its watch sent an object outside the shard");
             }
             std::future::ready(in_shard)
         });

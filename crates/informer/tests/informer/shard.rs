@@ -130,18 +130,25 @@ impl<K: Object> Running<K> {
     }
 }
 
+/// A fake server that filters by shard selectors (or, without `server_filters`, ignores them),
+/// seeded with `n` fixture Pods, and the Pods as the server stored them.
+async fn seeded(server_filters: bool, n: usize) -> (FakeApiServer, Vec<Value>) {
+    let server =
+        FakeApiServer::start_with(ServerOptions::default().sharded_list_and_watch(server_filters))
+            .await
+            .expect("the fake server starts");
+    let pods = (0..n)
+        .map(|i| server.create_object(fixtures::pod(i)).expect("seeded"))
+        .collect();
+    (server, pods)
+}
+
 async fn three_shards_hold_every_pod_once(
     server_filters: bool,
     format: WireFormat,
     watch_list: bool,
 ) {
-    let server =
-        FakeApiServer::start_with(ServerOptions::default().sharded_list_and_watch(server_filters))
-            .await
-            .expect("the fake server starts");
-    let mut pods: Vec<Value> = (0..90)
-        .map(|i| server.create_object(fixtures::pod(i)).expect("seeded"))
-        .collect();
+    let (server, mut pods) = seeded(server_filters, 90).await;
     let client = server.client().expect("a client");
     let running = Running::start_with(
         || KubeListerWatcher::new(Api::<Pod>::all(client.clone())).wire_format(format),
@@ -230,12 +237,7 @@ async fn streaming_lists_of_shards_filtered_by_the_informer() {
 /// informer the server filters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_metadata_informer_of_a_shard_tells_a_filtering_server_without_its_echo() {
-    let server = FakeApiServer::start()
-        .await
-        .expect("the fake server starts");
-    let pods: Vec<Value> = (0..90)
-        .map(|i| server.create_object(fixtures::pod(i)).expect("seeded"))
-        .collect();
+    let (server, pods) = seeded(true, 90).await;
     let client = server.client().expect("a client");
     let running = Running::<PartialObjectMeta<Pod>>::start(|| {
         KubeListerWatcher::metadata(Api::all(client.clone()))
@@ -297,13 +299,7 @@ fn told(informer: &SharedIndexInformer<Pod>) -> Arc<Mutex<Vec<Told>>> {
 /// as what it is: an add for every Pod the shard gained, and for every Pod it lost a tombstone
 /// marked `left_shard` (never a plain deletion). A Pod deleted afterwards is a deletion again.
 async fn an_informer_moved_to_another_shard(server_filters: bool, watch_list: bool) {
-    let server =
-        FakeApiServer::start_with(ServerOptions::default().sharded_list_and_watch(server_filters))
-            .await
-            .expect("the fake server starts");
-    let mut pods: Vec<Value> = (0..60)
-        .map(|i| server.create_object(fixtures::pod(i)).expect("seeded"))
-        .collect();
+    let (server, mut pods) = seeded(server_filters, 60).await;
     let client = server.client().expect("a client");
     let (from, to) = (
         Shard::of(0, 2).expect("a shard"),
