@@ -466,6 +466,10 @@ impl<K: Send + Sync> Store<K> for CompactCache<K> {
                 by_key.get(&*entry.key).map(|obj| Arc::clone(obj))
             });
         }
+        // Stamped after every stamp of the table it replaces, so a read that decoded an
+        // object of that table just before the swap cannot file it under a new object's
+        // slot and stamp.
+        fresh.restamp_after(&write.inner);
         write.swap(fresh);
         Ok(())
     }
@@ -546,8 +550,8 @@ impl<K: Send + Sync> Indexer<K> for CompactCache<K> {
         let inner = self.inner.read();
         let slot = inner.slot(key)?;
         let entry = inner.entry(slot);
-        // Peeked, not marked read: a relist asks for every key, and replaces the cache
-        // (emptying the decoded set) right after.
+        // Peeked, not marked read: a relist asks for every key it lists, and reads are what
+        // the decoded set keeps.
         if let Some(held) = self.hot.lock().peek(slot, entry.stamp) {
             return Some(OldObject::decoded(held));
         }
@@ -600,7 +604,8 @@ impl<K: Send + Sync> Indexer<K> for CompactCache<K> {
 /// drop in declaration order, so what a write lets go of is freed after both locks are
 /// released, however the write ends: a full object takes microseconds to free, and readers
 /// would wait on the lock meanwhile. Writes change the hot set and remove entries only
-/// through these methods.
+/// through these methods, but for a staged replace's commit (`staged.rs`), which frees what it
+/// lets go of the same way, after the unlock.
 struct Write<'a, K> {
     inner: RwLockWriteGuard<'a, Inner<K>>,
     hot: MutexGuard<'a, Hot<K>>,

@@ -10,7 +10,7 @@ use std::{
     },
 };
 
-use super::{Codec, CodecError, CompactCache};
+use super::{Codec, CodecError, CompactCache, Pending};
 use crate::{CacheReader, Error, Indexer, Indexers, OldObject, Store, meta_namespace_key_func};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_core::ObjectMeta;
@@ -364,4 +364,27 @@ fn get_lazy_hands_over_what_a_relist_replaces_without_decoding_or_marking_it_rea
     assert!(clone.is_decoded(), "clones share the decode");
     assert_eq!(decodes(&codec), 1);
     assert_eq!(cache.hot_len(), 0, "not kept decoded");
+}
+
+/// A read that found an object encoded just before a relist swapped in a new table, and
+/// decodes it after, keeps it decoded under the old table's slot and stamp: no object of the
+/// new table, whatever slot it took, is ever answered with it.
+#[test]
+fn a_read_racing_a_relist_never_answers_for_the_new_table() {
+    let (cache, _) = cache(8);
+    cache.replace(vec![item("a", "old")], "1").unwrap();
+    let pending = {
+        let inner = cache.inner.read();
+        let slots = vec![inner.slot("a").expect("cached")];
+        cache.pending(&inner, &slots, true)
+    };
+    assert!(
+        matches!(pending[..], [Pending::Encoded { .. }]),
+        "a relist keeps nothing decoded"
+    );
+    cache.replace(vec![item("b", "new")], "2").unwrap();
+    let read = cache.finish(pending, true);
+    assert_eq!(read, [item("a", "old")]);
+    assert_eq!(cache.get_by_key("b"), Some(item("b", "new")));
+    assert_eq!(cache.get_by_key("a"), None);
 }

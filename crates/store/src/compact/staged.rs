@@ -91,6 +91,9 @@ impl<K: Send + Sync> StagedReplace<K> for CompactStaged<K> {
                     freed_objects.extend(write.hot.remove(slot));
                 }
             }
+            // The decoded set holds at most a share of what is cached: fewer objects now.
+            let cached = write.inner.len();
+            freed_objects.extend(write.hot.fit(cached));
             let indexes_changed = write.inner.index_names() != index_names;
             for staged in staged {
                 let indexed = if indexes_changed {

@@ -121,6 +121,16 @@ impl<K> Inner<K> {
         }
     }
 
+    /// Moves every stamp of this table past those `previous` has given, before this table
+    /// replaces it: a (slot, stamp) pair of one never names an object of the other.
+    pub(super) fn restamp_after(&mut self, previous: &Self) {
+        let offset = previous.next_stamp;
+        for entry in self.entries.iter_mut().flatten() {
+            entry.stamp += offset;
+        }
+        self.next_stamp += offset;
+    }
+
     /// No value for any index: an object stored unindexed.
     pub(super) fn no_index_values(&self) -> Indexed {
         Indexed {
