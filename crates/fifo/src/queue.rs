@@ -237,7 +237,8 @@ pub trait Queue<K>: Store<K> {
     #[doc(alias = "IsClosed")]
     fn is_closed(&self) -> bool;
 
-    /// How many items a pop could still take (keys for a DeltaFIFO, deltas for a RealFIFO).
+    /// How many items a pop could still take (keys for a DeltaFIFO; deltas and whole items,
+    /// such as a relist or one part of it, for a RealFIFO).
     fn len(&self) -> usize;
 
     /// Whether nothing is queued.

@@ -131,10 +131,10 @@ impl<K> RealFifoOptions<K> {
 
     /// Takes a relist in parts too (atomic events only): each part is popped as a
     /// [`Popped::RelistPart`] and the end as a [`Popped::RelistEnd`], instead of the whole
-    /// list as one [`Popped::ReplacedAll`], so the queue never holds the whole list. The
-    /// consumer stages the parts and applies them whole at the end
-    /// ([`Indexer::stage_replace`](kinformer_store::Indexer::stage_replace)). The list
-    /// backlog bounds the objects queued in parts as well.
+    /// list as one [`Popped::ReplacedAll`]. The consumer stages the parts and applies them
+    /// whole at the end ([`Indexer::stage_replace`](kinformer_store::Indexer::stage_replace)).
+    /// With a [`list_backlog`](Self::list_backlog), which counts the objects the queued parts
+    /// hold, the queue never holds the whole list.
     #[must_use]
     pub fn relist_in_parts(mut self, in_parts: bool) -> Self {
         self.relist_in_parts = in_parts;

@@ -279,9 +279,7 @@ mod tests {
 
     use futures::{FutureExt, StreamExt};
     use k8s_openapi::api::core::v1::Pod;
-    use kinformer_fifo::{
-        AddKind, Delta, DeltaType, Deltas, Popped, RelistEnd, RelistPart, ReplacedAll,
-    };
+    use kinformer_fifo::{AddKind, Delta, DeltaType, Deltas, Popped, ReplacedAll};
     use kinformer_processor::{EventStream, ListenerOptions, Notification, SharedProcessor};
     use kinformer_store::{Cache, meta_namespace_key_func};
     use kube_core::ObjectMeta;
@@ -289,7 +287,7 @@ mod tests {
     use super::Applier;
     use crate::progress::Progress;
 
-    fn pod(name: &str, version: &str) -> Arc<Pod> {
+    pub(super) fn pod(name: &str, version: &str) -> Arc<Pod> {
         Arc::new(Pod {
             metadata: ObjectMeta {
                 namespace: Some("default".into()),
@@ -302,13 +300,13 @@ mod tests {
     }
 
     /// A Pod with a UID: `pod_with_uid("a", "5", "u2")` is incarnation `u2` of `a`.
-    fn pod_with_uid(name: &str, version: &str, uid: &str) -> Arc<Pod> {
+    pub(super) fn pod_with_uid(name: &str, version: &str, uid: &str) -> Arc<Pod> {
         let mut pod = Arc::unwrap_or_clone(pod(name, version));
         pod.metadata.uid = Some(uid.into());
         Arc::new(pod)
     }
 
-    fn applier() -> (Applier<Pod>, EventStream<Pod>) {
+    pub(super) fn applier() -> (Applier<Pod>, EventStream<Pod>) {
         let processor = SharedProcessor::default();
         let stream = processor
             .subscribe(ListenerOptions::new().name("test"))
@@ -325,7 +323,7 @@ mod tests {
     }
 
     /// Everything the stream holds now, described as `kind:name@version`.
-    fn drain(stream: &mut EventStream<Pod>) -> Vec<String> {
+    pub(super) fn drain(stream: &mut EventStream<Pod>) -> Vec<String> {
         let mut seen = Vec::new();
         while let Some(Some(notification)) = stream.next().now_or_never() {
             let describe = |kind: &str, pod: &Pod| {
@@ -351,7 +349,7 @@ mod tests {
         seen
     }
 
-    fn deltas(kind: DeltaType, obj: Arc<Pod>) -> Popped<Pod> {
+    pub(super) fn deltas(kind: DeltaType, obj: Arc<Pod>) -> Popped<Pod> {
         Popped::Deltas(Deltas::one(Delta::new(kind, obj)))
     }
 
@@ -415,171 +413,6 @@ mod tests {
         let mut keys = applier.indexer.list_keys();
         keys.sort();
         assert_eq!(keys, ["default/a", "default/c", "default/d"]);
-    }
-
-    /// Pods as JSON, for a compact cache in these tests.
-    struct Json;
-
-    impl kinformer_store::Codec<Pod> for Json {
-        fn encode(&self, obj: &Pod) -> Result<Vec<u8>, kinformer_store::CodecError> {
-            if obj.metadata.resource_version.as_deref() == Some("13") {
-                return Err("version 13 cannot be encoded".into());
-            }
-            Ok(serde_json::to_vec(obj)?)
-        }
-
-        fn decode(&self, bytes: &[u8]) -> Result<Pod, kinformer_store::CodecError> {
-            Ok(serde_json::from_slice(bytes)?)
-        }
-    }
-
-    fn part(relist: u64, objects: Vec<Arc<Pod>>) -> Popped<Pod> {
-        Popped::RelistPart(RelistPart {
-            relist,
-            objects: objects.into_iter().map(Into::into).collect(),
-        })
-    }
-
-    fn end(relist: u64, resource_version: Option<&str>) -> Popped<Pod> {
-        Popped::RelistEnd(RelistEnd {
-            relist,
-            resource_version: resource_version.map(str::to_owned),
-        })
-    }
-
-    fn sorted_keys(applier: &Applier<Pod>) -> Vec<String> {
-        let mut keys = applier.indexer.list_keys();
-        keys.sort();
-        keys
-    }
-
-    /// A relist in parts, into the default cache and into a compact one: nothing of it shows
-    /// (cache or handlers) before its end; at the end the cache is the list, a re-created
-    /// name and the vanished keys are tombstoned first, then changes go out in list order. An
-    /// abandoned relist changes nothing, and a part of a new relist drops what an unfinished
-    /// one staged.
-    #[test]
-    fn a_relist_in_parts_shows_nothing_before_its_end() {
-        let caches: [Arc<dyn kinformer_store::Indexer<Pod>>; 2] = [
-            Arc::new(Cache::with_namespace_index()),
-            Arc::new(kinformer_store::CompactCache::with_namespace_index(
-                Arc::new(Json),
-            )),
-        ];
-        for cache in caches {
-            let (mut applier, mut stream) = applier();
-            applier.indexer = cache;
-            for obj in [
-                pod("a", "1"),
-                pod("b", "1"),
-                pod("c", "1"),
-                pod_with_uid("e", "1", "u1"),
-            ] {
-                applier
-                    .apply(&deltas(DeltaType::Added, obj), AddKind::Live)
-                    .unwrap();
-            }
-            drain(&mut stream);
-            let before = sorted_keys(&applier);
-
-            applier
-                .apply(&part(1, vec![pod("c", "5"), pod("d", "6")]), AddKind::Live)
-                .unwrap();
-            applier
-                .apply(
-                    &part(1, vec![pod("a", "1"), pod_with_uid("e", "2", "u2")]),
-                    AddKind::Live,
-                )
-                .unwrap();
-            assert_eq!(
-                sorted_keys(&applier),
-                before,
-                "nothing shows before the end"
-            );
-            assert_eq!(applier.indexer.get_by_key("default/c"), Some(pod("c", "1")));
-            assert!(drain(&mut stream).is_empty());
-            applier.apply(&end(1, Some("9")), AddKind::Live).unwrap();
-            assert_eq!(
-                drain(&mut stream),
-                [
-                    "tombstone:e@1",
-                    "tombstone:b@1",
-                    "update:c@5",
-                    "add:d@6",
-                    "add:e@2"
-                ]
-            );
-            assert_eq!(
-                sorted_keys(&applier),
-                ["default/a", "default/c", "default/d", "default/e"]
-            );
-            assert_eq!(applier.indexer.get_by_key("default/c"), Some(pod("c", "5")));
-            assert_eq!(
-                applier
-                    .indexer
-                    .by_index("namespace", "default")
-                    .unwrap()
-                    .len(),
-                4
-            );
-
-            applier
-                .apply(&part(2, vec![pod("x", "1")]), AddKind::Live)
-                .unwrap();
-            applier.apply(&end(2, None), AddKind::Live).unwrap();
-            assert!(drain(&mut stream).is_empty(), "an abandoned relist");
-            assert_eq!(sorted_keys(&applier).len(), 4);
-
-            applier
-                .apply(&part(3, vec![pod("y", "1")]), AddKind::Live)
-                .unwrap();
-            applier
-                .apply(&part(4, vec![pod("a", "1")]), AddKind::Live)
-                .unwrap();
-            applier.apply(&end(3, Some("10")), AddKind::Live).unwrap();
-            assert!(drain(&mut stream).is_empty(), "the end of a dropped relist");
-            assert_eq!(sorted_keys(&applier).len(), 4);
-            applier.apply(&end(4, Some("11")), AddKind::Live).unwrap();
-            // Vanished keys go in the cache's order.
-            let mut tombstones = drain(&mut stream);
-            tombstones.sort();
-            assert_eq!(
-                tombstones,
-                ["tombstone:c@5", "tombstone:d@6", "tombstone:e@2"]
-            );
-            assert_eq!(sorted_keys(&applier), ["default/a"]);
-        }
-    }
-
-    /// An object the cache refuses to stage leaves the cached one as it was and is not
-    /// notified; the part reports the refusal, and the rest of the relist goes through.
-    #[test]
-    fn a_relisted_object_the_cache_refuses_keeps_the_cached_one() {
-        let (mut applier, mut stream) = applier();
-        applier.indexer = Arc::new(kinformer_store::CompactCache::with_namespace_index(
-            Arc::new(Json),
-        ));
-        for name in ["a", "b"] {
-            applier
-                .apply(&deltas(DeltaType::Added, pod(name, "1")), AddKind::Live)
-                .unwrap();
-        }
-        drain(&mut stream);
-        let refused = applier.apply(
-            &part(1, vec![pod("a", "13"), pod("b", "2"), pod("c", "3")]),
-            AddKind::Live,
-        );
-        assert!(
-            matches!(refused, Err(kinformer_store::Error::Encode { ref key, .. }) if key == "default/a"),
-            "{refused:?}"
-        );
-        applier.apply(&end(1, Some("9")), AddKind::Live).unwrap();
-        assert_eq!(drain(&mut stream), ["update:b@2", "add:c@3"]);
-        assert_eq!(applier.indexer.get_by_key("default/a"), Some(pod("a", "1")));
-        assert_eq!(
-            sorted_keys(&applier),
-            ["default/a", "default/b", "default/c"]
-        );
     }
 
     /// client-go's OnUpdate: an unchanged resourceVersion is a resync, so a listener that is

@@ -665,9 +665,12 @@ impl<K: Object> SharedIndexInformer<K> {
             let _blocked = block_deltas.lock();
             let applied = applier.apply(popped, kind);
             latency.observe(started.elapsed());
+            // A relist's parts and end are never retried: what a part staged stays staged,
+            // and staging it again would only add to it.
+            let relist = matches!(popped, Popped::RelistPart(_) | Popped::RelistEnd(_));
             match applied {
                 Ok(()) => Processed::Done,
-                Err(error) if retry_on_error => Processed::Retry(Box::new(error)),
+                Err(error) if retry_on_error && !relist => Processed::Retry(Box::new(error)),
                 Err(error) => Processed::Failed(Box::new(error)),
             }
         };

@@ -382,12 +382,23 @@ mod tests {
     use super::*;
 
     /// A collection of no objects, listed in two pages, whose watch delivers nothing until it
-    /// is dropped: what is under test is what the shard does around it.
-    struct TwoEmptyPages;
+    /// is dropped: what is under test is what the shard does around it. It counts the pages
+    /// asked of it.
+    #[derive(Default, Clone)]
+    struct TwoEmptyPages {
+        pages: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl TwoEmptyPages {
+        fn pages(&self) -> usize {
+            self.pages.load(Ordering::Relaxed)
+        }
+    }
 
     #[async_trait]
     impl ListerWatcher<Pod> for TwoEmptyPages {
         async fn list(&self, options: ListOptions, _: &mut dyn ListSink<Pod>) -> Result<ListPage> {
+            self.pages.fetch_add(1, Ordering::Relaxed);
             Ok(ListPage {
                 resource_version: "7".into(),
                 continue_token: options.continue_token.is_none().then(|| "page-2".into()),
@@ -417,7 +428,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_watch_in_progress_ends_when_the_shard_changes() {
-        let sharded = ShardedListerWatcher::new(TwoEmptyPages, shard(0));
+        let sharded = ShardedListerWatcher::new(TwoEmptyPages::default(), shard(0));
         sharded
             .list(first_page(), &mut Vec::new())
             .await
@@ -439,7 +450,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_watch_after_a_list_of_the_old_shard_is_refused_until_the_new_one_is_listed() {
-        let sharded = ShardedListerWatcher::new(TwoEmptyPages, shard(0));
+        let sharded = ShardedListerWatcher::new(TwoEmptyPages::default(), shard(0));
         sharded
             .list(first_page(), &mut Vec::new())
             .await
@@ -465,7 +476,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_list_whose_shard_changed_between_its_pages_is_refused() {
-        let sharded = ShardedListerWatcher::new(TwoEmptyPages, shard(0));
+        let inner = TwoEmptyPages::default();
+        let sharded = ShardedListerWatcher::new(inner.clone(), shard(0));
         let page = sharded
             .list(first_page(), &mut Vec::new())
             .await
@@ -476,6 +488,7 @@ mod tests {
             sharded.list(second_page(), &mut Vec::new()).await,
             Err(Error::ShardChanged)
         ));
+        assert_eq!(inner.pages(), 1, "refused before the page is asked for");
         // A check of the past (a list at an exact version) neither counts as the list a watch
         // resumes from nor survives a change under it.
         let exact = ListOptions {
@@ -487,6 +500,7 @@ mod tests {
             sharded.list(exact, &mut Vec::new()).await,
             Err(Error::ShardChanged)
         ));
+        assert_eq!(inner.pages(), 1);
         sharded
             .list(first_page(), &mut Vec::new())
             .await

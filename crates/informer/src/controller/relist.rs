@@ -11,6 +11,9 @@ use tracing::debug;
 
 use super::{Applier, add_notification, distribute_update, is_recreated, vanished};
 
+#[cfg(test)]
+mod tests;
+
 /// How many changed objects of a relist taken in parts are held decoded until its end, so a
 /// relist of few changes decodes nothing twice: as many as the queue holds of a list.
 const HELD_DECODED: usize = 1024;
@@ -52,14 +55,7 @@ impl<K: Object> Applier<K> {
         let mut relisting = self.relisting.lock();
         let relisting = match &mut *relisting {
             Some(current) if current.relist == part.relist => current,
-            slot => slot.insert(Relisting {
-                relist: part.relist,
-                staged: Arc::clone(&self.indexer).stage_replace(),
-                listed: HashSet::new(),
-                changed: Vec::new(),
-                unchanged: Vec::new(),
-                recreated: Vec::new(),
-            }),
+            slot => slot.insert(self.new_relisting(part.relist)),
         };
         let mut first_error = None;
         for incoming in &part.objects {
@@ -72,10 +68,16 @@ impl<K: Object> Applier<K> {
                 }
             };
             if !relisting.listed.insert(key.clone()) {
-                // Listed twice: the later one wins, as in a whole replace; its first staging
-                // is overwritten at the commit, and it is notified once.
-                if let Err(error) = relisting.staged.stage(incoming.clone()) {
-                    first_error.get_or_insert(error);
+                // Listed twice (a key func or transform made two objects one key): the later
+                // one wins, as in a whole replace, and is notified once, as a change.
+                match relisting.staged.stage(incoming.clone()) {
+                    Ok(()) => {
+                        let old = self.indexer.get_lazy(&key);
+                        relisting.listed_again(key, obj, old);
+                    }
+                    Err(error) => {
+                        first_error.get_or_insert(error);
+                    }
                 }
                 continue;
             }
@@ -117,20 +119,20 @@ impl<K: Object> Applier<K> {
         kind: AddKind,
         out: &DistributionBatch<'_, K>,
     ) -> kinformer_store::Result<()> {
-        // The end of a relist a newer one replaced leaves the newer one staged.
-        let relisting = {
-            let mut relisting = self.relisting.lock();
-            relisting.take_if(|relisting| relisting.relist == end.relist)
-        };
-        let Some(relisting) = relisting else {
-            return Ok(());
-        };
+        // A relist's parts all come before its end, so what is staged is this relist's, or
+        // nothing (a list with no object, or a part refused whole) and then the relist is
+        // empty: it still empties the cache.
+        let staged = self.relisting.lock().take();
         let Some(resource_version) = &end.resource_version else {
             debug!(
                 relist = end.relist,
                 "an abandoned relist dropped what it staged"
             );
             return Ok(());
+        };
+        let relisting = match staged {
+            Some(relisting) if relisting.relist == end.relist => relisting,
+            _ => self.new_relisting(end.relist),
         };
         let Relisting {
             staged,
@@ -166,7 +168,9 @@ impl<K: Object> Applier<K> {
             }
         }
         for Changed { key, old, new } in changed {
-            let Some(new) = new.or_else(|| self.indexer.get_by_key(&key)) else {
+            // Read back without counting as a read, so a large relist does not push what
+            // readers use out of a compact cache's decoded set.
+            let Some(new) = new.or_else(|| self.read_back(&key)) else {
                 continue;
             };
             match old {
@@ -174,9 +178,11 @@ impl<K: Object> Applier<K> {
                 None => out.distribute(add_notification(new, kind), Recipients::All),
             }
         }
+        // Unlike a whole relist, which notified in list order, the resyncs of unchanged objects
+        // follow every change; only listeners due for a resync receive them.
         if self.processor.any_due_for_resync() {
             for key in unchanged {
-                if let Some(obj) = self.indexer.get_by_key(&key) {
+                if let Some(obj) = self.read_back(&key) {
                     out.distribute(
                         Notification::update(OldObject::decoded(Arc::clone(&obj)), obj),
                         Recipients::DueForResync,
@@ -185,5 +191,40 @@ impl<K: Object> Applier<K> {
             }
         }
         Ok(())
+    }
+
+    fn new_relisting(&self, relist: u64) -> Relisting<K> {
+        Relisting {
+            relist,
+            staged: Arc::clone(&self.indexer).stage_replace(),
+            listed: HashSet::new(),
+            changed: Vec::new(),
+            unchanged: Vec::new(),
+            recreated: Vec::new(),
+        }
+    }
+
+    /// The object the cache holds under `key`, decoded without marking it read.
+    fn read_back(&self, key: &str) -> Option<Arc<K>> {
+        self.indexer.get_lazy(key).and_then(|old| old.get())
+    }
+}
+
+impl<K> Relisting<K> {
+    /// `key`, listed before, is listed again as `obj`, which the commit stores over `old`,
+    /// the cached object: a change, notified with `obj`. Rare, so found by a scan.
+    fn listed_again(&mut self, key: String, obj: &Arc<K>, old: Option<OldObject<K>>) {
+        if let Some(at) = self.changed.iter().position(|changed| changed.key == key) {
+            self.changed[at].new = Some(Arc::clone(obj));
+            return;
+        }
+        if let Some(at) = self.unchanged.iter().position(|kept| *kept == key) {
+            self.unchanged.swap_remove(at);
+            self.changed.push(Changed {
+                key,
+                old,
+                new: Some(Arc::clone(obj)),
+            });
+        }
     }
 }
