@@ -11,6 +11,17 @@ use crate::{
     queue::{keyed_part, room_for_part},
 };
 
+impl<K: Send + Sync> RealFifo<K> {
+    /// Resolves once the queue, counting the objects its relist parts hold, is within the
+    /// list backlog (or closed).
+    fn room_for_list_part(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        room_for_part(&self.room, self.list_backlog, move || {
+            let state = self.state.lock();
+            (state.items.len() + state.relisted, state.closed)
+        })
+    }
+}
+
 /// The initial list queued part by part: each object as a `Replaced` delta, then one
 /// [`ListEnd`] that deletes what the list did not name (objects an abandoned list brought).
 pub(super) struct PartsIntoRealFifo<'a, K> {
@@ -41,11 +52,7 @@ impl<K: Send + Sync + 'static> ListInParts<K> for PartsIntoRealFifo<'_, K> {
     }
 
     fn ready(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        let fifo = self.fifo;
-        room_for_part(&fifo.room, fifo.list_backlog, move || {
-            let state = fifo.state.lock();
-            (state.items.len() + state.relisted, state.closed)
-        })
+        self.fifo.room_for_list_part()
     }
 
     fn finish(self: Box<Self>, resource_version: &str) -> StoreResult<()> {
@@ -114,11 +121,7 @@ impl<K: Send + Sync + 'static> ListInParts<K> for RelistIntoRealFifo<'_, K> {
     }
 
     fn ready(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        let fifo = self.fifo;
-        room_for_part(&fifo.room, fifo.list_backlog, move || {
-            let state = fifo.state.lock();
-            (state.items.len() + state.relisted, state.closed)
-        })
+        self.fifo.room_for_list_part()
     }
 
     fn finish(mut self: Box<Self>, resource_version: &str) -> StoreResult<()> {
