@@ -20,7 +20,9 @@ use kinformer_processor::{
 use kinformer_reflector::{
     ListerWatcher, Reflector, ReflectorExit, ReflectorOptions, ShardedListerWatcher,
 };
-use kinformer_store::{Cache, CacheReader, CompactCache, Indexer, Indexers, Lister, Object, Shard};
+use kinformer_store::{
+    Cache, CacheReader, CompactCache, Indexer, Indexers, Lister, Object, Shard, Store,
+};
 use kinformer_wait::ErrorChain;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -34,6 +36,7 @@ use crate::{
     latency::LatencyRecorder,
     options::WatchErrorHandler,
     progress::Progress,
+    shard_sync::{MarkingStore, ShardSync},
 };
 
 mod sync;
@@ -73,7 +76,7 @@ struct Settings<K> {
     refused_indexers: Option<kinformer_store::Error>,
 }
 
-type QueueReflector<K> = Reflector<K, dyn Queue<K>>;
+type QueueReflector<K> = Reflector<K, dyn Store<K>>;
 
 struct Inner<K> {
     name: String,
@@ -93,6 +96,8 @@ struct Inner<K> {
     latency: LatencyRecorder,
     /// Objects the informer's own compact cache could not decode.
     cache_decode_failures: Arc<AtomicU64>,
+    /// Which shard the cache holds, when the informer informs one.
+    shard_sync: Arc<ShardSync>,
 }
 
 /// A cache of one kind of object kept in step with the API server by one list+watch, with
@@ -228,6 +233,7 @@ impl<K: Object> SharedIndexInformer<K> {
                 checks: Arc::default(),
                 latency: LatencyRecorder::default(),
                 cache_decode_failures,
+                shard_sync: Arc::default(),
             }),
         }
     }
@@ -254,6 +260,7 @@ impl<K: Object> SharedIndexInformer<K> {
             reason: "set_shard on an informer built without a shard (InformerOptions::shard)",
         })?;
         sharded.set_shard(shard);
+        self.inner.shard_sync.moved();
         Ok(())
     }
 
@@ -576,6 +583,13 @@ impl<K: Object> SharedIndexInformer<K> {
                          version to compare at; the DeltaFIFO reorders keys",
             });
         }
+        if self.inner.sharded.is_some() && settings.queue != QueueKind::InOrder {
+            return Err(Error::Options {
+                reason: "a shard needs the in-order queue, which applies each list whole and \
+                         so tells when the cache holds a new shard; the DeltaFIFO applies a \
+                         list key by key",
+            });
+        }
         let queue = self.build_queue(&settings)?;
         let processor = self.inner.applier.processor.clone();
         let mut options = ReflectorOptions::default()
@@ -611,9 +625,18 @@ impl<K: Object> SharedIndexInformer<K> {
             options = options
                 .reuse_known_objects(move |object| indexer.get_by_key(&key_func(object).ok()?));
         }
+        // An informer of a shard records which shard each list ends in its queue.
+        let store: Arc<dyn Store<K>> = match &self.inner.sharded {
+            Some(sharded) => Arc::new(MarkingStore {
+                queue: Arc::clone(&queue) as Arc<dyn Store<K>>,
+                sharded: sharded.clone(),
+                sync: Arc::clone(&self.inner.shard_sync),
+            }),
+            None => Arc::clone(&queue) as Arc<dyn Store<K>>,
+        };
         let reflector = Arc::new(Reflector::new(
             Arc::clone(&self.inner.lister_watcher),
-            Arc::clone(&queue),
+            store,
             options,
         ));
         // Both cells are set once, here, under the settings lock that guards the phase.
@@ -660,6 +683,7 @@ impl<K: Object> SharedIndexInformer<K> {
         let block_deltas = &self.inner.block_deltas;
         let upstream = applier.processor.upstream_synced();
         let latency = &self.inner.latency;
+        let shard_sync = &self.inner.shard_sync;
         let mut process = |popped: &Popped<K>, kind: AddKind| {
             let started = std::time::Instant::now();
             let _blocked = block_deltas.lock();
@@ -668,11 +692,16 @@ impl<K: Object> SharedIndexInformer<K> {
             // A relist's parts and end are never retried: what a part staged stays staged,
             // and staging it again would only add to it.
             let relist = matches!(popped, Popped::RelistPart(_) | Popped::RelistEnd(_));
-            match applied {
+            let processed = match applied {
                 Ok(()) => Processed::Done,
                 Err(error) if retry_on_error && !relist => Processed::Retry(Box::new(error)),
                 Err(error) => Processed::Failed(Box::new(error)),
+            };
+            // A list's end, applied or refused for good: the cache holds its shard, or none.
+            if ends_a_list(popped) && !matches!(processed, Processed::Retry(_)) {
+                shard_sync.list_applied(matches!(processed, Processed::Done));
             }
+            processed
         };
         loop {
             // With retries, one item per pop: a requeue puts back exactly what failed, never a
@@ -707,6 +736,15 @@ impl<K: Object> SharedIndexInformer<K> {
                 upstream.mark_synced();
             }
         }
+    }
+}
+
+/// Whether `popped` ends a list (not one abandoned on the way).
+fn ends_a_list<K>(popped: &Popped<K>) -> bool {
+    match popped {
+        Popped::ReplacedAll(_) | Popped::ListEnd(_) => true,
+        Popped::RelistEnd(end) => end.resource_version.is_some(),
+        _ => false,
     }
 }
 

@@ -113,6 +113,7 @@ mod informer;
 mod latency;
 mod options;
 mod progress;
+mod shard_sync;
 
 pub use crate::{
     checker::ConsistencyStats,

@@ -66,6 +66,13 @@ pub enum WaitError {
     /// says what its cache has seen. Wait on a key instead, or use the in-order queue.
     #[error("an informer built on the DeltaFIFO has no cache-wide resource version")]
     NoCacheVersion,
+    /// The informer does not inform the shard waited for: it was built without a shard, set
+    /// to another one before its cache held this one, or moved on while it waited.
+    #[error("the informer is not set to {what}")]
+    ShardChanged {
+        /// What was waited for.
+        what: String,
+    },
 }
 
 /// What the applier has done so far: how many popped items it applied, and the highest

@@ -10,6 +10,7 @@ use std::sync::{
 use async_trait::async_trait;
 use futures::StreamExt;
 use kinformer_store::{Incoming, Object, Shard};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -66,10 +67,10 @@ impl Current {
 struct State {
     /// The shard in force; a watch ends when it changes.
     current: watch::Sender<Arc<Current>>,
-    /// The epoch of the shard the last list (or streaming list) was taken for: a watch that
-    /// resumes from that list's version must be of the same shard, or it would miss what the
-    /// new shard gained and keep what it lost.
-    listed_epoch: AtomicU64,
+    /// The shard the last list (or streaming list) was taken for: a watch that resumes from
+    /// that list's version must be of the same shard (epoch), or it would miss what the new
+    /// shard gained and keep what it lost.
+    listed: Mutex<Arc<Current>>,
     mode: AtomicU8,
     /// Objects received in the shard since the last one from outside it, across lists and
     /// watches: the evidence that the server filters when it echoes nothing.
@@ -78,6 +79,10 @@ struct State {
 }
 
 impl State {
+    fn listed_epoch(&self) -> u64 {
+        self.listed.lock().epoch
+    }
+
     /// Records who filters, with one log line whenever that changes.
     fn set_mode(&self, mode: u8, selector: &str, what: &str) {
         if self.mode.swap(mode, Ordering::Relaxed) == mode {
@@ -157,11 +162,12 @@ impl<K> std::fmt::Debug for ShardedListerWatcher<K> {
 impl<K: Object> ShardedListerWatcher<K> {
     /// The objects of `shard` among those `inner` lists and watches.
     pub fn new(inner: impl ListerWatcher<K> + 'static, shard: Shard) -> Self {
+        let current = Arc::new(Current::new(shard, 0));
         Self {
             inner: Arc::new(inner),
             state: Arc::new(State {
-                current: watch::Sender::new(Arc::new(Current::new(shard, 0))),
-                listed_epoch: AtomicU64::new(0),
+                current: watch::Sender::new(Arc::clone(&current)),
+                listed: Mutex::new(current),
                 mode: AtomicU8::new(0),
                 in_shard_since_outsider: AtomicU64::new(0),
                 out_of_shard: AtomicU64::new(0),
@@ -189,6 +195,14 @@ impl<K> ShardedListerWatcher<K> {
             *current = Arc::new(Current::new(shard, current.epoch + 1));
             true
         });
+    }
+
+    /// The shard of the last list (or streaming list) asked for: what a list handed on now
+    /// holds, for a list of another shard fails before it completes. A consumer that records
+    /// this when it takes a list's end knows which shard its store holds once that end is
+    /// applied, while [`shard`](Self::shard) may already name the next.
+    pub fn listed_shard(&self) -> Arc<Shard> {
+        Arc::clone(&self.state.listed.lock().shard)
     }
 
     fn current(&self) -> Arc<Current> {
@@ -282,7 +296,7 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
         // since its first page is refused before it is asked for, and the reflector lists
         // again from its first page. So is a read of the past, which is compared with what
         // the last list brought.
-        if !starts_a_list && self.state.listed_epoch.load(Ordering::Relaxed) != current.epoch {
+        if !starts_a_list && self.state.listed_epoch() != current.epoch {
             return Err(Error::ShardChanged);
         }
         let mut in_shard = InShard {
@@ -293,9 +307,7 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
         };
         let page = self.inner.list(options, &mut in_shard).await?;
         if starts_a_list {
-            self.state
-                .listed_epoch
-                .store(current.epoch, Ordering::Relaxed);
+            *self.state.listed.lock() = Arc::clone(&current);
         }
         let echoed = page
             .shard_selector
@@ -325,10 +337,8 @@ impl<K: Object> ListerWatcher<K> for ShardedListerWatcher<K> {
         let current = Arc::clone(&changes.borrow_and_update());
         if options.send_initial_events {
             // A streaming list: the watch lists the shard itself.
-            self.state
-                .listed_epoch
-                .store(current.epoch, Ordering::Relaxed);
-        } else if self.state.listed_epoch.load(Ordering::Relaxed) != current.epoch {
+            *self.state.listed.lock() = Arc::clone(&current);
+        } else if self.state.listed_epoch() != current.epoch {
             return Err(Error::ShardChanged);
         }
         options.shard_selector = Some(current.selector.clone());

@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use kinformer_store::Object;
+use kinformer_store::{Object, Shard};
 use tokio_util::sync::CancellationToken;
 
 use super::SharedIndexInformer;
@@ -120,6 +120,45 @@ impl<K: Object> SharedIndexInformer<K> {
                 self.inner.applier.processor.upstream_synced(),
                 key,
                 condition,
+                within,
+                token,
+                &self.inner.stopped,
+            )
+            .await
+    }
+
+    /// The shard the cache holds whole: that of the last list applied. `None` for an informer
+    /// of no shard, before the first list, and after a list the cache refused. Once the
+    /// informer is set to another shard ([`set_shard`](Self::set_shard)), this still names the
+    /// old one until the list of the new one has been applied.
+    pub fn cached_shard(&self) -> Option<Arc<Shard>> {
+        self.inner.shard_sync.cached()
+    }
+
+    /// Waits until the cache holds `shard` whole: the informer is set to it and a list of it
+    /// has been applied, so every object of the shard is in the cache, no object outside it
+    /// remains, and the notifications of the hand-off have been handed to the handlers. A replica that takes over a
+    /// shard waits for this before it works on the shard's keys. Returns at once when the
+    /// cache holds it.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::ShardChanged`] when the informer is not set to `shard`, or is moved to
+    /// another before its cache holds it; [`WaitError::TimedOut`] after `within`;
+    /// [`WaitError::Cancelled`] when `token` fires; [`WaitError::Stopped`] when the informer
+    /// stops first.
+    pub async fn wait_for_shard(
+        &self,
+        shard: &Shard,
+        within: Duration,
+        token: &CancellationToken,
+    ) -> std::result::Result<(), WaitError> {
+        let sharded = self.inner.sharded.as_ref();
+        self.inner
+            .shard_sync
+            .wait_for(
+                shard,
+                || sharded.map(|sharded| sharded.shard()),
                 within,
                 token,
                 &self.inner.stopped,

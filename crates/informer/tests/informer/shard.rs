@@ -3,15 +3,16 @@
 //! whether the fake API server filters (as kube-apiserver with `ShardedListAndWatch` on) or
 //! ignores the selector (the gate off), in protobuf and in JSON. The caches are the same both
 //! ways; only who filtered differs, and the informer says which. An informer moved to another
-//! shard while it runs hands off as adds and deletions marked as having left the shard.
+//! shard while it runs hands off as adds and deletions marked as having left the shard, and
+//! says when its cache holds the new shard whole.
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_informer::{InformerOptions, SharedIndexInformer};
+use kinformer_informer::{InformerOptions, SharedIndexInformer, WaitError};
 use kinformer_reflector::{KubeListerWatcher, ShardMode, WireFormat};
 use kinformer_store::{Object, ObjectOrTombstone, Shard};
-use kinformer_testing::{FakeApiServer, ServerOptions, fixtures, wait_until};
+use kinformer_testing::{FakeApiServer, Fault, ServerOptions, Verb, fixtures, wait_until};
 use kube_client::{Api, core::PartialObjectMeta};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -452,4 +453,132 @@ async fn only_an_informer_of_a_shard_can_move() {
         refused.to_string().contains("InformerOptions::shard"),
         "{refused}"
     );
+}
+
+/// A wait for a shard returns once the cache holds that shard whole, and not before: while the
+/// list of the new shard fails, the cache still holds the old one and the wait goes on; a wait
+/// for a shard the informer is not set to, or is moved away from while it waits, fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_a_shard_returns_once_the_cache_holds_it_whole() {
+    let (server, pods) = seeded(true, 60).await;
+    let client = server.client().expect("a client");
+    let shard = |index, count| Shard::of(index, count).expect("a shard");
+    let (first, second, third) = (shard(0, 2), shard(1, 2), shard(0, 3));
+    let informer = SharedIndexInformer::new(
+        KubeListerWatcher::new(Api::<Pod>::all(client)),
+        InformerOptions::new().page_size(7).shard(first.clone()),
+    );
+    assert_eq!(informer.cached_shard(), None, "nothing listed yet");
+    let token = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, token) = (informer.clone(), token.clone());
+        async move { informer.run(token).await }
+    });
+    informer
+        .wait_for_shard(&first, WAIT, &token)
+        .await
+        .expect("the first shard is listed");
+    assert_eq!(
+        cached(&informer),
+        model(&pods, &first),
+        "held whole at once"
+    );
+    assert_eq!(informer.cached_shard().as_deref(), Some(&first));
+    let not_set = informer
+        .wait_for_shard(&second, WAIT, &token)
+        .await
+        .expect_err("the informer is not set to the second shard");
+    assert!(
+        matches!(not_set, WaitError::ShardChanged { .. }),
+        "{not_set}"
+    );
+
+    // Every list fails: the informer moves, but its cache cannot take the new shard.
+    let lists = |server: &FakeApiServer| server.faults().request_count(Verb::List, "pods");
+    let listed = lists(&server);
+    server
+        .faults()
+        .inject(Fault::status(500).verb(Verb::List).times(usize::MAX));
+    informer
+        .set_shard(second.clone())
+        .expect("a sharded informer");
+    assert!(
+        wait_until(WAIT, || lists(&server) > listed).await,
+        "the informer lists the second shard"
+    );
+    let waiting = tokio::spawn({
+        let (informer, second, token) = (informer.clone(), second.clone(), token.clone());
+        async move { informer.wait_for_shard(&second, WAIT, &token).await }
+    });
+    let left = informer
+        .wait_for_shard(&first, WAIT, &token)
+        .await
+        .expect_err("the informer left the first shard");
+    assert!(matches!(left, WaitError::ShardChanged { .. }), "{left}");
+    assert_eq!(
+        informer.cached_shard().as_deref(),
+        Some(&first),
+        "no list of the second shard was applied"
+    );
+    assert_eq!(cached(&informer), model(&pods, &first));
+
+    // Moved again while the wait for the second shard goes on: that wait fails.
+    informer
+        .set_shard(third.clone())
+        .expect("a sharded informer");
+    let moved = waiting
+        .await
+        .expect("no panic")
+        .expect_err("the informer moved on");
+    assert!(matches!(moved, WaitError::ShardChanged { .. }), "{moved}");
+
+    server.faults().clear();
+    informer
+        .wait_for_shard(&third, WAIT, &token)
+        .await
+        .expect("the third shard is listed once lists succeed");
+    assert_eq!(
+        cached(&informer),
+        model(&pods, &third),
+        "held whole at once"
+    );
+    assert_eq!(informer.cached_shard().as_deref(), Some(&third));
+    token.cancel();
+    task.await.expect("no panic").expect("the informer ran");
+    // As a sync wait does, a stopped informer answers for what its cache held when it stopped.
+    informer
+        .wait_for_shard(&third, WAIT, &CancellationToken::new())
+        .await
+        .expect("the cache held the third shard when the informer stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_informer_of_a_shard_refuses_the_delta_fifo_and_one_of_none_waits_for_no_shard() {
+    let server = FakeApiServer::start()
+        .await
+        .expect("the fake server starts");
+    let client = server.client().expect("a client");
+    let sharded = SharedIndexInformer::new(
+        KubeListerWatcher::new(Api::<Pod>::all(client.clone())),
+        InformerOptions::new()
+            .queue(kinformer_informer::QueueKind::DeltaFifo)
+            .shard(Shard::of(0, 2).expect("a shard")),
+    );
+    let refused = sharded
+        .run(CancellationToken::new())
+        .await
+        .expect_err("a shard needs the in-order queue");
+    assert!(refused.to_string().contains("in-order queue"), "{refused}");
+
+    let whole = SharedIndexInformer::new(
+        KubeListerWatcher::new(Api::<Pod>::all(client)),
+        InformerOptions::new(),
+    );
+    let token = CancellationToken::new();
+    let none = whole
+        .wait_for_shard(&Shard::of(0, 1).expect("a shard"), WAIT, &token)
+        .await
+        .expect_err("an informer of no shard");
+    assert!(matches!(none, WaitError::ShardChanged { .. }), "{none}");
+    assert_eq!(whole.cached_shard(), None);
 }
