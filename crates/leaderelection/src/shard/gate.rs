@@ -1,6 +1,6 @@
 //! [`Shard`]: which keys this replica may start now, and which it is working on.
 
-use std::{collections::HashMap, fmt, sync::Arc, time::Duration};
+use std::{collections::HashMap, fmt, ops::Range, sync::Arc, time::Duration};
 
 use parking_lot::Mutex;
 use tokio::{
@@ -177,6 +177,29 @@ impl Shard {
     /// [`Ring::new`] over the identities expected to be live to know that they see each other.
     pub fn ring(&self) -> Option<Ring> {
         self.gate.state.lock().target.clone()
+    }
+
+    /// The ranges of the server's hash space this replica owns on its ring
+    /// ([`Ring::hash_ranges`]): the ranges of the `kinformer_store::Shard` of objects it
+    /// caches, so that replicas of a group cache disjoint parts of a collection that together
+    /// make all of it. `None` until it has a ring; the whole space for a replica that runs
+    /// alone; empty once it leaves, or when the ring left it no slice.
+    ///
+    /// ```
+    /// use kinformer_leaderelection::shard::Shard;
+    ///
+    /// assert_eq!(Shard::alone().hash_ranges(), Some(std::iter::once(0..1 << 64).collect()));
+    /// ```
+    pub fn hash_ranges(&self) -> Option<Vec<Range<u128>>> {
+        if self.gate.alone {
+            return Some(std::iter::once(0..1 << 64).collect());
+        }
+        let state = self.gate.state.lock();
+        if state.leaving {
+            return Some(Vec::new());
+        }
+        let ring = state.target.as_ref()?;
+        Some(ring.hash_ranges(&self.gate.identity))
     }
 
     pub(crate) fn gate(&self) -> &Gate {

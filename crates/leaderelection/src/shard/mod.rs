@@ -30,9 +30,13 @@
 //!   deadline, others take its keys over after the lease duration on their own clocks, so
 //!   work in flight at the deadline must finish within the difference (a process that
 //!   stalls longer, or clocks whose rates differ that much, break the guarantee).
-//! - Ownership is by key (`namespace/name`); all replicas still watch and cache every
-//!   object. Splitting the cache as well needs the objects labelled with their shard and a
-//!   label selector per replica (see docs/architecture.md).
+//! - Work is owned by key (`namespace/name`, placed on the ring by its text). The cache can be
+//!   split too: [`Shard::hash_ranges`] are the ranges of the server's hash space (the FNV-1a
+//!   hash of an object's UID or namespace) the ring gives this replica, what an informer of a
+//!   `kinformer_store::Shard` over them lists and watches, so replicas cache disjoint parts
+//!   of a collection (the umbrella crate's `replica_set` example). Work keys and cached
+//!   objects are placed by different hashes, so a replica does not yet own the keys of what
+//!   it caches.
 //! - A key waits, after a membership change, for up to a round (the retry period) per step
 //!   of the hand-off; a crashed replica's keys wait for its lease duration.
 //! - A key moving to a replica arrives through [`Shard::changes`]: the consumer adds the

@@ -1,11 +1,20 @@
 //! [`Ring`]: a consistent-hash ring over a shard group's members.
 
-use std::{fmt, sync::Arc};
+use std::{fmt, ops::Range, sync::Arc};
 
 /// How many points each member puts on the ring. With 512 the share a member owns is within
 /// about 5% of an equal share (one standard deviation), and a ring of 100 members is 51,200
 /// points: 800 KiB, built once per membership change.
 pub(crate) const DEFAULT_VIRTUAL_NODES: u32 = 512;
+
+/// How many equal slices of the server's 64-bit hash space [`Ring::hash_ranges`] deals out:
+/// few enough that a member's ranges make a short `shardSelector` (about a third of them,
+/// in a dozen or so runs, for three members), enough that bounded loads keep every share
+/// within one slice (1/64) of an equal one. Every member must use the same number.
+const HASH_SLICES: u32 = 64;
+
+/// The width of one slice: 2^64 / [`HASH_SLICES`].
+const SLICE_WIDTH: u128 = (1 << 64) / HASH_SLICES as u128;
 
 /// A consistent-hash ring: each member owns the keys whose hash falls after one of its
 /// points, up to the next point of any member. Adding or removing a member moves only the
@@ -32,6 +41,9 @@ pub struct Ring {
     virtual_nodes: u32,
     /// `(point, index into members)`, sorted by point.
     points: Arc<[(u64, u32)]>,
+    /// The member (index into `members`) that owns each slice of the server's hash space;
+    /// empty without members.
+    slices: Arc<[u32]>,
 }
 
 impl Ring {
@@ -63,10 +75,12 @@ impl Ring {
         }
         // Ties (vanishingly rare) go to the member that sorts first, on every replica alike.
         points.sort_unstable();
+        let slices = deal_slices(&points, members.len());
         Self {
             members: members.into(),
             virtual_nodes,
             points: points.into(),
+            slices: slices.into(),
         }
     }
 
@@ -85,6 +99,80 @@ impl Ring {
     pub(crate) fn is_owner(&self, member: &str, key: &str) -> bool {
         self.owner(key) == Some(member)
     }
+
+    /// The member that owns `hash` in the server's hash space: the 64-bit FNV-1a hash of an
+    /// object's UID or namespace, by which kube-apiserver shards a list or watch
+    /// (`kinformer_store::Shard`). `None` only for a ring without members.
+    pub fn hash_owner(&self, hash: u64) -> Option<&str> {
+        let slice = usize::try_from(u128::from(hash) / SLICE_WIDTH).ok()?;
+        let member = *self.slices.get(slice)?;
+        Some(&self.members[member as usize])
+    }
+
+    /// The ranges of the server's hash space that `member` owns ([`hash_owner`](Self::
+    /// hash_owner)), merged and in order, start inclusive and end exclusive: the ranges of the
+    /// `kinformer_store::Shard` whose objects that member caches. The space is cut into 64
+    /// equal slices, each owned whole by one member: each slice goes to the first member met
+    /// walking the ring from the slice's own point that owns fewer than its even share
+    /// (64 / members, rounded up), so no member holds more than one slice above an equal
+    /// share, and a member joining or leaving moves mostly the slices it gains or loses.
+    /// Every member's ranges together cover the space once. Empty for a member the ring does
+    /// not have, and possibly for one of a ring of more than 32 members: there are only 64
+    /// slices.
+    ///
+    /// ```
+    /// use kinformer_leaderelection::shard::Ring;
+    ///
+    /// let ring = Ring::new(["replica-a", "replica-b", "replica-c"]);
+    /// let mine = ring.hash_ranges("replica-b");
+    /// let held: u128 = mine.iter().map(|range| range.end - range.start).sum();
+    /// assert!(held <= (1_u128 << 64) * 22 / 64); // at most 22 of the 64 slices
+    /// assert!(mine.iter().all(|range| ring.hash_owner(range.start as u64) == Some("replica-b")));
+    /// ```
+    pub fn hash_ranges(&self, member: &str) -> Vec<Range<u128>> {
+        let Ok(index) = self
+            .members
+            .binary_search_by(|probe| probe.as_str().cmp(member))
+        else {
+            return Vec::new();
+        };
+        let mut ranges: Vec<Range<u128>> = Vec::new();
+        for (slice, &owner) in (0_u128..).zip(self.slices.iter()) {
+            if owner as usize != index {
+                continue;
+            }
+            let (start, end) = (slice * SLICE_WIDTH, (slice + 1) * SLICE_WIDTH);
+            match ranges.last_mut() {
+                Some(last) if last.end == start => last.end = end,
+                _ => ranges.push(start..end),
+            }
+        }
+        ranges
+    }
+}
+
+/// Which member (index) owns each slice of the hash space: consistent hashing with bounded
+/// loads. Slice by slice in order, the ring is walked from the slice's point to the first
+/// member below its cap (the slices over the members, rounded up), which takes the slice.
+/// The caps add up to at least the slices, so every slice finds one.
+fn deal_slices(points: &[(u64, u32)], members: usize) -> Vec<u32> {
+    if members == 0 || points.is_empty() {
+        return Vec::new();
+    }
+    let cap = HASH_SLICES.div_ceil(u32::try_from(members).unwrap_or(u32::MAX));
+    let mut loads = vec![0_u32; members];
+    (0..HASH_SLICES)
+        .map(|slice| {
+            let start = slice_point(slice);
+            let at = points.partition_point(|&(point, _)| point < start);
+            let owner = (0..points.len())
+                .map(|step| points[(at + step) % points.len()].1)
+                .find(|&member| loads[member as usize] < cap)
+                .unwrap_or(points[at % points.len()].1);
+            loads[owner as usize] += 1;
+            owner
+        })
+        .collect()
 }
 
 impl PartialEq for Ring {
@@ -156,6 +244,11 @@ fn hash_bytes(parts: &[&[u8]]) -> u64 {
 
 fn key_hash(key: &str) -> u64 {
     hash_bytes(&[key.as_bytes()])
+}
+
+/// Where the walk for a slice of the hash space starts.
+fn slice_point(slice: u32) -> u64 {
+    hash_bytes(&[b"slice#", &slice.to_le_bytes()])
 }
 
 fn point_hash(member: &str, node: u32) -> u64 {
@@ -249,6 +342,91 @@ mod tests {
             .map(|key| fixed.owner(key).unwrap())
             .collect();
         assert_eq!(owners, FIXED_OWNERS);
+    }
+
+    #[test]
+    fn every_member_owns_at_most_one_slice_over_an_equal_share_of_the_hash_space() {
+        for size in [1, 2, 3, 4, 5, 7, 10, 32, 64] {
+            let members: Vec<String> = (0..size).map(|i| format!("replica-{i}")).collect();
+            let ring = Ring::new(members.clone());
+            let mut covered: Vec<Range<u128>> = Vec::new();
+            for member in &members {
+                let ranges = ring.hash_ranges(member);
+                assert!(!ranges.is_empty(), "{member} of {size} holds no slice");
+                let held: u128 = ranges.iter().map(|range| range.end - range.start).sum();
+                let cap = u128::from(HASH_SLICES.div_ceil(size)) * SLICE_WIDTH;
+                assert!(held <= cap, "{member} of {size} holds {held:#x}");
+                for range in &ranges {
+                    for probe in [range.start, range.end - 1, (range.start + range.end) / 2] {
+                        let hash = u64::try_from(probe).expect("in the hash space");
+                        assert_eq!(ring.hash_owner(hash), Some(member.as_str()));
+                    }
+                }
+                // Merged: no two ranges of one member touch.
+                assert!(ranges.windows(2).all(|pair| pair[0].end < pair[1].start));
+                covered.extend(ranges);
+            }
+            covered.sort_by_key(|range| range.start);
+            assert_eq!(covered.first().map(|range| range.start), Some(0));
+            assert_eq!(covered.last().map(|range| range.end), Some(1 << 64));
+            assert!(
+                covered.windows(2).all(|pair| pair[0].end == pair[1].start),
+                "the ranges of {size} members cover the space once: {covered:x?}"
+            );
+        }
+        let ring = Ring::new(["a"]);
+        assert_eq!(ring.hash_ranges("b"), Vec::new(), "not a member");
+        let none = Ring::new(Vec::<String>::new());
+        assert_eq!(
+            (none.hash_owner(7), none.hash_ranges("a")),
+            (None, Vec::new())
+        );
+    }
+
+    #[test]
+    fn a_join_or_a_leave_moves_few_slices_besides_the_changed_member_ones() {
+        fn slices(ring: &Ring) -> Vec<&str> {
+            (0..HASH_SLICES)
+                .map(|slice| {
+                    let start = u128::from(slice) * SLICE_WIDTH;
+                    ring.hash_owner(u64::try_from(start).expect("in range"))
+                        .unwrap()
+                })
+                .collect()
+        }
+        let names =
+            |count: usize| -> Vec<String> { (0..count).map(|i| format!("replica-{i}")).collect() };
+        for size in [2, 3, 5, 8] {
+            let before = Ring::new(names(size));
+            let joined = Ring::new(names(size + 1));
+            let newcomer = format!("replica-{size}");
+            let moved_between_others = slices(&before)
+                .iter()
+                .zip(slices(&joined))
+                .filter(|&(was, now)| *was != now && now != newcomer)
+                .count();
+            // The newcomer takes about an equal share; the bounded loads make a few more
+            // slices change hands among the others, never most of them.
+            assert!(
+                moved_between_others <= 64 / (size + 1),
+                "{moved_between_others} slices moved between the {size} others on a join"
+            );
+            let left = Ring::new(
+                names(size + 1)
+                    .into_iter()
+                    .filter(|name| *name != "replica-0"),
+            );
+            let moved_between_stayers = slices(&joined)
+                .iter()
+                .zip(slices(&left))
+                .filter(|&(was, now)| *was != "replica-0" && *was != now)
+                .count();
+            assert!(
+                moved_between_stayers <= 64 / (size + 1),
+                "{moved_between_stayers} slices moved between stayers on a leave of {}",
+                size + 1
+            );
+        }
     }
 
     /// What [`Ring::owner`] answers in `the_owner_is_the_same_however_the_members_are_listed`.
