@@ -3,4 +3,5 @@
 
 mod controller;
 mod quickstart;
+mod replica_set;
 mod subcrates;
