@@ -39,6 +39,29 @@ impl ShardKey {
             Self::Namespace => "object.metadata.namespace",
         }
     }
+
+    /// Where `object` falls in the hash space: the 64-bit FNV-1a hash of this field (empty
+    /// when unset), as kube-apiserver computes it. Work keys placed by it are owned by the
+    /// replica whose shard holds the object.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_store::{Shard, ShardKey};
+    ///
+    /// let mut pod = Pod::default();
+    /// pod.metadata.uid = Some("6a0c1e02-4d0c-4b5f-9a5e-0d3f1c2b7a10".into());
+    /// let hash = ShardKey::Uid.hash(&pod);
+    /// let first_half = Shard::of(0, 2)?;
+    /// assert_eq!(first_half.contains(&pod), hash < 1 << 63);
+    /// # Ok::<(), kinformer_store::Error>(())
+    /// ```
+    pub fn hash(self, object: &(impl Object + ?Sized)) -> u64 {
+        let value = match self {
+            Self::Uid => object.uid(),
+            Self::Namespace => object.namespace(),
+        };
+        fnv1a_64(value.unwrap_or_default())
+    }
 }
 
 /// A shard of a collection: the objects whose FNV-1a hash of one metadata field falls in one
