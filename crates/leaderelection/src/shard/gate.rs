@@ -8,7 +8,10 @@ use tokio::{
     time::Instant,
 };
 
-use super::Ring;
+use super::{
+    Ring,
+    place::{Place, Placed, ring_owner},
+};
 
 /// What another live member claims: the rings it acts on, or everything when its claims did
 /// not parse (so a member this version cannot read is never trampled on).
@@ -19,9 +22,9 @@ pub(crate) enum Claims {
 }
 
 impl Claims {
-    fn covers(&self, member: &str, key: &str) -> bool {
+    fn covers(&self, member: &str, place: &Place) -> bool {
         match self {
-            Self::Rings(rings) => rings.iter().any(|ring| ring.is_owner(member, key)),
+            Self::Rings(rings) => rings.iter().any(|ring| place.owned_by(ring, member)),
             Self::Everything => true,
         }
     }
@@ -47,7 +50,7 @@ struct State {
     /// passed since.
     renewed_at: Option<Instant>,
     leaving: bool,
-    in_flight: HashMap<String, usize>,
+    in_flight: HashMap<Place, usize>,
 }
 
 pub(crate) struct Gate {
@@ -81,7 +84,7 @@ pub struct Shard {
 #[must_use = "the key counts as in flight until the guard is dropped"]
 pub struct ShardGuard {
     gate: Arc<Gate>,
-    key: String,
+    place: Place,
 }
 
 impl Shard {
@@ -133,31 +136,32 @@ impl Shard {
         }
     }
 
-    /// Whether this replica owns `key` on the ring over the live members as it last saw them.
-    /// An owned key may still wait to start while its previous owner finishes it; use this
-    /// to filter what to queue, and [`try_start`](Self::try_start) before working on a key.
-    pub fn owns(&self, key: &str) -> bool {
+    /// Whether this replica owns `key` on the ring over the live members as it last saw them:
+    /// a key by its text, an [`ObjectKey`](super::ObjectKey) by its object's hash. An owned
+    /// key may still wait to start while its previous owner finishes it; use this to filter
+    /// what to queue, and [`try_start`](Self::try_start) before working on a key.
+    pub fn owns(&self, key: &(impl Placed + ?Sized)) -> bool {
         let state = self.gate.state.lock();
         !state.leaving
             && (self.gate.alone
-                || state
-                    .target
-                    .as_ref()
-                    .is_some_and(|ring| ring.is_owner(&self.gate.identity, key)))
+                || state.target.as_ref().is_some_and(|ring| {
+                    ring_owner(ring, key.as_ref(), key.hash()) == Some(self.gate.identity.as_str())
+                }))
     }
 
     /// Marks `key` in flight if this replica may work on it now; `None` if another replica
     /// owns it, its previous owner may still be working on it, or this replica's Lease is not
     /// fresh. The key stays in flight until the guard is dropped.
-    pub fn try_start(&self, key: &str) -> Option<ShardGuard> {
+    pub fn try_start(&self, key: &(impl Placed + ?Sized)) -> Option<ShardGuard> {
+        let place = Place::of(key);
         let mut state = self.gate.state.lock();
-        if !self.gate.startable(&state, key) {
+        if !self.gate.startable(&state, &place) {
             return None;
         }
-        *state.in_flight.entry(key.to_owned()).or_default() += 1;
+        *state.in_flight.entry(place.clone()).or_default() += 1;
         Some(ShardGuard {
             gate: Arc::clone(&self.gate),
-            key: key.to_owned(),
+            place,
         })
     }
 
@@ -179,11 +183,15 @@ impl Shard {
         self.gate.state.lock().target.clone()
     }
 
-    /// The ranges of the server's hash space this replica owns on its ring
-    /// ([`Ring::hash_ranges`]): the ranges of the `kinformer_store::Shard` of objects it
-    /// caches, so that replicas of a group cache disjoint parts of a collection that together
-    /// make all of it. `None` until it has a ring; the whole space for a replica that runs
-    /// alone; empty once it leaves, or when the ring left it no slice.
+    /// The ranges of the server's hash space this replica must cache: those it owns on its
+    /// ring ([`Ring::hash_ranges`]), and those of every older ring it still announces because
+    /// an [`ObjectKey`](super::ObjectKey) that ring gave it is in flight, so a worker never
+    /// finds the object of its key gone from the cache because the key moved. These are the
+    /// ranges of the `kinformer_store::Shard` its informers follow: once hand-offs settle,
+    /// the replicas of a group cache disjoint parts of a collection that together make all of
+    /// it. [`changes`](Self::changes) fires when they may have changed. `None` until it has a
+    /// ring; the whole space for a replica that runs alone; empty once it has left and its
+    /// keys are done, or when the ring left it no slice.
     ///
     /// ```
     /// use kinformer_leaderelection::shard::Shard;
@@ -194,12 +202,13 @@ impl Shard {
         if self.gate.alone {
             return Some(std::iter::once(0..1 << 64).collect());
         }
-        let state = self.gate.state.lock();
-        if state.leaving {
-            return Some(Vec::new());
-        }
-        let ring = state.target.as_ref()?;
-        Some(ring.hash_ranges(&self.gate.identity))
+        let mut state = self.gate.state.lock();
+        state.target.as_ref()?;
+        Gate::prune_claims(&self.gate.identity, &mut state);
+        let identity = &self.gate.identity;
+        Some(Ring::union_of_hash_ranges(
+            state.claims.iter().map(|ring| ring.hash_ranges(identity)),
+        ))
     }
 
     pub(crate) fn gate(&self) -> &Gate {
@@ -212,7 +221,7 @@ impl Gate {
         self.retry_period
     }
 
-    fn startable(&self, state: &State, key: &str) -> bool {
+    fn startable(&self, state: &State, place: &Place) -> bool {
         if self.alone {
             return !state.leaving;
         }
@@ -221,14 +230,14 @@ impl Gate {
         };
         !state.leaving
             && state.confirmed.as_ref() == Some(target)
-            && target.is_owner(&self.identity, key)
+            && place.owned_by(target, &self.identity)
             && state
                 .renewed_at
                 .is_some_and(|renewed| renewed.elapsed() < self.renew_deadline)
             && !state
                 .others
                 .iter()
-                .any(|(member, claims)| claims.covers(member, key))
+                .any(|(member, claims)| claims.covers(member, place))
     }
 
     /// Sets the ring over the live members. Until a snapshot read after announcing it
@@ -246,8 +255,15 @@ impl Gate {
     /// in flight which the target gives elsewhere.
     pub(crate) fn claims(&self) -> Vec<Ring> {
         let mut state = self.state.lock();
+        let before = state.claims.len();
         Self::prune_claims(&self.identity, &mut state);
-        state.claims.clone()
+        let claims = state.claims.clone();
+        drop(state);
+        if claims.len() < before {
+            // An older ring's last key is done: what this replica must cache shrank.
+            self.changes.send_modify(|epoch| *epoch += 1);
+        }
+        claims
     }
 
     fn prune_claims(identity: &str, state: &mut State) {
@@ -261,9 +277,9 @@ impl Gate {
         let target = target.as_ref().filter(|_| !*leaving);
         claims.retain(|ring| {
             Some(ring) != target
-                && in_flight.keys().any(|key| {
-                    ring.is_owner(identity, key)
-                        && !target.is_some_and(|target| target.is_owner(identity, key))
+                && in_flight.keys().any(|place| {
+                    place.owned_by(ring, identity)
+                        && !target.is_some_and(|target| place.owned_by(target, identity))
                 })
         });
         if let Some(target) = target {
@@ -321,12 +337,12 @@ impl Gate {
         }
     }
 
-    fn finish(&self, key: &str) {
+    fn finish(&self, place: &Place) {
         let mut state = self.state.lock();
-        if let Some(count) = state.in_flight.get_mut(key) {
+        if let Some(count) = state.in_flight.get_mut(place) {
             *count -= 1;
             if *count == 0 {
-                state.in_flight.remove(key);
+                state.in_flight.remove(place);
             }
         }
         if state.in_flight.is_empty() {
@@ -337,7 +353,7 @@ impl Gate {
 
 impl Drop for ShardGuard {
     fn drop(&mut self) {
-        self.gate.finish(&self.key);
+        self.gate.finish(&self.place);
     }
 }
 
@@ -356,7 +372,7 @@ impl fmt::Debug for Shard {
 impl fmt::Debug for ShardGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShardGuard")
-            .field("key", &self.key)
+            .field("key", &self.place)
             .finish()
     }
 }
@@ -379,7 +395,7 @@ mod tests {
     fn key_of(ring: &Ring, member: &str) -> String {
         (0..)
             .map(|i| format!("ns/object-{i}"))
-            .find(|key| ring.is_owner(member, key))
+            .find(|key| ring.owner(key) == Some(member))
             .expect("every member owns some key")
     }
 
@@ -462,6 +478,50 @@ mod tests {
         assert_eq!(shard.gate().claims(), vec![alone, joined.clone()]);
         drop(guard);
         assert_eq!(shard.gate().claims(), vec![joined]);
+    }
+
+    /// A hash `ring` gives to `member`: the start of one of its slices.
+    fn hash_of(ring: &Ring, member: &str) -> u64 {
+        let range = ring.hash_ranges(member).into_iter().next();
+        u64::try_from(range.expect("every member owns a slice").start).expect("in the space")
+    }
+
+    #[tokio::test]
+    async fn an_object_key_is_placed_by_its_hash_and_its_old_ranges_stay_cached_while_in_flight() {
+        let shard = shard();
+        let alone = ring(&["me"]);
+        let joined = ring(&["me", "newcomer"]);
+        // Its text is mine on the joined ring, its hash the newcomer's: the hash decides.
+        let text = key_of(&joined, "me");
+        let leaving = super::super::ObjectKey::new(text.as_str(), hash_of(&joined, "newcomer"));
+        round(&shard, &alone, Vec::new());
+        let everything: Vec<_> = std::iter::once(0..1 << 64).collect();
+        assert_eq!(shard.hash_ranges().as_ref(), Some(&everything));
+        let guard = shard.try_start(&leaving).expect("alone, every key is mine");
+        shard.gate().set_target(joined.clone());
+        assert!(shard.owns(text.as_str()) && !shard.owns(&leaving));
+        assert_eq!(
+            shard.hash_ranges(),
+            Some(everything),
+            "the ring that gave the key in flight is still cached"
+        );
+        let mut changes = shard.changes();
+        changes.borrow_and_update();
+        drop(guard);
+        assert_eq!(shard.gate().claims(), vec![joined.clone()]);
+        assert!(
+            changes.has_changed().unwrap(),
+            "the consumer is told its ranges shrank"
+        );
+        assert_eq!(shard.hash_ranges(), Some(joined.hash_ranges("me")));
+
+        // A key whose hash is mine waits while another still announces a ring giving it away.
+        let arriving = super::super::ObjectKey::new(text.as_str(), hash_of(&joined, "me"));
+        let others = |rings| vec![("newcomer".to_owned(), Claims::Rings(rings))];
+        round(&shard, &joined, others(vec![ring(&["newcomer"])]));
+        assert!(shard.owns(&arriving) && shard.try_start(&arriving).is_none());
+        round(&shard, &joined, others(vec![joined.clone()]));
+        assert!(shard.try_start(&arriving).is_some());
     }
 
     #[tokio::test(start_paused = true)]

@@ -9,6 +9,11 @@
 //!   [`Shard::changes`] to queue again the keys that moved to this replica.
 //! - [`ShardedQueue`] puts the gate in front of a [`RateLimitingQueue`]: the usual way to
 //!   use it.
+//! - A key is placed on the ring by its text, or, as an [`ObjectKey`], by its object's hash
+//!   in kube-apiserver's sharded list and watch; [`Shard::hash_ranges`] are the ranges of that
+//!   hash space a replica caches. A replica whose informer follows its ranges and whose queue
+//!   holds `ObjectKey`s caches, once hand-offs settle, exactly the objects of the keys it
+//!   owns.
 //!
 //! # The hand-off
 //!
@@ -30,13 +35,16 @@
 //!   deadline, others take its keys over after the lease duration on their own clocks, so
 //!   work in flight at the deadline must finish within the difference (a process that
 //!   stalls longer, or clocks whose rates differ that much, break the guarantee).
-//! - Work is owned by key (`namespace/name`, placed on the ring by its text). The cache can be
-//!   split too: [`Shard::hash_ranges`] are the ranges of the server's hash space (the FNV-1a
-//!   hash of an object's UID or namespace) the ring gives this replica, what an informer of a
-//!   `kinformer_store::Shard` over them lists and watches, so replicas cache disjoint parts
-//!   of a collection (the umbrella crate's `replica_set` example). Work keys and cached
-//!   objects are placed by different hashes, so a replica does not yet own the keys of what
-//!   it caches.
+//! - Work is owned by key: by its text (`namespace/name`) for a plain key, by its object's
+//!   hash for an [`ObjectKey`]. The cache can be split too: [`Shard::hash_ranges`] are the
+//!   ranges of the server's hash space (the FNV-1a hash of an object's UID or namespace) the
+//!   ring gives this replica, plus those of a ring it still works under, what an informer of
+//!   a `kinformer_store::Shard` over them lists and watches; replicas then cache disjoint
+//!   parts of a collection, and own the `ObjectKey`s of what they cache (the umbrella crate's
+//!   `replica_set` example). Such a replica starts a key once no other live replica may work
+//!   on it; its cache may still be listing the key's range then, so the worker of a key
+//!   handed over by [`Shard::changes`] rather than by an event of its own informer waits for
+//!   the informer to hold its shard (`wait_for_shard`) first.
 //! - A key waits, after a membership change, for up to a round (the retry period) per step
 //!   of the hand-off; a crashed replica's keys wait for its lease duration.
 //! - A key moving to a replica arrives through [`Shard::changes`]: the consumer adds the
@@ -46,11 +54,13 @@
 
 mod gate;
 mod member;
+mod place;
 mod queue;
 mod ring;
 
 pub use gate::{Shard, ShardGuard};
 pub use member::{ShardMember, ShardOptions};
+pub use place::{ObjectKey, Placed};
 pub use queue::ShardedQueue;
 pub use ring::Ring;
 

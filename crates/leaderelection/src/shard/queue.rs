@@ -4,11 +4,12 @@ use std::{fmt, hash::Hash, ops::Deref, time::Duration};
 
 use kinformer_workqueue::RateLimitingQueue;
 
-use super::{Shard, ShardGuard};
+use super::{Placed, Shard, ShardGuard};
 
 /// A [`RateLimitingQueue`] behind a [`Shard`]: keys this replica does not own are not
 /// queued, and [`get`](Self::get) hands out a key only with the [`ShardGuard`] that proves no
-/// other live replica works on it. A key this replica owns but may not start yet (its
+/// other live replica works on it. Keys are placed by their text (`String`), or by their
+/// object's hash ([`ObjectKey`](super::ObjectKey)) for replicas that each cache their share. A key this replica owns but may not start yet (its
 /// previous owner still has it) is queued again after the hand-off delay. Clones share the
 /// queue and the gate, as the queue's own clones do. It derefs to the [`RateLimitingQueue`]
 /// for the rest (`forget`, `num_requeues`, `len`, `shut_down_with_drain`...).
@@ -38,7 +39,7 @@ pub struct ShardedQueue<T> {
 
 impl<T> ShardedQueue<T>
 where
-    T: AsRef<str> + Clone + Eq + Hash + Send + Sync + 'static,
+    T: Placed + Clone + Eq + Hash + Send + Sync + 'static,
 {
     /// `queue`, gated by `shard`.
     pub fn new(queue: RateLimitingQueue<T>, shard: Shard) -> Self {
@@ -52,21 +53,21 @@ where
 
     /// Queues `item` if this replica owns it.
     pub fn add(&self, item: T) {
-        if self.shard.owns(item.as_ref()) {
+        if self.shard.owns(&item) {
             self.queue.add(item);
         }
     }
 
     /// Queues `item` after the rate limiter's delay, if this replica owns it.
     pub fn add_rate_limited(&self, item: T) {
-        if self.shard.owns(item.as_ref()) {
+        if self.shard.owns(&item) {
             self.queue.add_rate_limited(item);
         }
     }
 
     /// Queues `item` after `delay`, if this replica owns it.
     pub fn add_after(&self, item: T, delay: Duration) {
-        if self.shard.owns(item.as_ref()) {
+        if self.shard.owns(&item) {
             self.queue.add_after(item, delay);
         }
     }
@@ -77,10 +78,10 @@ where
     pub async fn get(&self) -> Option<(T, ShardGuard)> {
         loop {
             let item = self.queue.get().await?;
-            if let Some(guard) = self.shard.try_start(item.as_ref()) {
+            if let Some(guard) = self.shard.try_start(&item) {
                 return Some((item, guard));
             }
-            let owned = self.shard.owns(item.as_ref());
+            let owned = self.shard.owns(&item);
             self.queue.done(&item);
             if owned {
                 self.queue.add_after(item, self.hand_off_delay);

@@ -95,11 +95,6 @@ impl Ring {
         Some(&self.members[member as usize])
     }
 
-    /// Whether `member` owns `key`.
-    pub(crate) fn is_owner(&self, member: &str, key: &str) -> bool {
-        self.owner(key) == Some(member)
-    }
-
     /// The member that owns `hash` in the server's hash space: the 64-bit FNV-1a hash of an
     /// object's UID or namespace, by which kube-apiserver shards a list or watch
     /// (`kinformer_store::Shard`). `None` only for a ring without members.
@@ -148,6 +143,24 @@ impl Ring {
             }
         }
         ranges
+    }
+}
+
+impl Ring {
+    /// The union of several members' or rings' `hash_ranges`, merged and in order.
+    pub(crate) fn union_of_hash_ranges(
+        all: impl IntoIterator<Item = Vec<Range<u128>>>,
+    ) -> Vec<Range<u128>> {
+        let mut ranges: Vec<Range<u128>> = all.into_iter().flatten().collect();
+        ranges.sort_unstable_by_key(|range| range.start);
+        let mut merged: Vec<Range<u128>> = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            match merged.last_mut() {
+                Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+                _ => merged.push(range),
+            }
+        }
+        merged
     }
 }
 
