@@ -1,6 +1,7 @@
-//! A replica set that splits one cache: each replica caches only the Pods that the ring over the
-//! live replicas gives it, so three replicas hold a third of the Pods each, and together all of
-//! them once.
+//! A replica set that splits one cache and the work on it: each replica caches only the Pods
+//! that the ring over the live replicas gives it, and works only on those Pods' keys, so three
+//! replicas hold a third of the Pods each, together all of them once, and no Pod is worked on
+//! by two live replicas at once.
 //!
 //! ```text
 //! cargo run -p kinformer --example replica_set                   # your cluster, or the fake one
@@ -20,29 +21,44 @@
 //! once they hold them whole ([`SharedIndexInformer::wait_for_shard`]); handlers see a Pod that
 //! moved in as an add and one that moved out as a deletion marked `left_shard`.
 //!
+//! Each change a handler sees is queued as an [`ObjectKey`]: the Pod's key, placed on the ring
+//! by the hash of its UID, so the replica that owns the key is the one whose cache holds the
+//! Pod. A [`ShardedQueue`] hands a worker a key only once no other live replica may be working
+//! on it; a replica keeps caching the ranges of a key it is still working on after the key
+//! moved away, so a worker never finds its Pod gone from the cache because of a hand-off.
+//!
 //! Without a kubeconfig (or with `--fake`) it starts kinformer-testing's API server in this
 //! process, with sharded list and watch on, and seeds it with Pods. It prints each replica's
-//! share as it changes. `tests/kinformer/replica_set.rs` runs this file's replicas through a
-//! join, a crash and a leave, and checks after each that the caches split the Pods exactly.
-//!
-//! Work keys are another matter: a [`ShardedQueue`](kinformer::leaderelection::shard::ShardedQueue)
-//! places a key on the ring by its text (`namespace/name`), not by its object's UID, so a
-//! controller whose cache is split this way cannot yet rely on owning the keys of the objects
-//! it caches. This example is a cache that is read and exported, as kube-state-metrics does.
+//! share as it changes, and how many keys it worked on. `tests/kinformer/replica_set.rs` runs
+//! this file's replicas through a join, a crash and a leave, and checks after each that the
+//! caches split the Pods exactly and that each Pod was last worked on by its owner, with no
+//! Pod ever worked on by two replicas at once.
 
 #![allow(clippy::print_stdout, reason = "an example reports on the terminal")]
 
 #[path = "support/mod.rs"]
 mod support;
 
-use std::{collections::BTreeMap, ops::Range, time::Duration};
+use std::{
+    collections::BTreeMap,
+    ops::Range,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::{
     informer::{InformerOptions, SharedIndexInformer},
-    leaderelection::shard::{Shard as Membership, ShardMember, ShardOptions},
+    leaderelection::shard::{
+        ObjectKey, Shard as Membership, ShardMember, ShardOptions, ShardedQueue,
+    },
+    prelude::{QueueOptions, RateLimitingQueue, default_controller_rate_limiter},
     reflector::KubeListerWatcher,
-    store::{Shard, ShardKey},
+    store::{ObjectOrTombstone, Shard, ShardKey},
     testing::{FakeApiServer, ServerOptions, fixtures},
     wait::CancellationToken,
 };
@@ -51,27 +67,49 @@ use tokio::task::JoinSet;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// What a worker does with a key: given the replica's identity, the key, and what its cache
+/// holds under the key (`None` once the Pod is deleted).
+pub(crate) type Reconcile = Arc<
+    dyn Fn(String, ObjectKey, Option<Arc<Pod>>) -> Pin<Box<dyn Future<Output = ()> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Workers per replica.
+const WORKERS: usize = 2;
+
 /// The shard group every replica joins, and the namespace of its Leases.
 pub(crate) const GROUP: &str = "pod-cache";
 pub(crate) const LEASE_NAMESPACE: &str = "default";
 
-/// One replica: its membership and an informer of the Pods its ranges hold.
+/// One replica: its membership, an informer of the Pods its ranges hold, and the workers of
+/// its queue.
 pub(crate) struct CacheReplica {
     pub(crate) identity: String,
     pub(crate) informer: SharedIndexInformer<Pod>,
     membership: Membership,
+    queue: ShardedQueue<ObjectKey>,
     token: CancellationToken,
     member: tokio::task::JoinHandle<()>,
     tasks: JoinSet<()>,
 }
 
+/// Queues the work item of `pod`: its key, placed by its UID.
+fn enqueue(queue: &ShardedQueue<ObjectKey>, pod: &Pod) {
+    if let Ok(key) = kinformer::store::meta_namespace_key_func(pod) {
+        queue.add(ObjectKey::new(key, ShardKey::Uid.hash(pod)));
+    }
+}
+
 impl CacheReplica {
     /// Joins the group as `identity`, waits for a ring, then informs the ranges it gives this
-    /// replica, and follows the ring from then on.
+    /// replica and follows the ring from then on, with workers that `reconcile` the keys it
+    /// owns.
     pub(crate) async fn start(
         client: &Client,
         identity: &str,
         options: ShardOptions,
+        reconcile: Reconcile,
     ) -> Result<Self, BoxError> {
         let member = ShardMember::new(client.clone(), LEASE_NAMESPACE, GROUP, identity, options)?;
         let membership = member.shard();
@@ -92,7 +130,43 @@ impl CacheReplica {
             KubeListerWatcher::new(Api::<Pod>::all(client.clone())),
             InformerOptions::new().shard(shard),
         );
+        let queue = ShardedQueue::new(
+            RateLimitingQueue::new(
+                default_controller_rate_limiter(),
+                QueueOptions::named(identity),
+            ),
+            membership.clone(),
+        );
+        // Every change is queued but a Pod leaving this replica's ranges: its new owner's
+        // informer sees it arrive.
+        informer.add_event_handler(
+            informer
+                .handler_funcs()
+                .add_func({
+                    let queue = queue.clone();
+                    move |pod, _| enqueue(&queue, &pod)
+                })
+                .update_func({
+                    let queue = queue.clone();
+                    move |_, pod| enqueue(&queue, &pod)
+                })
+                .delete_func({
+                    let queue = queue.clone();
+                    move |gone| match gone {
+                        ObjectOrTombstone::Tombstone(tombstone) if tombstone.left_shard => {}
+                        gone => enqueue(&queue, gone.object()),
+                    }
+                }),
+        )?;
         let mut tasks = JoinSet::new();
+        for _ in 0..WORKERS {
+            tasks.spawn(work(
+                queue.clone(),
+                informer.clone(),
+                identity.to_owned(),
+                Arc::clone(&reconcile),
+            ));
+        }
         tasks.spawn({
             let (informer, token) = (informer.clone(), token.clone());
             async move {
@@ -104,6 +178,7 @@ impl CacheReplica {
         tasks.spawn(follow(
             membership.clone(),
             informer.clone(),
+            queue.clone(),
             identity.to_owned(),
             token.clone(),
         ));
@@ -111,6 +186,7 @@ impl CacheReplica {
             identity: identity.to_owned(),
             informer,
             membership,
+            queue,
             token,
             member,
             tasks,
@@ -122,9 +198,10 @@ impl CacheReplica {
         self.membership.hash_ranges()
     }
 
-    /// A graceful exit: the informer stops and the Lease is deleted, so the others take the
-    /// ranges over at once.
+    /// A graceful exit: the workers finish the keys in hand, the Lease is deleted so the others
+    /// take the ranges over at once, and the informer stops.
     pub(crate) async fn leave(mut self) {
+        self.queue.shut_down_with_drain().await;
         self.token.cancel();
         let _ = (&mut self.member).await;
         while self.tasks.join_next().await.is_some() {}
@@ -149,10 +226,27 @@ fn shard_of(membership: &Membership) -> Option<Shard> {
     Shard::ranges(ShardKey::Uid, ranges).ok()
 }
 
-/// Moves `informer` to the ranges of every new ring, and says when it holds them whole.
+/// Takes keys this replica may work on, one at a time, until the queue shuts down.
+async fn work(
+    queue: ShardedQueue<ObjectKey>,
+    informer: SharedIndexInformer<Pod>,
+    identity: String,
+    reconcile: Reconcile,
+) {
+    while let Some((item, guard)) = queue.get().await {
+        let cached = informer.cache().get_by_key(item.key());
+        reconcile(identity.clone(), item.clone(), cached).await;
+        queue.forget(&item);
+        queue.done(&item, guard);
+    }
+}
+
+/// Moves `informer` to the ranges of every new ring, says when it holds them whole, and queues
+/// again the keys it may now work on.
 async fn follow(
     membership: Membership,
     informer: SharedIndexInformer<Pod>,
+    queue: ShardedQueue<ObjectKey>,
     identity: String,
     token: CancellationToken,
 ) {
@@ -177,6 +271,10 @@ async fn follow(
                 ),
                 Err(error) => println!("{identity}: {error}"),
             }
+        }
+        // Keys whose previous owner has let go may start now.
+        for pod in informer.cache().list() {
+            enqueue(&queue, &pod);
         }
         tokio::select! {
             () = token.cancelled() => return,
@@ -238,9 +336,27 @@ async fn main() -> Result<(), BoxError> {
         Some(identity) => vec![identity],
         None => (0..args.replicas).map(|i| format!("replica-{i}")).collect(),
     };
+    // The work of this example: count the keys each replica worked on.
+    let worked: Arc<BTreeMap<String, AtomicU64>> = Arc::new(
+        identities
+            .iter()
+            .map(|identity| (identity.clone(), AtomicU64::new(0)))
+            .collect(),
+    );
+    let reconcile: Reconcile = {
+        let worked = Arc::clone(&worked);
+        Arc::new(move |identity, _key, _pod| {
+            if let Some(count) = worked.get(&identity) {
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+            Box::pin(std::future::ready(()))
+        })
+    };
     let mut replicas = Vec::new();
     for identity in &identities {
-        replicas.push(CacheReplica::start(&client, identity, ShardOptions::default()).await?);
+        let options = ShardOptions::default();
+        replicas
+            .push(CacheReplica::start(&client, identity, options, Arc::clone(&reconcile)).await?);
     }
     let report = async {
         let mut interval = tokio::time::interval(Duration::from_secs(5));
@@ -253,9 +369,12 @@ async fn main() -> Result<(), BoxError> {
                     let held: u128 = slices.iter().map(|range| range.end - range.start).sum();
                     let percent = held * 100 / (1 << 64);
                     let pods = replica.informer.cache().len();
+                    let keys = worked
+                        .get(&replica.identity)
+                        .map_or(0, |count| count.load(Ordering::Relaxed));
                     (
                         replica.identity.as_str(),
-                        format!("{pods} Pods, {percent}% of the hashes"),
+                        format!("{pods} Pods, {percent}% of the hashes, {keys} keys worked on"),
                     )
                 })
                 .collect();

@@ -1,19 +1,27 @@
-//! The `replica_set` example splits the cache exactly: three replicas, each caching the Pods its
-//! ring position gives it, hold every Pod of the fake API server once, and still do after a
-//! replica crashes (its Lease left to expire), while Pods are created and deleted meanwhile, and
-//! after another leaves; with the server filtering the shards (the `ShardedListAndWatch` gate
-//! on) and with the informers filtering them (the gate off), for the same caches.
+//! The `replica_set` example splits the cache and the work exactly: three replicas, each caching
+//! the Pods its ring position gives it, hold every Pod of the fake API server once, and each
+//! Pod was last worked on by the replica that holds it; so after a replica crashes (its Lease
+//! left to expire) while Pods are created and deleted, and after another leaves. Throughout, a
+//! ledger of who works on which Pod finds no Pod worked on by two replicas at once, and no
+//! worker whose cache lacked the Pod of its key. With the server filtering the shards (the
+//! `ShardedListAndWatch` gate on) and with the informers filtering them (the gate off).
 //!
 //! The example's file is compiled here as a module (see `controller.rs` for why `#[path]`).
 
-use std::{collections::BTreeSet, time::Duration};
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::Arc,
+    time::Duration,
+};
 
+use k8s_openapi::api::core::v1::Pod;
 use kinformer::{
-    leaderelection::shard::{Ring, ShardOptions},
+    leaderelection::shard::{ObjectKey, Ring, ShardOptions},
     reflector::ShardMode,
     store::{Shard, ShardKey},
 };
 use kinformer_testing::{FakeApiServer, ServerOptions, fixtures, wait_until};
+use parking_lot::Mutex;
 use serde_json::Value;
 
 #[path = "../../examples/replica_set.rs"]
@@ -27,7 +35,7 @@ use serde_json::Value;
 )]
 mod example;
 
-use example::CacheReplica;
+use example::{CacheReplica, Reconcile};
 
 /// Long enough for a crashed replica's Lease to expire and its ranges to be listed by the
 /// others; a passing run never waits this long.
@@ -41,6 +49,62 @@ fn quick() -> ShardOptions {
         .retry_period(Duration::from_millis(100))
 }
 
+/// Who works on which Pod now, what went wrong, and who last worked on each Pod.
+#[derive(Default)]
+struct Ledger {
+    holders: Mutex<HashMap<String, String>>,
+    faults: Mutex<Vec<String>>,
+    /// Pod key -> the replica that last finished working on it.
+    last: Mutex<HashMap<String, String>>,
+    /// Pods deleted from the server: a worker may find them gone.
+    deleted: Mutex<BTreeSet<String>>,
+}
+
+impl Ledger {
+    fn reconcile(self: &Arc<Self>) -> Reconcile {
+        let ledger = Arc::clone(self);
+        Arc::new(
+            move |replica: String, key: ObjectKey, cached: Option<Arc<Pod>>| {
+                let ledger = Arc::clone(&ledger);
+                Box::pin(async move {
+                    let key = key.key().to_owned();
+                    if cached.is_none() && !ledger.deleted.lock().contains(&key) {
+                        let fault = format!("{replica} worked on {key} without its Pod cached");
+                        ledger.faults.lock().push(fault);
+                    }
+                    let other = ledger.holders.lock().insert(key.clone(), replica.clone());
+                    if let Some(other) = other {
+                        let fault = format!("{replica} started {key} while {other} held it");
+                        ledger.faults.lock().push(fault);
+                    }
+                    // Let go when the work ends, or when a crash drops it half done.
+                    let _hold = Hold {
+                        ledger: &ledger,
+                        key: &key,
+                    };
+                    // Work that takes a while: other workers run meanwhile.
+                    for _ in 0..8 {
+                        tokio::task::yield_now().await;
+                    }
+                    ledger.last.lock().insert(key.clone(), replica);
+                })
+            },
+        )
+    }
+}
+
+/// A Pod a replica works on; dropping it frees the Pod in the ledger.
+struct Hold<'a> {
+    ledger: &'a Ledger,
+    key: &'a str,
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        self.ledger.holders.lock().remove(self.key);
+    }
+}
+
 fn key(pod: &Value) -> String {
     format!(
         "{}/{}",
@@ -49,9 +113,21 @@ fn key(pod: &Value) -> String {
     )
 }
 
-/// Whether the live replicas hold the ranges the ring over them gives each, whole, and their
-/// caches together hold `pods` once; `Err` says how they do not.
-fn split(live: &[&CacheReplica], pods: &BTreeSet<String>) -> Result<(), String> {
+/// Creates fixture Pod `i`: its key, and the hash of the UID the server gave it.
+fn create(server: &FakeApiServer, i: usize) -> (String, u64) {
+    let created = server.create_object(fixtures::pod(i)).expect("created");
+    let typed: Pod = serde_json::from_value(created.clone()).expect("a Pod");
+    (key(&created), ShardKey::Uid.hash(&typed))
+}
+
+/// Whether the live replicas hold the ranges the ring over them gives each, whole, their
+/// caches together hold `pods` once, and each of `pods` was last worked on by the replica that
+/// holds it; `Err` says how they do not.
+fn split(
+    live: &[&CacheReplica],
+    pods: &HashMap<String, u64>,
+    ledger: &Ledger,
+) -> Result<(), String> {
     let ring = Ring::new(live.iter().map(|replica| replica.identity.clone()));
     let mut held = BTreeSet::new();
     for replica in live {
@@ -70,101 +146,107 @@ fn split(live: &[&CacheReplica], pods: &BTreeSet<String>) -> Result<(), String> 
             }
         }
     }
-    if held == *pods {
-        Ok(())
-    } else {
-        Err(format!(
+    let keys: BTreeSet<String> = pods.keys().cloned().collect();
+    if held != keys {
+        return Err(format!(
             "missing {:?}, extra {:?}",
-            pods.difference(&held).collect::<Vec<_>>(),
-            held.difference(pods).collect::<Vec<_>>()
-        ))
+            keys.difference(&held).collect::<Vec<_>>(),
+            held.difference(&keys).collect::<Vec<_>>()
+        ));
     }
+    let last = ledger.last.lock();
+    for (key, &hash) in pods {
+        let owner = ring.hash_owner(hash);
+        if last.get(key).map(String::as_str) != owner {
+            return Err(format!(
+                "{key} was last worked on by {:?}, not {owner:?}",
+                last.get(key)
+            ));
+        }
+    }
+    Ok(())
 }
 
-async fn settle(what: &str, live: &[&CacheReplica], pods: &BTreeSet<String>) {
-    let settled = wait_until(PATIENCE, || split(live, pods).is_ok()).await;
-    assert!(settled, "{what}: {:?}", split(live, pods));
+fn live(replicas: &[CacheReplica]) -> Vec<&CacheReplica> {
+    replicas.iter().collect()
+}
+
+async fn settle(what: &str, live: &[&CacheReplica], pods: &HashMap<String, u64>, ledger: &Ledger) {
+    let settled = wait_until(PATIENCE, || split(live, pods, ledger).is_ok()).await;
+    assert!(settled, "{what}: {:?}", split(live, pods, ledger));
+    let faults = ledger.faults.lock();
+    assert!(faults.is_empty(), "{what}: {faults:#?}");
 }
 
 async fn a_replica_set_splits_the_cache(server_filters: bool) {
-    let server =
-        FakeApiServer::start_with(ServerOptions::default().sharded_list_and_watch(server_filters))
-            .await
-            .expect("the fake server starts");
+    let options = ServerOptions::default().sharded_list_and_watch(server_filters);
+    let server = FakeApiServer::start_with(options)
+        .await
+        .expect("the fake server starts");
     let client = server.client().expect("a client");
-    let mut pods: BTreeSet<String> = (0..PODS)
-        .map(|i| key(&server.create_object(fixtures::pod(i)).expect("seeded")))
-        .collect();
+    let mut pods: HashMap<String, u64> = (0..PODS).map(|i| create(&server, i)).collect();
+    let ledger = Arc::new(Ledger::default());
 
     let mut replicas = Vec::new();
     for identity in ["replica-a", "replica-b", "replica-c"] {
-        replicas.push(
-            CacheReplica::start(&client, identity, quick())
-                .await
-                .expect("a replica starts"),
-        );
+        let replica = CacheReplica::start(&client, identity, quick(), ledger.reconcile()).await;
+        replicas.push(replica.expect("a replica starts"));
     }
-    settle(
-        "three replicas",
-        &replicas.iter().collect::<Vec<_>>(),
-        &pods,
-    )
-    .await;
+    settle("three replicas", &live(&replicas), &pods, &ledger).await;
     let mode = if server_filters {
         ShardMode::Server
     } else {
         ShardMode::Client
     };
     for replica in &replicas {
-        let shard = replica
-            .informer
-            .health()
-            .shard
-            .expect("an informer of a shard");
+        let health = replica.informer.health();
+        let shard = health.shard.expect("an informer of a shard");
         assert_eq!(shard.mode, Some(mode), "{}", replica.identity);
+        let held = replica.informer.cache().len();
         assert!(
-            replica.informer.cache().len() < PODS / 2,
-            "{} holds {} of {PODS} Pods",
-            replica.identity,
-            replica.informer.cache().len()
+            held < PODS / 2,
+            "{} holds {held} of {PODS} Pods",
+            replica.identity
         );
     }
 
     // A replica crashes; Pods come and go before its Lease expires.
     let crashed = replicas.remove(1);
     crashed.crash().await;
-    for i in PODS..PODS + 12 {
-        pods.insert(key(&server
-            .create_object(fixtures::pod(i))
-            .expect("created")));
-    }
+    pods.extend((PODS..PODS + 12).map(|i| create(&server, i)));
     for i in 0..12 {
         let pod = fixtures::pod(i);
+        ledger.deleted.lock().insert(key(&pod));
+        let (namespace, name) = (
+            pod["metadata"]["namespace"].as_str(),
+            &pod["metadata"]["name"],
+        );
+        let name = name.as_str().unwrap_or_default();
         server
-            .delete_object(
-                "v1",
-                "Pod",
-                pod["metadata"]["namespace"].as_str(),
-                pod["metadata"]["name"].as_str().unwrap_or_default(),
-            )
+            .delete_object("v1", "Pod", namespace, name)
             .expect("deleted");
         pods.remove(&key(&pod));
     }
     settle(
         "two replicas after a crash",
-        &replicas.iter().collect::<Vec<_>>(),
+        &live(&replicas),
         &pods,
+        &ledger,
     )
     .await;
 
     // Another leaves gracefully: the last one holds everything.
     let left = replicas.remove(0);
     left.leave().await;
-    settle("one replica after a leave", &[&replicas[0]], &pods).await;
-    assert_eq!(
-        replicas[0].hash_ranges(),
-        Some(std::iter::once(0..1 << 64).collect())
-    );
+    settle(
+        "one replica after a leave",
+        &live(&replicas),
+        &pods,
+        &ledger,
+    )
+    .await;
+    let everything: Vec<_> = std::iter::once(0..1 << 64).collect();
+    assert_eq!(replicas[0].hash_ranges(), Some(everything));
     for replica in replicas {
         replica.leave().await;
     }
