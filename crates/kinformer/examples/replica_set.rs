@@ -78,9 +78,10 @@ pub(crate) type Reconcile = Arc<
 /// Workers per replica.
 const WORKERS: usize = 2;
 
-/// The shard group every replica joins, and the namespace of its Leases.
+/// The shard group every replica joins.
 pub(crate) const GROUP: &str = "pod-cache";
-pub(crate) const LEASE_NAMESPACE: &str = "default";
+/// Where the Leases are when the replicas inform every namespace.
+const LEASE_NAMESPACE: &str = "default";
 
 /// One replica: its membership, an informer of the Pods its ranges hold, and the workers of
 /// its queue.
@@ -103,15 +104,18 @@ fn enqueue(queue: &ShardedQueue<ObjectKey>, pod: &Pod) {
 
 impl CacheReplica {
     /// Joins the group as `identity`, waits for a ring, then informs the ranges it gives this
-    /// replica and follows the ring from then on, with workers that `reconcile` the keys it
-    /// owns.
+    /// replica of the Pods of `namespace` (every namespace without one, whose replicas keep
+    /// their Leases in `default`), and follows the ring from then on, with workers that
+    /// `reconcile` the keys it owns.
     pub(crate) async fn start(
         client: &Client,
+        namespace: Option<&str>,
         identity: &str,
         options: ShardOptions,
         reconcile: Reconcile,
     ) -> Result<Self, BoxError> {
-        let member = ShardMember::new(client.clone(), LEASE_NAMESPACE, GROUP, identity, options)?;
+        let lease_namespace = namespace.unwrap_or(LEASE_NAMESPACE);
+        let member = ShardMember::new(client.clone(), lease_namespace, GROUP, identity, options)?;
         let membership = member.shard();
         let mut changes = membership.changes();
         let token = CancellationToken::new();
@@ -127,7 +131,10 @@ impl CacheReplica {
             changes.changed().await?;
         };
         let informer = SharedIndexInformer::new(
-            KubeListerWatcher::new(Api::<Pod>::all(client.clone())),
+            KubeListerWatcher::new(match namespace {
+                Some(namespace) => Api::<Pod>::namespaced(client.clone(), namespace),
+                None => Api::<Pod>::all(client.clone()),
+            }),
             InformerOptions::new().shard(shard),
         );
         let queue = ShardedQueue::new(
@@ -355,8 +362,9 @@ async fn main() -> Result<(), BoxError> {
     let mut replicas = Vec::new();
     for identity in &identities {
         let options = ShardOptions::default();
-        replicas
-            .push(CacheReplica::start(&client, identity, options, Arc::clone(&reconcile)).await?);
+        replicas.push(
+            CacheReplica::start(&client, None, identity, options, Arc::clone(&reconcile)).await?,
+        );
     }
     let report = async {
         let mut interval = tokio::time::interval(Duration::from_secs(5));

@@ -178,7 +178,7 @@ fn deployment(d: usize) -> Value {
 
 /// Pod admission looks up the namespace's `default` ServiceAccount, which only a
 /// controller-manager creates; the local control plane has none, so the test creates it.
-async fn ensure_default_service_account(ctx: &Ctx) {
+pub(crate) async fn ensure_default_service_account(ctx: &Ctx) {
     let accounts: Api<ServiceAccount> = Api::namespaced(ctx.client(), &ctx.namespace);
     let account: ServiceAccount =
         serde_json::from_value(json!({ "metadata": { "name": "default" } }))

@@ -20,6 +20,7 @@ mod e2e_informer_recovery;
 mod e2e_leader;
 mod e2e_lifecycle;
 mod e2e_protobuf;
+mod e2e_replica_set;
 mod e2e_restart;
 mod e2e_shard;
 mod e2e_sharded_informer;

@@ -189,7 +189,8 @@ async fn a_replica_set_splits_the_cache(server_filters: bool) {
 
     let mut replicas = Vec::new();
     for identity in ["replica-a", "replica-b", "replica-c"] {
-        let replica = CacheReplica::start(&client, identity, quick(), ledger.reconcile()).await;
+        let replica =
+            CacheReplica::start(&client, None, identity, quick(), ledger.reconcile()).await;
         replicas.push(replica.expect("a replica starts"));
     }
     settle("three replicas", &live(&replicas), &pods, &ledger).await;
