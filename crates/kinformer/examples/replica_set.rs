@@ -261,22 +261,23 @@ async fn follow(
     loop {
         // Marked seen before the ring is read, so a ring that changes after wakes the loop.
         changes.borrow_and_update();
-        if let Some(shard) = shard_of(&membership)
-            && informer.cached_shard().as_deref() != Some(&shard)
-        {
+        if let Some(shard) = shard_of(&membership) {
+            // Setting the shard it is already set to changes nothing.
             if informer.set_shard(shard.clone()).is_err() {
                 return;
             }
-            match informer
-                .wait_for_shard(&shard, Duration::from_secs(60), &token)
-                .await
-            {
-                Ok(()) => println!(
-                    "{identity}: holds {} Pods in {} ranges",
-                    informer.cache().len(),
-                    shard.hash_ranges().len()
-                ),
-                Err(error) => println!("{identity}: {error}"),
+            if informer.cached_shard().as_deref() != Some(&shard) {
+                match informer
+                    .wait_for_shard(&shard, Duration::from_secs(60), &token)
+                    .await
+                {
+                    Ok(()) => println!(
+                        "{identity}: holds {} Pods in {} ranges",
+                        informer.cache().len(),
+                        shard.hash_ranges().len()
+                    ),
+                    Err(error) => println!("{identity}: {error}"),
+                }
             }
         }
         // Keys whose previous owner has let go may start now.
