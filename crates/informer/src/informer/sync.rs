@@ -137,9 +137,9 @@ impl<K: Object> SharedIndexInformer<K> {
 
     /// Waits until the cache holds `shard` whole: the informer is set to it and a list of it
     /// has been applied, so every object of the shard is in the cache, no object outside it
-    /// remains, and the notifications of the hand-off have been handed to the handlers. A replica that takes over a
-    /// shard waits for this before it works on the shard's keys. Returns at once when the
-    /// cache holds it.
+    /// remains, and the notifications of the hand-off have been handed to the handlers. A
+    /// replica that takes over a shard waits for this before it works on the shard's keys.
+    /// Returns at once when the cache holds it.
     ///
     /// # Errors
     ///

@@ -202,12 +202,15 @@ impl Shard {
         if self.gate.alone {
             return Some(std::iter::once(0..1 << 64).collect());
         }
-        let mut state = self.gate.state.lock();
+        let state = self.gate.state.lock();
         state.target.as_ref()?;
-        Gate::prune_claims(&self.gate.identity, &mut state);
+        // What the claims are once pruned, left for the member loop to prune: it tells the
+        // consumer when they shrink.
         let identity = &self.gate.identity;
         Some(Ring::union_of_hash_ranges(
-            state.claims.iter().map(|ring| ring.hash_ranges(identity)),
+            Gate::pruned_claims(identity, &state)
+                .iter()
+                .map(|ring| ring.hash_ranges(identity)),
         ))
     }
 
@@ -267,24 +270,27 @@ impl Gate {
     }
 
     fn prune_claims(identity: &str, state: &mut State) {
-        let State {
-            target,
-            claims,
-            in_flight,
-            leaving,
-            ..
-        } = state;
-        let target = target.as_ref().filter(|_| !*leaving);
-        claims.retain(|ring| {
-            Some(ring) != target
-                && in_flight.keys().any(|place| {
-                    place.owned_by(ring, identity)
-                        && !target.is_some_and(|target| place.owned_by(target, identity))
-                })
-        });
-        if let Some(target) = target {
-            claims.push(target.clone());
-        }
+        state.claims = Self::pruned_claims(identity, state);
+    }
+
+    /// The claims to keep: every older ring that gives this member a key in flight which the
+    /// target does not, then the target (none once leaving).
+    fn pruned_claims(identity: &str, state: &State) -> Vec<Ring> {
+        let target = state.target.as_ref().filter(|_| !state.leaving);
+        let mut claims: Vec<Ring> = state
+            .claims
+            .iter()
+            .filter(|&ring| {
+                Some(ring) != target
+                    && state.in_flight.keys().any(|place| {
+                        place.owned_by(ring, identity)
+                            && !target.is_some_and(|target| place.owned_by(target, identity))
+                    })
+            })
+            .cloned()
+            .collect();
+        claims.extend(target.cloned());
+        claims
     }
 
     /// Records that `claims` were written, in a request sent at `sent`.
@@ -508,12 +514,13 @@ mod tests {
         let mut changes = shard.changes();
         changes.borrow_and_update();
         drop(guard);
+        // Read before the member loop prunes its claims, which then still tells the consumer.
+        assert_eq!(shard.hash_ranges(), Some(joined.hash_ranges("me")));
         assert_eq!(shard.gate().claims(), vec![joined.clone()]);
         assert!(
             changes.has_changed().unwrap(),
             "the consumer is told its ranges shrank"
         );
-        assert_eq!(shard.hash_ranges(), Some(joined.hash_ranges("me")));
 
         // A key whose hash is mine waits while another still announces a ring giving it away.
         let arriving = super::super::ObjectKey::new(text.as_str(), hash_of(&joined, "me"));
