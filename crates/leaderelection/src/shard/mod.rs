@@ -42,9 +42,10 @@
 //!   a `kinformer_store::Shard` over them lists and watches; replicas then cache disjoint
 //!   parts of a collection, and own the `ObjectKey`s of what they cache (the umbrella crate's
 //!   `replica_set` example). Such a replica starts a key once no other live replica may work
-//!   on it; its cache may still be listing the key's range then, so the worker of a key
-//!   handed over by [`Shard::changes`] rather than by an event of its own informer waits for
-//!   the informer to hold its shard (`wait_for_shard`) first.
+//!   on it, which may be before its informer has listed the key's new range: keys its own
+//!   informer's events queue are in its cache, and the keys to queue again on
+//!   [`Shard::changes`] are best read from the cache once the informer holds its shard
+//!   (`wait_for_shard`), as the example does.
 //! - A key waits, after a membership change, for up to a round (the retry period) per step
 //!   of the hand-off; a crashed replica's keys wait for its lease duration.
 //! - A key moving to a replica arrives through [`Shard::changes`]: the consumer adds the
