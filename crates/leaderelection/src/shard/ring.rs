@@ -104,9 +104,9 @@ impl Ring {
         Some(&self.members[member as usize])
     }
 
-    /// The ranges of the server's hash space that `member` owns ([`hash_owner`](Self::
-    /// hash_owner)), merged and in order, start inclusive and end exclusive: the ranges of the
-    /// `kinformer_store::Shard` whose objects that member caches. The space is cut into 64
+    /// The ranges of the server's hash space that `member` owns
+    /// ([`hash_owner`](Self::hash_owner)), merged and in order, start inclusive and end
+    /// exclusive: the ranges of the `kinformer_store::Shard` whose objects that member caches. The space is cut into 64
     /// equal slices, each owned whole by one member: each slice goes to the first member met
     /// walking the ring from the slice's own point that owns fewer than its even share
     /// (64 / members, rounded up), so no member holds more than one slice above an equal
