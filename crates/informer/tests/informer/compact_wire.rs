@@ -25,6 +25,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const PATIENCE: Duration = Duration::from_secs(20);
+/// How long an informer may take to come back after its server's listener was down: its
+/// reflector's backoff (0.8 s doubling to 30 s, jittered) between the attempts that failed
+/// meanwhile can reach most of a minute on a loaded machine.
+const RECONNECT: Duration = Duration::from_secs(90);
 
 /// kinformer's own codec for Pods, counting what the cache asks it to encode and decode.
 struct Counting {
@@ -391,7 +395,7 @@ async fn after_relist(handlers: Handlers) -> Relisted {
         .restart_listener()
         .await
         .expect("the listener comes back");
-    eventually("the relist was handled", PATIENCE, || {
+    eventually("the relist was handled", RECONNECT, || {
         updated.lock().len() == 2 && deleted.lock().len() == 1
     })
     .await;

@@ -26,6 +26,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
+/// How long an informer may take to come back after its server's listener was down: the
+/// reflector backs off 0.8 s doubling to 30 s, with jitter that can double a delay, between
+/// the attempts that failed meanwhile, so a correct informer can wait most of a minute on a
+/// loaded machine. A passing run comes back after the first delay that ends once the listener
+/// is up; the bound ends a hung test, it does not time the informer.
+const RECONNECT: Duration = Duration::from_secs(90);
 const SENT_AT: &str = "kinformer.test/sent-at-micros";
 
 fn informer(server: &FakeApiServer, options: InformerOptions<Pod>) -> SharedIndexInformer<Pod> {
@@ -390,7 +396,9 @@ async fn a_relist_after_compaction_deletes_exactly_the_vanished_pods_with_tombst
             .await
             .expect("the listener comes back");
         assert!(
-            wait_until(WAIT, || recorder.of_kind("tombstone") == ["pod-1", "pod-4"]).await,
+            wait_until(RECONNECT, || recorder.of_kind("tombstone")
+                == ["pod-1", "pod-4"])
+            .await,
             "{queue:?}: got {:?}",
             recorder.events()
         );
@@ -452,7 +460,7 @@ async fn a_name_recreated_while_the_watch_was_down_is_a_delete_then_an_add() {
             .expect("the listener comes back");
 
         assert!(
-            wait_until(WAIT, || recorder.of_kind("add") == ["pod-1"]).await,
+            wait_until(RECONNECT, || recorder.of_kind("add") == ["pod-1"]).await,
             "{queue:?}: got {:?}",
             recorder.events()
         );
