@@ -190,7 +190,7 @@ impl Progress {
 }
 
 /// Runs `wait` until it ends, the deadline passes, the caller cancels or the informer stops.
-async fn finish<T>(
+pub(crate) async fn finish<T>(
     wait: impl Future<Output = Result<T, watch::error::RecvError>>,
     within: Duration,
     token: &CancellationToken,

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::WaitError;
+use crate::{WaitError, progress::finish};
 
 /// The shards of the lists between the queue and the cache, and the shard the cache holds.
 #[derive(Debug)]
@@ -65,28 +65,21 @@ impl ShardSync {
     ) -> Result<(), WaitError> {
         let what = || format!("shard {shard}");
         let mut cached = self.cached.subscribe();
+        // The outer error is the informer gone; the inner one the informer moved on.
         let held = async {
             loop {
                 // Marked seen before the reads, so a change after them wakes us.
                 let holds = cached.borrow_and_update().as_deref() == Some(shard);
                 if target().as_deref() != Some(shard) {
-                    return Err(WaitError::ShardChanged { what: what() });
+                    return Ok(Err(WaitError::ShardChanged { what: what() }));
                 }
                 if holds {
-                    return Ok(());
+                    return Ok(Ok(()));
                 }
-                if cached.changed().await.is_err() {
-                    return Err(WaitError::Stopped { what: what() });
-                }
+                cached.changed().await?;
             }
         };
-        tokio::select! {
-            biased;
-            outcome = tokio::time::timeout(within, held) => outcome
-                .unwrap_or_else(|_| Err(WaitError::TimedOut { what: what(), within })),
-            () = token.cancelled() => Err(WaitError::Cancelled { what: what() }),
-            () = stopped.cancelled() => Err(WaitError::Stopped { what: what() }),
-        }
+        finish(held, within, token, stopped, what).await?
     }
 }
 
