@@ -31,12 +31,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use e2e_support::{BackendKind, Ctx, eventually, run};
+use e2e_support::{BackendKind, eventually, run};
 use futures::{StreamExt as _, stream};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::{
     leaderelection::shard::{Ring, ShardOptions},
-    reflector::ShardMode,
     store::{Shard, ShardKey},
 };
 use kube_client::{
@@ -131,16 +130,6 @@ async fn settle(api: &Api<Pod>, live: &[CacheReplica], step: &str) {
     eprintln!("replica set: {step} settled in {:?}", began.elapsed());
 }
 
-fn expected_mode(ctx: &Ctx) -> Option<ShardMode> {
-    ctx.backend.sharded_list_and_watch().map(|on| {
-        if on {
-            ShardMode::Server
-        } else {
-            ShardMode::Client
-        }
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_set_splits_the_pods_of_a_namespace_through_a_kill_and_a_leave() {
     run("replica-set", |ctx| async move {
@@ -180,7 +169,7 @@ async fn a_replica_set_splits_the_pods_of_a_namespace_through_a_kill_and_a_leave
                 .health()
                 .shard
                 .expect("an informer of a shard");
-            match expected_mode(&ctx) {
+            match ctx.backend.shard_mode() {
                 Some(mode) => assert_eq!(stats.mode, Some(mode), "{}", replica.identity),
                 None => assert!(stats.mode.is_some(), "{}", replica.identity),
             }

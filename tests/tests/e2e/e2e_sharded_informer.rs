@@ -52,19 +52,9 @@ fn cached<K: Object>(informer: &SharedIndexInformer<K>) -> BTreeSet<String> {
 }
 
 /// Who filters on this backend; `None` where `cargo xtask e2e` does not know (a kubeconfig).
-fn expected_mode(ctx: &Ctx) -> Option<ShardMode> {
-    ctx.backend.sharded_list_and_watch().map(|on| {
-        if on {
-            ShardMode::Server
-        } else {
-            ShardMode::Client
-        }
-    })
-}
-
 fn assert_mode<K: Object>(ctx: &Ctx, shard: &Shard, informer: &SharedIndexInformer<K>) {
     let stats = informer.health().shard.expect("an informer of a shard");
-    match expected_mode(ctx) {
+    match ctx.backend.shard_mode() {
         Some(mode) => assert_eq!(stats.mode, Some(mode), "shard {shard}: {stats:?}"),
         None => assert!(stats.mode.is_some(), "shard {shard}: {stats:?}"),
     }

@@ -27,6 +27,7 @@ use k8s_openapi::{
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
+use kinformer::reflector::ShardMode;
 use kinformer_controlplane::{
     ApiServerOutage, CONTROL_PLANE_ENV, ControlPlane, KIND_NODE_ENV, KindNode, compact_etcd,
 };
@@ -169,15 +170,22 @@ impl Backend {
         self.watch_cache
     }
 
-    /// Whether the server filters list and watch by shard (the `ShardedListAndWatch` feature
-    /// gate): on the fake and the local control plane, not on kind; `None` for a cluster
-    /// `cargo xtask e2e` did not start.
+    /// The mode a sharded informer runs in here: `Server` where the server filters list and
+    /// watch by shard (the `ShardedListAndWatch` feature gate; the fake and the local control
+    /// plane), `Client` where it does not (kind); `None` for a cluster `cargo xtask e2e` did
+    /// not start.
     #[allow(
         dead_code,
-        reason = "e2e_sharded_informer's; e2e_conformance compiles this module whole"
+        reason = "the sharding suites'; e2e_conformance compiles this module whole"
     )]
-    pub(crate) fn sharded_list_and_watch(&self) -> Option<bool> {
-        self.sharded_list_and_watch
+    pub(crate) fn shard_mode(&self) -> Option<ShardMode> {
+        self.sharded_list_and_watch.map(|on| {
+            if on {
+                ShardMode::Server
+            } else {
+                ShardMode::Client
+            }
+        })
     }
 
     /// Compacts the backend's history up to now, when the backend lets the suite do that.
