@@ -18,9 +18,10 @@ use std::{
 };
 
 use kinformer_reflector::{
-    Error as ReflectorError, ListOptions, ListSink, ListerWatcher, VersionMatch,
+    Error as ReflectorError, ListOptions, ListSink, ListerWatcher, ShardedListerWatcher,
+    VersionMatch,
 };
-use kinformer_store::{Incoming, KeyFunc, Object};
+use kinformer_store::{Incoming, KeyFunc, Object, Shard};
 use kinformer_wait::ErrorChain;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -70,21 +71,31 @@ impl Counters {
 /// What a check compares per key: UID and resourceVersion.
 type Identity = (Option<String>, Option<String>);
 
+/// What a check compares: the cache's in-order version, its objects, and for an informer of a
+/// shard the shard it holds, taken together.
+pub(crate) struct Snapshot<K> {
+    pub(crate) version: u64,
+    pub(crate) objects: Vec<Arc<K>>,
+    pub(crate) shard: Option<Arc<Shard>>,
+}
+
 /// One informer's checker: where to list, how to key, where to report.
 pub(crate) struct Checker<K> {
     pub(crate) lister_watcher: Arc<dyn ListerWatcher<K>>,
+    /// The informer's shard, which `lister_watcher` lists: a check compares only while the
+    /// cache holds the very shard it is set to, from before its list to after.
+    pub(crate) sharded: Option<ShardedListerWatcher<K>>,
     pub(crate) key_func: KeyFunc<K>,
     pub(crate) handler: Option<WatchErrorHandler>,
     pub(crate) counters: Arc<Counters>,
 }
 
 impl<K: Object> Checker<K> {
-    /// Checks every `period` until `token` fires; `snapshot` gives the cache's in-order
-    /// version and its objects, taken together.
+    /// Checks every `period` until `token` fires; `snapshot` gives the cache's state.
     pub(crate) async fn run(
         self,
         period: Duration,
-        snapshot: impl Fn() -> (u64, Vec<Arc<K>>),
+        snapshot: impl Fn() -> Snapshot<K>,
         token: CancellationToken,
     ) {
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -95,21 +106,39 @@ impl<K: Object> Checker<K> {
                 () = token.cancelled() => return,
                 _ = ticks.tick() => {}
             }
-            let (version, cached) = snapshot();
-            if version == 0 {
+            let snapshot = snapshot();
+            if snapshot.version == 0 || !self.holds_target(snapshot.shard.as_ref()) {
                 self.counters.skipped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             tokio::select! {
                 biased;
                 () = token.cancelled() => return,
-                () = self.check(version, &cached) => {}
+                () = self.check(&snapshot) => {}
             }
         }
     }
 
-    async fn check(&self, version: u64, cached: &[Arc<K>]) {
-        let server = match self.list_at(version).await {
+    /// Whether the cache holds the shard the informer is set to (the very one, not an equal
+    /// shard set again since), so a list now reads what the cache holds; true without a shard.
+    fn holds_target(&self, cached: Option<&Arc<Shard>>) -> bool {
+        self.sharded.as_ref().is_none_or(|sharded| {
+            cached.is_some_and(|cached| Arc::ptr_eq(cached, &sharded.shard()))
+        })
+    }
+
+    async fn check(&self, snapshot: &Snapshot<K>) {
+        let version = snapshot.version;
+        let listed = self.list_at(version).await;
+        // Moved while it listed: the list may be of another shard than the cache holds.
+        let listed = listed.and_then(|server| {
+            if self.holds_target(snapshot.shard.as_ref()) {
+                Ok(server)
+            } else {
+                Err(ReflectorError::ShardChanged)
+            }
+        });
+        let server = match listed {
             Ok(server) => server,
             Err(error) => {
                 debug!(error = %ErrorChain(&error), version, "consistency check skipped");
@@ -117,8 +146,8 @@ impl<K: Object> Checker<K> {
                 return;
             }
         };
-        let mut cache: HashMap<String, Identity> = HashMap::with_capacity(cached.len());
-        for object in cached {
+        let mut cache: HashMap<String, Identity> = HashMap::with_capacity(snapshot.objects.len());
+        for object in &snapshot.objects {
             if let Ok(key) = (self.key_func)(object) {
                 cache.insert(key, identity(object.as_ref()));
             }

@@ -30,7 +30,7 @@ use tracing::{Instrument, debug, error_span, info, warn};
 
 use crate::{
     ConsistencyStats, Error, InformerCache, InformerHealth, InformerOptions, QueueKind, Result,
-    checker::{Checker, Counters},
+    checker::{Checker, Counters, Snapshot},
     controller::Applier,
     health,
     latency::LatencyRecorder,
@@ -547,17 +547,21 @@ impl<K: Object> SharedIndexInformer<K> {
         };
         let checker = Checker {
             lister_watcher: Arc::clone(&self.inner.lister_watcher),
+            sharded: self.inner.sharded.clone(),
             key_func: Arc::clone(&self.inner.applier.key_func),
             handler,
             counters: Arc::clone(&self.inner.checks),
         };
         let informer = self.clone();
-        // The cache and its version, taken under the lock that orders cache changes, so they
-        // describe one state.
+        // The cache, its version and its shard, taken under the lock that orders cache
+        // changes, so they describe one state.
         let snapshot = move || {
             let _blocked = informer.inner.block_deltas.lock();
-            let version = informer.inner.applier.progress.version().unwrap_or(0);
-            (version, informer.inner.applier.indexer.list())
+            Snapshot {
+                version: informer.inner.applier.progress.version().unwrap_or(0),
+                objects: informer.inner.applier.indexer.list(),
+                shard: informer.inner.shard_sync.cached(),
+            }
         };
         Some(tokio::spawn(
             checker

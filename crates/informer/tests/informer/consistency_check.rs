@@ -2,14 +2,16 @@
 //! matches the server it finds nothing; when a lister-watcher loses one watch event (a lossy
 //! proxy), the next check lists the server at the cache's exact version, finds the one Pod
 //! whose change never arrived, and reports it to the watch error handler, without touching the
-//! cache. An informer on the DeltaFIFO refuses the check at run.
+//! cache. An informer of a shard compares only while its cache holds the shard it is set to:
+//! never a cache of the old shard with a list of the new one while it moves. An informer on
+//! the DeltaFIFO refuses the check at run.
 
 use crate::common;
 
 use std::{
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -22,9 +24,11 @@ use kinformer_reflector::{
     Error as ReflectorError, KubeListerWatcher, ListOptions, ListPage, ListSink, ListerWatcher,
     Result, WatchEvent, WatchStream, WireFormat,
 };
-use kinformer_testing::{FakeApiServer, fixtures, wait_until};
+use kinformer_store::Shard;
+use kinformer_testing::{FakeApiServer, ServerOptions, fixtures, wait_until};
 use kube_client::Api;
 use serde_json::json;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -55,6 +59,33 @@ impl ListerWatcher<Pod> for Lossy {
                 std::future::ready(!lost)
             })
             .boxed())
+    }
+
+    fn type_description(&self) -> String {
+        self.inner.type_description()
+    }
+}
+
+/// Passes everything through, except that a list page after the first waits while `open` is
+/// false; `held` counts such pages.
+struct Gated {
+    inner: KubeListerWatcher<Pod>,
+    open: watch::Sender<bool>,
+    held: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl ListerWatcher<Pod> for Gated {
+    async fn list(&self, options: ListOptions, sink: &mut dyn ListSink<Pod>) -> Result<ListPage> {
+        if options.continue_token.is_some() {
+            self.held.fetch_add(1, Ordering::SeqCst);
+            let _ = self.open.subscribe().wait_for(|open| *open).await;
+        }
+        self.inner.list(options, sink).await
+    }
+
+    async fn watch(&self, options: ListOptions) -> Result<WatchStream<Pod>> {
+        self.inner.watch(options).await
     }
 
     fn type_description(&self) -> String {
@@ -158,6 +189,85 @@ async fn a_lost_watch_event_is_found_by_the_consistency_check_and_reported() {
         .and_then(|annotations| annotations.get("touched"));
     assert_eq!(touched, None, "the lost change is not in the cache");
 
+    token.cancel();
+    running.await.unwrap().unwrap();
+}
+
+/// While an informer moves to another shard, its list of the new one held after its first page,
+/// the checks skip their rounds: the cache holds the old shard, and a read of the new one would
+/// call every difference a drift. Once the new shard is held, they compare again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_never_compares_a_cache_with_a_shard_it_does_not_hold_yet() {
+    let server = FakeApiServer::start_with(ServerOptions::default().sharded_list_and_watch(true))
+        .await
+        .expect("the fake server starts");
+    for i in 0..60 {
+        server.create_object(fixtures::pod(i)).expect("seeded");
+    }
+    let (first, second) = (Shard::of(0, 2).unwrap(), Shard::of(1, 2).unwrap());
+    let open = watch::Sender::new(true);
+    let held = Arc::new(AtomicUsize::new(0));
+    let informer = SharedIndexInformer::new(
+        Gated {
+            inner: KubeListerWatcher::new(Api::<Pod>::all(server.client().unwrap()))
+                .wire_format(WireFormat::from_env()),
+            open: open.clone(),
+            held: Arc::clone(&held),
+        },
+        InformerOptions::new()
+            .page_size(7)
+            .shard(first.clone())
+            .consistency_check(PERIOD),
+    );
+    let token = CancellationToken::new();
+    let running = tokio::spawn({
+        let (informer, token) = (informer.clone(), token.clone());
+        async move { informer.run(token).await }
+    });
+    informer
+        .wait_for_shard(&first, WAIT, &token)
+        .await
+        .expect("the first shard is held");
+    assert!(
+        wait_until(WAIT, || informer.consistency_stats().checks >= 2).await,
+        "{:?}",
+        informer.consistency_stats()
+    );
+
+    // The list of the second shard stops after its first page: the informer is set to the
+    // second shard and has begun to list it, while its cache holds the first.
+    let pages = held.load(Ordering::SeqCst);
+    open.send_replace(false);
+    informer
+        .set_shard(second.clone())
+        .expect("a sharded informer");
+    assert!(
+        wait_until(WAIT, || held.load(Ordering::SeqCst) > pages).await,
+        "the list of the second shard goes past its first page"
+    );
+    let skipped = informer.consistency_stats().skipped;
+    assert!(
+        wait_until(WAIT, || informer.consistency_stats().skipped >= skipped + 3).await,
+        "{:?}",
+        informer.consistency_stats()
+    );
+    let stats = informer.consistency_stats();
+    assert_eq!(stats.drifts, 0, "{stats:?}");
+    assert_eq!(informer.cached_shard().as_deref(), Some(&first));
+
+    open.send_replace(true);
+    informer
+        .wait_for_shard(&second, WAIT, &token)
+        .await
+        .expect("the second shard is held");
+    let checks = informer.consistency_stats().checks;
+    assert!(
+        wait_until(WAIT, || informer.consistency_stats().checks >= checks + 2).await,
+        "{:?}",
+        informer.consistency_stats()
+    );
+    let stats = informer.consistency_stats();
+    assert_eq!(stats.drifts, 0, "{stats:?}");
     token.cancel();
     running.await.unwrap().unwrap();
 }
