@@ -16,6 +16,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::{
+    informer::InformerOptions,
     leaderelection::shard::{ObjectKey, Ring, ShardOptions},
     reflector::ShardMode,
     store::{Shard, ShardKey},
@@ -189,8 +190,15 @@ async fn a_replica_set_splits_the_cache(server_filters: bool) {
 
     let mut replicas = Vec::new();
     for identity in ["replica-a", "replica-b", "replica-c"] {
-        let replica =
-            CacheReplica::start(&client, None, identity, quick(), ledger.reconcile()).await;
+        let replica = CacheReplica::start(
+            &client,
+            None,
+            identity,
+            quick(),
+            InformerOptions::new(),
+            ledger.reconcile(),
+        )
+        .await;
         replicas.push(replica.expect("a replica starts"));
     }
     settle("three replicas", &live(&replicas), &pods, &ledger).await;
