@@ -77,6 +77,8 @@ impl ShardOptions {
 struct Seen {
     resource_version: String,
     at: Instant,
+    /// The duration the Lease states.
+    duration: Duration,
 }
 
 /// One replica's membership of a shard group (a set of replicas that split the keys of the
@@ -186,7 +188,12 @@ impl ShardMember {
                 if leaving && self.shard.in_flight() == 0 {
                     break;
                 }
-                let pause = retry.mul_f64(1.0 - 0.2 * fastrand::f64());
+                let mut pause = retry.mul_f64(1.0 - 0.2 * fastrand::f64());
+                // A member whose Lease runs out before the next round leaves the ring as it
+                // does, not up to a retry period later.
+                if let Some(expiry) = self.next_expiry() {
+                    pause = pause.min(expiry.saturating_duration_since(Instant::now()));
+                }
                 tokio::select! {
                     () = token.cancelled(), if !leaving => {
                         leaving = true;
@@ -382,16 +389,31 @@ impl ShardMember {
             .and_then(|spec| spec.lease_duration_seconds)
             .unwrap_or(0)
             .max(0);
+        let duration = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
         let mut seen = self.seen.lock();
         let entry = seen.entry(name).or_insert_with(|| Seen {
             resource_version: version.clone(),
             at: Instant::now(),
+            duration,
         });
         if entry.resource_version != version {
             entry.resource_version = version;
             entry.at = Instant::now();
         }
-        entry.at.elapsed() >= Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
+        entry.duration = duration;
+        entry.at.elapsed() >= duration
+    }
+
+    /// The next moment a Lease seen unchanged runs out, unless it changes first; `None` when
+    /// every Lease seen has run out.
+    fn next_expiry(&self) -> Option<Instant> {
+        let now = Instant::now();
+        self.seen
+            .lock()
+            .values()
+            .map(|seen| seen.at + seen.duration)
+            .filter(|expiry| *expiry > now)
+            .min()
     }
 
     fn observe(&self, lease: &Lease) {
