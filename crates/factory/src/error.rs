@@ -16,6 +16,10 @@ pub enum Error {
     /// the informers.
     #[error("cannot start informers outside a tokio runtime")]
     NoRuntime,
+    /// The factory was built without a shard of its own
+    /// ([`FactoryOptions::shard`](crate::FactoryOptions::shard)), so it has none to move.
+    #[error("cannot move the factory's shard: it was built without one")]
+    NoShard,
 }
 
 /// `Result` with this crate's [`Error`].

@@ -10,9 +10,11 @@ use std::{
     time::Duration,
 };
 
-use kinformer_informer::{InformerHealth, InformerOptions, SharedIndexInformer, SyncStatus};
+use kinformer_informer::{
+    InformerHealth, InformerOptions, SharedIndexInformer, SyncStatus, WaitError,
+};
 use kinformer_reflector::KubeListerWatcher;
-use kinformer_store::{Lister, Object};
+use kinformer_store::{Lister, Object, Shard};
 use kinformer_wait::ErrorChain;
 use kube_client::{Api, Client};
 use kube_core::{ApiResource, DynamicObject, PartialObjectMeta, Resource};
@@ -20,6 +22,8 @@ use parking_lot::Mutex;
 use serde::{Serialize, de::DeserializeOwned};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{debug, info, warn};
+
+mod shard;
 
 use crate::{
     FactoryOptions, InformerLease, InformerRequest, SyncReport,
@@ -118,7 +122,10 @@ impl Drop for Inner {
 
 #[derive(Default)]
 struct State {
+    /// Keyed with the factory's shard where a key takes it ([`InformerKey::resolved`]).
     informers: HashMap<InformerKey, Entry>,
+    /// Where the factory's own shard is now.
+    shard: Option<Shard>,
     /// [`SharedInformerFactory::start`] has been called: an informer requested since starts
     /// at once.
     started: bool,
@@ -169,6 +176,13 @@ trait ErasedInformer: Send + Sync {
     fn health(&self) -> InformerHealth;
     fn is_stopped(&self) -> bool;
     fn wait_for_sync<'a>(&'a self, token: &'a CancellationToken) -> BoxFuture<'a, bool>;
+    fn set_shard(&self, shard: Shard);
+    fn wait_for_shard<'a>(
+        &'a self,
+        shard: &'a Shard,
+        within: Duration,
+        token: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), WaitError>>;
 }
 
 impl<K: Object> ErasedInformer for SharedIndexInformer<K> {
@@ -212,6 +226,25 @@ impl<K: Object> ErasedInformer for SharedIndexInformer<K> {
         // The factory keeps the deadline: its report says which informers missed it.
         Box::pin(async move { self.wait_for_cache_sync(Duration::MAX, token).await.is_ok() })
     }
+
+    fn set_shard(&self, shard: Shard) {
+        // Every informer of the factory's shard was built with it; one a request built by
+        // itself may have left it out.
+        if let Err(error) = SharedIndexInformer::set_shard(self, shard) {
+            warn!(informer = self.name(), %error, "informer of the factory's shard did not move");
+        }
+    }
+
+    fn wait_for_shard<'a>(
+        &'a self,
+        shard: &'a Shard,
+        within: Duration,
+        token: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), WaitError>> {
+        Box::pin(SharedIndexInformer::wait_for_shard(
+            self, shard, within, token,
+        ))
+    }
 }
 
 impl SharedInformerFactory {
@@ -220,11 +253,19 @@ impl SharedInformerFactory {
     #[doc(alias = "NewSharedInformerFactory")]
     #[doc(alias = "NewSharedInformerFactoryWithOptions")]
     pub fn new(client: Client, options: FactoryOptions) -> Self {
+        let state = State {
+            shard: options
+                .selection
+                .follows_factory()
+                .then(|| options.selection.shard_selector().cloned())
+                .flatten(),
+            ..State::default()
+        };
         SharedInformerFactory {
             inner: Arc::new(Inner {
                 client,
                 config: options,
-                state: Mutex::new(State::default()),
+                state: Mutex::new(state),
                 token: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
@@ -236,10 +277,11 @@ impl SharedInformerFactory {
         &self.inner.client
     }
 
-    /// The selection informers get unless one is given: the factory's namespace and
-    /// selectors.
-    pub fn default_selection(&self) -> &Selection {
-        &self.inner.config.selection
+    /// The selection informers get unless one is given: the factory's namespace, selectors
+    /// and shard (where the shard is now).
+    pub fn default_selection(&self) -> Selection {
+        let shard = self.inner.state.lock().shard.clone();
+        self.inner.config.selection.clone().resolved(shard.as_ref())
     }
 
     /// The shared informer for `K` in the factory's selection, built on first use (client-go's
@@ -404,6 +446,8 @@ impl SharedInformerFactory {
                 action: "hand out an informer",
             });
         }
+        // Resolved under the lock, so a move cannot slip between the request and the lookup.
+        let key = key.resolved(state.shard.as_ref());
         if let Some(entry) = state.informers.get_mut(&key) {
             match hold {
                 Hold::Pin => entry.pinned = true,
@@ -445,7 +489,8 @@ impl SharedInformerFactory {
     /// One more lease on the entry `id` under `key`; `false` if it has left the factory.
     pub(crate) fn add_lease(&self, key: &InformerKey, id: u64) -> bool {
         let mut state = self.inner.state.lock();
-        match state.informers.get_mut(key) {
+        let key = key.clone().resolved(state.shard.as_ref());
+        match state.informers.get_mut(&key) {
             Some(entry) if entry.id == id => {
                 entry.leases += 1;
                 true
@@ -460,15 +505,16 @@ impl SharedInformerFactory {
     pub(crate) fn release_lease(&self, key: &InformerKey, id: u64) -> Option<bool> {
         let entry = {
             let mut state = self.inner.state.lock();
+            let key = key.clone().resolved(state.shard.as_ref());
             let entry = state
                 .informers
-                .get_mut(key)
+                .get_mut(&key)
                 .filter(|entry| entry.id == id)?;
             entry.leases = entry.leases.saturating_sub(1);
             if entry.leases > 0 || entry.pinned {
                 return None;
             }
-            state.informers.remove(key)?
+            state.informers.remove(&key)?
         };
         info!(informer = %key, "last lease released; stopping the informer");
         entry.token.cancel();
@@ -477,10 +523,15 @@ impl SharedInformerFactory {
 
     /// Stops the informer under `key` and removes it from the factory, however it is held
     /// (controller-runtime's `RemoveInformer`): leases and clones of it see it stopped, and
-    /// the next request for the key builds a new one. Returns whether there was one.
+    /// the next request for the key builds a new one. Returns whether there was one. A key
+    /// of the factory's shard names its informer wherever the shard has moved since.
     /// Await [`SharedIndexInformer::stopped`] on a clone to know it has stopped.
     pub fn remove_informer(&self, key: &InformerKey) -> bool {
-        let removed = self.inner.state.lock().informers.remove(key);
+        let removed = {
+            let mut state = self.inner.state.lock();
+            let key = key.clone().resolved(state.shard.as_ref());
+            state.informers.remove(&key)
+        };
         match removed {
             Some(entry) => {
                 info!(informer = %key, "informer removed; stopping it");
@@ -495,12 +546,13 @@ impl SharedInformerFactory {
     /// is gone, so that a later request builds a fresh informer.
     fn forget_gone(inner: &Inner, key: &InformerKey, id: u64) {
         let mut state = inner.state.lock();
+        let key = key.clone().resolved(state.shard.as_ref());
         let gone = state
             .informers
-            .get(key)
+            .get(&key)
             .is_some_and(|entry| entry.id == id && entry.informer.sync_status().resource_gone);
         if gone {
-            state.informers.remove(key);
+            state.informers.remove(&key);
             info!(informer = %key, "informer stopped: its resource is no longer served");
         }
     }

@@ -115,11 +115,13 @@ impl FactoryOptions {
         self
     }
 
-    /// Every informer lists and watches only the objects of `shard`: this replica's share of
-    /// every collection ([`Selection::shard`]).
+    /// Every informer lists and watches only the objects of `shard`, the factory's own: this
+    /// replica's share of every collection. An informer asked for without a shard or a
+    /// selection of its own takes it, and moves with it
+    /// ([`SharedInformerFactory::set_shard`](crate::SharedInformerFactory::set_shard)).
     #[must_use]
     pub fn shard(mut self, shard: Shard) -> Self {
-        self.selection = self.selection.shard(shard);
+        self.selection = self.selection.factory_shard(shard);
         self
     }
 

@@ -179,7 +179,7 @@ impl<K> InformerRequest<K> {
     pub(crate) fn hand_out(self, factory: &SharedInformerFactory, hold: Hold) -> Result<Handed<K>> {
         let mut selection = self
             .selection
-            .unwrap_or_else(|| factory.default_selection().clone());
+            .unwrap_or_else(|| factory.default_selection());
         if let Some(namespace) = self.namespace {
             selection = selection.namespace(namespace);
         }

@@ -27,6 +27,11 @@ pub struct Selection {
     label_selector: Option<String>,
     field_selector: Option<String>,
     shard: Option<Shard>,
+    /// The shard is the factory's own ([`FactoryOptions::shard`](crate::FactoryOptions::shard)),
+    /// which [`SharedInformerFactory::set_shard`](crate::SharedInformerFactory::set_shard)
+    /// moves: part of the identity, so an informer of the factory's shard is never one asked
+    /// for with a shard of its own.
+    factory_shard: bool,
 }
 
 impl Selection {
@@ -60,10 +65,32 @@ impl Selection {
 
     /// Only the objects of `shard`: the informer asks the server for the shard and filters
     /// what a server without sharded list and watch sends
-    /// ([`InformerOptions::shard`](kinformer_informer::InformerOptions::shard)).
+    /// ([`InformerOptions::shard`](kinformer_informer::InformerOptions::shard)). A shard
+    /// given here stays where it is when the factory's own shard moves.
     #[must_use]
     pub fn shard(mut self, shard: Shard) -> Self {
         self.shard = Some(shard);
+        self.factory_shard = false;
+        self
+    }
+
+    /// The factory's own shard, `shard` for now: it moves with the factory's.
+    pub(crate) fn factory_shard(mut self, shard: Shard) -> Self {
+        self.shard = Some(shard);
+        self.factory_shard = true;
+        self
+    }
+
+    /// Whether the shard is the factory's own, which moves with it.
+    pub(crate) fn follows_factory(&self) -> bool {
+        self.factory_shard
+    }
+
+    /// The same selection with the factory's shard where it takes the factory's.
+    pub(crate) fn resolved(mut self, factory_shard: Option<&Shard>) -> Self {
+        if self.factory_shard {
+            self.shard = factory_shard.cloned();
+        }
         self
     }
 
@@ -82,7 +109,8 @@ impl Selection {
         self.field_selector.as_deref()
     }
 
-    /// The shard, if any.
+    /// The shard, if any: for the factory's own, where it was when this selection was taken
+    /// (an informer's key in the factory names where it is now).
     pub fn shard_selector(&self) -> Option<&Shard> {
         self.shard.as_ref()
     }
@@ -140,6 +168,12 @@ impl InformerKey {
             description,
             api: Default::default(),
         }
+    }
+
+    /// The same key with the factory's shard where its selection takes the factory's.
+    pub(crate) fn resolved(mut self, factory_shard: Option<&Shard>) -> Self {
+        self.selection = self.selection.resolved(factory_shard);
+        self
     }
 
     /// The same key, knowing its API group, version and resource (plural).
