@@ -3,7 +3,8 @@
 //! shard, through the list and the watch; a metadata-only informer of one shard too. On the
 //! local control plane kube-apiserver runs with `ShardedListAndWatch` on and filters; on kind
 //! the gate is off and the informers filter what it sends. The caches are the same both ways,
-//! and each informer reports who filtered.
+//! and each informer reports who filtered. A factory of one shard moves to another with its
+//! informers, which then hold the new shard as the server has it.
 
 use crate::e2e_support;
 use crate::informers;
@@ -14,6 +15,7 @@ use e2e_support::{Ctx, eventually, run};
 use informers::{CONVERGE, config_maps, stop_informer};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::{
+    factory::{FactoryOptions, InformerRequest, SharedInformerFactory},
     informer::{InformerOptions, SharedIndexInformer},
     reflector::{KubeListerWatcher, ShardMode, WireFormat},
     store::{Object, Shard},
@@ -162,6 +164,57 @@ async fn three_shards_hold_every_config_map_once_whoever_filters() {
         for task in running {
             stop_informer(&token, task).await;
         }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_factorys_shard_moves_with_its_informers() {
+    run("factory-shard", |ctx| async move {
+        let api = config_maps(&ctx);
+        // Enough that a metadata-only informer, whose lists carry no echo, tells a filtering
+        // server by the objects it receives.
+        for i in 0..80 {
+            api.create(
+                &PostParams::default(),
+                &config_map(&format!("cm-{i}"), "v", &[]),
+            )
+            .await
+            .expect("created");
+        }
+        let (first, second) = (Shard::of(0, 2).unwrap(), Shard::of(1, 2).unwrap());
+        let factory = SharedInformerFactory::new(
+            ctx.client(),
+            FactoryOptions::from_env()
+                .namespace(ctx.namespace.clone())
+                .shard(first.clone()),
+        );
+        let typed = factory.informer::<ConfigMap>().expect("an informer");
+        let metadata = factory
+            .informer_for(InformerRequest::<PartialObjectMeta<ConfigMap>>::metadata())
+            .expect("a metadata informer");
+        factory.start().expect("the factory starts");
+        let token = CancellationToken::new();
+        factory
+            .wait_for_shard(&first, CONVERGE, &token)
+            .await
+            .expect("the first shard is held");
+        assert_eq!(cached(&typed), on_server(&api, &first).await);
+        assert_eq!(cached(&metadata), on_server(&api, &first).await);
+
+        factory
+            .set_shard(second.clone())
+            .expect("the factory has a shard");
+        factory
+            .wait_for_shard(&second, CONVERGE, &token)
+            .await
+            .expect("the second shard is held");
+        // Held whole on return, with no wait for the watch.
+        assert_eq!(cached(&typed), on_server(&api, &second).await);
+        assert_eq!(cached(&metadata), on_server(&api, &second).await);
+        assert_mode(&ctx, &second, &typed);
+        assert_mode(&ctx, &second, &metadata);
+        factory.shutdown().await;
     })
     .await;
 }
