@@ -116,8 +116,8 @@ impl FactoryOptions {
     }
 
     /// Every informer lists and watches only the objects of `shard`, the factory's own: this
-    /// replica's share of every collection. An informer asked for without a shard or a
-    /// selection of its own takes it, and moves with it
+    /// replica's share of every collection. An informer asked for in the factory's selection
+    /// (narrowed or not) without a shard of its own takes it, and moves with it
     /// ([`SharedInformerFactory::set_shard`](crate::SharedInformerFactory::set_shard)).
     #[must_use]
     pub fn shard(mut self, shard: Shard) -> Self {

@@ -22,9 +22,9 @@ impl SharedInformerFactory {
     /// [`SharedIndexInformer::set_shard`](kinformer_informer::SharedIndexInformer::set_shard)
     /// says (adds for what it gains, tombstones marked `left_shard` for what it loses). Its key
     /// names the new shard, and a key or lease taken before the move still finds it. Informers
-    /// asked for with a shard or a selection of their own stay. The shard it holds already
-    /// changes nothing. A replica whose ranges follow its membership calls this on every new
-    /// ring, then [`wait_for_shard`](Self::wait_for_shard).
+    /// asked for with a shard of their own, or with a selection not taken from the factory's,
+    /// stay. The shard it holds already changes nothing. A replica whose ranges follow its
+    /// membership calls this on every new ring, then [`wait_for_shard`](Self::wait_for_shard).
     ///
     /// # Errors
     ///
