@@ -62,6 +62,7 @@ pub struct FactoryOptions {
     hot_capacity: usize,
     watch_error_handler: Option<FactoryWatchErrorHandler>,
     handler_executor: HandlerExecutor,
+    consistency_check: Option<Duration>,
 }
 
 /// The environment variable [`FactoryOptions::from_env`] reads: `decoded` for decoded caches
@@ -253,6 +254,18 @@ impl FactoryOptions {
         self
     }
 
+    /// Every informer checks its cache against the server every `period`
+    /// ([`InformerOptions::consistency_check`](kinformer_informer::InformerOptions::consistency_check)):
+    /// a list at exactly the version the cache has reached, compared key by key, and each
+    /// difference reported to the watch error handler. Off by default: each check lists
+    /// everything the informer holds. An informer a request builds on the DeltaFIFO refuses to
+    /// run with it.
+    #[must_use]
+    pub fn consistency_check(mut self, period: Duration) -> Self {
+        self.consistency_check = Some(period);
+        self
+    }
+
     /// Applies `transform` to every object of type `K` before it is cached, after the
     /// metadata transform if there is one.
     #[must_use]
@@ -285,6 +298,7 @@ impl Default for FactoryOptions {
             hot_capacity: CompactCache::<()>::DEFAULT_HOT_CAPACITY,
             watch_error_handler: None,
             handler_executor: HandlerExecutor::default(),
+            consistency_check: None,
         }
     }
 }
@@ -307,6 +321,7 @@ impl fmt::Debug for FactoryOptions {
             .field("hot_capacity", &self.hot_capacity)
             .field("watch_error_handler", &self.watch_error_handler.is_some())
             .field("handler_executor", &self.handler_executor)
+            .field("consistency_check", &self.consistency_check)
             .finish()
     }
 }
@@ -404,6 +419,9 @@ impl FactoryOptions {
         let mut options = options.handler_executor(self.handler_executor);
         if let Some(shard) = key.selection().shard_selector() {
             options = options.shard(shard.clone());
+        }
+        if let Some(period) = self.consistency_check {
+            options = options.consistency_check(period);
         }
         match &self.watch_error_handler {
             Some(handler) => {

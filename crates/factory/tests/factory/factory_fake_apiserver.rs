@@ -181,6 +181,28 @@ async fn the_factory_namespace_selectors_tweak_and_page_size_reach_every_informe
 /// An informer requested after `start` runs at once: client-go leaves it idle until `Start`
 /// is called again, so that a wait for sync returns without it and its cache stays empty.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_factorys_consistency_check_reaches_every_informer() {
+    let server = server_with_pods(12).await;
+    let factory = SharedInformerFactory::new(
+        server.client().expect("a client"),
+        FactoryOptions::default().consistency_check(Duration::from_millis(50)),
+    );
+    let pods = factory.informer::<Pod>().expect("an informer");
+    let metadata = factory
+        .informer_for(InformerRequest::<PartialObjectMeta<Pod>>::metadata())
+        .expect("a metadata informer");
+    factory.start().expect("the factory starts");
+    all_synced(&factory).await;
+    eventually("both informers check their caches", PATIENCE, || {
+        pods.consistency_stats().checks >= 2 && metadata.consistency_stats().checks >= 2
+    })
+    .await;
+    assert_eq!(pods.consistency_stats().drifts, 0);
+    assert_eq!(metadata.consistency_stats().drifts, 0);
+    factory.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_twice_starts_each_informer_once_and_later_informers_at_once() {
     let server = server_with_pods(3).await;
     let factory = SharedInformerFactory::new(
