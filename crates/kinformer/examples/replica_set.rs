@@ -11,15 +11,16 @@
 //! ```
 //!
 //! Each replica keeps a Lease in the `pod-cache` shard group (a
-//! [`ShardMember`](kinformer::leaderelection::shard::ShardMember)), and informs the Pods whose
-//! UID hashes into the ranges its ring position gives it
-//! ([`Shard::hash_ranges`](kinformer::leaderelection::shard::Shard::hash_ranges)). The informer
-//! asks kube-apiserver for that shard on every list and watch (the `ShardedListAndWatch` feature
-//! gate) and filters on the client when the server ignores the selector, so the caches are the
-//! same either way. When a replica joins, leaves or crashes, the others' rings change, their
-//! informers move to their new ranges ([`SharedIndexInformer::set_shard`]), list them, and say
-//! once they hold them whole ([`SharedIndexInformer::wait_for_shard`]); handlers see a Pod that
-//! moved in as an add and one that moved out as a deletion marked `left_shard`.
+//! [`ShardMember`](kinformer::leaderelection::shard::ShardMember)), and has a factory whose
+//! shard is the ranges of the UID hash that its ring position gives it
+//! ([`Shard::hash_ranges`](kinformer::leaderelection::shard::Shard::hash_ranges)). Its Pod
+//! informer asks kube-apiserver for that shard on every list and watch (the
+//! `ShardedListAndWatch` feature gate) and filters on the client when the server ignores the
+//! selector, so the caches are the same either way. When a replica joins, leaves or crashes,
+//! the others' rings change, their factories move to their new ranges
+//! ([`SharedInformerFactory::set_shard`]), list them, and say once they hold them whole
+//! ([`SharedInformerFactory::wait_for_shard`]); handlers see a Pod that moved in as an add and
+//! one that moved out as a deletion marked `left_shard`.
 //!
 //! Each change a handler sees is queued as an [`ObjectKey`]: the Pod's key, placed on the ring
 //! by the hash of its UID, so the replica that owns the key is the one whose cache holds the
@@ -52,17 +53,17 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::{
-    informer::{InformerOptions, SharedIndexInformer},
+    factory::{FactoryOptions, SharedInformerFactory},
+    informer::SharedIndexInformer,
     leaderelection::shard::{
         ObjectKey, Shard as Membership, ShardMember, ShardOptions, ShardedQueue,
     },
     prelude::{QueueOptions, RateLimitingQueue, default_controller_rate_limiter},
-    reflector::KubeListerWatcher,
     store::{ObjectOrTombstone, Shard, ShardKey},
     testing::{FakeApiServer, ServerOptions, fixtures},
     wait::CancellationToken,
 };
-use kube_client::{Api, Client};
+use kube_client::Client;
 use tokio::{sync::watch, task::JoinSet};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -83,11 +84,12 @@ pub(crate) const GROUP: &str = "pod-cache";
 /// Where the Leases are when the replicas inform every namespace.
 const LEASE_NAMESPACE: &str = "default";
 
-/// One replica: its membership, an informer of the Pods its ranges hold, and the workers of
-/// its queue.
+/// One replica: its membership, a factory of the shard its ranges make with an informer of
+/// the Pods there, and the workers of its queue.
 pub(crate) struct CacheReplica {
     pub(crate) identity: String,
     pub(crate) informer: SharedIndexInformer<Pod>,
+    factory: SharedInformerFactory,
     membership: Membership,
     queue: ShardedQueue<ObjectKey>,
     token: CancellationToken,
@@ -107,14 +109,14 @@ fn enqueue(queue: &ShardedQueue<ObjectKey>, pod: &Pod) {
 impl CacheReplica {
     /// Joins the group as `identity`, waits for a ring, then informs the ranges it gives this
     /// replica of the Pods of `namespace` (every namespace without one, whose replicas keep
-    /// their Leases in `default`) with `informer`'s options, and follows the ring from then
-    /// on, with workers that `reconcile` the keys it owns.
+    /// their Leases in `default`) through a factory with `factory`'s options, and follows the
+    /// ring from then on, with workers that `reconcile` the keys it owns.
     pub(crate) async fn start(
         client: &Client,
         namespace: Option<&str>,
         identity: &str,
         options: ShardOptions,
-        informer: InformerOptions<Pod>,
+        factory: FactoryOptions,
         reconcile: Reconcile,
     ) -> Result<Self, BoxError> {
         let lease_namespace = namespace.unwrap_or(LEASE_NAMESPACE);
@@ -133,13 +135,12 @@ impl CacheReplica {
             }
             changes.changed().await?;
         };
-        let informer = SharedIndexInformer::new(
-            KubeListerWatcher::new(match namespace {
-                Some(namespace) => Api::<Pod>::namespaced(client.clone(), namespace),
-                None => Api::<Pod>::all(client.clone()),
-            }),
-            informer.shard(shard),
-        );
+        let factory = match namespace {
+            Some(namespace) => factory.namespace(namespace),
+            None => factory,
+        };
+        let factory = SharedInformerFactory::new(client.clone(), factory.shard(shard));
+        let informer = factory.informer::<Pod>()?;
         let queue = ShardedQueue::new(
             RateLimitingQueue::new(
                 default_controller_rate_limiter(),
@@ -177,17 +178,11 @@ impl CacheReplica {
                 Arc::clone(&reconcile),
             ));
         }
-        tasks.spawn({
-            let (informer, token) = (informer.clone(), token.clone());
-            async move {
-                if let Err(error) = informer.run(token).await {
-                    println!("the informer did not run: {error}");
-                }
-            }
-        });
+        factory.start()?;
         let (took, held) = watch::channel(None);
         tasks.spawn(follow(
             membership.clone(),
+            factory.clone(),
             informer.clone(),
             queue.clone(),
             (identity.to_owned(), took),
@@ -196,6 +191,7 @@ impl CacheReplica {
         Ok(Self {
             identity: identity.to_owned(),
             informer,
+            factory,
             membership,
             queue,
             token,
@@ -228,6 +224,7 @@ impl CacheReplica {
         self.token.cancel();
         let _ = (&mut self.member).await;
         while self.tasks.join_next().await.is_some() {}
+        self.factory.shutdown().await;
     }
 
     #[allow(
@@ -240,6 +237,7 @@ impl CacheReplica {
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
         let _ = self.member.await;
+        self.factory.shutdown().await;
     }
 }
 
@@ -264,10 +262,11 @@ async fn work(
     }
 }
 
-/// Moves `informer` to the ranges of every new ring, says in `took` when it holds them whole,
-/// and queues again the keys it may now work on.
+/// Moves `factory` to the ranges of every new ring, says in `took` when `informer` holds them
+/// whole, and queues again the keys it may now work on.
 async fn follow(
     membership: Membership,
+    factory: SharedInformerFactory,
     informer: SharedIndexInformer<Pod>,
     queue: ShardedQueue<ObjectKey>,
     (identity, took): (String, watch::Sender<Option<Arc<Shard>>>),
@@ -279,10 +278,10 @@ async fn follow(
         changes.borrow_and_update();
         if let Some(shard) = shard_of(&membership) {
             // Setting the shard it is already set to changes nothing.
-            if informer.set_shard(shard.clone()).is_err() {
+            if factory.set_shard(shard.clone()).is_err() {
                 return;
             }
-            match informer
+            match factory
                 .wait_for_shard(&shard, Duration::from_secs(60), &token)
                 .await
             {
@@ -393,7 +392,7 @@ async fn main() -> Result<(), BoxError> {
                 None,
                 identity,
                 options,
-                InformerOptions::new(),
+                FactoryOptions::default(),
                 Arc::clone(&reconcile),
             )
             .await?,

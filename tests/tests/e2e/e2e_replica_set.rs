@@ -41,7 +41,7 @@ use e2e_support::{BackendKind, eventually, run};
 use futures::{StreamExt as _, future::join_all, stream};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer::{
-    informer::InformerOptions,
+    factory::FactoryOptions,
     leaderelection::shard::{Ring, ShardOptions},
     reflector::ShardMode,
     store::{Shard, ShardKey},
@@ -96,7 +96,7 @@ async fn replica_process(identity: String) {
         Some(&namespace),
         &identity,
         options(),
-        InformerOptions::new(),
+        FactoryOptions::from_env(),
         reconcile,
     )
     .await
@@ -364,7 +364,7 @@ async fn a_replica_set_splits_the_pods_of_a_namespace_through_a_sigkill_and_a_le
                 Some(&ctx.namespace),
                 identity,
                 options(),
-                InformerOptions::new().consistency_check(CHECK_PERIOD),
+                FactoryOptions::from_env().consistency_check(CHECK_PERIOD),
                 Arc::clone(&reconcile),
             )
             .await;

@@ -16,7 +16,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::{
-    informer::InformerOptions,
+    factory::FactoryOptions,
     leaderelection::shard::{ObjectKey, Ring, ShardOptions},
     reflector::ShardMode,
     store::{Shard, ShardKey},
@@ -195,7 +195,7 @@ async fn a_replica_set_splits_the_cache(server_filters: bool) {
             None,
             identity,
             quick(),
-            InformerOptions::new(),
+            FactoryOptions::default(),
             ledger.reconcile(),
         )
         .await;
