@@ -134,6 +134,14 @@ struct State {
     next_id: u64,
 }
 
+impl State {
+    /// `key` as the registry holds it: with the factory's shard where it is now, where the key
+    /// takes the factory's.
+    fn resolve(&self, key: &InformerKey) -> InformerKey {
+        key.clone().resolved(self.shard.as_ref())
+    }
+}
+
 struct Entry {
     /// Tells this entry from a later one under the same key.
     id: u64,
@@ -489,7 +497,7 @@ impl SharedInformerFactory {
     /// One more lease on the entry `id` under `key`; `false` if it has left the factory.
     pub(crate) fn add_lease(&self, key: &InformerKey, id: u64) -> bool {
         let mut state = self.inner.state.lock();
-        let key = key.clone().resolved(state.shard.as_ref());
+        let key = state.resolve(key);
         match state.informers.get_mut(&key) {
             Some(entry) if entry.id == id => {
                 entry.leases += 1;
@@ -505,7 +513,7 @@ impl SharedInformerFactory {
     pub(crate) fn release_lease(&self, key: &InformerKey, id: u64) -> Option<bool> {
         let entry = {
             let mut state = self.inner.state.lock();
-            let key = key.clone().resolved(state.shard.as_ref());
+            let key = state.resolve(key);
             let entry = state
                 .informers
                 .get_mut(&key)
@@ -529,7 +537,7 @@ impl SharedInformerFactory {
     pub fn remove_informer(&self, key: &InformerKey) -> bool {
         let removed = {
             let mut state = self.inner.state.lock();
-            let key = key.clone().resolved(state.shard.as_ref());
+            let key = state.resolve(key);
             state.informers.remove(&key)
         };
         match removed {
@@ -546,7 +554,7 @@ impl SharedInformerFactory {
     /// is gone, so that a later request builds a fresh informer.
     fn forget_gone(inner: &Inner, key: &InformerKey, id: u64) {
         let mut state = inner.state.lock();
-        let key = key.clone().resolved(state.shard.as_ref());
+        let key = state.resolve(key);
         let gone = state
             .informers
             .get(&key)

@@ -17,17 +17,18 @@ use tokio_util::sync::CancellationToken;
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
+/// A Pod's cache key.
+fn key(pod: &Pod) -> String {
+    let meta = &pod.metadata;
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
 fn keys(pods: &[std::sync::Arc<Pod>]) -> BTreeSet<String> {
-    pods.iter()
-        .map(|pod| {
-            let meta = &pod.metadata;
-            format!(
-                "{}/{}",
-                meta.namespace.as_deref().unwrap_or_default(),
-                meta.name.as_deref().unwrap_or_default()
-            )
-        })
-        .collect()
+    pods.iter().map(|pod| key(pod)).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,13 +131,7 @@ fn model(pods: &[Pod], shard: &Shard, namespace: Option<&str>) -> BTreeSet<Strin
         .filter(|pod| {
             namespace.is_none_or(|namespace| pod.metadata.namespace.as_deref() == Some(namespace))
         })
-        .map(|pod| {
-            format!(
-                "{}/{}",
-                pod.metadata.namespace.as_deref().unwrap_or_default(),
-                pod.metadata.name.as_deref().unwrap_or_default()
-            )
-        })
+        .map(key)
         .collect()
 }
 
