@@ -27,8 +27,6 @@ use kube_client::{
 use processes::Children;
 
 const CANDIDATE: &str = "KINFORMER_E2E_CANDIDATE";
-const CANDIDATE_NAMESPACE: &str = "KINFORMER_E2E_CANDIDATE_NAMESPACE";
-const CANDIDATE_KUBECONFIG: &str = "KINFORMER_E2E_CANDIDATE_KUBECONFIG";
 const TEST: &str = "e2e_leader::the_leader_is_killed_again_and_again_and_tenures_never_overlap";
 const LEASE: &str = "e2e-leader";
 const LEASE_DURATION: Duration = Duration::from_secs(1);
@@ -47,8 +45,7 @@ fn options() -> LeaderElectorOptions {
 
 /// A candidate process: competes until killed.
 async fn candidate(identity: String) {
-    let namespace = std::env::var(CANDIDATE_NAMESPACE).expect("the namespace to compete in");
-    let client = processes::client_from(&processes::path_from_env(CANDIDATE_KUBECONFIG)).await;
+    let (namespace, client) = processes::child_context().await;
     loop {
         let (elector, mut events) =
             LeaderElector::new(client.clone(), &namespace, LEASE, &identity, options())
@@ -146,10 +143,9 @@ async fn the_leader_is_killed_again_and_again_and_tenures_never_overlap() {
         let mut candidates = Children::new(
             TEST,
             CANDIDATE,
-            vec![
-                (CANDIDATE_NAMESPACE, ctx.namespace.clone()),
-                (CANDIDATE_KUBECONFIG, kubeconfig.display().to_string()),
-            ],
+            &ctx.namespace,
+            kubeconfig.path(),
+            Vec::new(),
         );
         let mut started = 0;
         let mut spawn = |candidates: &mut Children| {
@@ -169,10 +165,6 @@ async fn the_leader_is_killed_again_and_again_and_tenures_never_overlap() {
         live_holder(&leases, &candidates, &killed).await;
         drop(candidates);
         recorder.abort();
-        if ctx.backend.kind() == BackendKind::Fake {
-            // Written for this test; a real backend's kubeconfig is xtask's.
-            let _ = std::fs::remove_file(&kubeconfig);
-        }
 
         let tenures = history
             .lock()

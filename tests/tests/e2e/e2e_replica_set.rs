@@ -56,8 +56,6 @@ use replica_set::{CacheReplica, Reconcile};
 use serde_json::json;
 
 const REPLICA: &str = "KINFORMER_E2E_CACHE_REPLICA";
-const REPLICA_NAMESPACE: &str = "KINFORMER_E2E_CACHE_REPLICA_NAMESPACE";
-const REPLICA_KUBECONFIG: &str = "KINFORMER_E2E_CACHE_REPLICA_KUBECONFIG";
 const TEST: &str =
     "e2e_replica_set::a_replica_set_splits_the_pods_of_a_namespace_through_a_sigkill_and_a_leave";
 /// The replica that runs as a process of its own, and is killed.
@@ -88,8 +86,7 @@ fn report_name(identity: &str) -> String {
 /// The replica process: runs one replica, and reports each shard its cache takes whole, with
 /// how many Pods it holds then, until it is killed.
 async fn replica_process(identity: String) {
-    let namespace = std::env::var(REPLICA_NAMESPACE).expect("the namespace to cache");
-    let client = processes::client_from(&processes::path_from_env(REPLICA_KUBECONFIG)).await;
+    let (namespace, client) = processes::child_context().await;
     let reconcile: Reconcile = Arc::new(|_, _, _| Box::pin(std::future::ready(())));
     let replica = CacheReplica::start(
         &client,
@@ -340,14 +337,8 @@ async fn a_replica_set_splits_the_pods_of_a_namespace_through_a_sigkill_and_a_le
         create_pods(&api, (0..count).map(|i| format!("pod-{i:05}"))).await;
 
         let kubeconfig = ctx.backend.kubeconfig_file();
-        let mut process = Children::new(
-            TEST,
-            REPLICA,
-            vec![
-                (REPLICA_NAMESPACE, ctx.namespace.clone()),
-                (REPLICA_KUBECONFIG, kubeconfig.display().to_string()),
-            ],
-        );
+        let mut process =
+            Children::new(TEST, REPLICA, &ctx.namespace, kubeconfig.path(), Vec::new());
         process.spawn(PROCESS);
         let worked = Arc::new(AtomicU64::new(0));
         let reconcile: Reconcile = {

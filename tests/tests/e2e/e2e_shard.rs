@@ -36,8 +36,6 @@ use processes::Children;
 use std::sync::Arc;
 
 const REPLICA: &str = "KINFORMER_E2E_REPLICA";
-const REPLICA_NAMESPACE: &str = "KINFORMER_E2E_REPLICA_NAMESPACE";
-const REPLICA_KUBECONFIG: &str = "KINFORMER_E2E_REPLICA_KUBECONFIG";
 const REPLICA_LOGS: &str = "KINFORMER_E2E_REPLICA_LOGS";
 const TEST: &str = "e2e_shard::replicas_join_and_are_killed_and_no_key_is_worked_on_twice";
 const GROUP: &str = "e2e-shard";
@@ -64,8 +62,7 @@ fn nanos(time: SystemTime) -> u128 {
 /// two lines in its log, `S <key> <ns>` and `E <key> <ns>`, written unbuffered so a SIGKILL
 /// loses none that began.
 async fn replica(identity: String) {
-    let namespace = std::env::var(REPLICA_NAMESPACE).expect("the namespace to work in");
-    let client = processes::client_from(&processes::path_from_env(REPLICA_KUBECONFIG)).await;
+    let (namespace, client) = processes::child_context().await;
     let log = processes::path_from_env(REPLICA_LOGS).join(format!("{identity}.log"));
     let log = std::sync::Arc::new(std::sync::Mutex::new(
         File::options()
@@ -341,11 +338,9 @@ async fn replicas_join_and_are_killed_and_no_key_is_worked_on_twice() {
         let mut children = Children::new(
             TEST,
             REPLICA,
-            vec![
-                (REPLICA_NAMESPACE, ctx.namespace.clone()),
-                (REPLICA_KUBECONFIG, kubeconfig.display().to_string()),
-                (REPLICA_LOGS, logs_dir.display().to_string()),
-            ],
+            &ctx.namespace,
+            kubeconfig.path(),
+            vec![(REPLICA_LOGS, logs_dir.display().to_string())],
         );
         let mut logs = Logs::new(&logs_dir);
         let mut killed = HashMap::new();
@@ -389,10 +384,6 @@ async fn replicas_join_and_are_killed_and_no_key_is_worked_on_twice() {
             killed.insert(replica.clone(), end);
         }
         logs.catch_up();
-        if ctx.backend.kind() == BackendKind::Fake {
-            // Written for this test; a real backend's kubeconfig is xtask's.
-            let _ = std::fs::remove_file(&kubeconfig);
-        }
         let _ = std::fs::remove_dir_all(&logs_dir);
 
         let overlaps = logs.overlaps(&killed, end);

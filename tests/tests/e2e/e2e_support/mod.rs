@@ -142,11 +142,7 @@ impl Backend {
 
     /// A kubeconfig file with admin credentials, for processes the test starts: the one
     /// `cargo xtask e2e` named, or one written for the fake server.
-    #[allow(
-        dead_code,
-        reason = "e2e_leader's; e2e_conformance compiles this module whole"
-    )]
-    pub(crate) fn kubeconfig_file(&self) -> PathBuf {
+    pub(crate) fn kubeconfig_file(&self) -> KubeconfigFile {
         match &self.fake {
             Some(fake) => {
                 let path = std::env::temp_dir().join(format!(
@@ -155,12 +151,18 @@ impl Backend {
                     random_u32()
                 ));
                 std::fs::write(&path, fake.kubeconfig()).expect("the kubeconfig is written");
-                path
+                KubeconfigFile {
+                    path,
+                    written: true,
+                }
             }
-            None => PathBuf::from(
-                std::env::var("KINFORMER_E2E_KUBECONFIG")
-                    .expect("KINFORMER_E2E_KUBECONFIG names the kubeconfig of a real backend"),
-            ),
+            None => KubeconfigFile {
+                path: PathBuf::from(
+                    std::env::var("KINFORMER_E2E_KUBECONFIG")
+                        .expect("KINFORMER_E2E_KUBECONFIG names the kubeconfig of a real backend"),
+                ),
+                written: false,
+            },
         }
     }
 
@@ -761,5 +763,26 @@ where
             codec: kinformer::reflector::compact_codec::<K>(),
             hot_capacity: 0,
         }),
+    }
+}
+
+/// A kubeconfig file for the processes a test starts ([`Backend::kubeconfig_file`]); one
+/// written for the fake server is removed when this drops (a real backend's is xtask's).
+pub(crate) struct KubeconfigFile {
+    path: PathBuf,
+    written: bool,
+}
+
+impl KubeconfigFile {
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl Drop for KubeconfigFile {
+    fn drop(&mut self) {
+        if self.written {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }

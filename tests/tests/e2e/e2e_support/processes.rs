@@ -11,6 +11,11 @@ use std::{
 
 use kube_client::config::{KubeConfigOptions, Kubeconfig};
 
+/// The namespace a child works in.
+const CHILD_NAMESPACE: &str = "KINFORMER_E2E_CHILD_NAMESPACE";
+/// The kubeconfig of the cluster a child works against.
+const CHILD_KUBECONFIG: &str = "KINFORMER_E2E_CHILD_KUBECONFIG";
+
 /// The children of one test.
 pub(crate) struct Children {
     /// The test function the children run (`--exact`).
@@ -23,11 +28,17 @@ pub(crate) struct Children {
 }
 
 impl Children {
+    /// Children of `test` that work in `namespace` of the cluster `kubeconfig` names (see
+    /// [`child_context`]), each told its identity in `role`, and given `env` beside.
     pub(crate) fn new(
         test: &'static str,
         role: &'static str,
-        env: Vec<(&'static str, String)>,
+        namespace: &str,
+        kubeconfig: &Path,
+        mut env: Vec<(&'static str, String)>,
     ) -> Self {
+        env.push((CHILD_NAMESPACE, namespace.to_owned()));
+        env.push((CHILD_KUBECONFIG, kubeconfig.display().to_string()));
         Self {
             test,
             role,
@@ -85,16 +96,21 @@ impl Drop for Children {
     }
 }
 
-/// A client from the kubeconfig at `path`, without kube-client's retries (a child must see
-/// every failure its library sees).
-pub(crate) async fn client_from(path: &Path) -> kube_client::Client {
-    let kubeconfig = Kubeconfig::read_from(path).expect("the kubeconfig parses");
+/// In a child: the namespace it works in, and a client of the cluster, without kube-client's
+/// retries (a child must see every failure its library sees).
+pub(crate) async fn child_context() -> (String, kube_client::Client) {
+    let namespace = std::env::var(CHILD_NAMESPACE).expect("the namespace to work in");
+    let kubeconfig =
+        Kubeconfig::read_from(path_from_env(CHILD_KUBECONFIG)).expect("the kubeconfig parses");
     let mut config =
         kube_client::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .expect("a client configuration");
     config.default_retry = false;
-    kube_client::Client::try_from(config).expect("a client")
+    (
+        namespace,
+        kube_client::Client::try_from(config).expect("a client"),
+    )
 }
 
 /// The path in the environment variable `name`, which the orchestrator set.
