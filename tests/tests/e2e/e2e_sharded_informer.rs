@@ -12,7 +12,7 @@ use crate::informers;
 use std::collections::BTreeSet;
 
 use e2e_support::{Ctx, eventually, run};
-use informers::{CONVERGE, config_maps, stop_informer};
+use informers::{CONVERGE, config_maps, seed_config_maps, stop_informer};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::{
     factory::{FactoryOptions, InformerRequest, SharedInformerFactory},
@@ -23,11 +23,9 @@ use kinformer::{
 };
 use kube_client::{
     Api, ResourceExt as _,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, ListParams},
     core::PartialObjectMeta,
 };
-
-use crate::config_maps::config_map;
 
 const SHARDS: u64 = 3;
 
@@ -89,14 +87,7 @@ async fn converge<K: Object>(
 async fn three_shards_hold_every_config_map_once_whoever_filters() {
     run("sharded-informer", |ctx| async move {
         let api = config_maps(&ctx);
-        for i in 0..90 {
-            api.create(
-                &PostParams::default(),
-                &config_map(&format!("cm-{i}"), "v", &[]),
-            )
-            .await
-            .expect("created");
-        }
+        seed_config_maps(&api, 0..90).await;
         let token = CancellationToken::new();
         let mut running = Vec::new();
         let mut typed = Vec::new();
@@ -141,14 +132,7 @@ async fn three_shards_hold_every_config_map_once_whoever_filters() {
             .len();
         assert_eq!(total, all, "every ConfigMap in exactly one shard");
 
-        for i in 90..105 {
-            api.create(
-                &PostParams::default(),
-                &config_map(&format!("cm-{i}"), "v", &[]),
-            )
-            .await
-            .expect("created");
-        }
+        seed_config_maps(&api, 90..105).await;
         for i in (0..90).step_by(8) {
             api.delete(&format!("cm-{i}"), &DeleteParams::default())
                 .await
@@ -174,14 +158,7 @@ async fn a_factorys_shard_moves_with_its_informers() {
         let api = config_maps(&ctx);
         // Enough that a metadata-only informer, whose lists carry no echo, tells a filtering
         // server by the objects it receives.
-        for i in 0..80 {
-            api.create(
-                &PostParams::default(),
-                &config_map(&format!("cm-{i}"), "v", &[]),
-            )
-            .await
-            .expect("created");
-        }
+        seed_config_maps(&api, 0..80).await;
         let (first, second) = (Shard::of(0, 2).unwrap(), Shard::of(1, 2).unwrap());
         let factory = SharedInformerFactory::new(
             ctx.client(),

@@ -56,6 +56,18 @@ pub(crate) fn config_maps(ctx: &Ctx) -> Api<ConfigMap> {
     Api::namespaced(ctx.client(), &ctx.namespace)
 }
 
+/// Creates the ConfigMaps `cm-{i}` for each `i` of `numbers`, each holding the value `v`.
+pub(crate) async fn seed_config_maps(api: &Api<ConfigMap>, numbers: std::ops::Range<usize>) {
+    for i in numbers {
+        api.create(
+            &PostParams::default(),
+            &crate::config_maps::config_map(&format!("cm-{i}"), "v", &[]),
+        )
+        .await
+        .expect("created");
+    }
+}
+
 /// Writes `value` into an existing ConfigMap, returning the stored object.
 pub(crate) async fn set_value(api: &Api<ConfigMap>, current: &ConfigMap, value: &str) -> ConfigMap {
     let mut changed = current.clone();
