@@ -163,14 +163,15 @@ pub(crate) struct Bench {
     /// runs of every case (default 3, --quick 1)
     #[arg(long, value_name = "K")]
     pub(crate) runs: Option<usize>,
-    /// run each case once, unmeasured, right before each measured run of it
+    /// measure each case without first running it once, unmeasured, right before (warm-up
+    /// runs are on unless --quick)
     #[arg(long)]
-    pub(crate) warm_up: bool,
+    pub(crate) no_warm_up: bool,
     /// rewrite the report from saved results instead of running anything
     #[arg(long = "report", value_name = "FILE")]
     pub(crate) report_from: Option<PathBuf>,
     /// check that docs/benchmarks.md and its chart are what docs/bench-results.json rebuilds
-    #[arg(long, conflicts_with_all = ["quick", "scenarios", "cases", "runs", "warm_up", "report_from"])]
+    #[arg(long, conflicts_with_all = ["quick", "scenarios", "cases", "runs", "no_warm_up", "report_from"])]
     pub(crate) check_report: bool,
 }
 

@@ -49,11 +49,7 @@ use crate::{flags::Bench, project_root};
 
 /// Runs `cargo xtask bench` with the informer scenarios.
 pub(crate) fn run(options: &Bench) -> Result<(), String> {
-    let mut sizes = if options.quick { QUICK } else { FULL };
-    if let Some(runs) = options.runs {
-        sizes.runs = runs.max(1);
-    }
-    sizes.warm_up = options.warm_up;
+    let sizes = sizes(options);
     let all = scenarios(sizes);
     for name in &options.scenarios {
         if name != "decode-floor" && !all.iter().any(|s| s.name == name) {
@@ -249,12 +245,44 @@ fn run_all(
     })
 }
 
+/// The sizes `options` ask for: every measured run follows a warm-up run of its case, but in
+/// the quick check (which measures nothing it publishes) or with `--no-warm-up`.
+fn sizes(options: &Bench) -> Sizes {
+    let mut sizes = if options.quick { QUICK } else { FULL };
+    if let Some(runs) = options.runs {
+        sizes.runs = runs.max(1);
+    }
+    sizes.warm_up = !options.quick && !options.no_warm_up;
+    sizes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// The report rebuilt from its saved results passes; a figure edited by hand in it, or
     /// in its chart, fails and names the line.
+    #[test]
+    fn measured_runs_are_warmed_up_unless_quick_or_told_not_to() {
+        assert!(sizes(&Bench::default()).warm_up);
+        let narrowed = Bench {
+            runs: Some(1),
+            ..Bench::default()
+        };
+        assert!(sizes(&narrowed).warm_up, "a narrowed run warms up too");
+        let quick = Bench {
+            quick: true,
+            ..Bench::default()
+        };
+        assert!(!sizes(&quick).warm_up);
+        let told = Bench {
+            no_warm_up: true,
+            ..Bench::default()
+        };
+        assert!(!sizes(&told).warm_up);
+        assert_eq!(sizes(&told).runs, FULL.runs);
+    }
+
     #[test]
     fn a_report_edited_by_hand_fails_the_check() {
         let saved = saved::example();

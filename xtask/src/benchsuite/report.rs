@@ -363,10 +363,11 @@ fn method(sizes: Sizes) -> String {
         runs = sizes.runs,
         s = if sizes.runs == 1 { "" } else { "s" },
         warm_up = if sizes.warm_up {
-            ". Each measured run came right after an unmeasured run of the same case \
-             (`--warm-up`), so that none pays for the state the case before it left the machine in"
+            ". Each measured run came right after an unmeasured run of the same case, so that \
+             none pays for the state the case before it left the machine in"
         } else {
-            ""
+            ". No run was warmed up (`--no-warm-up`): a run may pay for the state the case \
+             before it left the machine in"
         }
     )
 }

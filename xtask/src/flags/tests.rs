@@ -116,12 +116,12 @@ fn every_documented_invocation_parses_as_documented() {
         }
     );
     assert_eq!(
-        bench("bench --scenario watch --case kinformer --case client-go --runs 2 --warm-up"),
+        bench("bench --scenario watch --case kinformer --case client-go --runs 2 --no-warm-up"),
         Bench {
             scenarios: strings(&["watch"]),
             cases: strings(&["kinformer", "client-go"]),
             runs: Some(2),
-            warm_up: true,
+            no_warm_up: true,
             ..Bench::default()
         }
     );
