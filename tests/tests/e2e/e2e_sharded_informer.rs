@@ -12,7 +12,7 @@ use crate::informers;
 use std::collections::BTreeSet;
 
 use e2e_support::{Ctx, eventually, run};
-use informers::{CONVERGE, config_maps, seed_config_maps, stop_informer};
+use informers::{CONVERGE, config_maps, seed_config_maps, stop_informer, watch_cache_has};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::{
     factory::{FactoryOptions, InformerRequest, SharedInformerFactory},
@@ -158,7 +158,10 @@ async fn a_factorys_shard_moves_with_its_informers() {
         let api = config_maps(&ctx);
         // Enough that a metadata-only informer, whose lists carry no echo, tells a filtering
         // server by the objects it receives.
-        seed_config_maps(&api, 0..80).await;
+        let seeded = seed_config_maps(&api, 0..80).await;
+        // The first list is served from the watch cache: it must hold every ConfigMap for the
+        // cache to equal the server's shard as soon as the wait returns.
+        watch_cache_has(&api, seeded.last().expect("seeded")).await;
         let (first, second) = (Shard::of(0, 2).unwrap(), Shard::of(1, 2).unwrap());
         let factory = SharedInformerFactory::new(
             ctx.client(),

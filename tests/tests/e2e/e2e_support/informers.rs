@@ -56,16 +56,24 @@ pub(crate) fn config_maps(ctx: &Ctx) -> Api<ConfigMap> {
     Api::namespaced(ctx.client(), &ctx.namespace)
 }
 
-/// Creates the ConfigMaps `cm-{i}` for each `i` of `numbers`, each holding the value `v`.
-pub(crate) async fn seed_config_maps(api: &Api<ConfigMap>, numbers: std::ops::Range<usize>) {
+/// Creates the ConfigMaps `cm-{i}` for each `i` of `numbers`, each holding the value `v`;
+/// returns them as stored.
+pub(crate) async fn seed_config_maps(
+    api: &Api<ConfigMap>,
+    numbers: std::ops::Range<usize>,
+) -> Vec<ConfigMap> {
+    let mut created = Vec::new();
     for i in numbers {
-        api.create(
-            &PostParams::default(),
-            &crate::config_maps::config_map(&format!("cm-{i}"), "v", &[]),
-        )
-        .await
-        .expect("created");
+        created.push(
+            api.create(
+                &PostParams::default(),
+                &crate::config_maps::config_map(&format!("cm-{i}"), "v", &[]),
+            )
+            .await
+            .expect("created"),
+        );
     }
+    created
 }
 
 /// Writes `value` into an existing ConfigMap, returning the stored object.
