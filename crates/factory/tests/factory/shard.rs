@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kinformer_factory::{Error, FactoryOptions, InformerRequest, SharedInformerFactory};
 use kinformer_informer::{SharedIndexInformer, WaitError};
 use kinformer_reflector::ShardMode;
-use kinformer_store::{Object, Shard, ShardKey};
+use kinformer_store::{Object, Shard, ShardKey, meta_namespace_key_func};
 use kinformer_testing::{FakeApiServer, fixtures};
 use kube_client::Api;
 use kube_core::PartialObjectMeta;
@@ -17,14 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
-/// A Pod's cache key.
+/// A Pod's cache key, as the informers key it.
 fn key(pod: &Pod) -> String {
-    let meta = &pod.metadata;
-    format!(
-        "{}/{}",
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default()
-    )
+    meta_namespace_key_func(pod).expect("a fixture Pod has a name")
 }
 
 fn keys(pods: &[std::sync::Arc<Pod>]) -> BTreeSet<String> {
